@@ -1,0 +1,475 @@
+"""Calibration: fit the cost model's per-op efficiencies and overheads to measured call times.
+
+Input is a measurements table, one row per timed call (``MEASUREMENT_COLUMNS``): the op kind, the
+number of devices it ran on, the FLOPs and bytes it had to do (computed by the profiler from the
+``ModelSpec`` formulas) and the measured seconds. For each op the fit finds ``OpParams`` such that
+
+    seconds ~= overhead_s + max(flops / (devices * peak_flops * eff_compute),
+                                bytes / (devices * bw * eff_memory))
+
+(``bw`` = ``mem_bw``; for ``sync``, ``bw`` = ``link_bw`` and there is no ``devices`` divisor, as in
+``costmodel.CostModel.weight_sync``). The fit minimises *relative* residuals, so short and long calls
+weigh alike. Efficiencies are relative to the spec's nominal peaks: against a nominal CPU spec
+(``cpu_spec``) they can be tiny, and the product ``eff * peak`` is what matters.
+
+Identifiability. A coefficient the data cannot pin down is not left to the optimiser's whim:
+- an efficiency whose roofline term never binds (e.g. no compute-bound call) keeps the default value,
+  raised just enough that it still never binds on the measured calls (predictions unchanged);
+- if all calls did the same work (typical for weight sync), the overhead cannot be separated from
+  the bandwidth term: it is held at ``min(default overhead, half the shortest call)`` and the binding
+  efficiency absorbs the rest.
+Such choices, and efficiencies that hit the upper bound 1 (measured faster than the nominal spec),
+are reported in ``FitReport.note``.
+
+Profiles are JSON (``save_profile`` / ``load_profile``), format ``oppo-profile/1``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, fields, replace
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from oppo_sim.errors import ConfigError
+from oppo_sim.hardware import (
+    DEFAULT_COST_PARAMS,
+    OP_KINDS,
+    CostParams,
+    GPUSpec,
+    Hardware,
+    OpParams,
+)
+
+__all__ = [
+    "MEASUREMENT_COLUMNS",
+    "PROFILE_FORMAT",
+    "FitReport",
+    "validate_measurements",
+    "predict_seconds",
+    "fit_op",
+    "fit_profile",
+    "save_profile",
+    "load_profile",
+    "read_profile",
+    "cpu_spec",
+]
+
+MEASUREMENT_COLUMNS = ["op", "devices", "flops", "bytes", "seconds"]
+PROFILE_FORMAT = "oppo-profile/1"
+REPORT_COLUMNS = ["op", "n", "eff_compute", "eff_memory", "overhead_s", "rmse_s", "mape", "r2", "note"]
+
+_EFF_MIN = 1e-12  # lower bound for a fitted efficiency (nominal CPU specs can give very small ones)
+_GRID = 32  # points per efficiency axis in the coarse search
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """Quality of one op's fit. ``mape`` is a fraction (0.05 = 5 %); ``r2`` is on seconds."""
+
+    op: str
+    params: OpParams
+    n: int
+    rmse_s: float
+    mape: float
+    r2: float
+    note: str = ""  # what the data could not identify, or bounds that were hit
+
+    def as_row(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "n": self.n,
+            "eff_compute": self.params.eff_compute,
+            "eff_memory": self.params.eff_memory,
+            "overhead_s": self.params.overhead_s,
+            "rmse_s": self.rmse_s,
+            "mape": self.mape,
+            "r2": self.r2,
+            "note": self.note,
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# Measurements
+
+
+def validate_measurements(df: pd.DataFrame) -> None:
+    """Raise a one-line ``ConfigError`` if ``df`` is not a valid measurements table."""
+    if not isinstance(df, pd.DataFrame):
+        raise ConfigError(f"measurements must be a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in MEASUREMENT_COLUMNS if c not in df.columns]
+    if missing:
+        raise ConfigError(
+            f"measurements missing column(s): {', '.join(missing)}; need {', '.join(MEASUREMENT_COLUMNS)}"
+        )
+    ops = df["op"]
+    bad = ~ops.isin(OP_KINDS)
+    if bad.any():
+        i = bad.idxmax()
+        raise ConfigError(f"measurements: unknown op {ops[i]!r} (row {i}); known: {', '.join(OP_KINDS)}")
+    for col in ("devices", "flops", "bytes", "seconds"):
+        vals = pd.to_numeric(df[col], errors="coerce")
+        nan = vals.isna() | ~np.isfinite(vals.to_numpy(dtype=float, na_value=np.nan))
+        if nan.any():
+            i = nan.idxmax()
+            raise ConfigError(f"measurements: column '{col}' has a missing/non-finite value {df[col][i]!r} (row {i})")
+        if col == "devices":
+            bad = (vals < 1) | (vals != np.round(vals))
+            what = "a positive integer"
+        elif col == "seconds":
+            bad = vals <= 0
+            what = "> 0"
+        else:
+            bad = vals < 0
+            what = ">= 0"
+        if bad.any():
+            i = bad.idxmax()
+            raise ConfigError(f"measurements: column '{col}' must be {what}, got {df[col][i]!r} (row {i})")
+
+
+def _unit_times(df: pd.DataFrame, spec: GPUSpec, op: str) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds each call would take at eff 1 on the compute (a) and memory/link (b) roofline."""
+    dev = df["devices"].to_numpy(dtype=float)
+    flops = df["flops"].to_numpy(dtype=float)
+    nbytes = df["bytes"].to_numpy(dtype=float)
+    if op == "sync":
+        return flops / spec.peak_flops, nbytes / spec.link_bw
+    return flops / (dev * spec.peak_flops), nbytes / (dev * spec.mem_bw)
+
+
+def predict_seconds(df: pd.DataFrame, spec: GPUSpec, params: CostParams | OpParams) -> np.ndarray:
+    """Cost-model seconds for each measurement row (``params`` per op, or one ``OpParams`` for all rows)."""
+    validate_measurements(df)
+    out = np.empty(len(df))
+    for op in OP_KINDS:
+        mask = (df["op"] == op).to_numpy()
+        if not mask.any():
+            continue
+        p = params if isinstance(params, OpParams) else params.op(op)
+        a, b = _unit_times(df[mask], spec, op)
+        out[mask] = p.overhead_s + np.maximum(a / p.eff_compute, b / p.eff_memory)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Fitting
+
+
+def _best_overhead(m: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Overhead minimising sum(((o + m) / t - 1)^2) over the last axis, clipped at 0."""
+    w = 1.0 / t**2
+    o = np.sum((t - m) * w, axis=-1) / np.sum(w)
+    return np.maximum(o, 0.0)
+
+
+def _fit_effs(a: np.ndarray, b: np.ndarray, t: np.ndarray, fixed_overhead: float | None) -> tuple[float, float, float]:
+    """Least-squares (ec, em, o) on relative residuals: coarse log-grid search, then polish."""
+    has_c, has_m = bool(np.any(a > 0)), bool(np.any(b > 0))
+
+    def axis(u: np.ndarray, present: bool) -> np.ndarray:
+        if not present:
+            return np.array([1.0])
+        lo = float(np.clip(0.5 * np.max(u / t), _EFF_MIN, 1.0))
+        return np.geomspace(lo, 1.0, _GRID) if lo < 1.0 else np.array([1.0])
+
+    ec_grid, em_grid = axis(a, has_c), axis(b, has_m)
+    EC, EM = np.meshgrid(ec_grid, em_grid, indexing="ij")
+    m = np.maximum(a / EC[..., None], b / EM[..., None])  # (gc, gm, n)
+    o = _best_overhead(m, t) if fixed_overhead is None else np.full(EC.shape, fixed_overhead)
+    cost = np.sum(((o[..., None] + m) / t - 1.0) ** 2, axis=-1)
+    order = np.argsort(cost, axis=None)[:4]
+
+    t_scale = float(np.median(t))
+    free_o = fixed_overhead is None
+
+    def unpack(x: np.ndarray) -> tuple[float, float, float]:
+        ec = math.exp(x[0]) if has_c else 1.0
+        em = math.exp(x[1]) if has_m else 1.0
+        o = x[2] * t_scale if free_o else float(fixed_overhead)
+        return min(ec, 1.0), min(em, 1.0), max(o, 0.0)
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        ec, em, o = unpack(x)
+        return (o + np.maximum(a / ec, b / em)) / t - 1.0
+
+    lo = np.array([math.log(_EFF_MIN), math.log(_EFF_MIN), 0.0])
+    hi = np.array([0.0, 0.0, np.inf])
+    best: tuple[float, np.ndarray] | None = None
+    for flat in order:
+        i, j = np.unravel_index(flat, EC.shape)
+        o0 = float(o[i, j]) / t_scale if free_o else 0.0
+        x0 = np.clip(np.array([math.log(EC[i, j]), math.log(EM[i, j]), o0]), lo, hi)
+        try:
+            res = least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale=1.0, xtol=1e-12, ftol=1e-12)
+            x, c = res.x, float(res.cost)
+        except ValueError:  # degenerate start: keep the grid point
+            x, c = x0, 0.5 * float(np.sum(resid(x0) ** 2))
+        if best is None or c < best[0]:
+            best = (c, x)
+    assert best is not None
+    return unpack(best[1])
+
+
+def _unidentified(name: str, kind: str, value: float, default: float) -> str:
+    how = "default kept" if value == default else f"default raised to {value:.3g} to stay non-binding"
+    return f"{name} not identifiable (no {kind}-bound call): {how}"
+
+
+def fit_op(df: pd.DataFrame, spec: GPUSpec, default: OpParams | None = None) -> tuple[OpParams, FitReport]:
+    """Fit ``OpParams`` for the single op kind in ``df`` (see the module docstring for the method).
+
+    ``default`` (from ``DEFAULT_COST_PARAMS`` if omitted) supplies the coefficients the data cannot
+    identify."""
+    validate_measurements(df)
+    ops = sorted(set(df["op"]))
+    if len(ops) != 1:
+        raise ConfigError(f"fit_op needs measurements of exactly one op, got: {', '.join(ops) or 'none'}")
+    op = ops[0]
+    default = DEFAULT_COST_PARAMS.op(op) if default is None else default
+    t = df["seconds"].to_numpy(dtype=float)
+    a, b = _unit_times(df, spec, op)
+    notes: list[str] = []
+
+    work = np.unique(np.stack([a, b], axis=1), axis=0)
+    fixed_o: float | None = None
+    if len(work) == 1 and not (a[0] == 0 and b[0] == 0):
+        fixed_o = min(default.overhead_s, 0.5 * float(np.min(t)))
+        notes.append("all calls did the same work: overhead held at min(default, half the shortest call)")
+
+    if not np.any(a > 0) and not np.any(b > 0):  # pure-overhead calls
+        ec, em, o = default.eff_compute, default.eff_memory, float(np.mean(t))
+    else:
+        ec, em, o = _fit_effs(a, b, t, fixed_o)
+        comp, mem = a / ec, b / em
+        fit_c, fit_m = bool(np.any(comp > mem)), bool(np.any(mem > comp))
+        if not fit_c:  # compute term never binds: default, raised if needed so it still never binds
+            need = float(np.max(np.where(b > 0, a * em / np.where(b > 0, b, 1.0), 0.0)))
+            ec = min(1.0, max(default.eff_compute, need * (1 + 1e-9)))
+            if np.any(a > 0):
+                notes.append(_unidentified("eff_compute", "compute", ec, default.eff_compute))
+        elif not fit_m:
+            need = float(np.max(np.where(a > 0, b * ec / np.where(a > 0, a, 1.0), 0.0)))
+            em = min(1.0, max(default.eff_memory, need * (1 + 1e-9)))
+            if np.any(b > 0):
+                notes.append(_unidentified("eff_memory", "memory", em, default.eff_memory))
+        for name, v, fitted in (("eff_compute", ec, fit_c), ("eff_memory", em, fit_m)):
+            if fitted and v >= 1.0:
+                notes.append(f"{name} hit the bound 1: calls ran faster than the nominal spec")
+
+    params = OpParams(float(ec), float(em), float(o))
+    pred = params.overhead_s + np.maximum(a / params.eff_compute, b / params.eff_memory)
+    err = pred - t
+    ss_tot = float(np.sum((t - t.mean()) ** 2))
+    # r2 is undefined when every call did the same work (only noise to explain)
+    r2 = 1.0 - float(np.sum(err**2)) / ss_tot if len(work) > 1 and ss_tot > 0 else float("nan")
+    report = FitReport(
+        op=op,
+        params=params,
+        n=len(t),
+        rmse_s=float(np.sqrt(np.mean(err**2))),
+        mape=float(np.mean(np.abs(err) / t)),
+        r2=r2,
+        note="; ".join(notes),
+    )
+    return params, report
+
+
+def fit_profile(
+    df: pd.DataFrame, spec: GPUSpec, defaults: CostParams = DEFAULT_COST_PARAMS
+) -> tuple[Hardware, pd.DataFrame]:
+    """Fit every op present in ``df`` (absent ops keep ``defaults``). Returns the calibrated
+    ``Hardware`` and a per-op report (columns ``REPORT_COLUMNS``)."""
+    validate_measurements(df)
+    if len(df) == 0:
+        raise ConfigError("measurements are empty: nothing to fit")
+    fitted: dict[str, OpParams] = {}
+    rows = []
+    for op in OP_KINDS:
+        sub = df[df["op"] == op]
+        if len(sub) == 0:
+            continue
+        fitted[op], rep = fit_op(sub, spec, defaults.op(op))
+        rows.append(rep.as_row())
+    hw = Hardware(spec, replace(defaults, **fitted))
+    return hw, pd.DataFrame(rows, columns=REPORT_COLUMNS)
+
+
+# --------------------------------------------------------------------------------------------------
+# Profiles
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, PathLike):
+        return os.fspath(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def save_profile(hw: Hardware, path: str | PathLike, meta: dict | None = None) -> None:
+    """Write ``hw`` as a JSON profile: ``{"format", "gpu", "params", "meta"}``. Creates parent folders."""
+    if not isinstance(hw, Hardware):
+        raise ConfigError(f"save_profile needs a Hardware, got {type(hw).__name__}")
+    doc = {
+        "format": PROFILE_FORMAT,
+        "gpu": asdict(hw.gpu),
+        "params": {op: asdict(hw.params.op(op)) for op in OP_KINDS},
+        "meta": dict(meta or {}),
+    }
+    try:
+        text = json.dumps(doc, indent=2, allow_nan=False, default=_json_default)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"profile '{path}': meta is not JSON serialisable ({e})") from None
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text + "\n", encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"profile '{path}': cannot write ({e.strerror or e})") from None
+
+
+def _section(doc: dict, key: str, where: str) -> dict:
+    if key not in doc:
+        raise ConfigError(f"{where}: missing field '{key}'")
+    v = doc[key]
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}: field '{key}' must be an object, got {type(v).__name__}")
+    return v
+
+
+def _build(cls: type, obj: dict, prefix: str, where: str) -> Any:
+    names = [f.name for f in fields(cls)]
+    for k in obj:
+        if k not in names:
+            raise ConfigError(f"{where}: unknown field '{prefix}.{k}'; expected {', '.join(names)}")
+    kw = {}
+    for f in fields(cls):
+        if f.name not in obj:
+            raise ConfigError(f"{where}: missing field '{prefix}.{f.name}'")
+        v = obj[f.name]
+        want_str = f.type in ("str", str)
+        if want_str and not isinstance(v, str):
+            raise ConfigError(f"{where}: field '{prefix}.{f.name}' must be a string, got {v!r}")
+        if not want_str and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ConfigError(f"{where}: field '{prefix}.{f.name}' must be a number, got {v!r}")
+        kw[f.name] = v
+    try:
+        return cls(**kw)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: field '{prefix}': {e}") from None
+
+
+def read_profile(path: str | PathLike) -> tuple[Hardware, dict]:
+    """Load a JSON profile: the ``Hardware`` and its ``meta`` dict. Errors name file and field."""
+    where = f"profile '{path}'"
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{where}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{where}: top level must be a JSON object")
+    if doc.get("format") != PROFILE_FORMAT:
+        got = doc.get("format", "<missing>")
+        raise ConfigError(f"{where}: field 'format' must be '{PROFILE_FORMAT}', got {got!r}")
+    gpu = _build(GPUSpec, _section(doc, "gpu", where), "gpu", where)
+    params_doc = _section(doc, "params", where)
+    for k in params_doc:
+        if k not in OP_KINDS:
+            raise ConfigError(f"{where}: unknown field 'params.{k}'; expected {', '.join(OP_KINDS)}")
+    ops = {}
+    for op in OP_KINDS:
+        if op not in params_doc:
+            raise ConfigError(f"{where}: missing field 'params.{op}'")
+        if not isinstance(params_doc[op], dict):
+            raise ConfigError(f"{where}: field 'params.{op}' must be an object")
+        ops[op] = _build(OpParams, params_doc[op], f"params.{op}", where)
+    meta = doc.get("meta", {})
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{where}: field 'meta' must be an object")
+    return Hardware(gpu, CostParams(**ops)), meta
+
+
+def load_profile(path: str | PathLike) -> Hardware:
+    """Load a JSON profile written by ``save_profile``; a bad/missing file or field -> one-line
+    ``ConfigError`` naming the file and the field."""
+    return read_profile(path)[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# Nominal CPU spec
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _cpu_max_freq_hz() -> float | None:
+    try:
+        khz = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text().strip()
+        return float(khz) * 1e3
+    except (OSError, ValueError):
+        return None
+
+
+def _phys_mem_bytes() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 16e9
+
+
+def cpu_spec(
+    name: str = "cpu",
+    cores: int | None = None,
+    *,
+    freq_hz: float | None = None,
+    flops_per_cycle: float = 32.0,
+    mem_bw: float | None = None,
+) -> GPUSpec:
+    """A *nominal* spec for the local CPU, as a starting point to calibrate against.
+
+    peak_flops = cores * flops_per_cycle (32: two AVX2 FMA units, fp32) * freq (max frequency from
+    sysfs, else a 3.5 GHz guess); mem_bw = max(20 GB/s, 5 GB/s per core) unless given; mem_bytes from
+    the OS; link_bw = mem_bw (weight sync on a CPU is a memory copy). These are rough upper bounds,
+    not measurements: the effective throughput (eff * peak) comes from ``fit_profile``. If a fit
+    reports an efficiency at the bound 1, raise the nominal number (e.g. ``flops_per_cycle`` for
+    AMX/AVX-512 bf16 machines).
+    """
+    n = _cpu_count() if cores is None else cores
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"cpu_spec: cores must be a positive integer, got {cores!r}")
+    f = freq_hz if freq_hz is not None else (_cpu_max_freq_hz() or 3.5e9)
+    f_src = "given" if freq_hz is not None else ("sysfs max" if _cpu_max_freq_hz() else "guessed")
+    bw = mem_bw if mem_bw is not None else max(20e9, 5e9 * n)
+    return GPUSpec(
+        id=name,
+        name=f"CPU ({n} cores, nominal)",
+        peak_flops=float(n * flops_per_cycle * f),
+        mem_bw=float(bw),
+        mem_bytes=_phys_mem_bytes(),
+        link_bw=float(bw),
+        source=(
+            f"nominal guess: {n} cores x {flops_per_cycle:g} FLOP/cycle x {f / 1e9:.2f} GHz ({f_src}), "
+            f"mem_bw {bw / 1e9:.0f} GB/s {'given' if mem_bw is not None else 'guessed'}; "
+            "effective values come from calibration"
+        ),
+    )
