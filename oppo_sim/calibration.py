@@ -68,6 +68,9 @@ REPORT_COLUMNS = ["op", "n", "eff_compute", "eff_memory", "overhead_s", "rmse_s"
 
 _EFF_MIN = 1e-12  # lower bound for a fitted efficiency (nominal CPU specs can give very small ones)
 _GRID = 32  # points per efficiency axis in the coarse search
+# A roofline term "binds" a call (and so identifies its efficiency) only if it exceeds the other term
+# by this factor; an optimiser drifting along a flat direction stops at the kink, where they are equal.
+_BINDS = 1.01
 
 
 @dataclass(frozen=True)
@@ -181,9 +184,12 @@ def _fit_effs(a: np.ndarray, b: np.ndarray, t: np.ndarray, fixed_overhead: float
 
     ec_grid, em_grid = axis(a, has_c), axis(b, has_m)
     EC, EM = np.meshgrid(ec_grid, em_grid, indexing="ij")
-    m = np.maximum(a / EC[..., None], b / EM[..., None])  # (gc, gm, n)
-    o = _best_overhead(m, t) if fixed_overhead is None else np.full(EC.shape, fixed_overhead)
-    cost = np.sum(((o[..., None] + m) / t - 1.0) ** 2, axis=-1)
+    o = np.empty(EC.shape)
+    cost = np.empty(EC.shape)
+    for i, ec in enumerate(ec_grid):  # one row of the grid at a time: memory O(grid * n)
+        m = np.maximum(a / ec, b / em_grid[:, None])  # (gm, n)
+        o[i] = _best_overhead(m, t) if fixed_overhead is None else fixed_overhead
+        cost[i] = np.sum(((o[i][:, None] + m) / t - 1.0) ** 2, axis=-1)
     order = np.argsort(cost, axis=None)[:4]
 
     t_scale = float(np.median(t))
@@ -248,7 +254,7 @@ def fit_op(df: pd.DataFrame, spec: GPUSpec, default: OpParams | None = None) -> 
     else:
         ec, em, o = _fit_effs(a, b, t, fixed_o)
         comp, mem = a / ec, b / em
-        fit_c, fit_m = bool(np.any(comp > mem)), bool(np.any(mem > comp))
+        fit_c, fit_m = bool(np.any(comp > _BINDS * mem)), bool(np.any(mem > _BINDS * comp))
         if not fit_c:  # compute term never binds: default, raised if needed so it still never binds
             need = float(np.max(np.where(b > 0, a * em / np.where(b > 0, b, 1.0), 0.0)))
             ec = min(1.0, max(default.eff_compute, need * (1 + 1e-9)))

@@ -1,0 +1,295 @@
+"""Calibration: recover known cost parameters from synthetic measurements; profile JSON I/O."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from oppo_sim.calibration import (
+    MEASUREMENT_COLUMNS,
+    REPORT_COLUMNS,
+    cpu_spec,
+    fit_op,
+    fit_profile,
+    load_profile,
+    predict_seconds,
+    read_profile,
+    save_profile,
+    validate_measurements,
+)
+from oppo_sim.errors import ConfigError
+from oppo_sim.hardware import (
+    DEFAULT_COST_PARAMS,
+    CostParams,
+    GPUSpec,
+    Hardware,
+    OpParams,
+    get_gpu,
+    get_hardware,
+)
+from oppo_sim.models import ModelSpec, get_model
+
+TRUTH = CostParams(
+    decode=OpParams(0.42, 0.63, 2.5e-3),
+    prefill=OpParams(0.61, 0.55, 1.5e-3),
+    train=OpParams(0.35, 0.80, 7e-3),
+    sync=OpParams(1.0, 0.45, 0.02),
+)
+
+
+def _work_grid() -> pd.DataFrame:
+    """Calls spanning memory-bound (small batches) and compute-bound (large batches) regimes."""
+    rows = []
+    for mid in ["qwen2.5-0.5b", "qwen2.5-7b", "llama-3.1-70b"]:
+        m = get_model(mid)
+        kv = m.kv_bytes_per_token()
+        for b in [1, 4, 16, 64, 256, 1024, 4096]:
+            for ctx in [128, 2048]:
+                flops = 2 * m.matmul_params * b + 4 * m.layers * m.attn_width * b * ctx
+                rows.append(("decode", 1, flops, m.weight_bytes() + b * ctx * kv))
+        for n in [16, 64, 256, 1024, 4096, 16384]:
+            rows.append(("prefill", 1, m.forward_flops(n, 0, scalar_head=True), m.weight_bytes(True) + n * kv))
+            rows.append(("train", 2, 3 * m.forward_flops(n), 2 * 3 * m.weight_bytes() + 16 * m.params))
+        rows.append(("sync", 1, 0.0, m.weight_bytes()))
+    return pd.DataFrame(rows, columns=["op", "devices", "flops", "bytes"])
+
+
+def _measure(work: pd.DataFrame, spec: GPUSpec, truth, noise: float, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    t = predict_seconds(work.assign(seconds=1.0), spec, truth)
+    return work.assign(seconds=t * np.exp(rng.normal(0.0, noise, len(work))))[MEASUREMENT_COLUMNS]
+
+
+def _close(fit: OpParams, truth: OpParams, rel: float) -> None:
+    assert fit.eff_compute == pytest.approx(truth.eff_compute, rel=rel)
+    assert fit.eff_memory == pytest.approx(truth.eff_memory, rel=rel)
+    assert fit.overhead_s == pytest.approx(truth.overhead_s, rel=rel)
+
+
+@pytest.mark.parametrize("gid", ["h100-sxm", "a100-40gb", "rtx-4090"])
+def test_fit_profile_recovers_truth(gid):
+    spec = get_gpu(gid)
+    df = _measure(_work_grid(), spec, TRUTH, noise=0.01, seed=1)
+    # both regimes present for every op with FLOPs
+    for op in ["decode", "prefill", "train"]:
+        sub = df[df.op == op]
+        a = sub.flops / (sub.devices * spec.peak_flops * TRUTH.op(op).eff_compute)
+        b = sub.bytes / (sub.devices * spec.mem_bw * TRUTH.op(op).eff_memory)
+        assert (a > b).any() and (b > a).any()
+    hw, report = fit_profile(df, spec)
+    assert hw.gpu is spec
+    assert list(report.columns) == REPORT_COLUMNS
+    assert list(report.op) == ["decode", "prefill", "train", "sync"]
+    for op in ["decode", "prefill", "train"]:
+        _close(hw.params.op(op), TRUTH.op(op), rel=0.04)
+    sync = hw.params.sync
+    assert sync.eff_memory == pytest.approx(0.45, rel=0.04)
+    assert sync.overhead_s == pytest.approx(0.02, rel=0.1)
+    assert sync.eff_compute == 1.0  # no FLOPs: default kept
+    assert (report.mape < 0.02).all()
+    assert (report.r2 > 0.99).all()
+
+
+def test_fit_exact_without_noise():
+    spec = get_gpu("h200")
+    df = _measure(_work_grid(), spec, TRUTH, noise=0.0)
+    hw, report = fit_profile(df, spec)
+    for op in ["decode", "prefill", "train", "sync"]:
+        _close(hw.params.op(op), TRUTH.op(op), rel=1e-4)
+    assert (report.mape < 1e-5).all()
+
+
+def test_fit_on_cpu_spec_small_efficiencies():
+    """A tiny locally built model on a nominal CPU spec: efficiencies far below 1, overhead-heavy calls."""
+    spec = cpu_spec(cores=8, freq_hz=3e9)
+    truth = OpParams(0.02, 0.3, 0.02)
+    m = ModelSpec("tiny", "tiny", layers=4, hidden=256, heads=4, kv_heads=2, intermediate=1024, vocab=1000)
+    rows = []
+    for b in [1, 4, 16, 64, 256, 512]:
+        for ctx in [0, 1024, 8192]:
+            flops = 2.0 * m.matmul_params * b + 4 * m.layers * m.attn_width * b * ctx
+            rows.append(("decode", 1, flops, m.weight_bytes() + b * ctx * m.kv_bytes_per_token()))
+    work = pd.DataFrame(rows, columns=["op", "devices", "flops", "bytes"])
+    df = _measure(work, spec, truth, noise=0.005, seed=3)
+    params, rep = fit_op(df, spec)
+    _close(params, truth, rel=0.05)
+    assert rep.n == len(df) and rep.op == "decode" and rep.note == ""
+
+
+def test_unidentified_efficiency_keeps_default_and_predictions():
+    spec = get_gpu("h100-sxm")
+    work = _work_grid()
+    work = work[work.op == "decode"]
+    p = TRUTH.decode  # keep only the calls that are memory-bound under the truth
+    work = work[work.flops / (spec.peak_flops * p.eff_compute) < work.bytes / (spec.mem_bw * p.eff_memory)]
+    assert len(work) > 10
+    df = _measure(work, spec, TRUTH, noise=0.0)
+    params, rep = fit_op(df, spec)
+    assert "eff_compute not identifiable" in rep.note
+    assert params.eff_compute >= DEFAULT_COST_PARAMS.decode.eff_compute
+    assert params.eff_memory == pytest.approx(0.63, rel=1e-3)
+    np.testing.assert_allclose(predict_seconds(df, spec, params), df.seconds, rtol=1e-4)
+
+
+def test_same_work_sync_holds_overhead():
+    spec = get_gpu("h100-sxm")
+    m = get_model("qwen2.5-7b")
+    work = pd.DataFrame({"op": "sync", "devices": 1, "flops": 0.0, "bytes": [float(m.weight_bytes())] * 6})
+    df = _measure(work, spec, TRUTH, noise=0.01, seed=5)
+    params, rep = fit_op(df, spec)
+    assert "same work" in rep.note
+    assert params.overhead_s == pytest.approx(min(0.05, 0.5 * df.seconds.min()))
+    assert rep.mape < 0.03
+    assert np.isnan(rep.r2)
+
+
+def test_absent_ops_keep_defaults():
+    spec = get_gpu("l40s")
+    df = _measure(_work_grid(), spec, TRUTH, noise=0.0)
+    hw, report = fit_profile(df[df.op == "prefill"], spec)
+    assert list(report.op) == ["prefill"]
+    assert hw.params.decode == DEFAULT_COST_PARAMS.decode
+    assert hw.params.train == DEFAULT_COST_PARAMS.train
+    assert hw.params.sync == DEFAULT_COST_PARAMS.sync
+    _close(hw.params.prefill, TRUTH.prefill, rel=1e-4)
+
+
+def test_fit_op_needs_one_op():
+    spec = get_gpu("h200")
+    df = _measure(_work_grid(), spec, TRUTH, noise=0.0)
+    with pytest.raises(ConfigError, match="exactly one op, got: decode, prefill"):
+        fit_op(df[df.op.isin(["decode", "prefill"])], spec)
+    with pytest.raises(ConfigError, match="empty"):
+        fit_profile(df.iloc[:0], spec)
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda d: d.drop(columns=["seconds", "bytes"]), "missing column.*bytes, seconds"),
+        (lambda d: d.assign(op="generate"), "unknown op 'generate'"),
+        (lambda d: d.assign(seconds=np.where(d.index == 2, np.nan, d.seconds)), r"'seconds'.*row 2"),
+        (lambda d: d.assign(seconds=-d.seconds), "'seconds' must be > 0"),
+        (lambda d: d.assign(flops=-1.0), "'flops' must be >= 0"),
+        (lambda d: d.assign(devices=0), "'devices' must be a positive integer"),
+        (lambda d: d.assign(devices=1.5), "'devices' must be a positive integer"),
+        (lambda d: d.assign(bytes="x"), "'bytes'"),
+    ],
+)
+def test_validate_measurements(mutate, match):
+    df = _measure(_work_grid(), get_gpu("h200"), TRUTH, noise=0.0).head(5)
+    validate_measurements(df)
+    with pytest.raises(ConfigError, match=match) as e:
+        validate_measurements(mutate(df))
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match="DataFrame"):
+        validate_measurements({"op": []})
+
+
+# ------------------------------------------------------------------------------------- profiles
+def _fitted_hw() -> Hardware:
+    spec = get_gpu("a100-80gb")
+    hw, _ = fit_profile(_measure(_work_grid(), spec, TRUTH, noise=0.02, seed=7), spec)
+    return hw
+
+
+def test_profile_round_trip_exact(tmp_path):
+    hw = _fitted_hw()
+    path = tmp_path / "sub" / "a100.json"
+    save_profile(hw, path, meta={"host": "node1", "n": np.int64(3)})
+    back, meta = read_profile(path)
+    assert back == hw  # floats round-trip exactly through JSON
+    assert meta == {"host": "node1", "n": 3}
+    assert load_profile(str(path)) == hw
+    assert get_hardware(path) == hw
+    assert get_hardware(str(path)) == hw
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "oppo-profile/1"
+    assert set(doc) == {"format", "gpu", "params", "meta"}
+    assert set(doc["params"]) == {"decode", "prefill", "train", "sync"}
+
+
+def test_cpu_profile_round_trip(tmp_path):
+    spec = cpu_spec()
+    assert spec.id == "cpu" and spec.peak_flops > 0 and spec.mem_bytes > 0
+    assert "calibration" in spec.source
+    hw = Hardware(spec)
+    save_profile(hw, tmp_path / "cpu.json")
+    assert load_profile(tmp_path / "cpu.json") == hw
+    with pytest.raises(ConfigError, match="cores"):
+        cpu_spec(cores=0)
+
+
+def _write(tmp_path, doc) -> str:
+    p = tmp_path / "p.json"
+    p.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return str(p)
+
+
+def _good_doc() -> dict:
+    return {
+        "format": "oppo-profile/1",
+        "gpu": {"id": "h200", "name": "H200", "peak_flops": 989e12, "mem_bw": 4.8e12, "mem_bytes": 141e9,
+                "link_bw": 900e9, "source": "test"},
+        "params": {op: {"eff_compute": 0.5, "eff_memory": 0.5, "overhead_s": 0.001}
+                   for op in ["decode", "prefill", "train", "sync"]},
+        "meta": {},
+    }
+
+
+def _edit(path: list, value=None, delete=False):
+    def f(doc):
+        node = doc
+        for k in path[:-1]:
+            node = node[k]
+        if delete:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = value
+        return doc
+    return f
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (_edit(["format"], "oppo-profile/2"), "field 'format' must be 'oppo-profile/1'"),
+        (_edit(["gpu"], delete=True), "missing field 'gpu'"),
+        (_edit(["gpu", "mem_bw"], delete=True), "missing field 'gpu.mem_bw'"),
+        (_edit(["gpu", "mem_bw"], "fast"), "field 'gpu.mem_bw' must be a number"),
+        (_edit(["gpu", "peak_flops"], -1.0), "field 'gpu'.*peak_flops"),
+        (_edit(["gpu", "colour"], "green"), "unknown field 'gpu.colour'"),
+        (_edit(["params", "train"], delete=True), "missing field 'params.train'"),
+        (_edit(["params", "decode", "eff_memory"], 1.5), "field 'params.decode'.*eff_memory"),
+        (_edit(["params", "decode", "overhead_s"], delete=True), "missing field 'params.decode.overhead_s'"),
+        (_edit(["params", "generate"], {}), "unknown field 'params.generate'"),
+        (_edit(["meta"], [1, 2]), "field 'meta' must be an object"),
+    ],
+)
+def test_load_profile_errors(tmp_path, edit, match):
+    load_profile(_write(tmp_path, _good_doc()))
+    path = _write(tmp_path, edit(_good_doc()))
+    with pytest.raises(ConfigError, match=match) as e:
+        load_profile(path)
+    msg = str(e.value)
+    assert "\n" not in msg and "p.json" in msg
+
+
+def test_load_profile_file_errors(tmp_path):
+    with pytest.raises(ConfigError, match="nope.json': file not found"):
+        load_profile(tmp_path / "nope.json")
+    with pytest.raises(ConfigError, match="nope.json': file not found"):
+        get_hardware(str(tmp_path / "nope.json"))
+    with pytest.raises(ConfigError, match="not valid JSON.*line 1") as e:
+        load_profile(_write(tmp_path, "{not json"))
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match="top level must be a JSON object"):
+        load_profile(_write(tmp_path, "[1, 2]"))
+
+
+def test_save_profile_rejects_bad_meta(tmp_path):
+    with pytest.raises(ConfigError, match="meta is not JSON serialisable"):
+        save_profile(Hardware(get_gpu("h200")), tmp_path / "x.json", meta={"f": object()})
+    with pytest.raises(ConfigError, match="meta"):
+        save_profile(Hardware(get_gpu("h200")), tmp_path / "x.json", meta={"f": float("nan")})

@@ -1,0 +1,230 @@
+"""GPU and model tables: completeness, derived numbers against published totals, invariants."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from oppo_sim.errors import ConfigError
+from oppo_sim.hardware import (
+    DEFAULT_COST_PARAMS,
+    GPUS,
+    OP_KINDS,
+    CostParams,
+    GPUSpec,
+    Hardware,
+    OpParams,
+    get_gpu,
+    get_hardware,
+)
+from oppo_sim.models import MODELS, ModelSpec, get_model, model_from_hf_config
+
+GPU_IDS = ["a100-40gb", "a100-80gb", "h100-sxm", "h200", "gh200", "l40s", "rtx-4090", "rtx-pro-6000"]
+MODEL_IDS = [
+    "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
+    "qwen2.5-72b", "qwen3-8b", "qwen3-32b", "llama-3.1-8b", "llama-3.1-70b",
+]
+
+
+# ---------------------------------------------------------------------------------------- GPUs
+def test_gpu_table_complete_and_read_only():
+    assert set(GPUS) == set(GPU_IDS)
+    for gid, g in GPUS.items():
+        assert g.id == gid
+        assert g.source
+    with pytest.raises(TypeError):
+        GPUS["x"] = GPUS["h200"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "gid, peak, bw, mem, link",
+    [
+        ("a100-40gb", 312e12, 1555e9, 40e9, 600e9),
+        ("a100-80gb", 312e12, 2039e9, 80e9, 600e9),
+        ("h100-sxm", 989e12, 3350e9, 80e9, 900e9),
+        ("h200", 989e12, 4800e9, 141e9, 900e9),
+        ("gh200", 989e12, 4900e9, 144e9, 900e9),
+        ("l40s", 362e12, 864e9, 48e9, 64e9),
+        ("rtx-4090", 165.2e12, 1008e9, 24e9, 64e9),
+        ("rtx-pro-6000", 503.8e12, 1792e9, 96e9, 128e9),
+    ],
+)
+def test_gpu_values(gid, peak, bw, mem, link):
+    g = get_gpu(gid)
+    assert (g.peak_flops, g.mem_bw, g.mem_bytes, g.link_bw) == (peak, bw, mem, link)
+
+
+def test_get_gpu_case_insensitive_and_unknown():
+    assert get_gpu("H100-SXM") is GPUS["h100-sxm"]
+    with pytest.raises(ConfigError, match=r"unknown GPU 'v100'; known: a100-40gb, .*rtx-pro-6000") as e:
+        get_gpu("v100")
+    assert "\n" not in str(e.value)
+
+
+def test_gpu_spec_validation():
+    good = dataclasses.asdict(GPUS["h200"])
+    for field, bad in [("peak_flops", 0), ("mem_bw", -1.0), ("mem_bytes", float("nan")), ("link_bw", "fast"),
+                       ("id", "H 200"), ("name", "")]:
+        with pytest.raises(ConfigError, match=field if field not in ("id",) else "lowercase"):
+            GPUSpec(**{**good, field: bad})
+
+
+def test_op_params_validation_and_defaults():
+    assert DEFAULT_COST_PARAMS.decode == OpParams(0.5, 0.7, 3e-3)
+    assert DEFAULT_COST_PARAMS.prefill == OpParams(0.55, 0.7, 2e-3)
+    assert DEFAULT_COST_PARAMS.train == OpParams(0.4, 0.7, 5e-3)
+    assert DEFAULT_COST_PARAMS.sync == OpParams(1.0, 0.6, 0.05)
+    OpParams(1.0, 1.0, 0.0)
+    for args in [(0.0, 0.5, 0.0), (0.5, 1.01, 0.0), (0.5, 0.5, -1e-3), (float("nan"), 0.5, 0.0),
+                 (0.5, 0.5, float("inf"))]:
+        with pytest.raises(ConfigError, match="OpParams"):
+            OpParams(*args)
+    with pytest.raises(ConfigError, match="decode"):
+        CostParams(decode=None, prefill=DEFAULT_COST_PARAMS.prefill, train=DEFAULT_COST_PARAMS.train,  # type: ignore[arg-type]
+                   sync=DEFAULT_COST_PARAMS.sync)
+    assert [DEFAULT_COST_PARAMS.op(k) for k in OP_KINDS] == [
+        DEFAULT_COST_PARAMS.decode, DEFAULT_COST_PARAMS.prefill, DEFAULT_COST_PARAMS.train, DEFAULT_COST_PARAMS.sync]
+    with pytest.raises(ConfigError, match="unknown op 'x'"):
+        DEFAULT_COST_PARAMS.op("x")
+
+
+def test_get_hardware_gpu_id():
+    hw = get_hardware("H200")
+    assert hw == Hardware(GPUS["h200"], DEFAULT_COST_PARAMS)
+    with pytest.raises(ConfigError, match="unknown GPU 'tpu-v5'"):
+        get_hardware("tpu-v5")
+    with pytest.raises(ConfigError):
+        Hardware("h200")  # type: ignore[arg-type]
+
+
+# -------------------------------------------------------------------------------------- models
+def test_model_table_complete():
+    assert set(MODELS) == set(MODEL_IDS)
+    for mid, m in MODELS.items():
+        assert m.id == mid
+    assert get_model("Qwen2.5-7B") is MODELS["qwen2.5-7b"]
+    with pytest.raises(ConfigError, match=r"unknown model 'gpt-5'; known: qwen2.5-0.5b, .*llama-3.1-70b"):
+        get_model("gpt-5")
+
+
+@pytest.mark.parametrize(
+    "mid, published",
+    [
+        ("qwen2.5-0.5b", 0.49e9),
+        ("qwen2.5-1.5b", 1.54e9),
+        ("qwen2.5-3b", 3.09e9),
+        ("qwen2.5-7b", 7.61e9),
+        ("qwen2.5-14b", 14.7e9),
+        ("qwen2.5-32b", 32.5e9),
+        ("qwen2.5-72b", 72.7e9),
+        ("qwen3-8b", 8.2e9),
+        ("qwen3-32b", 32.8e9),
+        ("llama-3.1-8b", 8.03e9),
+        ("llama-3.1-70b", 70.6e9),
+    ],
+)
+def test_params_match_published(mid, published):
+    m = get_model(mid)
+    assert m.params == pytest.approx(published, rel=0.02)
+    assert m.weight_bytes() == 2 * m.params
+    # value head: lm_head (vocab x hidden) replaced by hidden x 1 (a tied table stays as input embedding)
+    if m.tied_embeddings:
+        assert m.params_scalar_head == m.params + m.hidden
+    else:
+        assert m.params_scalar_head == m.params - m.vocab * m.hidden + m.hidden
+    assert m.weight_bytes(scalar_head=True) == 2 * m.params_scalar_head
+    assert m.matmul_params < m.params or m.tied_embeddings
+
+
+def test_exact_derived_numbers():
+    q7 = get_model("qwen2.5-7b")
+    assert q7.kv_bytes_per_token() == 57344
+    assert q7.hd == 128 and q7.attn_width == 3584
+    assert q7.params == 7_615_616_512  # HF safetensors total for Qwen2.5-7B
+    assert get_model("llama-3.1-8b").params == 8_030_261_248
+    q3 = get_model("qwen3-8b")
+    assert q3.hd == 128 and q3.attn_width == 4096
+    assert get_model("qwen3-32b").attn_width == 64 * 128  # != hidden: head_dim set explicitly
+
+
+@pytest.mark.parametrize("mid", MODEL_IDS)
+@pytest.mark.parametrize("gid", GPU_IDS)
+def test_prefill_compute_bound_at_large_n(mid, gid):
+    m, g, p = get_model(mid), get_gpu(gid), DEFAULT_COST_PARAMS.prefill
+    compute_s = m.forward_flops(8192) / (g.peak_flops * p.eff_compute)
+    memory_s = m.weight_bytes() / (g.mem_bw * p.eff_memory)
+    assert compute_s > memory_s
+
+
+def test_forward_flops_formula():
+    m = get_model("qwen2.5-0.5b")
+    n, c = 100, 50
+    attn = 4 * m.layers * m.attn_width * (n * c + n * (n + 1) / 2)
+    assert m.forward_flops(n, c) == pytest.approx(2 * m.matmul_params * n + attn)
+    head_diff = 2 * n * (m.vocab * m.hidden - m.hidden)
+    assert m.forward_flops(n, c) - m.forward_flops(n, c, scalar_head=True) == pytest.approx(head_diff)
+    assert m.forward_flops(0, 1000) == 0.0
+    arr = m.forward_flops(np.array([1, 10, 100]), np.array([0, 5, 50]))
+    assert arr.shape == (3,)
+    assert arr[2] == pytest.approx(m.forward_flops(100, 50))
+    assert isinstance(m.forward_flops(3), float)
+    with pytest.raises(ConfigError):
+        m.forward_flops(-1)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    mid=st.sampled_from(MODEL_IDS),
+    n=st.integers(0, 100_000),
+    c=st.integers(0, 100_000),
+    dn=st.integers(1, 10_000),
+    dc=st.integers(1, 10_000),
+)
+def test_forward_flops_monotone(mid, n, c, dn, dc):
+    m = get_model(mid)
+    f = m.forward_flops(n, c)
+    assert m.forward_flops(n + dn, c) > f
+    assert m.forward_flops(n, c + dc) >= f
+    if n > 0:
+        assert m.forward_flops(n, c + dc) > f
+
+
+def test_model_validation_and_with():
+    q = get_model("qwen2.5-7b")
+    assert q.with_(layers=2).layers == 2 and q.layers == 28
+    with pytest.raises(ConfigError, match="kv_heads"):
+        q.with_(kv_heads=3)
+    with pytest.raises(ConfigError, match="layers"):
+        q.with_(layers=0)
+    with pytest.raises(ConfigError, match="head_dim"):
+        ModelSpec("x", "x", 2, 100, 3, 1, 10, 10)
+    with pytest.raises(ConfigError, match="nope"):
+        q.with_(nope=1)
+
+
+def test_model_from_hf_config():
+    qwen7 = {
+        "model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584, "num_attention_heads": 28,
+        "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    }
+    m = model_from_hf_config(qwen7, id="q7")
+    ref = get_model("qwen2.5-7b")
+    assert m.id == "q7" and m.params == ref.params and m.kv_bytes_per_token() == ref.kv_bytes_per_token()
+    qwen3 = {
+        "model_type": "qwen3", "num_hidden_layers": 36, "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "intermediate_size": 12288, "vocab_size": 151936, "head_dim": 128,
+        "tie_word_embeddings": False, "attention_bias": False,
+    }
+    assert model_from_hf_config(qwen3).params == get_model("qwen3-8b").params
+    llama = {
+        "model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "attention_bias": False,
+    }
+    assert model_from_hf_config(llama).params == get_model("llama-3.1-8b").params
+    bad = dict(llama)
+    del bad["hidden_size"]
+    with pytest.raises(ConfigError, match="missing key 'hidden_size'"):
+        model_from_hf_config(bad)
