@@ -31,6 +31,7 @@ import gzip
 import io
 import json
 import os
+import warnings
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from oppo_sim.errors import ConfigError, TraceError
+from oppo_sim.errors import ConfigError, OppoError, TraceError
 
 DEFAULT_MAX_RESPONSE: int = 8192
 """Generation cap (max new tokens per response) that :func:`load_trace` applies unless told otherwise."""
@@ -97,63 +98,76 @@ def _row_number(index: int, rows: np.ndarray | None) -> int:
     return int(rows[index]) if rows is not None else index + 1
 
 
-def _as_int64(values: Any, source: str, column: str, rows: np.ndarray | None = None) -> np.ndarray:
-    """Convert a 1-D numeric array to int64, rejecting NaN, inf and non-integral values."""
+@dataclass(frozen=True)
+class _Rule:
+    """How a column is validated: integer or float, lower bound, noun used in messages."""
+
+    integer: bool
+    minimum: float | None
+    what: str
+
+
+_PROMPT_RULE = _Rule(True, 1, "prompt")
+_RESPONSE_RULE = _Rule(True, 1, "response")
+_STEP_RULE = _Rule(True, 0, "step")
+_TIMESTAMP_RULE = _Rule(False, 0.0, "timestamp")
+_REWARD_RULE = _Rule(False, None, "reward")
+_RAW_TIME_RULE = _Rule(False, None, "timestamp")  # before unit conversion; range checked afterwards
+
+
+def _below_message(value: float, rule: _Rule) -> str:
+    if value < 0:
+        noun = "length" if rule.what in ("prompt", "response") else rule.what
+        return f"negative {noun} {value}"
+    return f"zero-length {rule.what} (every request needs >= 1 token)"
+
+
+def _validated(values: Any, source: str, column: str, rule: _Rule, rows: np.ndarray | None = None,
+               nonnumeric: np.ndarray | None = None, raw: Any = None) -> np.ndarray:
+    """Check a column and return it as int64 (``rule.integer``) or float64.
+
+    Vectorised: every problem (non-numeric text, empty cell, non-integer, too large, below the
+    minimum) is found with numpy masks and the earliest bad row is reported as a one-line TraceError.
+    ``nonnumeric`` marks cells whose text was not a number (their value is NaN); ``raw`` holds the
+    original cells for the message.
+    """
     arr = np.asarray(values)
     if arr.ndim != 1:
         raise TraceError(f"{source}: column '{column}' must be 1-D, got shape {arr.shape}")
-    if arr.dtype.kind in "iu":
-        if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
-            bad = _first(arr > np.iinfo(np.int64).max)
-            raise TraceError(f"{_where(source, _row_number(bad, rows), column)}: value too large {arr[bad]}")
-        return arr.astype(np.int64)
-    if arr.dtype.kind != "f":
-        try:
-            arr = arr.astype(np.float64)
-        except (TypeError, ValueError):
-            raise TraceError(f"{source}: column '{column}' must be numeric, got dtype {arr.dtype}") from None
-    missing = _first(np.isnan(arr))
-    if missing is not None:
-        raise TraceError(f"{_where(source, _row_number(missing, rows), column)}: empty cell (missing value)")
-    bad = _first(~np.isfinite(arr) | (arr != np.floor(arr)))
-    if bad is not None:
-        raise TraceError(f"{_where(source, _row_number(bad, rows), column)}: non-integer value {arr[bad]!r}")
-    big = _first(np.abs(arr) >= _MAX_EXACT_INT)
-    if big is not None:
-        raise TraceError(f"{_where(source, _row_number(big, rows), column)}: value too large {arr[big]:.0f}")
-    return arr.astype(np.int64)
-
-
-def _as_float64(values: Any, source: str, column: str, rows: np.ndarray | None = None) -> np.ndarray:
-    """Convert a 1-D numeric array to float64, rejecting NaN and inf."""
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise TraceError(f"{source}: column '{column}' must be 1-D, got shape {arr.shape}")
+    if arr.dtype.kind == "b":
+        nonnumeric, raw = np.ones(len(arr), dtype=bool), arr
+    if arr.dtype.kind == "i" and nonnumeric is None:  # fast path: already integers
+        out = arr.astype(np.int64) if rule.integer else arr.astype(np.float64)
+        bad = None if rule.minimum is None else _first(out < rule.minimum)
+        if bad is not None:
+            raise TraceError(f"{_where(source, _row_number(bad, rows), column)}: {_below_message(out[bad], rule)}")
+        return out
     try:
         arr = arr.astype(np.float64)
     except (TypeError, ValueError):
         raise TraceError(f"{source}: column '{column}' must be numeric, got dtype {arr.dtype}") from None
-    missing = _first(np.isnan(arr))
-    if missing is not None:
-        raise TraceError(f"{_where(source, _row_number(missing, rows), column)}: empty cell (missing value)")
-    bad = _first(~np.isfinite(arr))
+    nonnum = np.zeros(len(arr), dtype=bool) if nonnumeric is None else nonnumeric
+    raw_values = arr if raw is None else np.asarray(raw, dtype=object)
+    nan = np.isnan(arr)
+    finite = np.isfinite(arr)
+    with np.errstate(invalid="ignore"):
+        bad_number = ~nan & (~finite | (arr != np.floor(arr))) if rule.integer else ~nan & ~finite
+        too_big = finite & (np.abs(arr) >= _MAX_EXACT_INT) if rule.integer else np.zeros(len(arr), dtype=bool)
+        below = finite & (arr < rule.minimum) if rule.minimum is not None else np.zeros(len(arr), dtype=bool)
+    checks = [
+        (nonnum, lambda i: f"non-{'integer' if rule.integer else 'numeric'} value {raw_values[i]!r}"),
+        (nan & ~nonnum, lambda i: "empty cell (missing value)"),
+        (bad_number, lambda i: (f"non-integer value {arr[i].item()!r}" if rule.integer
+                                else f"non-finite value {arr[i].item()!r}")),
+        (too_big, lambda i: f"value too large {arr[i]:.0f}"),
+        (below, lambda i: _below_message(int(arr[i]) if rule.integer else arr[i].item(), rule)),
+    ]
+    combined = np.logical_or.reduce([mask for mask, _ in checks])
+    bad = _first(combined)
     if bad is not None:
-        raise TraceError(f"{_where(source, _row_number(bad, rows), column)}: non-finite value {arr[bad]}")
-    return arr
-
-
-def _check_min(arr: np.ndarray, minimum: float, source: str, column: str, what: str,
-               rows: np.ndarray | None = None) -> None:
-    """Raise a TraceError at the first value below ``minimum`` (negative, or zero where 1 is required)."""
-    bad = _first(arr < minimum)
-    if bad is None:
-        return
-    value = arr[bad]
-    where = _where(source, _row_number(bad, rows), column)
-    if value < 0:
-        noun = "length" if what in ("prompt", "response") else what
-        raise TraceError(f"{where}: negative {noun} {value}")
-    raise TraceError(f"{where}: zero-length {what} (every request needs >= 1 token)")
+        message = next(describe(bad) for mask, describe in checks if mask[bad])
+        raise TraceError(f"{_where(source, _row_number(bad, rows), column)}: {message}")
+    return arr.astype(np.int64) if rule.integer else arr
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
@@ -197,34 +211,25 @@ class Trace:
 
     def __post_init__(self) -> None:
         src = self.source or self.name
-        prompt = _as_int64(self.prompt_tokens, src, "prompt_tokens")
-        response = _as_int64(self.response_tokens, src, "response_tokens")
+        prompt = _validated(self.prompt_tokens, src, "prompt_tokens", _PROMPT_RULE)
+        response = _validated(self.response_tokens, src, "response_tokens", _RESPONSE_RULE)
         n = len(prompt)
         if n == 0:
             raise TraceError(f"{src}: trace has no rows")
         _check_length(response, n, src, "response_tokens")
-        _check_min(prompt, 1, src, "prompt_tokens", "prompt")
-        _check_min(response, 1, src, "response_tokens", "response")
         object.__setattr__(self, "prompt_tokens", _frozen(prompt))
         object.__setattr__(self, "response_tokens", _frozen(response))
         self._init_optional(src, n)
         self._init_cap(src, n)
 
     def _init_optional(self, src: str, n: int) -> None:
-        if self.timestamp is not None:
-            ts = _as_float64(self.timestamp, src, "timestamp")
-            _check_length(ts, n, src, "timestamp")
-            _check_min(ts, 0.0, src, "timestamp", "timestamp")
-            object.__setattr__(self, "timestamp", _frozen(ts))
-        if self.reward is not None:
-            rw = _as_float64(self.reward, src, "reward")
-            _check_length(rw, n, src, "reward")
-            object.__setattr__(self, "reward", _frozen(rw))
-        if self.step is not None:
-            st = _as_int64(self.step, src, "step")
-            _check_length(st, n, src, "step")
-            _check_min(st, 0, src, "step", "step")
-            object.__setattr__(self, "step", _frozen(st))
+        rules = {"timestamp": _TIMESTAMP_RULE, "reward": _REWARD_RULE, "step": _STEP_RULE}
+        for key, rule in rules.items():
+            value = getattr(self, key)
+            if value is not None:
+                checked = _validated(value, src, key, rule)
+                _check_length(checked, n, src, key)
+                object.__setattr__(self, key, _frozen(checked))
 
     def _init_cap(self, src: str, n: int) -> None:
         cap = self.max_response
@@ -483,14 +488,15 @@ def _decode_text(path: Path, data: bytes) -> str:
 def _read_csv(path: Path, data: bytes, limit: int | None) -> tuple[pd.DataFrame, list[str], np.ndarray | None]:
     text = _decode_text(path, data)
     try:
-        header = list(pd.read_csv(io.StringIO(text), nrows=0).columns)
-        frame = pd.read_csv(io.StringIO(text), usecols=lambda c: c in _KNOWN_COLS or c in _PMF_COLS,
-                            nrows=limit, skipinitialspace=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)  # rows longer than the header
+            frame = pd.read_csv(io.StringIO(text), nrows=limit, index_col=False, skipinitialspace=True)
     except pd.errors.EmptyDataError:
         raise TraceError(f"{path}: empty file") from None
     except Exception as exc:  # pandas raises many types (ParserError, ValueError, ...)
         raise TraceError(f"{path}: cannot parse as CSV: {_one_line(exc)}") from None
-    return frame, [str(c) for c in header], None
+    header = [str(c) for c in frame.columns]
+    return frame[[c for c in header if c in _KNOWN_COLS or c in _PMF_COLS]], header, None
 
 
 def _read_jsonl(path: Path, data: bytes, limit: int | None) -> tuple[pd.DataFrame, list[str], np.ndarray | None]:
@@ -547,32 +553,25 @@ def _pick(columns: list[str], aliases: tuple[str, ...]) -> str | None:
     return next((c for c in aliases if c in columns), None)
 
 
-def _numeric(series: pd.Series, source: str, column: str, rows: np.ndarray | None) -> np.ndarray:
-    """Series -> float64/int64 array; empty cells and non-numeric text raise with row and column."""
+def _numeric(series: pd.Series) -> tuple[np.ndarray, np.ndarray | None]:
+    """Series -> (numeric array, mask of cells whose text is not a number or None). Empty cells -> NaN."""
     if pd.api.types.is_bool_dtype(series.dtype):
-        raise TraceError(f"{_where(source, _row_number(0, rows), column)}: non-integer value {series.iloc[0]!r}")
+        return series.to_numpy(), None
     if pd.api.types.is_integer_dtype(series.dtype) and not series.hasnans:
-        return series.to_numpy(dtype=np.int64)
+        return series.to_numpy(dtype=np.int64), None
     if pd.api.types.is_float_dtype(series.dtype) or pd.api.types.is_integer_dtype(series.dtype):
-        return series.to_numpy(dtype=np.float64, na_value=np.nan)
-    missing = series.isna().to_numpy()
-    as_text = series.astype("string")
-    missing |= (as_text.str.strip() == "").fillna(False).to_numpy(dtype=bool)
+        return series.to_numpy(dtype=np.float64, na_value=np.nan), None
+    blank = (series.astype("string").str.strip() == "").fillna(False).to_numpy(dtype=bool)
+    missing = series.isna().to_numpy(dtype=bool) | blank
     is_bool = series.map(lambda v: isinstance(v, bool)).to_numpy(dtype=bool)
     values = pd.to_numeric(series.where(~is_bool), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    bad = _first(np.isnan(values) & ~missing)
-    first_missing = _first(missing)
-    if bad is not None and (first_missing is None or bad < first_missing):
-        raise TraceError(f"{_where(source, _row_number(bad, rows), column)}: non-integer value "
-                         f"{series.iloc[bad]!r}")
-    return values  # NaN where missing: reported by _as_int64/_as_float64
+    values = np.where(missing, np.nan, values)
+    return values, np.isnan(values) & ~missing
 
 
-def _int_column(frame: pd.DataFrame, col: str, source: str, rows: np.ndarray | None,
-                minimum: int, what: str) -> np.ndarray:
-    values = _as_int64(_numeric(frame[col], source, col, rows), source, col, rows)
-    _check_min(values, minimum, source, col, what, rows)
-    return values
+def _column(frame: pd.DataFrame, col: str, source: str, rows: np.ndarray | None, rule: _Rule) -> np.ndarray:
+    values, nonnumeric = _numeric(frame[col])
+    return _validated(values, source, col, rule, rows, nonnumeric, frame[col].to_numpy(dtype=object))
 
 
 def _timestamps(frame: pd.DataFrame, col: str, source: str, rows: np.ndarray | None,
@@ -580,18 +579,14 @@ def _timestamps(frame: pd.DataFrame, col: str, source: str, rows: np.ndarray | N
     """Seconds. Numeric columns are seconds (milliseconds for Mooncake); datetime strings become
     seconds from the earliest request."""
     series = frame[col]
-    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
-        ts = _as_float64(_numeric(series, source, col, rows), source, col, rows)
-        ts = ts / 1000.0 if millis else ts
+    values, nonnumeric = _numeric(series)
+    present = _first(~np.isnan(values) | nonnumeric) if nonnumeric is not None else None
+    if present is not None and nonnumeric[present]:  # first non-empty cell is text: datetime column
+        ts = _datetime_seconds(series, source, col, rows)
     else:
-        numeric = pd.to_numeric(series, errors="coerce")
-        if numeric.notna().all():
-            ts = _as_float64(numeric.to_numpy(dtype=np.float64), source, col, rows)
-            ts = ts / 1000.0 if millis else ts
-        else:
-            ts = _datetime_seconds(series, source, col, rows)
-    _check_min(ts, 0.0, source, col, "timestamp", rows)
-    return ts
+        ts = _validated(values, source, col, _RAW_TIME_RULE, rows, nonnumeric, series.to_numpy(dtype=object))
+        ts = ts / 1000.0 if millis else ts
+    return _validated(ts, source, col, _TIMESTAMP_RULE, rows)
 
 
 def _datetime_seconds(series: pd.Series, source: str, col: str, rows: np.ndarray | None) -> np.ndarray:
@@ -628,16 +623,16 @@ def _frame_to_trace(frame: pd.DataFrame, found: list[str], rows: np.ndarray | No
                          f"found columns: {', '.join(found) if found else '(none)'}")
     if len(frame) == 0:
         raise TraceError(f"{source}: no data rows")
-    prompt = _int_column(frame, p_col, source, rows, 1, "prompt")
-    response = _int_column(frame, r_col, source, rows, 1, "response")
+    prompt = _column(frame, p_col, source, rows, _PROMPT_RULE)
+    response = _column(frame, r_col, source, rows, _RESPONSE_RULE)
     optional: dict[str, np.ndarray] = {}
     t_col = _pick(columns, _TIMESTAMP_COLS)
     if t_col is not None:
         optional["timestamp"] = _timestamps(frame, t_col, source, rows, millis=(p_col == "input_length"))
     if "reward" in columns:
-        optional["reward"] = _as_float64(_numeric(frame["reward"], source, "reward", rows), source, "reward", rows)
+        optional["reward"] = _column(frame, "reward", source, rows, _REWARD_RULE)
     if "step" in columns:
-        optional["step"] = _int_column(frame, "step", source, rows, 0, "step")
+        optional["step"] = _column(frame, "step", source, rows, _STEP_RULE)
     name = _strip_trace_suffix(path.name)
     return Trace(name=name, source=source, prompt_tokens=prompt, response_tokens=response, **optional)
 
@@ -661,7 +656,12 @@ def load_trace(name_or_path: str | Path, *, max_response: int | None = DEFAULT_M
     if not data.strip():
         raise TraceError(f"{path}: empty file")
     frame, found, rows = _READERS[_detect_format(path, data)](path, data, None if limit is None else int(limit))
-    trace = _frame_to_trace(frame, found, rows, path)
+    try:
+        trace = _frame_to_trace(frame, found, rows, path)
+    except OppoError:
+        raise
+    except Exception as exc:  # safety net: a pandas/numpy error on odd input must still be one line
+        raise TraceError(f"{path}: cannot interpret trace: {_one_line(exc)}") from None
     return trace if max_response is None else trace.capped(int(max_response))
 
 
