@@ -1,0 +1,152 @@
+"""Device pools on a simpy clock: processor sharing between jobs that land on the same device.
+
+A job is an amount of *work* (seconds it would take alone) on a set of a pool's devices. Jobs that share
+a device split it: with ``n`` jobs on a device each progresses at ``1 / (n * (1 + contention))``
+(``contention`` is the explicit switching/interference penalty; 0 = ideal time slicing). A job spanning
+several devices progresses at the rate of its most loaded device. Completion times are recomputed
+whenever a job arrives, leaves or is shortened, so nothing is simulated per token.
+
+The pool also keeps each device's busy time (for utilization) and writes one timeline row per job,
+merging back-to-back jobs of the same activity and step on the same devices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+_EPS = 1e-12
+
+
+class Job:
+    __slots__ = ("devices", "remaining", "work", "rate", "done", "start", "meta", "last")
+
+    def __init__(self, devices: tuple[int, ...], work: float, done: simpy.Event, start: float, meta: dict[str, Any]):
+        self.devices = devices
+        self.work = work
+        self.remaining = work
+        self.rate = 1.0
+        self.done = done
+        self.start = start
+        self.last = start
+        self.meta = meta
+
+    def work_done(self) -> float:
+        return self.work - self.remaining
+
+
+@dataclass
+class Timeline:
+    """Rows of (pool, devices, activity, role, step, start, end, tokens, flops, recompute_flops)."""
+
+    rows: list[list[Any]] = field(default_factory=list)
+    _open: dict[tuple, int] = field(default_factory=dict)
+
+    def add(self, pool: str, devices: str, meta: dict[str, Any], start: float, end: float) -> None:
+        key = (pool, devices, meta["activity"], meta.get("role", ""), meta.get("step", -1))
+        idx = self._open.get(key)
+        if idx is not None and abs(self.rows[idx][6] - start) <= 1e-9:
+            row = self.rows[idx]
+            row[6] = end
+            row[7] += meta.get("tokens", 0)
+            row[8] += meta.get("flops", 0.0)
+            row[9] += meta.get("recompute_flops", 0.0)
+            return
+        self._open[key] = len(self.rows)
+        self.rows.append([
+            pool, devices, meta["activity"], meta.get("role", ""), meta.get("step", -1), start, end,
+            meta.get("tokens", 0), meta.get("flops", 0.0), meta.get("recompute_flops", 0.0),
+        ])
+
+
+TIMELINE_COLUMNS = ["pool", "devices", "activity", "role", "step", "start", "end", "tokens", "flops", "recompute_flops"]
+
+
+class DevicePool:
+    """``n`` identical devices shared by the jobs submitted to them."""
+
+    def __init__(self, env: simpy.Environment, name: str, n: int, peak_flops: float, contention: float, timeline: Timeline):
+        self.env = env
+        self.name = name
+        self.n = n
+        self.peak_flops = peak_flops
+        self.contention = contention
+        self.timeline = timeline
+        self.jobs: list[Job] = []
+        self.load = [0] * n
+        self.busy = [0.0] * n
+        self._busy_since = [0.0] * n
+        self._token = 0
+        self.all = tuple(range(n))
+
+    # -- public ---------------------------------------------------------------------------------
+    def submit(self, devices: tuple[int, ...], work: float, **meta: Any) -> Job:
+        now = self.env.now
+        self._advance(now)
+        job = Job(devices, max(0.0, work), self.env.event(), now, meta)
+        self.jobs.append(job)
+        for d in devices:
+            if self.load[d] == 0:
+                self._busy_since[d] = now
+            self.load[d] += 1
+        self._reschedule()
+        return job
+
+    def shorten(self, job: Job, new_work: float) -> None:
+        """Change a running job's total work (e.g. an interrupted decode span); never below work done."""
+        if job.done.triggered:
+            return
+        self._advance(self.env.now)
+        done = job.work - job.remaining
+        job.work = max(new_work, done)
+        job.remaining = job.work - done
+        self._reschedule()
+
+    def utilization(self, wall: float) -> float:
+        now = self.env.now
+        busy = sum(self.busy[d] + (now - self._busy_since[d] if self.load[d] else 0.0) for d in range(self.n))
+        return busy / (self.n * wall) if wall > 0 else 0.0
+
+    # -- processor sharing ----------------------------------------------------------------------
+    def _advance(self, now: float) -> None:
+        for j in self.jobs:
+            j.remaining -= j.rate * (now - j.last)
+            j.last = now
+
+    def _rates(self) -> None:
+        c = self.contention
+        for j in self.jobs:
+            worst = max(self.load[d] for d in j.devices)
+            j.rate = 1.0 if worst <= 1 else 1.0 / (worst * (1.0 + c))
+
+    def _reschedule(self) -> None:
+        self._rates()
+        self._token += 1
+        if not self.jobs:
+            return
+        dt = min(max(j.remaining, 0.0) / j.rate for j in self.jobs)
+        token = self._token
+        self.env.timeout(dt).callbacks.append(lambda _ev, t=token: self._fire(t))
+
+    def _fire(self, token: int) -> None:
+        if token != self._token:
+            return  # superseded by a later arrival/shortening
+        now = self.env.now
+        self._advance(now)
+        finished = [j for j in self.jobs if j.remaining <= _EPS * max(1.0, j.work) + 1e-15]
+        if not finished:
+            self._reschedule()
+            return
+        for j in finished:
+            self.jobs.remove(j)
+            for d in j.devices:
+                self.load[d] -= 1
+                if self.load[d] == 0:
+                    self.busy[d] += now - self._busy_since[d]
+            devs = "all" if len(j.devices) == self.n else ",".join(map(str, j.devices))
+            self.timeline.add(self.name, devs, j.meta, j.start, now)
+        self._reschedule()
+        for j in finished:
+            j.done.succeed(j)
