@@ -43,7 +43,7 @@ class Placement:
     pools: tuple[Pool, ...]
     generate: str = "main"
     reward: str = "score"
-    reference: str = "main"
+    reference: str = "score"
     critic: str = "main"
     logprob: str = "main"
     train: str = "main"
@@ -78,8 +78,9 @@ class Placement:
 
 
 def paper_placement(devices: int = 8) -> Placement:
-    """OPPO's setup: all GPUs but one generate and train (with reference, critic, log-probs); one scores."""
-    return Placement((Pool("main", devices - 1), Pool("score", 1)))
+    """OPPO's setup: all GPUs but one generate and train (with the critic and the actor's log-probs); one
+    GPU scores with the frozen models (reward, and the reference for the KL term)."""
+    return Placement((Pool("main", devices - 1), Pool("score", 1)), reference="score")
 
 
 def colocated_placement(devices: int = 8) -> Placement:
