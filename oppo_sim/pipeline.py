@@ -246,7 +246,7 @@ class StepRecord:
 class Pipeline:
     """Builds the pools, engines and scorers for ``cfg`` and runs ``policy`` over ``trace``."""
 
-    def __init__(self, cfg: SimConfig, trace: Trace, policy: Policy):
+    def __init__(self, cfg: SimConfig, trace: Trace, policy: Policy, on_step=None):
         if len(trace) == 0:
             raise ConfigError("the trace has no rows")
         self.cfg = cfg
@@ -278,6 +278,7 @@ class Pipeline:
         self.trained_sids: set[int] = set()
         self._cur: _StepRun | None = None
         self.done = self.env.event()
+        self.on_step = on_step  # optional callable(StepRecord), e.g. a progress bar
 
     # -- construction ---------------------------------------------------------------------------
     def _build_generators(self) -> None:
@@ -430,6 +431,8 @@ class Pipeline:
             yield job.done
             rec.end = self.env.now
             self._finish_step(rec, batch)
+            if self.on_step is not None:
+                self.on_step(rec)
             self.version += 1
             ev, self._version_ev = self._version_ev, self.env.event()
             ev.succeed()

@@ -15,9 +15,17 @@ from oppo_sim.results import STEP_COLUMNS, SimResult, summarize
 from oppo_sim.trace import Trace, load_trace
 
 
-def simulate(trace: Trace | str | Path, policy: Policy | str = "baseline", config: SimConfig | None = None, **overrides) -> SimResult:
+def simulate(
+    trace: Trace | str | Path,
+    policy: Policy | str = "baseline",
+    config: SimConfig | None = None,
+    *,
+    progress: bool = False,
+    **overrides,
+) -> SimResult:
     """Run one simulation. ``trace`` may be a loaded :class:`Trace` or a name/path on the trace search
-    path; ``policy`` a policy object or name; ``overrides`` replace fields of ``config``."""
+    path; ``policy`` a policy object or name; ``overrides`` replace fields of ``config``; ``progress``
+    shows a progress bar over steps."""
     cfg = config or SimConfig()
     if overrides:
         cfg = replace(cfg, **overrides)
@@ -25,8 +33,15 @@ def simulate(trace: Trace | str | Path, policy: Policy | str = "baseline", confi
         trace = load_trace(trace, max_response=cfg.max_response)
     if isinstance(policy, str):
         policy = make_policy(policy)
-    p = Pipeline(cfg, trace, policy)
-    p.run()
+    if progress:
+        from tqdm.auto import tqdm
+
+        with tqdm(total=cfg.steps, desc=policy.label(), unit="step", leave=False) as bar:
+            p = Pipeline(cfg, trace, policy, on_step=lambda _rec: bar.update(1))
+            p.run()
+    else:
+        p = Pipeline(cfg, trace, policy)
+        p.run()
     return _result(p)
 
 
