@@ -284,7 +284,10 @@ class EngineCore:
         events: list[tuple[str, Req]] = []
         if plan.steady:
             k = plan.iters
+            first_t = now - plan.seconds + self.cost.span(plan.b, plan.kv0, 1)
             for r in self.running:
+                if r.first_token_t is None:  # its last prompt token was computed in the span's first iteration
+                    r.first_token_t = first_t
                 r.num_computed += k
                 r.generated += k
                 nb = _cdiv(r.num_computed, bs)

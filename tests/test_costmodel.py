@@ -1,0 +1,81 @@
+"""Cost model: monotonicity, closed-form spans equal step-by-step sums, roofline regimes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from oppo_sim.costmodel import CostModel, DecodeCost, _sum_max_lines
+from oppo_sim.hardware import GPUS, Hardware, get_hardware
+from oppo_sim.models import MODELS, get_model
+
+H100 = get_hardware("h100-sxm")
+M7 = get_model("qwen2.5-7b")
+
+
+@given(st.floats(-5, 5), st.floats(-1, 1), st.floats(-5, 5), st.floats(-1, 1), st.integers(0, 300))
+def test_sum_of_max_lines_closed_form(a1, s1, a2, s2, n):
+    brute = sum(max(a1 + s1 * i, a2 + s2 * i) for i in range(n))
+    assert _sum_max_lines(a1, s1, a2, s2, n) == pytest.approx(brute, rel=1e-9, abs=1e-9)
+
+
+@given(st.integers(1, 256), st.integers(0, 2_000_000), st.integers(1, 500), st.sampled_from([1, 2, 4]))
+def test_span_equals_iteration_sum(b, kv0, m, tp):
+    dc = DecodeCost(M7, H100, tp)
+    brute = sum(dc.iteration(b, kv0 + i * b) for i in range(m))
+    assert dc.span(b, kv0, m) == pytest.approx(brute, rel=1e-9)
+    flops = sum(dc.flops(b, kv0 + i * b) for i in range(m))
+    assert dc.span_flops(b, kv0, m) == pytest.approx(flops, rel=1e-9)
+
+
+@given(st.integers(1, 128), st.integers(0, 100_000), st.integers(1, 400), st.floats(0, 10))
+def test_iters_within_inverts_span(b, kv0, limit, secs):
+    dc = DecodeCost(M7, H100)
+    k = dc.iters_within(b, kv0, secs, limit)
+    assert 0 <= k <= limit
+    assert dc.span(b, kv0, k) <= secs + 1e-12
+    if k < limit:
+        assert dc.span(b, kv0, k + 1) > secs
+
+
+@pytest.mark.parametrize("gpu", list(GPUS))
+def test_decode_grows_with_batch_and_kv(gpu):
+    dc = DecodeCost(get_model("llama-3.1-8b"), Hardware(GPUS[gpu]))
+    for b in (1, 8, 64):
+        assert dc.iteration(b * 2, 10_000) >= dc.iteration(b, 10_000)
+        assert dc.iteration(b, 200_000) > dc.iteration(b, 10_000)
+    # small batches are memory bound: doubling the batch costs far less than double
+    assert dc.iteration(2, 1000) < 1.2 * dc.iteration(1, 1000)
+
+
+@pytest.mark.parametrize("gpu", list(GPUS))
+@pytest.mark.parametrize("model", ["qwen2.5-0.5b", "qwen2.5-7b", "llama-3.1-70b"])
+def test_prefill_is_compute_bound_at_large_n(gpu, model):
+    hw, m = Hardware(GPUS[gpu]), get_model(model)
+    cm = CostModel(hw)
+    n = np.array([16384.0])
+    p = hw.params.prefill
+    compute = m.forward_flops(n, 0).sum() / (hw.gpu.peak_flops * p.eff_compute)
+    memory = (m.weight_bytes() + n.sum() * m.kv_bytes_per_token()) / (hw.gpu.mem_bw * p.eff_memory)
+    assert compute > memory
+    # and the time then scales ~linearly (or worse, attention) with n
+    assert cm.prefill(m, 1, 2 * n, np.zeros(1)) > 1.9 * (cm.prefill(m, 1, n, np.zeros(1)) - p.overhead_s)
+
+
+def test_incremental_prefill_costs_about_the_same_as_one_shot():
+    cm = CostModel(H100)
+    whole = cm.prefill_flops(M7, np.array([4096.0]), np.array([0.0]), False)
+    chunks = cm.prefill_flops(M7, np.full(8, 512.0), np.arange(8) * 512.0, False)
+    assert chunks == pytest.approx(whole, rel=1e-9)
+
+
+def test_training_and_sync_scale():
+    cm = CostModel(H100)
+    seqs = np.full(112, 1000.0)
+    t1 = cm.train(M7, 7, seqs, 1)
+    assert cm.train(M7, 7, 2 * seqs, 1) > t1
+    assert cm.train(M7, 14, seqs, 1) < t1
+    assert cm.weight_sync(get_model("qwen2.5-72b")) > cm.weight_sync(M7)
+    assert all(m.params > 0 for m in MODELS.values())
