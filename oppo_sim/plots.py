@@ -398,13 +398,17 @@ def _tick(v: Any) -> str:
 
 
 def plot_step_times(results: Mapping[str, SimResult]) -> Figure:
-    """Step time of every step, one line per policy."""
+    """Step time of every step, one line per policy (its mean as a dotted line, and in the legend)."""
     if not results:
         raise ConfigError("plot_step_times needs at least one result")
     fig = Figure(figsize=(8, 4), layout="constrained")
     ax = fig.add_subplot()
     for name, r in results.items():
-        ax.plot(r.steps["step"].to_numpy(), r.steps["step_time_s"].to_numpy(float), marker="o", markersize=3, label=name)
+        times = r.steps["step_time_s"].to_numpy(float)
+        mean = float(np.mean(times)) if times.size else float("nan")
+        (line,) = ax.plot(r.steps["step"].to_numpy(), times, marker="o", markersize=3, label=f"{name} (mean {mean:.3g} s)")
+        if times.size:
+            ax.axhline(mean, color=line.get_color(), linestyle=":", linewidth=1.0, alpha=0.7)  # unlabelled
     ax.set_xlabel("step")
     ax.set_ylabel("step time (s)")
     ax.set_ylim(bottom=0)
