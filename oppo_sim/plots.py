@@ -12,6 +12,7 @@ Save with ``fig.savefig(path)``; in Jupyter a returned figure displays itself.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 import numpy as np
@@ -78,9 +79,12 @@ def _device_sort_key(devices: str) -> tuple:
         return (0, (float("inf"),), text)
 
 
-def _lanes(tl: pd.DataFrame) -> list[tuple[str, str]]:
-    """Lane order: pools in order of first appearance, devices numerically, the whole pool last."""
-    pools = list(dict.fromkeys(tl["pool"].astype(str)))
+def _lanes(tl: pd.DataFrame, meta: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+    """Lane order: pools as the placement lists them (else by first appearance), devices numerically, the
+    whole pool last."""
+    placed = re.findall(r"(\S+)\[\d+\]=", str((meta or {}).get("placement", "")))
+    seen = list(dict.fromkeys(tl["pool"].astype(str)))
+    pools = [q for q in placed if q in seen] + [q for q in seen if q not in placed]
     lanes = []
     for pool in pools:
         devs = {str(d) for d in tl.loc[tl["pool"].astype(str) == pool, "devices"]}
@@ -147,7 +151,7 @@ def _draw_timeline(ax: Axes, result: SimResult, steps: tuple[int, int] | None, c
     tl = tl.assign(key=[activity_key(a, r) for a, r in zip(tl["activity"], tl["role"])])
     keys = _ordered_keys(set(tl["key"]))
     colors = colors or _colors(keys)
-    lanes = _lanes(tl)
+    lanes = _lanes(tl, result.meta)
     for lane_i, (pool, devs) in enumerate(lanes):
         rows = tl[(tl["pool"].astype(str) == pool) & (tl["devices"].astype(str) == devs)]
         starts, ends = rows["start"].to_numpy(float), rows["end"].to_numpy(float)
@@ -202,7 +206,7 @@ def _default_title(result: SimResult) -> str:
 
 def _lane_count(result: SimResult, steps: tuple[int, int] | None) -> int:
     tl, _ = _select_steps(result, steps)
-    return len(_lanes(tl))
+    return len(_lanes(tl, result.meta))
 
 
 def plot_timeline(result: SimResult, steps: tuple[int, int] | None = None, ax: Axes | None = None,

@@ -224,3 +224,13 @@ def test_step_times_one_line_per_policy(results, tmp_path):
         np.testing.assert_allclose(line.get_ydata(), r.steps["step_time_s"])
     assert len(_legend_labels(ax.get_legend())) == len(results)
     _png_ok(fig, tmp_path / "steps.png")
+
+
+def test_lanes_follow_the_placement_order(trace):
+    from oppo_sim.config import disaggregated_placement
+
+    r = simulate(trace, "async", SMALL, placement=disaggregated_placement())
+    lanes = [t.get_text() for t in plots.plot_timeline(r).axes[0].get_yticklabels()]
+    pools = list(dict.fromkeys(lane.split("/")[0] for lane in lanes))
+    assert pools == [p for p in ("gen", "train", "score") if p in pools]
+    assert lanes[:4] == ["gen/0", "gen/1", "gen/2", "gen/3"]
