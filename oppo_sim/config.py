@@ -84,14 +84,14 @@ def paper_placement(devices: int = 8) -> Placement:
 
 
 def colocated_placement(devices: int = 8) -> Placement:
-    return Placement((Pool("main", devices),), reward="main")
+    return Placement((Pool("main", devices),), reward="main", reference="main")
 
 
 def disaggregated_placement(gen: int = 4, train: int = 3, score: int = 1) -> Placement:
     """Generation on its own pool (as OpenRLHF/verl async do), training + critic/ref on another."""
     return Placement(
         (Pool("gen", gen), Pool("train", train), Pool("score", score)),
-        generate="gen", reference="train", critic="train", logprob="train", train="train",
+        generate="gen", reference="score", critic="train", logprob="train", train="train",
     )
 
 

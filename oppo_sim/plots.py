@@ -426,3 +426,52 @@ __all__ = [
     "ACTIVITY_COLORS", "activity_key", "plot_timeline", "plot_timelines", "plot_utilization", "plot_speedup",
     "plot_sweep_heatmap", "plot_step_times",
 ]
+
+
+def plot_compare(results: Mapping[str, SimResult], baseline: str = "baseline", steps: tuple[int, int] = (1, 3)) -> Figure:
+    """One figure for ``oppo-sim compare``: speedup over the baseline and utilization per policy (top),
+    and the timelines of the baseline and of the fastest policy over the same steps (bottom)."""
+    if baseline not in results:
+        raise ConfigError(f"plot_compare needs the '{baseline}' result")
+    names = list(results)
+    base = results[baseline].summary["samples_per_s"]
+    speed = [results[n].summary["samples_per_s"] / base for n in names]
+    labels = [results[n].summary.get("policy", n) for n in names]
+    best = max(names, key=lambda n: results[n].summary["samples_per_s"])
+    last = int(min(len(results[baseline].steps), len(results[best].steps))) - 1
+    steps = (min(steps[0], last), min(steps[1], last))
+    fig = Figure(figsize=(13, 10), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.6])
+    ax_s, ax_u = top.subplots(1, 2)
+    y = np.arange(len(names))
+    bars = ax_s.barh(y, speed, color="#4C78A8")
+    ax_s.axvline(1.0, color="k", lw=0.8, ls="--")
+    ax_s.set_yticks(y, labels, fontsize=8)
+    ax_s.invert_yaxis()
+    ax_s.set_xlabel("speedup over baseline (samples/s)")
+    ax_s.bar_label(bars, fmt="%.2fx", fontsize=8, padding=2)
+    pools = list(results[baseline].summary["utilization"])
+    width = 0.8 / (len(pools) + 1)
+    for i, pool in enumerate([*pools, "overall"]):
+        vals = [100 * (r.summary["utilization_overall"] if pool == "overall" else r.summary["utilization"].get(pool, 0.0))
+                for r in results.values()]
+        b = ax_u.barh(y + (i - len(pools) / 2) * width, vals, height=width, label=pool)
+        ax_u.bar_label(b, fmt="%.0f", fontsize=7, padding=1)
+    ax_u.set_yticks(y, labels, fontsize=8)
+    ax_u.invert_yaxis()
+    ax_u.set_xlabel("utilization: busy fraction of wall time (%)")
+    ax_u.set_xlim(0, 110)
+    ax_u.legend(fontsize=8, loc="lower right")
+    shown = {baseline: results[baseline]} if best == baseline else {baseline: results[baseline], best: results[best]}
+    axes = bottom.subplots(len(shown), 1, sharex=True, squeeze=False)[:, 0]
+    keys: set[str] = set()
+    for r in shown.values():
+        tl, _ = _select_steps(r, steps)
+        keys |= {activity_key(a, ro) for a, ro in zip(tl["activity"], tl["role"])}
+    ordered = _ordered_keys(keys)
+    colors = _colors(ordered)
+    for ax, (name, r) in zip(axes, shown.items()):
+        _draw_timeline(ax, r, steps, colors=colors, legend=False, title=_default_title(r), relative=True)
+    bottom.legend(handles=[Patch(facecolor=colors[k], label=k) for k in ordered], loc="outside right upper",
+                  fontsize=8, frameon=False)
+    return fig
