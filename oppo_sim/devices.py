@@ -17,11 +17,8 @@ from typing import Any
 
 import simpy
 
-_EPS = 1e-12
-
-
 class Job:
-    __slots__ = ("devices", "remaining", "work", "rate", "done", "start", "meta", "last")
+    __slots__ = ("devices", "remaining", "work", "rate", "done", "start", "meta", "last", "token")
 
     def __init__(self, devices: tuple[int, ...], work: float, done: simpy.Event, start: float, meta: dict[str, Any]):
         self.devices = devices
@@ -32,9 +29,11 @@ class Job:
         self.start = start
         self.last = start
         self.meta = meta
+        self.token = 0  # bumped whenever the job's projected completion changes
 
-    def work_done(self) -> float:
-        return self.work - self.remaining
+    def work_done(self, now: float) -> float:
+        """Seconds of (solo) work completed by ``now``."""
+        return self.work - (self.remaining - self.rate * (now - self.last))
 
 
 @dataclass
@@ -78,31 +77,32 @@ class DevicePool:
         self.load = [0] * n
         self.busy = [0.0] * n
         self._busy_since = [0.0] * n
-        self._token = 0
         self.all = tuple(range(n))
 
     # -- public ---------------------------------------------------------------------------------
     def submit(self, devices: tuple[int, ...], work: float, **meta: Any) -> Job:
         now = self.env.now
-        self._advance(now)
         job = Job(devices, max(0.0, work), self.env.event(), now, meta)
+        affected = self._sharing(devices)
+        self._advance(affected, now)
         self.jobs.append(job)
         for d in devices:
             if self.load[d] == 0:
                 self._busy_since[d] = now
             self.load[d] += 1
-        self._reschedule()
+        affected.append(job)
+        self._rerate(affected)
         return job
 
     def shorten(self, job: Job, new_work: float) -> None:
         """Change a running job's total work (e.g. an interrupted decode span); never below work done."""
         if job.done.triggered:
             return
-        self._advance(self.env.now)
+        self._advance([job], self.env.now)
         done = job.work - job.remaining
         job.work = max(new_work, done)
         job.remaining = job.work - done
-        self._reschedule()
+        self._schedule(job)
 
     def utilization(self, wall: float) -> float:
         now = self.env.now
@@ -110,43 +110,51 @@ class DevicePool:
         return busy / (self.n * wall) if wall > 0 else 0.0
 
     # -- processor sharing ----------------------------------------------------------------------
-    def _advance(self, now: float) -> None:
-        for j in self.jobs:
+    def _sharing(self, devices: tuple[int, ...]) -> list[Job]:
+        """Running jobs on any of ``devices`` (their rate changes when a job arrives or leaves there)."""
+        load = self.load
+        if len(devices) == 1:
+            if load[devices[0]] == 0:
+                return []
+        elif all(load[d] == 0 for d in devices):
+            return []
+        ds = set(devices)
+        return [j for j in self.jobs if not ds.isdisjoint(j.devices)]
+
+    @staticmethod
+    def _advance(jobs: list[Job], now: float) -> None:
+        for j in jobs:
             j.remaining -= j.rate * (now - j.last)
             j.last = now
 
-    def _rates(self) -> None:
+    def _rerate(self, jobs: list[Job]) -> None:
         c = self.contention
-        for j in self.jobs:
-            worst = max(self.load[d] for d in j.devices)
+        load = self.load
+        for j in jobs:
+            worst = max(load[d] for d in j.devices) if len(j.devices) > 1 else load[j.devices[0]]
             j.rate = 1.0 if worst <= 1 else 1.0 / (worst * (1.0 + c))
+            self._schedule(j)
 
-    def _reschedule(self) -> None:
-        self._rates()
-        self._token += 1
-        if not self.jobs:
-            return
-        dt = min(max(j.remaining, 0.0) / j.rate for j in self.jobs)
-        token = self._token
-        self.env.timeout(dt).callbacks.append(lambda _ev, t=token: self._fire(t))
+    def _schedule(self, job: Job) -> None:
+        job.token += 1
+        token = job.token
+        ev = self.env.timeout(max(job.remaining, 0.0) / job.rate)
+        ev.callbacks.append(lambda _ev: self._complete(job, token))
 
-    def _fire(self, token: int) -> None:
-        if token != self._token:
-            return  # superseded by a later arrival/shortening
+    def _complete(self, job: Job, token: int) -> None:
+        if token != job.token:
+            return  # superseded: the job's rate or work changed since this was scheduled
         now = self.env.now
-        self._advance(now)
-        finished = [j for j in self.jobs if j.remaining <= _EPS * max(1.0, j.work) + 1e-15]
-        if not finished:
-            self._reschedule()
-            return
-        for j in finished:
-            self.jobs.remove(j)
-            for d in j.devices:
-                self.load[d] -= 1
-                if self.load[d] == 0:
-                    self.busy[d] += now - self._busy_since[d]
-            devs = "all" if len(j.devices) == self.n else ",".join(map(str, j.devices))
-            self.timeline.add(self.name, devs, j.meta, j.start, now)
-        self._reschedule()
-        for j in finished:
-            j.done.succeed(j)
+        job.remaining = 0.0
+        self.jobs.remove(job)
+        for d in job.devices:
+            self.load[d] -= 1
+            if self.load[d] == 0:
+                self.busy[d] += now - self._busy_since[d]
+        devs = "all" if len(job.devices) == self.n else ",".join(map(str, job.devices))
+        self.timeline.add(self.name, devs, job.meta, job.start, now)
+        affected = self._sharing(job.devices)
+        if affected:
+            self._advance(affected, now)
+            self._rerate(affected)
+        job.done.succeed(job)

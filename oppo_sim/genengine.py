@@ -148,7 +148,7 @@ class EngineCore:
         if not self.running:
             return False
         for r in self.running:
-            if r.num_tokens - r.num_computed != 1:
+            if r.prompt + r.generated - r.num_computed != 1:
                 return False
         if self.waiting and len(self.running) < self.cfg.max_num_seqs:
             head = self.waiting[0]
@@ -213,7 +213,9 @@ class EngineCore:
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
-            n = min(r.num_tokens - r.num_computed, budget)
+            n = r.prompt + r.generated - r.num_computed
+            if n > budget:
+                n = budget
             need = _cdiv(r.num_computed + n, bs) - r.blocks
             while need > free and running[-1] is not r:
                 victim = running.pop()  # lowest priority (admitted last), not scheduled yet this iteration
@@ -249,19 +251,18 @@ class EngineCore:
         pairs = 0.0
         kv_pre = 0.0
         recompute = 0.0
-        m = self.cost.model
         for r, n in sched:
             c = r.num_computed
-            if n == 1 and r.num_tokens - c == 1:
+            if n == 1 and r.prompt + r.generated - c == 1:
                 b += 1
                 kv_dec += c
             else:
                 n_pre += n
                 pairs += n * c + n * (n + 1) / 2.0
                 kv_pre += c
-                redo = min(n, max(0, r.max_computed - c))
-                if redo:
-                    recompute += float(m.forward_flops(redo, c))
+                redo = min(n, r.max_computed - c)
+                if redo > 0:
+                    recompute += self.cost.flops(0, 0.0, redo, redo * c + redo * (redo + 1) / 2.0)
         secs = self.cost.iteration(b, kv_dec, n_pre, pairs, kv_pre)
         flops = self.cost.flops(b, kv_dec, n_pre, pairs)
         return Plan(1, secs, flops, recompute, b + n_pre, False, schedule=sched, admitted=admitted, preempted=preempted)
@@ -285,17 +286,22 @@ class EngineCore:
         if plan.steady:
             k = plan.iters
             first_t = now - plan.seconds + self.cost.span(plan.b, plan.kv0, 1)
+            used = self.used
             for r in self.running:
                 if r.first_token_t is None:  # its last prompt token was computed in the span's first iteration
                     r.first_token_t = first_t
-                r.num_computed += k
-                r.generated += k
-                nb = _cdiv(r.num_computed, bs)
-                self.used += nb - r.blocks
+                c = r.num_computed + k
+                r.num_computed = c
+                g = r.generated + k
+                r.generated = g
+                nb = -(-c // bs)
+                used += nb - r.blocks
                 r.blocks = nb
-                if r.num_computed > r.max_computed:
-                    r.max_computed = r.num_computed
-                self._check_events(r, now, events)
+                if c > r.max_computed:
+                    r.max_computed = c
+                if g >= r.target or (r.emit_at is not None and g >= r.emit_at) or (r.pause_at is not None and g >= r.pause_at):
+                    self._check_events(r, now, events)
+            self.used = used
         else:
             for v in plan.preempted:
                 self.running.remove(v)
@@ -304,17 +310,18 @@ class EngineCore:
                 v.num_computed = 0
                 v.preemptions += 1
                 self.waiting.appendleft(v)
-            for r in plan.admitted:
-                self.waiting.remove(r)
+            for r in plan.admitted:  # admitted in queue order from the head
+                self.waiting.popleft()
                 self.running.append(r)
             for r, n in plan.schedule:
-                r.num_computed += n
-                nb = _cdiv(r.num_computed, bs)
+                c = r.num_computed + n
+                r.num_computed = c
+                nb = -(-c // bs)
                 self.used += nb - r.blocks
                 r.blocks = nb
-                if r.num_computed > r.max_computed:
-                    r.max_computed = r.num_computed
-                if r.num_computed == r.num_tokens:  # caught up: a new token is sampled
+                if c > r.max_computed:
+                    r.max_computed = c
+                if c == r.prompt + r.generated:  # caught up: a new token is sampled
                     r.generated += 1
                     if r.first_token_t is None:
                         r.first_token_t = now

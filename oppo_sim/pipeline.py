@@ -27,11 +27,6 @@ from oppo_sim.genengine import EMIT, FINISH, PAUSE, EngineCore, Plan, Req, kv_bl
 from oppo_sim.policies import Policy, PolicyState, StepContext, StepOutcome, StepPlan, Streaming
 from oppo_sim.trace import Trace
 
-MAX_ADMITTED_PER_STEP_FACTOR = 64
-"""A step that admits more than this many times B prompts cannot reach B finished responses (token budget
-too small for the trace): stop with an error instead of looping."""
-
-
 class Sample:
     """A prompt admitted into the pipeline, from admission until it is trained."""
 
@@ -116,7 +111,7 @@ class GenReplica:
             return
         plan = self._plan
         if plan is not None and plan.steady and plan.iters > 1:
-            done = self._job.work_done()
+            done = self._job.work_done(self.env.now)
             k = self.core.cost.iters_within(plan.b, plan.kv0, done, plan.iters)
             new = self.core.truncate(plan, min(plan.iters, k + 1))
             if new is not plan:
@@ -349,7 +344,7 @@ class Pipeline:
                 self.deferred.append(s)
                 run.paused += 1
                 if run.plan.refill and run.finished + run.active < (run.end_after or 0):
-                    run.admit_more(1)
+                    run.refill()
         run.check_end()
 
     def _emit(self, s: Sample, upto: int, final: bool) -> None:
@@ -478,19 +473,26 @@ class _StepRun:
         self.finished = 0
         self.paused = 0
         self.admitted = 0
+        self.refilled = 0
         self.gen_done = p.env.event()
 
     def admit_more(self, n: int) -> None:
-        cap = MAX_ADMITTED_PER_STEP_FACTOR * self.p.cfg.batch
         for _ in range(n):
-            if self.admitted >= cap:
-                raise ConfigError(
-                    f"step {self.step}: admitted {self.admitted} prompts without finishing {self.end_after}; "
-                    f"the token budget is too small for this trace"
-                )
             self.admitted += 1
             self.rec.admitted += 1
             self.start(self.p._new_sample(self.step))
+
+    def refill(self) -> None:
+        """A response was paused at its token budget and B can no longer finish without help: admit a
+        fresh prompt, or, once this step has refilled B prompts already, give the oldest paused response
+        another budget (so a trace whose responses all exceed the budget still makes progress)."""
+        if self.refilled < self.p.cfg.batch:
+            self.refilled += 1
+            self.admit_more(1)
+        else:
+            s = self.p.deferred.pop(0)  # paused in this step (carried ones were taken at the step start)
+            self.paused -= 1
+            self.start(s)
 
     def start(self, s: Sample) -> None:
         req = s.req

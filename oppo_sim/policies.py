@@ -307,7 +307,9 @@ class ChunkAutotune(Policy):
 @dataclass(frozen=True)
 class PartialRollout(Policy):
     """Kimi k1.5 / APRIL-style partial rollout: each response generates at most ``budget`` tokens per step,
-    then is paused and continued next step; fresh prompts refill until B finish."""
+    then is paused and continued next step (keeping its tokens); fresh prompts refill its slot while B
+    cannot finish otherwise. After B refills in one step, the oldest paused response gets another
+    budget instead, so a trace whose responses all exceed the budget still fills its batch."""
 
     budget: int = 1024
     delta: int = 0
