@@ -152,15 +152,27 @@ class CostModel:
     def prefill_flops(self, model: ModelSpec, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool) -> float:
         return float(np.sum(model.forward_flops(new_tokens, context, scalar_head=scalar_head)))
 
+    def prefill_cost(
+        self, model: ModelSpec, devices: int, new_tokens, context, scalar_head: bool = False
+    ) -> tuple[float, float]:
+        """(seconds, FLOPs) of one batched forward of sequences with ``new_tokens`` over existing ``context``
+        (sequences of equal length; plain Python arithmetic, as scorer batches are small)."""
+        head = model.hidden if scalar_head else model.vocab * model.hidden
+        lin = 2.0 * (model.matmul_params - model.vocab * model.hidden + head)
+        att = 4.0 * model.layers * model.attn_width
+        flops = 0.0
+        kv = 0.0
+        for n, c in zip(new_tokens, context):
+            flops += lin * n + att * (n * c + n * (n + 1) / 2.0)
+            kv += c + n
+        nbytes = model.weight_bytes(scalar_head=scalar_head) + kv * model.kv_bytes_per_token()
+        return _roofline(self.hw.params.prefill, flops, nbytes, devices, self.hw), flops
+
     def prefill(
         self, model: ModelSpec, devices: int, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool = False
     ) -> float:
         """Seconds for one batched forward of sequences with ``new_tokens`` over existing ``context``."""
-        new_tokens = np.asarray(new_tokens, dtype=np.float64)
-        context = np.asarray(context, dtype=np.float64)
-        flops = self.prefill_flops(model, new_tokens, context, scalar_head)
-        nbytes = model.weight_bytes(scalar_head=scalar_head) + float(np.sum(context + new_tokens)) * model.kv_bytes_per_token()
-        return _roofline(self.hw.params.prefill, flops, nbytes, devices, self.hw)
+        return self.prefill_cost(model, devices, new_tokens, context, scalar_head)[0]
 
     def train_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:
         return 3.0 * float(np.sum(model.forward_flops(np.asarray(seq_tokens, dtype=np.float64), 0, scalar_head=scalar_head)))

@@ -25,10 +25,12 @@ from oppo_sim.errors import ConfigError
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """vLLM-style engine knobs (names follow vLLM's engine arguments)."""
+    """vLLM-style engine knobs (names follow vLLM's engine arguments). The token budget default, 16384, is
+    what vLLM v1 picks for the offline ``LLM`` class (how RLHF frameworks drive rollouts) on large-memory
+    GPUs; its OpenAI server uses 8192 (``oppo-sim replay``'s default)."""
 
     max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
+    max_num_batched_tokens: int = 16384
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
     tp: int = 1
@@ -90,6 +92,21 @@ class Plan:
     schedule: list[tuple[Req, int]] = field(default_factory=list)  # explicit iteration: (request, tokens)
     admitted: list[Req] = field(default_factory=list)
     preempted: list[Req] = field(default_factory=list)
+
+
+@dataclass
+class Chain:
+    """Explicit iterations committed back to back: cumulative end offsets, the last one's events."""
+
+    ends: list[float]
+    events: list[tuple[str, Req]]
+    flops: float
+    recompute_flops: float
+    tokens: int
+
+    @property
+    def seconds(self) -> float:
+        return self.ends[-1]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -266,6 +283,45 @@ class EngineCore:
         secs = self.cost.iteration(b, kv_dec, n_pre, pairs, kv_pre)
         flops = self.cost.flops(b, kv_dec, n_pre, pairs)
         return Plan(1, secs, flops, recompute, b + n_pre, False, schedule=sched, admitted=admitted, preempted=preempted)
+
+    # -- chains of explicit iterations ---------------------------------------------------------------
+    def snapshot(self) -> tuple:
+        """Everything :meth:`run_chain` may change, to undo a chain that must be cut short."""
+        reqs = [*self.running, *self.waiting]
+        return (
+            list(self.running), list(self.waiting), self.used, self.iterations,
+            [(r, r.num_computed, r.blocks, r.generated, r.max_computed, r.first_token_t, r.finish_t, r.preemptions) for r in reqs],
+        )
+
+    def restore(self, snap: tuple) -> None:
+        running, waiting, self.used, self.iterations, states = snap
+        self.running = list(running)
+        self.waiting = deque(waiting)
+        for r, *vals in states:
+            (r.num_computed, r.blocks, r.generated, r.max_computed, r.first_token_t, r.finish_t, r.preemptions) = vals
+
+    def run_chain(self, first: Plan, start: float, max_iters: int) -> Chain:
+        """Commit ``first`` (an explicit iteration) and the explicit iterations that follow it, stopping
+        after one that produces events, before a steady span, or after ``max_iters``. Iterations are
+        committed at once; their times are ``start`` plus the running sum (the driver spends the total on
+        a device, and undoes the chain with :meth:`restore` + a shorter ``run_chain`` if interrupted)."""
+        ends: list[float] = []
+        flops = recompute = 0.0
+        tokens = 0
+        t = start
+        plan: Plan | None = first
+        events: list[tuple[str, Req]] = []
+        while plan is not None and not plan.steady:
+            t += plan.seconds
+            ends.append(t - start)
+            flops += plan.flops
+            recompute += plan.recompute_flops
+            tokens += plan.tokens
+            events = self.commit(plan, t)
+            if events or len(ends) >= max_iters:
+                break
+            plan = self.plan()
+        return Chain(ends, events, flops, recompute, tokens)
 
     # -- committing ---------------------------------------------------------------------------------
     def truncate(self, plan: Plan, iters: int) -> Plan:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -61,53 +62,53 @@ class ModelSpec:
                 raise ConfigError(f"model '{self.id}': {f} must be a bool, got {getattr(self, f)!r}")
 
     # ---- derived shape -------------------------------------------------------------------------
-    @property
+    @cached_property
     def hd(self) -> int:
         """Per-head dimension."""
         return int(self.head_dim) if self.head_dim is not None else self.hidden // self.heads
 
-    @property
+    @cached_property
     def attn_width(self) -> int:
         """Width of the concatenated query heads (heads * hd)."""
         return self.heads * self.hd
 
-    @property
+    @cached_property
     def kv_width(self) -> int:
         """Width of the concatenated key (or value) heads (kv_heads * hd)."""
         return self.kv_heads * self.hd
 
     # ---- parameter counts ----------------------------------------------------------------------
-    @property
+    @cached_property
     def _layer_matmul_params(self) -> int:
         h, a, kv = self.hidden, self.attn_width, self.kv_width
         attn = h * a + 2 * h * kv + a * h  # q, k, v, o
         mlp = 3 * h * self.intermediate  # gate, up, down
         return attn + mlp
 
-    @property
+    @cached_property
     def _layer_other_params(self) -> int:
         bias = (self.attn_width + 2 * self.kv_width) if self.qkv_bias else 0
         norms = 2 * self.hidden + (2 * self.hd if self.qk_norm else 0)
         return bias + norms
 
-    @property
+    @cached_property
     def _backbone_params(self) -> int:
         """Decoder layers + final norm (no embedding, no head)."""
         return self.layers * (self._layer_matmul_params + self._layer_other_params) + self.hidden
 
-    @property
+    @cached_property
     def params(self) -> int:
         """Total parameters: embedding, layers, final norm and (untied) lm_head."""
         emb = self.vocab * self.hidden
         head = 0 if self.tied_embeddings else emb
         return emb + self._backbone_params + head
 
-    @property
+    @cached_property
     def params_scalar_head(self) -> int:
         """Same backbone with the vocab lm_head replaced by a 1-output value head (reward / critic)."""
         return self.vocab * self.hidden + self._backbone_params + self.hidden
 
-    @property
+    @cached_property
     def matmul_params(self) -> int:
         """Weights that take part in per-token matmuls: layer projections + lm_head (a tied head counted
         once). Excludes the input-embedding lookup, norms and biases."""

@@ -14,6 +14,7 @@ The policy is only *consulted*; every timing comes from the cost model via the d
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 import numpy as np
@@ -23,9 +24,13 @@ from oppo_sim.config import FROZEN_ROLES, SCORING_ROLES, SimConfig
 from oppo_sim.costmodel import CostModel
 from oppo_sim.devices import DevicePool, Job, Timeline
 from oppo_sim.errors import ConfigError
-from oppo_sim.genengine import EMIT, FINISH, PAUSE, EngineCore, Plan, Req, kv_blocks_for
+from oppo_sim.genengine import EMIT, FINISH, PAUSE, Chain, EngineCore, Plan, Req, kv_blocks_for
 from oppo_sim.policies import Policy, PolicyState, StepContext, StepOutcome, StepPlan, Streaming
 from oppo_sim.trace import Trace
+
+CHAIN_MAX_ITERS = 256
+"""Most explicit (prefill / admission) iterations a replica commits as one device job."""
+
 
 class Sample:
     """A prompt admitted into the pipeline, from admission until it is trained."""
@@ -87,14 +92,21 @@ class GenReplica:
         self._plan: Plan | None = None
         self._job: Job | None = None
         self._stop: simpy.Event | None = None
+        self._chain: Chain | None = None
+        self._snap: tuple | None = None
+        self._chain_start = 0.0
+        self._pending: list[Req] = []
         env.process(self._run())
 
     def add(self, req: Req) -> None:
-        self.core.add(req)
+        if self._chain is not None:
+            self._pending.append(req)  # the committed chain must not see it; added when the chain ends
+        else:
+            self.core.add(req)
         self.poke()
 
     def load(self) -> int:
-        return len(self.core.running) + len(self.core.waiting)
+        return len(self.core.running) + len(self.core.waiting) + len(self._pending)
 
     def stop(self) -> simpy.Event:
         """Finish the current iteration, then take every request out; the event's value is the list."""
@@ -104,19 +116,30 @@ class GenReplica:
         return ev
 
     def poke(self) -> None:
-        """Something changed (a request arrived, a stop): cut the running span after its current iteration."""
+        """Something changed (a request arrived, a stop): cut the running work after its current iteration."""
         if self._job is None:
             if self._wake is not None and not self._wake.triggered:
                 self._wake.succeed()
             return
+        done = self._job.work_done(self.env.now)
         plan = self._plan
-        if plan is not None and plan.steady and plan.iters > 1:
-            done = self._job.work_done(self.env.now)
-            k = self.core.cost.iters_within(plan.b, plan.kv0, done, plan.iters)
-            new = self.core.truncate(plan, min(plan.iters, k + 1))
-            if new is not plan:
-                self._plan = new
-                self._job.meta.update(tokens=new.tokens, flops=new.flops)
+        if plan is not None:
+            if plan.steady and plan.iters > 1:
+                k = self.core.cost.iters_within(plan.b, plan.kv0, done, plan.iters)
+                new = self.core.truncate(plan, min(plan.iters, k + 1))
+                if new is not plan:
+                    self._plan = new
+                    self._job.meta.update(tokens=new.tokens, flops=new.flops)
+                    self.pool.shorten(self._job, new.seconds)
+            return
+        chain = self._chain
+        if chain is not None and len(chain.ends) > 1:
+            keep = bisect.bisect_right(chain.ends, done) + 1  # iterations finished, plus the one in progress
+            if keep < len(chain.ends):
+                self.core.restore(self._snap)
+                new = self.core.run_chain(self.core.plan(), self._chain_start, keep)
+                self._chain = new
+                self._job.meta.update(tokens=new.tokens, flops=new.flops, recompute_flops=new.recompute_flops)
                 self.pool.shorten(self._job, new.seconds)
 
     def _run(self):
@@ -131,14 +154,29 @@ class GenReplica:
                 yield self._wake
                 self._wake = None
                 continue
-            self._plan = plan
-            self._job = self.pool.submit(
-                self.devices, plan.seconds, activity="generate", role="generate", step=self.step,
-                tokens=plan.tokens, flops=plan.flops, recompute_flops=plan.recompute_flops,
-            )
-            yield self._job.done
-            plan, self._plan, self._job = self._plan, None, None
-            events = self.core.commit(plan, self.env.now)
+            if plan.steady:
+                self._plan = plan
+                self._job = self.pool.submit(
+                    self.devices, plan.seconds, activity="generate", role="generate", step=self.step,
+                    tokens=plan.tokens, flops=plan.flops, recompute_flops=plan.recompute_flops,
+                )
+                yield self._job.done
+                plan, self._plan, self._job = self._plan, None, None
+                events = self.core.commit(plan, self.env.now)
+            else:
+                self._snap = self.core.snapshot()
+                self._chain_start = self.env.now
+                chain = self._chain = self.core.run_chain(plan, self.env.now, CHAIN_MAX_ITERS)
+                self._job = self.pool.submit(
+                    self.devices, chain.seconds, activity="generate", role="generate", step=self.step,
+                    tokens=chain.tokens, flops=chain.flops, recompute_flops=chain.recompute_flops,
+                )
+                yield self._job.done
+                events = self._chain.events
+                self._chain = self._snap = self._job = None
+                for req in self._pending:  # arrived while the chain ran: queued only now, as vLLM would
+                    self.core.add(req)
+                self._pending.clear()
             if events:
                 self.sink(self, events)
 
@@ -189,15 +227,15 @@ class Scorer:
                 new_tok.append(max(n, 0))
                 ctx_tok.append(ctx)
                 high = s.scored.get(self.role, 0)
-                if high > ctx:
-                    redo += float(self.model.forward_flops(min(n, high - ctx), ctx, scalar_head=self.scalar))
+                if high > ctx:  # this sequence's KV was evicted: re-prefilling what was computed before
+                    k = min(n, high - ctx)
+                    redo += 2.0 * self.model.matmul_params * k + 4.0 * self.model.layers * self.model.attn_width * (
+                        k * ctx + k * (k + 1) / 2.0)
                 budget -= max(n, 1)
-            new_a, ctx_a = np.asarray(new_tok, dtype=np.float64), np.asarray(ctx_tok, dtype=np.float64)
-            secs = cost.prefill(self.model, self.pool.n, new_a, ctx_a, scalar_head=self.scalar)
-            flops = cost.prefill_flops(self.model, new_a, ctx_a, self.scalar)
+            secs, flops = cost.prefill_cost(self.model, self.pool.n, new_tok, ctx_tok, scalar_head=self.scalar)
             job = self.pool.submit(
                 self.pool.all, secs, activity="score", role=self.role, step=items[0][3],
-                tokens=int(new_a.sum()), flops=flops, recompute_flops=redo,
+                tokens=sum(new_tok), flops=flops, recompute_flops=redo,
             )
             yield job.done
             for s, upto, final, _step, total in items:

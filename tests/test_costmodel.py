@@ -79,3 +79,12 @@ def test_training_and_sync_scale():
     assert cm.train(M7, 14, seqs, 1) < t1
     assert cm.weight_sync(get_model("qwen2.5-72b")) > cm.weight_sync(M7)
     assert all(m.params > 0 for m in MODELS.values())
+
+
+@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 20000)), min_size=1, max_size=20), st.booleans())
+def test_prefill_cost_flops_match_model_formula(rows, scalar):
+    cm = CostModel(H100)
+    new = [float(n) for n, _ in rows]
+    ctx = [float(c) for _, c in rows]
+    _, flops = cm.prefill_cost(M7, 1, new, ctx, scalar_head=scalar)
+    assert flops == pytest.approx(cm.prefill_flops(M7, np.array(new), np.array(ctx), scalar), rel=1e-9)
