@@ -57,6 +57,7 @@ class RealConfig:
     main_cores: tuple[int, ...] | None = (0,)  # the generate+train pool
     score_cores: tuple[int, ...] | None = (1,)  # the scoring pool
     gen_iters_per_call: int = 32  # engine iterations per remote call at most (returns early at events)
+    gpus_per_worker: float = 0.0  # Ray GPUs per role worker (GPU machines)
 
     def __post_init__(self) -> None:
         for name in ("batch", "steps", "max_response", "gen_iters_per_call"):
@@ -165,14 +166,20 @@ class Executor:
             raise ConfigError(f"PPO minibatches ({ppo.minibatches}) exceed the batch size ({cfg.batch})")
         sampling = SamplingConfig(temperature=cfg.temperature, seed=cfg.seed)
         max_len = cfg.tiny.max_position if not cfg.model_dir else 4096
+        # Ray resources: the two main-pool workers share its cores (as generation and training share the
+        # paper's 7 GPUs); the scorer has its own. Fractions keep every worker placeable on a small machine.
+        main_cpus = max(1, len(cfg.main_cores or (0,))) / 2
+        score_cpus = max(1, len(cfg.score_cores or (0,)))
         self.handles = {
             "gen": placement.spawn(cfg.workers, "gen", GenWorker, GenWorkerConfig(
                 actor=str(paths.actor), backend=cfg.backend, sampling=sampling, max_model_len=max_len,
-                cores=cfg.main_cores)),
+                cores=cfg.main_cores), num_cpus=main_cpus, num_gpus=cfg.gpus_per_worker),
             "train": placement.spawn(cfg.workers, "train", TrainWorker, TrainWorkerConfig(
-                actor=str(paths.actor), critic=str(paths.critic), ppo=ppo, cores=cfg.main_cores, seed=cfg.seed)),
+                actor=str(paths.actor), critic=str(paths.critic), ppo=ppo, cores=cfg.main_cores, seed=cfg.seed),
+                num_cpus=main_cpus, num_gpus=cfg.gpus_per_worker),
             "score": placement.spawn(cfg.workers, "score", ScoreWorker, ScoreWorkerConfig(
-                reward=str(paths.reward), reference=str(paths.reference), cores=cfg.score_cores)),
+                reward=str(paths.reward), reference=str(paths.reference), cores=cfg.score_cores),
+                num_cpus=score_cpus, num_gpus=cfg.gpus_per_worker),
         }
         self.t0 = time.time()
 

@@ -15,6 +15,9 @@ from oppo_sim.errors import OppoError
 WORKER_TIMEOUT_S = 3600.0
 """A remote call that takes longer than this is treated as a hung worker."""
 
+START_TIMEOUT_S = 600.0
+"""A worker that is not up after this long (not placeable, or stuck loading) is an error."""
+
 
 class WorkerError(OppoError):
     """A role worker died or failed."""
@@ -87,8 +90,13 @@ class RayHandle(Handle):
         remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0)(cls)
         self.actor = remote.options(name=None, runtime_env={"env_vars": env}).remote(*args)
         try:  # surface construction errors now, as one line
-            ray.get(self.actor.ping.remote(), timeout=WORKER_TIMEOUT_S)
+            ray.get(self.actor.ping.remote(), timeout=START_TIMEOUT_S)
         except Exception as e:
+            if "Timeout" in type(e).__name__:
+                raise WorkerError(
+                    f"worker '{name}' did not start within {START_TIMEOUT_S:.0f} s (needs {num_cpus} CPU, {num_gpus} GPU: "
+                    f"does the Ray cluster have them free?)"
+                ) from None
             raise _worker_error(name, e) from None
 
     def submit(self, method: str, *args: Any, **kwargs: Any) -> Any:
