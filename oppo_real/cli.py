@@ -71,7 +71,103 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     r.add_argument("--json", default=None, help="also write the summary JSON here")
     r.set_defaults(func=cmd_run)
+
+    pr = sub.add_parser("profile", help="time the engines' operations here and fit the simulator's cost model")
+    pr.add_argument("--backend", default="vllm", choices=("vllm", "torch"))
+    pr.add_argument("--cores", type=_cores, default=(0,), help="cores to pin to (default 0)")
+    pr.add_argument("--cache", default=None, help="model cache directory")
+    pr.add_argument("--quick", action="store_true", help="a small grid (for CI)")
+    pr.add_argument("--out", default="out/profile", help="directory for measurements.csv, fit.csv, profile.json")
+    pr.set_defaults(func=cmd_profile)
+
+    v = sub.add_parser("validate", help="simulate and run each policy; predicted vs measured table and figures")
+    v.add_argument("--policies", default="baseline,intra,inter,oppo", help="comma list")
+    v.add_argument("--trace", default=DEFAULT_TRACE, help="forced lengths from this trace ('none' = natural)")
+    v.add_argument("--length-scale", type=_positive(float), default=DEFAULT_LENGTH_SCALE)
+    v.add_argument("--max-response", type=_positive(), default=DEFAULT_MAX_RESPONSE)
+    v.add_argument("--steps", type=_positive(), default=12)
+    v.add_argument("--warmup", type=_nonneg_int, default=2, help="first steps left out of both medians (default 2)")
+    v.add_argument("--batch", type=_positive(), default=8)
+    v.add_argument("--chunk", type=_positive(), default=16)
+    v.add_argument("--delta", type=_nonneg_int, default=2)
+    v.add_argument("--profile", default=None, help="a profile.json from `oppo-real profile` (default: profile now)")
+    v.add_argument("--quick-profile", action="store_true", help="profile on the small grid")
+    v.add_argument("--backend", default="vllm", choices=("vllm", "torch"))
+    v.add_argument("--workers", default="ray", choices=("ray", "local"))
+    v.add_argument("--cache", default=None)
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--out", default="out/validate", help="directory for the table, figures and runs")
+    v.add_argument("--json", default=None)
+    v.set_defaults(func=cmd_validate)
     return p
+
+
+def cmd_profile(a: argparse.Namespace) -> int:
+    from oppo_real.profile import ProfileGrid, fit, run_profile
+    from oppo_real.tiny_models import build_models, default_cache_dir
+    from oppo_sim.calibration import save_profile
+
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = build_models(Path(a.cache) if a.cache else default_cache_dir())
+    table = run_profile(paths, a.backend, ProfileGrid.quick() if a.quick else ProfileGrid(), cores=a.cores)
+    table.to_csv(out / "measurements.csv", index=False)
+    hw, report = fit(table, cores=len(a.cores))
+    report.to_csv(out / "fit.csv", index=False)
+    save_profile(hw, out / "profile.json", meta={"backend": a.backend, "cores": list(a.cores), "model": str(paths.actor)})
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+        print(report.to_string(index=False))
+    print(f"wrote {out}/measurements.csv, fit.csv, profile.json  (use: oppo-sim run --profile {out}/profile.json)")
+    return 0
+
+
+def cmd_validate(a: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from oppo_real.executor import RealConfig
+    from oppo_real.profile import ProfileGrid, fit, run_profile
+    from oppo_real.tiny_models import build_models, default_cache_dir
+    from oppo_real.validate import plot_parity, plot_pred_vs_meas_timelines, validate
+    from oppo_sim.calibration import load_profile, save_profile
+    from oppo_sim.policies import make_policy
+    from oppo_sim.trace import load_trace
+
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    policies = {n.strip(): make_policy(n.strip(), chunk=a.chunk, delta=a.delta) for n in a.policies.split(",") if n.strip()}
+    trace = None if a.trace.lower() == "none" else load_trace(a.trace, max_response=None)
+    cfg = RealConfig(batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, cache_dir=a.cache,
+                     max_response=a.max_response, length_scale=a.length_scale, workers=a.workers)
+    if a.profile:
+        hw = load_profile(a.profile)
+    else:
+        paths = build_models(Path(a.cache) if a.cache else default_cache_dir(), cfg.tiny, cfg.task)
+        print("profiling the engines on this machine ...", flush=True)
+        table = run_profile(paths, a.backend, ProfileGrid.quick() if a.quick_profile else ProfileGrid(),
+                            cores=cfg.main_cores, log=lambda _m: None)
+        table.to_csv(out / "measurements.csv", index=False)
+        hw, report = fit(table)
+        report.to_csv(out / "fit.csv", index=False)
+        save_profile(hw, out / "profile.json")
+        with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+            print(report[["op", "n", "eff_compute", "eff_memory", "overhead_s", "mape"]].to_string(index=False))
+    v = validate(cfg, policies, hw, trace, warmup=a.warmup, log=lambda m: print(m, flush=True), out_dir=out / "runs")
+    v.table.to_csv(out / "validation.csv", index=False)
+    plot_parity(v).savefig(out / "parity.png", dpi=120)
+    plot_pred_vs_meas_timelines(v).savefig(out / "timelines.png", dpi=110)
+    with pd.option_context("display.width", 220, "display.float_format", "{:.3f}".format):
+        print(v.table.to_string(index=False))
+    h = v.headline()
+    print(f"median |step-time error| {h['median_abs_step_err_pct']:.1f}%  (max {h['max_abs_step_err_pct']:.1f}%), "
+          f"median |utilization error| {h['median_abs_util_err_pp']:.1f} pp")
+    print(f"wrote {out}/validation.csv, parity.png, timelines.png")
+    if a.json:
+        import json
+
+        Path(a.json).write_text(json.dumps({"table": v.table.to_dict(orient="records"), **h}, indent=2) + "\n")
+    return 0
 
 
 def _ppo(a):

@@ -161,3 +161,28 @@ def spawn(kind: str, name: str, cls: type, *args: Any, num_cpus: float = 1, num_
     if kind == "ray":
         return RayHandle(name, cls, *args, num_cpus=num_cpus, num_gpus=num_gpus)
     raise OppoError(f"unknown worker placement '{kind}'; known: ray, local")
+
+
+class Echo:
+    """A worker that does nothing: its round trip is the dispatch cost of one remote call."""
+
+    def ping(self, payload: object = None) -> object:
+        return payload
+
+
+def measure_dispatch(kind: str, calls: int = 50) -> float:
+    """Median seconds of a no-op remote call with a small payload (the driver's per-call overhead)."""
+    import statistics
+    import time
+
+    h = spawn(kind, "echo", Echo, num_cpus=0.01)
+    try:
+        payload = {"tokens": list(range(64))}
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            h.call("ping", payload)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times[5:])
+    finally:
+        h.kill()

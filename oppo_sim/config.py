@@ -128,6 +128,9 @@ class SimConfig:
     max_response: int | None = DEFAULT_MAX_RESPONSE
     contention: float = 0.0  # extra slowdown when two jobs share a device (0 = ideal time slicing)
     scorer_max_tokens: int = 65536  # tokens per scorer forward batch
+    stream_batching: bool = True  # batch streamed chunks of several sequences into one forward (False: one each)
+    padded_batches: bool = False  # whole-sequence scoring and training pad every sequence to the batch's longest
+    dispatch_s: float = 0.0  # idle time a generation replica waits for its driver after each event (Python/RPC)
     reward_curve: RewardCurve = field(default_factory=RewardCurve)
     trace_offset: int = 0  # first trace row used (rows are then taken in order, cyclically)
 
@@ -141,6 +144,7 @@ class SimConfig:
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
             (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),
             (self.trace_offset >= 0, f"trace_offset must be >= 0, got {self.trace_offset}"),
+            (self.dispatch_s >= 0, f"dispatch_s must be >= 0, got {self.dispatch_s}"),
         ]
         for ok, msg in checks:
             if not ok:

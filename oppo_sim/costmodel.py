@@ -192,6 +192,31 @@ class CostModel:
             t += minibatches * 2.0 * (devices - 1) / devices * w / g.link_bw
         return t
 
+    # -- the work of one call, as the calibration table records it (FLOPs, bytes) ----------------------
+    @staticmethod
+    def decode_work(model: ModelSpec, batch: int, kv_tokens: float) -> tuple[float, float]:
+        """One decode iteration of ``batch`` sequences over ``kv_tokens`` cached tokens in total."""
+        flops = 2.0 * model.matmul_params * batch + 4.0 * model.layers * model.attn_width * (kv_tokens + batch)
+        return flops, model.weight_bytes() + model.kv_bytes_per_token() * (kv_tokens + batch)
+
+    @staticmethod
+    def prefill_work(model: ModelSpec, new_tokens, context, scalar_head: bool = False) -> tuple[float, float]:
+        n = np.asarray(new_tokens, dtype=np.float64)
+        c = np.asarray(context, dtype=np.float64)
+        flops = float(np.sum(model.forward_flops(n, c, scalar_head=scalar_head)))
+        return flops, model.weight_bytes(scalar_head=scalar_head) + float(np.sum(c + n)) * model.kv_bytes_per_token()
+
+    @staticmethod
+    def train_work(model: ModelSpec, seq_tokens, scalar_head: bool = False) -> tuple[float, float]:
+        """One forward+backward+optimizer step on one device over sequences of ``seq_tokens`` tokens."""
+        flops = 3.0 * float(np.sum(model.forward_flops(np.asarray(seq_tokens, dtype=np.float64), 0, scalar_head=scalar_head)))
+        params = model.params_scalar_head if scalar_head else model.params
+        return flops, 3.0 * model.weight_bytes(scalar_head=scalar_head) + OPTIMIZER_BYTES_PER_PARAM * params
+
+    @staticmethod
+    def sync_work(model: ModelSpec) -> tuple[float, float]:
+        return 0.0, float(model.weight_bytes())
+
     def weight_sync(self, model: ModelSpec) -> float:
         """Seconds to push the trained actor's weights into the generation engines."""
         op = self.hw.params.sync

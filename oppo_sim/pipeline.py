@@ -96,6 +96,7 @@ class GenReplica:
         self._snap: tuple | None = None
         self._chain_start = 0.0
         self._pending: list[Req] = []
+        self.dispatch_s = 0.0
         env.process(self._run())
 
     def add(self, req: Req) -> None:
@@ -179,6 +180,8 @@ class GenReplica:
                 self._pending.clear()
             if events:
                 self.sink(self, events)
+                if self.dispatch_s > 0:  # the driver handles the events before the engine runs again
+                    yield self.env.timeout(self.dispatch_s)
 
 
 class Scorer:
@@ -195,12 +198,12 @@ class Scorer:
         self.cache: OrderedDict[int, int] = OrderedDict()  # sid -> cached tokens
         self.cached = 0
         self.evictions = 0
-        self.queue: deque[tuple[Sample, int, bool, int]] = deque()
+        self.queue: deque[tuple[Sample, int, bool, int, bool]] = deque()
         self._wake: simpy.Event | None = None
         env.process(self._run())
 
-    def put(self, sample: Sample, upto: int, final: bool, step: int) -> None:
-        self.queue.append((sample, upto, final, step))
+    def put(self, sample: Sample, upto: int, final: bool, step: int, streamed: bool = False) -> None:
+        self.queue.append((sample, upto, final, step, streamed))
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
 
@@ -216,8 +219,11 @@ class Scorer:
             items = []
             new_tok, ctx_tok, redo = [], [], 0.0
             budget = limit
+            one_by_one = not self.p.cfg.stream_batching and self.queue[0][4]
             while self.queue and (not items or budget > 0):
-                s, upto, final, step = self.queue.popleft()
+                if items and (one_by_one or (not self.p.cfg.stream_batching and self.queue[0][4])):
+                    break  # streamed chunks are prefilled one sequence per forward
+                s, upto, final, step, _streamed = self.queue.popleft()
                 total = s.prompt + upto
                 ctx = self.cache.get(s.sid, 0)
                 n = total - ctx
@@ -232,6 +238,9 @@ class Scorer:
                     redo += 2.0 * self.model.matmul_params * k + 4.0 * self.model.layers * self.model.attn_width * (
                         k * ctx + k * (k + 1) / 2.0)
                 budget -= max(n, 1)
+            if self.p.cfg.padded_batches and not one_by_one and len(new_tok) > 1:
+                width = max(n + c for n, c in zip(new_tok, ctx_tok))  # padded to the longest sequence
+                new_tok, ctx_tok = [width - c for c in ctx_tok], ctx_tok
             secs, flops = cost.prefill_cost(self.model, self.pool.n, new_tok, ctx_tok, scalar_head=self.scalar)
             job = self.pool.submit(
                 self.pool.all, secs, activity="score", role=self.role, step=items[0][3],
@@ -328,6 +337,8 @@ class Pipeline:
             GenReplica(self.env, i, EngineCore(dc, cfg.engine, blocks), pool, tuple(range(i * tp, (i + 1) * tp)), self._on_gen)
             for i in range(pool.n // tp)
         ]
+        for r in self.replicas:
+            r.dispatch_s = cfg.dispatch_s
 
     def _build_scorers(self) -> None:
         cfg, pl = self.cfg, self.cfg.placement
@@ -390,7 +401,7 @@ class Pipeline:
         for role in self.streamed_roles:
             if final:
                 s.queued.add(role)
-            self.scorers[role].put(s, upto, final, step)
+            self.scorers[role].put(s, upto, final, step, streamed=True)
         s.emitted = upto
 
     # -- processes -----------------------------------------------------------------------------------
@@ -453,6 +464,8 @@ class Pipeline:
             rec.score_end = self.env.now
             rec.train_start = self.env.now
             seqs = np.array([s.prompt + s.target for s in batch.samples], dtype=np.float64)
+            if cfg.padded_batches:
+                seqs = np.full_like(seqs, seqs.max())
             for role, model, scalar in (("actor", actor, False), ("critic", critic, True)):
                 secs = cfg.ppo_epochs * tcost.train(model, tpool.n, seqs, cfg.minibatches, scalar_head=scalar)
                 flops = cfg.ppo_epochs * tcost.train_flops(model, seqs, scalar)

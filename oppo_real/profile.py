@@ -1,0 +1,185 @@
+"""Profile the real engines: time every operation the simulator's cost model uses, over a grid of sizes,
+on whatever device this is, and write the measurements table that ``oppo_sim.calibration`` fits.
+
+- ``decode``: one vLLM (or torch) engine iteration of ``batch`` sequences over ``kv`` cached tokens each;
+- ``prefill``: a scorer forward of ``new`` tokens over ``ctx`` cached ones (incremental prefill);
+- ``train``: one forward+backward+optimizer step of the actor over a batch of sequences;
+- ``sync``: loading the actor's weights into the generation engine.
+
+Each row: ``op, devices, flops, bytes, seconds`` (what the call had to do, from the same formulas the
+simulator charges: ``CostModel.*_work``) plus the grid coordinates. ``fit(table)`` turns it into a
+hardware profile the simulator runs on (``oppo-sim run --profile``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from oppo_sim.calibration import cpu_spec, fit_profile
+from oppo_sim.costmodel import CostModel
+from oppo_sim.errors import ConfigError
+from oppo_sim.hardware import Hardware
+from oppo_sim.models import ModelSpec, model_from_hf_config
+
+
+@dataclass(frozen=True)
+class ProfileGrid:
+    decode_batch: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    decode_kv: tuple[int, ...] = (16, 64, 256)  # cached tokens per sequence
+    prefill_new: tuple[int, ...] = (1, 8, 32, 128, 512)
+    prefill_ctx: tuple[int, ...] = (0, 64, 256)
+    train_batch: tuple[int, ...] = (2, 4, 8)
+    train_len: tuple[int, ...] = (32, 64, 128)
+    repeats: int = 5
+    sync_repeats: int = 5
+
+    @classmethod
+    def quick(cls) -> "ProfileGrid":
+        return cls(decode_batch=(1, 4, 16), decode_kv=(16, 128), prefill_new=(8, 64, 256), prefill_ctx=(0, 128),
+                   train_batch=(2, 8), train_len=(32, 96), repeats=3, sync_repeats=3)
+
+
+def model_spec(model_dir: Path, dtype_bytes: int = 4) -> ModelSpec:
+    """The simulator's shape of a local HF model (the tiny models run in float32)."""
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    return model_from_hf_config(cfg, id=Path(model_dir).parent.name or "local").with_(dtype_bytes=dtype_bytes)
+
+
+def _rows(op: str, flops: float, nbytes: float, times: list[float], **coords) -> list[dict]:
+    return [{"op": op, "devices": 1, "flops": flops, "bytes": nbytes, "seconds": t, **coords} for t in times]
+
+
+def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tuple[int, ...] | None, log) -> list[dict]:
+    from oppo_real.actor_api import GenRequest, SamplingConfig
+
+    spec = model_spec(actor_dir)
+    rng = np.random.default_rng(0)
+    if backend == "vllm":
+        from oppo_real.actor_vllm import VLLMActor, VLLMActorConfig
+
+        gen = VLLMActor(VLLMActorConfig(model=str(actor_dir), sampling=SamplingConfig(temperature=1.0, seed=0),
+                                        cpu_threads_bind=",".join(map(str, cores)) if cores else None))
+    else:
+        from oppo_real.actor_torch import TorchActor, TorchActorConfig
+
+        gen = TorchActor(TorchActorConfig(model=str(actor_dir)))
+    rows: list[dict] = []
+    try:
+        n = 0
+        for kv in grid.decode_kv:
+            for b in grid.decode_batch:
+                reqs = [GenRequest(f"p{n}.{i}", tuple(int(x) for x in rng.integers(3, spec.vocab, size=kv)),
+                                   grid.repeats + 2, ignore_eos=True) for i in range(b)]
+                n += 1
+                for r in reqs:
+                    gen.add(r)
+                gen.step()  # prefill (+ first token): not a decode iteration
+                gen.step()  # warm
+                times = []
+                ctx = kv + 1
+                for _ in range(grid.repeats):
+                    t0 = time.perf_counter()
+                    gen.step()
+                    times.append(time.perf_counter() - t0)
+                    ctx += 1
+                while gen.has_unfinished():
+                    gen.step()
+                flops, nbytes = CostModel.decode_work(spec, b, b * (kv + 2 + grid.repeats // 2))
+                rows += _rows("decode", flops, nbytes, times, batch=b, kv=kv)
+                log(f"decode b={b:3d} kv={kv:4d}: {1000 * np.median(times):7.2f} ms")
+        # weight sync: the actor's own weights back in
+        from oppo_real.tiny_models import load_causal_lm
+
+        sd = {k: v.detach() for k, v in load_causal_lm(actor_dir).state_dict().items()}
+        times = [gen.load_weights(sd) for _ in range(grid.sync_repeats)]
+        flops, nbytes = CostModel.sync_work(spec)
+        rows += _rows("sync", flops, nbytes, times)
+        log(f"sync: {1000 * np.median(times):.2f} ms")
+    finally:
+        gen.close()
+    return rows
+
+
+def profile_prefill(reward_dir: Path, grid: ProfileGrid, log) -> list[dict]:
+    from oppo_real.scorer import IncrementalScorer, ScorerConfig
+
+    spec = model_spec(reward_dir)
+    sc = IncrementalScorer(ScorerConfig(kind="reward", model=str(reward_dir)))
+    rng = np.random.default_rng(1)
+    rows: list[dict] = []
+    k = 0
+    for ctx in grid.prefill_ctx:
+        for new in grid.prefill_new:
+            times = []
+            for _ in range(grid.repeats + 1):
+                sid = f"q{k}"
+                k += 1
+                sc.open(sid, tuple(int(x) for x in rng.integers(3, spec.vocab, size=max(ctx, 1))))
+                if ctx:
+                    sc.flush(sid)  # the context is prefilled (cached) before the timed chunk
+                toks = tuple(int(x) for x in rng.integers(3, spec.vocab, size=new))
+                t0 = time.perf_counter()
+                sc.feed(sid, toks)
+                times.append(time.perf_counter() - t0)
+                sc.drop(sid)
+            times = times[1:]  # first one warms up
+            flops, nbytes = CostModel.prefill_work(spec, [new], [max(ctx, 1) if ctx else 0], scalar_head=True)
+            rows += _rows("prefill", flops, nbytes, times, new=new, ctx=ctx)
+            log(f"prefill new={new:4d} ctx={ctx:4d}: {1000 * np.median(times):7.2f} ms")
+    return rows
+
+
+def profile_train(actor_dir: Path, grid: ProfileGrid, log) -> list[dict]:
+    import torch
+
+    from oppo_real.tiny_models import load_causal_lm
+
+    spec = model_spec(actor_dir)
+    model = load_causal_lm(actor_dir).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-5)
+    g = torch.Generator().manual_seed(2)
+    rows: list[dict] = []
+    for b in grid.train_batch:
+        for length in grid.train_len:
+            ids = torch.randint(3, spec.vocab, (b, length), generator=g)
+            times = []
+            for _ in range(grid.repeats + 1):
+                t0 = time.perf_counter()
+                out = model(input_ids=ids, labels=ids)
+                opt.zero_grad()
+                out.loss.backward()
+                opt.step()
+                times.append(time.perf_counter() - t0)
+            times = times[1:]
+            flops, nbytes = CostModel.train_work(spec, [length] * b)
+            rows += _rows("train", flops, nbytes, times, batch=b, length=length)
+            log(f"train b={b:2d} len={length:4d}: {1000 * np.median(times):7.2f} ms")
+    return rows
+
+
+def run_profile(paths, backend: str = "vllm", grid: ProfileGrid | None = None, cores: tuple[int, ...] | None = (0,),
+                log: Callable[[str], None] = print) -> pd.DataFrame:
+    """Time every operation on this machine (pinned to ``cores``); returns the measurements table."""
+    from oppo_real.workers import pin_to_cores
+
+    grid = grid or ProfileGrid()
+    pin_to_cores(cores)
+    rows = profile_decode(Path(paths.actor), backend, grid, cores, log)
+    rows += profile_prefill(Path(paths.reward), grid, log)
+    rows += profile_train(Path(paths.actor), grid, log)
+    return pd.DataFrame(rows)
+
+
+def fit(table: pd.DataFrame, cores: int = 1, name: str = "cpu") -> tuple[Hardware, pd.DataFrame]:
+    """Fit the cost model to a measurements table on a nominal CPU spec (the fitted efficiencies carry
+    the truth); returns the hardware profile and the per-op fit report."""
+    if table.empty:
+        raise ConfigError("the measurements table is empty")
+    return fit_profile(table, cpu_spec(name=name, cores=cores))
