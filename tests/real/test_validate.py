@@ -1,0 +1,57 @@
+"""The predicted-vs-measured loop at tiny size: profile -> fit -> simulate + run -> table."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from oppo_real.executor import RealConfig
+from oppo_real.profile import ProfileGrid, fit, run_profile
+from oppo_real.validate import VALIDATION_COLUMNS, mirror_config, mirror_trace, plot_parity, validate
+from oppo_sim.calibration import load_profile, save_profile
+from oppo_sim.policies import make_policy
+from oppo_sim.trace import Trace
+
+TRACE = Trace.from_arrays([10] * 8, [4, 6, 40, 5, 7, 60, 3, 8], name="tail")
+
+
+def test_profile_fit_roundtrip(models, tmp_path):
+    grid = ProfileGrid(decode_batch=(1, 4), decode_kv=(16,), prefill_new=(8, 64), prefill_ctx=(0, 32),
+                       train_batch=(2,), train_len=(16, 32), repeats=2, sync_repeats=2)
+    table = run_profile(models, "torch", grid, cores=None, log=lambda _m: None)
+    assert set(table["op"]) == {"decode", "prefill", "train", "sync"}
+    assert (table["seconds"] > 0).all() and (table["flops"] >= 0).all()
+    hw, report = fit(table)
+    assert set(report["op"]) == {"decode", "prefill", "train", "sync"}
+    save_profile(hw, tmp_path / "p.json")
+    assert load_profile(tmp_path / "p.json") == hw
+
+
+def test_mirror_matches_the_real_requests(models):
+    cfg = RealConfig(batch=4, steps=2, max_response=32, length_scale=0.5)
+    t = mirror_trace(cfg, TRACE, 8)
+    assert list(t.response_tokens) == [max(1, min(32, round(x * 0.5))) for x in TRACE.response_tokens]
+    from oppo_real.task import PromptSampler
+
+    assert list(t.prompt_tokens) == [len(p) for p in PromptSampler(cfg.task, seed=cfg.seed).sample(8)]
+    sim_cfg = mirror_config(cfg, __import__("oppo_sim.hardware", fromlist=["get_hardware"]).get_hardware("h100-sxm"), models)
+    assert sim_cfg.placement.pool_of("reward") == "score" and sim_cfg.placement.pool_of("train") == "main"
+    assert sim_cfg.padded_batches and not sim_cfg.stream_batching
+
+
+def test_validate_table_has_every_column(models, tmp_path):
+    grid = ProfileGrid(decode_batch=(1, 4), decode_kv=(16,), prefill_new=(8, 64), prefill_ctx=(0,),
+                       train_batch=(2,), train_len=(16, 32), repeats=2, sync_repeats=2)
+    hw, _ = fit(run_profile(models, "torch", grid, cores=None, log=lambda _m: None))
+    cfg = RealConfig(batch=4, steps=3, backend="torch", workers="local", max_response=32, length_scale=0.5,
+                     cache_dir=str(models.root.parent), main_cores=None, score_cores=None)
+    v = validate(cfg, {"baseline": make_policy("baseline"), "oppo": make_policy("oppo", chunk=4, delta=2)}, hw, TRACE,
+                 warmup=1, log=lambda _m: None)
+    assert list(v.table.columns) == VALIDATION_COLUMNS
+    assert len(v.table) == 2
+    assert v.table[[c for c in VALIDATION_COLUMNS if c != "policy"]].notna().all().all()
+    h = v.headline()
+    assert all(math.isfinite(x) for x in h.values())
+    assert isinstance(v.table, pd.DataFrame)
+    plot_parity(v).savefig(tmp_path / "parity.png")
