@@ -1,0 +1,33 @@
+"""Golden numbers: fixed configurations whose predictions must not drift silently.
+
+If a deliberate model change moves them, re-run the configurations (see the table below), check the
+change makes sense, and update the numbers in the same commit that explains why.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from oppo_sim.config import SimConfig, disaggregated_placement
+from oppo_sim.simulate import simulate
+from oppo_sim.synthetic import LongTailSpec, generate_longtail
+
+TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
+
+GOLDEN = [
+    ("baseline", SimConfig(steps=5), 69.84755422853974, {"main": 0.5414930717808313, "score": 0.07438428102496171}, 112106),
+    ("oppo", SimConfig(steps=5), 28.290349688538118, {"main": 0.9698697190546931, "score": 0.1959785988024354}, 68205),
+    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 86.61713599097862,
+     {"main": 0.8192765515500083, "score": 0.18778791187854382}, 68461),
+    ("partial-rollout", SimConfig(steps=5, batch=64), 27.8521274603966, {"main": 0.6421263760173506, "score": 0.08676541310951563}, 52437),
+    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 58.7320753635635,
+     {"gen": 0.5613193679613255, "train": 0.5190149710929676, "score": 0.08846205536719708}, 85488),
+]
+
+
+@pytest.mark.parametrize("policy, cfg, step_time, util, iterations", GOLDEN, ids=[g[0] for g in GOLDEN])
+def test_golden(policy, cfg, step_time, util, iterations):
+    s = simulate(TRACE, policy, cfg).summary
+    assert s["step_time_s"] == pytest.approx(step_time, rel=1e-9)
+    assert s["utilization"] == pytest.approx(util, rel=1e-9)
+    assert s["gen_iterations"] == iterations
