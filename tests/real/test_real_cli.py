@@ -1,0 +1,132 @@
+"""`oppo-real run`: end to end on vLLM + Ray for `baseline` and `oppo` (outputs, their schema, the rollout
+trace the simulator can load), and bad input exiting 2 with one line on stderr.
+
+The end-to-end test skips, with the reason, when vLLM is not importable.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from oppo_real.cli import main
+from oppo_sim.trace import load_trace
+
+SUMMARY_KEYS = {"step_time_s", "samples_per_s", "utilization", "samples_trained", "steps", "reward_curve"}
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "oppo_real.cli", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _one_line_error(p: subprocess.CompletedProcess, *words: str) -> None:
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def ray_started():
+    pytest.importorskip("ray")
+    import ray
+
+    from oppo_real import placement
+
+    was = ray.is_initialized()
+    yield
+    if not was:
+        placement.stop_ray()
+
+
+def test_run_vllm_on_ray_baseline_and_oppo(models, vllm_ok, ray_started, tmp_path, capsys):
+    from oppo_real.actor_vllm import vllm_available
+
+    ok, why = vllm_available()
+    if not ok:
+        pytest.skip(why)
+    steps, batch = 3, 4
+    outs = {}
+    for policy in ("baseline", "oppo"):
+        out = tmp_path / policy
+        argv = ["run", "--policy", policy, "--steps", str(steps), "--batch", str(batch), "--max-response", "32",
+                "--cache", str(models.root.parent), "--out", str(out)]
+        assert main(argv) == 0
+        outs[policy] = out
+    printed = capsys.readouterr().out
+    assert printed.count("step    2") == 2 and "final reward" in printed
+
+    for policy, out in outs.items():
+        for name in ("steps.csv", "timeline.csv", "summary.json", "rollouts.csv", "rollout_trace.csv.gz"):
+            assert (out / name).is_file(), f"{policy}: {name} missing"
+        summary = json.loads((out / "summary.json").read_text())
+        assert SUMMARY_KEYS <= set(summary), SUMMARY_KEYS - set(summary)
+        assert summary["steps"] == steps and summary["samples_trained"] == steps * batch
+        assert len(summary["reward_curve"]) == steps
+        assert set(summary["utilization"]) == {"main", "score"}
+        assert all(0.0 <= u <= 1.0 for u in summary["utilization"].values())
+        assert summary["step_time_s"] > 0 and summary["samples_per_s"] > 0
+        assert summary["backend"] == "vllm" and summary["workers"] == "ray"
+        assert summary["admitted"] == summary["samples_trained"] + summary["in_flight_end"]
+
+        st = pd.read_csv(out / "steps.csv")
+        assert len(st) == steps and (st["samples"] == batch).all()
+        tl = pd.read_csv(out / "timeline.csv")
+        assert {"generate", "score", "train"} <= set(tl["activity"]) and set(tl["pool"]) == {"main", "score"}
+        ro = pd.read_csv(out / "rollouts.csv")
+        assert len(ro) == steps * batch and ro["sid"].is_unique
+        assert (ro["response_tokens"] <= 32).all()
+
+        trace = load_trace(out / "rollout_trace.csv.gz")
+        assert len(trace) == steps * batch
+        assert list(trace.response_tokens) == ro["response_tokens"].tolist()
+
+    # oppo over-commits (B + Δ in flight) and streams chunks to the scorers while the actor decodes
+    s = json.loads((outs["oppo"] / "summary.json").read_text())
+    assert s["admitted"] > s["samples_trained"]
+    st = pd.read_csv(outs["oppo"] / "steps.csv")
+    tl = pd.read_csv(outs["oppo"] / "timeline.csv")
+    gen_end = dict(zip(st["step"], st["start"] + st["generation_s"]))
+    scored_during_gen = tl[(tl["activity"] == "score") & (tl["start"] < tl["step"].map(gen_end))]
+    assert len(scored_during_gen) > 0
+    b = json.loads((outs["baseline"] / "summary.json").read_text())
+    assert b["admitted"] == b["samples_trained"] and b["in_flight_end"] == 0
+
+
+def test_unknown_policy_exits_2_with_one_line():
+    _one_line_error(_cli("run", "--policy", "nope", "--steps", "1"), "unknown policy", "nope")
+
+
+def test_model_not_a_directory_exits_2_with_one_line(tmp_path):
+    missing = tmp_path / "no-such-model"
+    _one_line_error(_cli("run", "--model", str(missing), "--steps", "1", "--out", str(tmp_path / "o")),
+                    "not a directory", str(missing))
+
+
+def test_bad_numbers_exit_2_with_one_line(tmp_path):
+    _one_line_error(_cli("run", "--batch", "0"), "--batch")
+    _one_line_error(_cli("run", "--backend", "tensorflow"), "--backend")
+
+
+def test_resume_without_checkpoint_exits_2(models, tmp_path):
+    p = _cli("run", "--policy", "baseline", "--steps", "1", "--batch", "4", "--backend", "torch", "--workers", "local",
+             "--cache", str(models.root.parent), "--out", str(tmp_path / "empty"), "--resume")
+    _one_line_error(p, "no checkpoint")
+
+
+def test_resume_through_the_cli_continues_the_run(models, tmp_path, capsys):
+    common = ["run", "--policy", "oppo", "--batch", "4", "--max-response", "32", "--backend", "torch", "--workers", "local",
+              "--cache", str(models.root.parent), "--out", str(tmp_path / "r")]
+    assert main([*common, "--steps", "2"]) == 0
+    assert main([*common, "--steps", "3", "--resume"]) == 0
+    st = pd.read_csv(tmp_path / "r" / "steps.csv")
+    assert st["step"].tolist() == [0, 1, 2]
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["samples_trained"] == 12 and len(summary["reward_curve"]) == 3
+    capsys.readouterr()
