@@ -32,7 +32,7 @@ from oppo_real.tiny_models import TinyModelConfig
 from oppo_sim.devices import TIMELINE_COLUMNS
 from oppo_sim.errors import ConfigError
 from oppo_sim.policies import Policy, PolicyState, StepContext, StepOutcome, Streaming
-from oppo_sim.results import STEP_COLUMNS, SimResult, summarize
+from oppo_sim.results import STEP_COLUMNS, SimResult, busy_fraction, summarize
 from oppo_sim.trace import Trace
 
 
@@ -401,7 +401,7 @@ class Executor:
         st = st[STEP_COLUMNS + extra]
         st["chunk"] = st["chunk"].astype("Int64")
         wall = float(st["end"].max()) if len(st) else 0.0
-        busy = _pool_busy(tl, wall)
+        busy = busy_fraction(tl, 0.0, wall)
         pools = sorted(busy)
         summary = summarize(st, tl, {p: 1 for p in pools}, {p: math.nan for p in pools}, busy, self.cfg.batch)
         summary.update({
@@ -469,25 +469,6 @@ def _sample_from_json(d: dict) -> RSample:
     d = dict(d)
     d["prompt"] = tuple(d["prompt"])
     return RSample(**d)
-
-
-def _pool_busy(tl: pd.DataFrame, wall: float) -> dict[str, float]:
-    """Busy fraction of wall time per pool: the union of its workers' engine-call intervals."""
-    out: dict[str, float] = {}
-    for pool, g in tl.groupby("pool"):
-        iv = sorted(zip(g["start"].clip(lower=0), g["end"].clip(upper=wall)))
-        busy, cur_s, cur_e = 0.0, None, None
-        for s, e in iv:
-            if cur_e is None or s > cur_e:
-                if cur_e is not None:
-                    busy += cur_e - cur_s
-                cur_s, cur_e = s, e
-            else:
-                cur_e = max(cur_e, e)
-        if cur_e is not None:
-            busy += cur_e - cur_s
-        out[str(pool)] = min(1.0, busy / wall) if wall > 0 else 0.0
-    return out
 
 
 def _jsonable_cfg(cfg: RealConfig) -> dict:

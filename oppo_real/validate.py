@@ -24,7 +24,7 @@ from oppo_sim.config import Placement, Pool, SimConfig
 from oppo_sim.genengine import EngineConfig
 from oppo_sim.hardware import Hardware
 from oppo_sim.policies import Policy
-from oppo_sim.results import SimResult
+from oppo_sim.results import SimResult, busy_fraction
 from oppo_sim.simulate import simulate
 from oppo_sim.trace import Trace
 
@@ -67,26 +67,6 @@ def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None
     )
 
 
-def window_busy(timeline: pd.DataFrame, t0: float, t1: float) -> dict[str, float]:
-    """Busy fraction of [t0, t1] per pool (union of its activities' intervals)."""
-    out: dict[str, float] = {}
-    span = t1 - t0
-    for pool, g in timeline.groupby("pool"):
-        iv = sorted((max(s, t0), min(e, t1)) for s, e in zip(g["start"], g["end"]) if e > t0 and s < t1)
-        busy, cs, ce = 0.0, None, None
-        for s, e in iv:
-            if ce is None or s > ce:
-                if ce is not None:
-                    busy += ce - cs
-                cs, ce = s, e
-            else:
-                ce = max(ce, e)
-        if ce is not None:
-            busy += ce - cs
-        out[str(pool)] = busy / span if span > 0 else 0.0
-    return out
-
-
 def measure(res: SimResult, warmup: int) -> dict[str, float]:
     """Median step time, samples/s and per-pool utilization over the steps after ``warmup``."""
     st = res.steps[res.steps["step"] >= warmup]
@@ -94,7 +74,7 @@ def measure(res: SimResult, warmup: int) -> dict[str, float]:
         st = res.steps
     t0 = float(st["start"].min()) if warmup == 0 else float(res.steps.loc[res.steps["step"] == warmup - 1, "end"].iloc[0])
     t1 = float(st["end"].max())
-    busy = window_busy(res.timeline, t0, t1)
+    busy = busy_fraction(res.timeline, t0, t1)
     return {
         "step_s": float(st["step_time_s"].median()),
         "samples_per_s": float(st["samples"].sum() / (t1 - t0)) if t1 > t0 else float("nan"),

@@ -78,3 +78,24 @@ def summarize(steps: pd.DataFrame, timeline: pd.DataFrame, pool_devices: dict[st
         "staleness_mean": float(steps["staleness_mean"].mean()) if n else 0.0,
         "staleness_max": int(steps["staleness_max"].max()) if n else 0,
     }
+
+
+def busy_fraction(timeline: pd.DataFrame, t0: float, t1: float) -> dict[str, float]:
+    """Busy fraction of the window [t0, t1] per pool: the union of its activities' intervals (a measured
+    timeline has one lane per worker; activities that overlap on a pool count once)."""
+    out: dict[str, float] = {}
+    span = t1 - t0
+    for pool, g in timeline.groupby("pool"):
+        iv = sorted((max(s, t0), min(e, t1)) for s, e in zip(g["start"], g["end"]) if e > t0 and s < t1)
+        busy, cs, ce = 0.0, None, None
+        for s, e in iv:
+            if ce is None or s > ce:
+                if ce is not None:
+                    busy += ce - cs
+                cs, ce = s, e
+            else:
+                ce = max(ce, e)
+        if ce is not None:
+            busy += ce - cs
+        out[str(pool)] = min(1.0, busy / span) if span > 0 else 0.0
+    return out
