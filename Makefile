@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: setup setup-real run test test-sim bench figs notebooks clean
+.PHONY: setup setup-real run test test-sim bench bench-real figs validate notebooks clean
 
 $(BIN)/oppo-sim: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,6 +30,16 @@ test-sim: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_sim_speed.py
+
+bench-real: setup-real
+	$(BIN)/python benchmarks/bench_real.py
+
+# every paper-style figure, regenerated from the project's own code (simulator + real runs)
+figs: setup-real
+	$(BIN)/python paper_figs/make_all.py
+
+validate: setup-real
+	$(BIN)/oppo-real validate --out $(OUT)/validate
 
 notebooks: setup
 	$(BIN)/python scripts/make_notebooks.py
