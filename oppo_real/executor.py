@@ -135,6 +135,7 @@ class Executor:
         self.trained_total = 0
         self.trained: set[int] = set()
         self.step = 0
+        self._restarted = False  # the next step is the first after a resume: its step time starts at its own start
         self.handles: dict[str, Any] = {}
         self._good = cfg.task.good_mask()
         self._feeds: list[Any] = []  # outstanding streamed-chunk work on the score worker
@@ -348,7 +349,8 @@ class Executor:
                                   "reward": rr, "rm_score": s.score, "finish_reason": s.finish_reason,
                                   "staleness": t - s.admit_version, "segments": s.segment})
         self.trained_total += len(batch)
-        prev_end = self.records[-1]["end"] if self.records else start
+        prev_end = self.records[-1]["end"] if self.records and not self._restarted else start
+        self._restarted = False
         rec = {
             "step": t, "start": start, "end": end, "step_time_s": end - prev_end,
             "generation_s": gen_end - start, "scoring_s": score_end - gen_end, "training_s": train_end - score_end,
@@ -460,6 +462,7 @@ class Executor:
         self.deferred = [_sample_from_json(d) for d in st["deferred"]]
         self.ready = [_sample_from_json(d) for d in st["ready"]]
         self.records, self.rollouts, self._timeline = st["records"], st["rollouts"], st["timeline"]
+        self._restarted = True  # the restart gap is not part of the next step's time
         # a streamed sample's scorer KV did not survive the restart: it is re-fed from the start
         for s in self.deferred + self.ready:
             s.opened, s.emitted = False, 0
