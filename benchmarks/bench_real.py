@@ -114,7 +114,7 @@ def main() -> None:
     if base is not None:
         table["vs_baseline"] = table["median_step_s"] / base
     load_end = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    cols = ["policy", "median_step_s", "vs_baseline", "samples_per_s", "median_gen_s", "median_score_s", "median_train_s",
+    cols = ["policy", "median_step_s", "vs_baseline", "mean_step_s", "samples_per_s", "median_gen_s", "median_score_s", "median_train_s",
             "util_main", "util_score", "reward_mean", "reward_last10", "staleness_mean", "wall_s"]
     with pd.option_context("display.width", 220, "display.max_columns", 30):
         print(table[[c for c in cols if c in table]].to_string(index=False, float_format="{:.3f}".format))
@@ -122,7 +122,8 @@ def main() -> None:
         o = table.set_index("policy").loc["oppo"]
         b = table.set_index("policy").loc["baseline"]
         print(f"oppo / baseline median step time: {o['median_step_s'] / b['median_step_s']:.3f} "
-              f"(speedup {b['median_step_s'] / o['median_step_s']:.2f}x); utilization main "
+              f"(speedup {b['median_step_s'] / o['median_step_s']:.2f}x); mean step time: "
+              f"{o['mean_step_s'] / b['mean_step_s']:.3f} (throughput {o['samples_per_s'] / b['samples_per_s']:.2f}x); utilization main "
               f"{b['util_main']:.0%} -> {o['util_main']:.0%}, score {b['util_score']:.0%} -> {o['util_score']:.0%}")
     print(f"load average at end {load_end:.2f}")
     if a.json:

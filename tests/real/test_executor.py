@@ -174,6 +174,9 @@ def test_resume_from_checkpoint_continues_exactly(models, tail_trace, tmp_path, 
     assert ra[["sid", "response_tokens", "segments", "staleness"]].equals(rb[["sid", "response_tokens", "segments", "staleness"]])
     np.testing.assert_allclose(rb["rm_score"], ra["rm_score"], atol=1e-6, rtol=0)
     assert straight.summary["in_flight_end"] == resumed.summary["in_flight_end"]
+    # the first resumed step's time does not include the restart (process start, model loading)
+    first = resumed.steps.iloc[2]
+    assert first["step_time_s"] <= first["end"] - first["start"] + 1e-6
 
 
 def test_resume_without_checkpoint_is_a_config_error(models, tail_trace, tmp_path):
