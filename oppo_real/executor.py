@@ -136,6 +136,7 @@ class Executor:
         self.trained: set[int] = set()
         self.step = 0
         self._restarted = False  # the next step is the first after a resume: its step time starts at its own start
+        self._training: list[dict] = []  # PPO updates submitted and not yet synced (async plans keep some in flight)
         self.handles: dict[str, Any] = {}
         self._good = cfg.task.good_mask()
         self._feeds: list[Any] = []  # outstanding streamed-chunk work on the score worker
@@ -215,6 +216,8 @@ class Executor:
         cfg, t = self.cfg, self.step
         gen, score, train = self.handles["gen"], self.handles["score"], self.handles["train"]
         plan = self.policy.plan(self.state, StepContext(t, cfg.batch, carried=len(self.deferred), carried_finished=len(self.ready)))
+        while self._training and self.version < t - plan.max_staleness:  # bounded staleness: wait for weights
+            self._finish_training()
         streamed = plan.streaming is not Streaming.NONE
         chunk = plan.chunk if plan.streaming is Streaming.CHUNKED else None
         start = time.time()
@@ -259,6 +262,8 @@ class Executor:
                     marks.append(pause_at[s.sid] - len(s.tokens))
                 if marks:
                     report[rid] = max(1, min(marks))
+            while self._finish_training(block=False):  # a training finished meanwhile: sync its weights now
+                pass
             out = gen.call("generate", t, cfg.gen_iters_per_call, report)
             feeds: dict[str, list[int]] = {}
             finals: list[RSample] = []
@@ -327,18 +332,40 @@ class Executor:
             if s.score is None:
                 s.score, s.ref_logprobs = results[str(s.sid)]
         score_end = time.time()
-        # training, then the weight sync into the generator
-        stale = [t - s.admit_version for s in batch]
-        stats = train.call("train", t, {
-            "prompts": [s.prompt for s in batch], "responses": [s.tokens for s in batch],
-            "scores": [s.score for s in batch], "ref_logprobs": [s.ref_logprobs for s in batch],
-            "behaviour_logprobs": [s.logprobs for s in batch],
-        })
+        # training (asynchronous when the plan allows staleness), then the weight sync into the generator
+        job = {
+            "t": t, "plan": plan, "batch": batch, "start": start, "gen_end": gen_end, "score_end": score_end,
+            "admitted": admitted, "deferred": len(self.deferred),
+            "ref": train.submit("train", t, {
+                "prompts": [s.prompt for s in batch], "responses": [s.tokens for s in batch],
+                "scores": [s.score for s in batch], "ref_logprobs": [s.ref_logprobs for s in batch],
+                "behaviour_logprobs": [s.logprobs for s in batch],
+            }),
+        }
+        self._training.append(job)
+        self.step += 1
+        while len(self._training) > plan.max_staleness:  # synchronous plans wait for this very step
+            self._finish_training()
+        return self.records[-1] if self.records else {}
+
+    def _finish_training(self, block: bool = True) -> bool:
+        """Complete the oldest training in flight: wait for it, sync its weights into the generator, record
+        the step and let the policy update. With ``block=False`` only if it is already done."""
+        if not self._training:
+            return False
+        job = self._training[0]
+        train, gen = self.handles["train"], self.handles["gen"]
+        if not block and not train.ready(job["ref"]):
+            return False
+        self._training.pop(0)
+        t, batch, plan = job["t"], job["batch"], job["plan"]
+        stats = train.wait([job["ref"]])[0]
         train_end = time.time()
         weights = train.submit("weights", t)
         sync_s = gen.call("load_weights", t, t + 1, weights)
         end = time.time()
         self.version += 1
+        stale = [t - s.admit_version for s in batch]
         rewards = [rule_reward(self.cfg.task, s.tokens, self._good) for s in batch]
         mean_score = float(np.mean([s.score for s in batch]))
         for s, rr in zip(batch, rewards):
@@ -349,24 +376,29 @@ class Executor:
                                   "reward": rr, "rm_score": s.score, "finish_reason": s.finish_reason,
                                   "staleness": t - s.admit_version, "segments": s.segment})
         self.trained_total += len(batch)
+        start = job["start"]
         prev_end = self.records[-1]["end"] if self.records and not self._restarted else start
         self._restarted = False
         rec = {
             "step": t, "start": start, "end": end, "step_time_s": end - prev_end,
-            "generation_s": gen_end - start, "scoring_s": score_end - gen_end, "training_s": train_end - score_end,
-            "sync_s": end - train_end, "samples": len(batch), "tokens": sum(len(s.tokens) for s in batch),
-            "prompt_tokens": sum(len(s.prompt) for s in batch), "admitted": admitted, "deferred": len(self.deferred),
-            "delta": plan.delta, "chunk": plan.chunk, "staleness_mean": float(np.mean(stale)),
-            "staleness_max": int(max(stale)), "reward": float(np.mean(rewards)), "rm_score": mean_score,
-            "policy_loss": stats.get("policy_loss", math.nan), "mean_kl": stats.get("mean_kl", math.nan),
-            "weight_sync_s": sync_s,
+            "generation_s": job["gen_end"] - start, "scoring_s": job["score_end"] - job["gen_end"],
+            "training_s": train_end - job["score_end"], "sync_s": end - train_end, "samples": len(batch),
+            "tokens": sum(len(s.tokens) for s in batch), "prompt_tokens": sum(len(s.prompt) for s in batch),
+            "admitted": job["admitted"], "deferred": job["deferred"], "delta": plan.delta, "chunk": plan.chunk,
+            "staleness_mean": float(np.mean(stale)), "staleness_max": int(max(stale)), "reward": float(np.mean(rewards)),
+            "rm_score": mean_score, "policy_loss": stats.get("policy_loss", math.nan),
+            "mean_kl": stats.get("mean_kl", math.nan), "weight_sync_s": sync_s,
         }
         self.records.append(rec)
-        self.state = self.policy.update(self.state, StepOutcome(t, rec["step_time_s"], mean_score, len(batch), len(self.deferred)))
-        self.step += 1
+        self.state = self.policy.update(self.state, StepOutcome(t, rec["step_time_s"], mean_score, len(batch), job["deferred"]))
         if self.on_step is not None:
             self.on_step(rec)
-        return rec
+        return True
+
+    def drain(self) -> None:
+        """Finish every training still in flight (end of run, before a checkpoint)."""
+        while self._training:
+            self._finish_training()
 
     def _settle(self, sids) -> None:
         """Wait for outstanding streamed work and store the final scores of ``sids`` that have one."""
@@ -420,6 +452,7 @@ class Executor:
     # -- checkpoints -----------------------------------------------------------------------------------
     def save_checkpoint(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
+        self.drain()  # a checkpoint holds only completed steps
         self._settle(list(self._finals))  # finished extras: their final scores go into the checkpoint
         self.handles["train"].call("save", str(directory / "train.pt"))
         rows = []
@@ -494,8 +527,11 @@ def run_real(cfg: RealConfig, policy: Policy, trace: Trace | None = None, *, out
             ex.load_checkpoint(ckpt)
         while ex.step < cfg.steps:
             ex.run_step()
-            if ckpt is not None:
+            if ckpt is not None and not ex._training:
                 ex.save_checkpoint(ckpt)
+        ex.drain()
+        if ckpt is not None:
+            ex.save_checkpoint(ckpt)
         return ex.result()
     finally:
         ex.close()

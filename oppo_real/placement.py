@@ -43,6 +43,10 @@ class Handle:
     def wait(self, refs: Sequence[Any]) -> list[Any]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def ready(self, ref: Any) -> bool:
+        """Whether ``ref`` has completed (never blocks)."""
+        return True
+
     def kill(self) -> None:
         pass
 
@@ -101,6 +105,10 @@ class RayHandle(Handle):
 
     def submit(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(self.actor, method).remote(*args, **kwargs)
+
+    def ready(self, ref: Any) -> bool:
+        done, _ = self._ray.wait([ref], timeout=0)
+        return bool(done)
 
     def wait(self, refs: Sequence[Any]) -> list[Any]:
         try:

@@ -247,3 +247,27 @@ def test_result_has_the_simulator_schema(models, tail_trace):
     assert len(s["reward_curve"]) == 2 and all(math.isfinite(x) for x in s["reward_curve"])
     assert s["admitted"] == s["samples_trained"] + s["in_flight_end"]
     assert isinstance(res.rollouts, pd.DataFrame) and len(res.rollouts) == 2 * B
+
+
+def test_async_trains_with_bounded_staleness(models):
+    """The async policy keeps one PPO update in flight: samples are at most k=1 version stale, none lost."""
+    from oppo_real.executor import Executor, RealConfig
+    from oppo_sim.policies import make_policy
+    from oppo_sim.trace import Trace
+
+    trace = Trace.from_arrays([10] * 6, [4, 30, 5, 6, 3, 7], name="tail")
+    cfg = RealConfig(batch=4, steps=4, backend="torch", workers="local", max_response=32,
+                     cache_dir=str(models.root.parent), main_cores=None, score_cores=None)
+    ex = Executor(cfg, make_policy("async", staleness=1), trace)
+    try:
+        ex.start()
+        while ex.step < cfg.steps:
+            ex.run_step()
+        ex.drain()
+        res = ex.result()
+    finally:
+        ex.close()
+    assert list(res.steps["step"]) == [0, 1, 2, 3]
+    assert res.steps["staleness_max"].max() <= 1
+    assert res.steps["staleness_max"].iloc[1:].max() == 1
+    assert ex.admitted_total == ex.trained_total + ex.in_flight()
