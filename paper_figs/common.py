@@ -14,14 +14,19 @@ Nothing happens on import: the output folder is created when a figure is saved.
 from __future__ import annotations
 
 import argparse
+import functools
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 from matplotlib.figure import Figure
 
+from oppo_sim.config import SimConfig
 from oppo_sim.errors import TraceError
-from oppo_sim.trace import find_trace
+from oppo_sim.policies import Policy
+from oppo_sim.simulate import simulate
+from oppo_sim.trace import Trace, find_trace, load_trace
 
 HERE = Path(__file__).resolve().parent
 OUT_DIR = HERE / "out"
@@ -124,3 +129,28 @@ def print_table(df: pd.DataFrame, title: str | None = None, floatfmt: str = "{:.
     with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_rows", 500):
         print(df.to_string(index=False, float_format=lambda v: floatfmt.format(v)))
     print()
+
+
+# --------------------------------------------------------------------------------------------------
+# Running many simulations (figures whose points differ in more than the sweep grid's knobs)
+
+
+@functools.lru_cache(maxsize=8)
+def _trace(name: str, max_response: int | None) -> Trace:
+    return load_trace(name, max_response=max_response)
+
+
+def _run_one(job: tuple[str, Policy, SimConfig]) -> tuple[dict[str, Any], pd.DataFrame]:
+    trace, policy, cfg = job
+    res = simulate(_trace(trace, cfg.max_response), policy, cfg)
+    return res.summary, res.steps
+
+
+def simulate_many(jobs: Sequence[tuple[str, Policy, SimConfig]], processes: int = 1
+                  ) -> list[tuple[dict[str, Any], pd.DataFrame]]:
+    """``(summary, steps)`` of each ``(trace name, policy, config)`` job, in order; ``processes > 1`` runs
+    them in a process pool (each worker reads a trace once)."""
+    if processes <= 1 or len(jobs) <= 1:
+        return [_run_one(j) for j in jobs]
+    with ProcessPoolExecutor(max_workers=min(processes, len(jobs))) as ex:
+        return list(ex.map(_run_one, jobs))

@@ -1,0 +1,99 @@
+"""Paper-figure scripts: each simulator figure's ``main(["--quick", "--out", tmp])`` writes a PNG and a CSV
+with the expected columns; ``make_all`` finds the scripts and knows which need the real-engine stack."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from oppo_sim.trace import find_trace
+
+PAPER_FIGS = Path(__file__).resolve().parents[1] / "paper_figs"
+REASONING = "servegen_deepseek_r1_sampled"
+
+FIGURES = {
+    "fig_speedup": {"trace", "policy", "label", "steps", "step_time_s", "samples_per_s", "speedup"},
+    "fig_utilization": {"trace", "scope", "baseline_util", "oppo_util", "ratio"},
+    "fig_chunk_ucurve": {"variant", "policy", "chunk", "step_time_s", "samples_per_s", "speedup",
+                         "exposed_scoring_s", "utilization_score"},
+    "fig_delta_ablation": {"run", "policy", "kind", "samples_per_s", "speedup", "staleness_mean", "staleness_max",
+                           "delta_mean"},
+    "fig_timelines": {"policy", "kind", "pool", "devices", "activity", "step", "start", "end"},
+}
+NEEDS_REASONING = {"fig_chunk_ucurve", "fig_delta_ablation", "fig_timelines"}
+
+
+def _has_trace(name: str) -> bool:
+    try:
+        find_trace(name)
+        return True
+    except Exception:
+        return False
+
+
+def _load(name: str, monkeypatch):
+    monkeypatch.syspath_prepend(str(PAPER_FIGS))  # the scripts import their sibling `common`
+    spec = importlib.util.spec_from_file_location(f"_paper_figs_{name}", PAPER_FIGS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, mod)  # dataclasses look their module up while executing
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_figure_script_quick(name, tmp_path, monkeypatch, capsys):
+    if name in NEEDS_REASONING and not _has_trace(REASONING):
+        pytest.skip(f"trace {REASONING} is not on the trace search path")
+    mod = _load(name, monkeypatch)
+    assert mod.main(["--quick", "--out", str(tmp_path)]) == 0
+    png, csv = tmp_path / f"{name}.png", tmp_path / f"{name}.csv"
+    assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size < 300_000
+    df = pd.read_csv(csv)
+    assert len(df) > 0
+    assert FIGURES[name] <= set(df.columns), FIGURES[name] - set(df.columns)
+    assert "wrote" in capsys.readouterr().out  # the table and the paths are printed
+
+
+def test_speedup_numbers_are_sane(tmp_path, monkeypatch):
+    mod = _load("fig_speedup", monkeypatch)
+    mod.main(["--quick", "--out", str(tmp_path)])
+    df = pd.read_csv(tmp_path / "fig_speedup.csv")
+    assert set(df["policy"]) == {"baseline", "intra", "inter", "oppo"}
+    assert (df.loc[df["policy"] == "baseline", "speedup"] == 1.0).all()
+    assert df["trace"].nunique() >= 1 and (df["speedup"] > 0).all()
+
+
+def test_no_output_folder_on_import(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in FIGURES:
+        _load(name, monkeypatch)
+    _load("common", monkeypatch)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_make_all_lists_scripts_and_detects_real_stack(tmp_path, monkeypatch):
+    mod = _load("make_all", monkeypatch)
+    names = [p.stem for p in mod.scripts()]
+    assert set(FIGURES) <= set(names)
+    assert not any(mod.needs_real_stack(PAPER_FIGS / f"{n}.py") for n in FIGURES)
+    fake = tmp_path / "reward_curves.py"
+    fake.write_text("import argparse\nfrom oppo_real import driver\n")
+    assert mod.needs_real_stack(fake)
+    with pytest.raises(SystemExit):
+        mod.scripts(["no_such_figure"])
+
+
+def test_make_all_skips_real_stack_without_torch(tmp_path, monkeypatch, capsys):
+    mod = _load("make_all", monkeypatch)
+    real = tmp_path / "reward_curves.py"
+    real.write_text("import torch\n")
+    monkeypatch.setattr(mod, "scripts", lambda only=(): [real])
+    monkeypatch.setattr(mod, "torch_available", lambda: False)
+    assert mod.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "skipping reward_curves.py" in out and "torch" in out
