@@ -3,7 +3,7 @@ on whatever device this is, and write the measurements table that ``oppo_sim.cal
 
 - ``decode``: one vLLM (or torch) engine iteration of ``batch`` sequences over ``kv`` cached tokens each;
 - ``prefill``: a scorer forward of ``new`` tokens over ``ctx`` cached ones (incremental prefill);
-- ``train``: one forward+backward+optimizer step of the actor over a batch of sequences;
+- ``train``: one PPO mini-batch step (forward, clipped loss, backward, Adam) of the actor, and of the critic;
 - ``sync``: loading the actor's weights into the generation engine.
 
 Each row: ``op, devices, flops, bytes, seconds`` (what the call had to do, from the same formulas the
@@ -136,31 +136,45 @@ def profile_prefill(reward_dir: Path, grid: ProfileGrid, log) -> list[dict]:
     return rows
 
 
-def profile_train(actor_dir: Path, grid: ProfileGrid, log) -> list[dict]:
+def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log) -> list[dict]:
+    """One PPO mini-batch step as the trainer runs it: actor log-probs + clipped policy loss + backward +
+    Adam step, and critic values + clipped value loss + backward + Adam step (each a ``train`` row)."""
     import torch
 
-    from oppo_real.tiny_models import load_causal_lm
+    from oppo_real.ppo import critic_values, policy_loss, token_logprobs, value_loss
+    from oppo_real.tiny_models import load_causal_lm, load_value_model
 
     spec = model_spec(actor_dir)
-    model = load_causal_lm(actor_dir).train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-5)
+    cspec = model_spec(critic_dir)
+    actor = load_causal_lm(actor_dir).train()
+    critic = load_value_model(critic_dir).train()
+    opt_a = torch.optim.Adam(actor.parameters(), lr=1e-6)
+    opt_c = torch.optim.Adam(critic.parameters(), lr=1e-6)
     g = torch.Generator().manual_seed(2)
     rows: list[dict] = []
     for b in grid.train_batch:
         for length in grid.train_len:
             ids = torch.randint(3, spec.vocab, (b, length), generator=g)
-            times = []
-            for _ in range(grid.repeats + 1):
-                t0 = time.perf_counter()
-                out = model(input_ids=ids, labels=ids)
-                opt.zero_grad()
-                out.loss.backward()
-                opt.step()
-                times.append(time.perf_counter() - t0)
-            times = times[1:]
-            flops, nbytes = CostModel.train_work(spec, [length] * b)
-            rows += _rows("train", flops, nbytes, times, batch=b, length=length)
-            log(f"train b={b:2d} len={length:4d}: {1000 * np.median(times):7.2f} ms")
+            attn = torch.ones_like(ids)
+            mask = torch.zeros((b, length))
+            mask[:, length // 4:] = 1.0
+            old = torch.zeros((b, length))
+            adv = torch.randn((b, length), generator=g) * mask
+            for role, run in (("actor", lambda: policy_loss(token_logprobs(actor, ids, attn, mask), old, adv, mask, 0.2)[0]),
+                              ("critic", lambda: value_loss(critic_values(critic, ids, attn, mask), old, adv, mask, 0.2)[0])):
+                opt = opt_a if role == "actor" else opt_c
+                times = []
+                for _ in range(grid.repeats + 1):
+                    t0 = time.perf_counter()
+                    loss = run()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    times.append(time.perf_counter() - t0)
+                times = times[1:]
+                flops, nbytes = CostModel.train_work(spec if role == "actor" else cspec, [length] * b, scalar_head=role == "critic")
+                rows += _rows("train", flops, nbytes, times, batch=b, length=length, role=role)
+                log(f"train {role} b={b:2d} len={length:4d}: {1000 * np.median(times):7.2f} ms")
     return rows
 
 
@@ -173,7 +187,7 @@ def run_profile(paths, backend: str = "vllm", grid: ProfileGrid | None = None, c
     pin_to_cores(cores)
     rows = profile_decode(Path(paths.actor), backend, grid, cores, log)
     rows += profile_prefill(Path(paths.reward), grid, log)
-    rows += profile_train(Path(paths.actor), grid, log)
+    rows += profile_train(Path(paths.actor), Path(paths.critic), grid, log)
     return pd.DataFrame(rows)
 
 

@@ -130,7 +130,7 @@ class SimConfig:
     scorer_max_tokens: int = 65536  # tokens per scorer forward batch
     stream_batching: bool = True  # batch streamed chunks of several sequences into one forward (False: one each)
     padded_batches: bool = False  # whole-sequence scoring and training pad every sequence to the batch's longest
-    dispatch_s: float = 0.0  # idle time a generation replica waits for its driver after each event (Python/RPC)
+    dispatch_s: float = 0.0  # driver round trip per engine call: generation waits it after each event; unbatched streamed chunks pay it per call
     reward_curve: RewardCurve = field(default_factory=RewardCurve)
     trace_offset: int = 0  # first trace row used (rows are then taken in order, cyclically)
 
