@@ -21,7 +21,8 @@ the knobs that legitimately move the two arms:
 Y axis: samples/s over the same variant's synchronous ``baseline``. 40 steps (``--quick``: 4 steps, three
 C values, two variants). The CSV also holds each point's mean generation time, the *exposed* scoring time
 after generation ends (the serialisation the right arm of a U would come from) and the scoring GPU's
-busy fraction (the per-chunk cost the left arm comes from).
+busy fraction (the per-chunk cost the left arm comes from); ``best_for_variant`` marks the fastest C
+and ``knee_for_variant`` the smallest C within 1% of it (the star in the figure).
 
 Writes ``out/fig_chunk_ucurve.png`` and ``out/fig_chunk_ucurve.csv``.
 """
@@ -35,8 +36,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
-from oppo_sim.config import Placement, Pool, SimConfig, colocated_placement, paper_placement
+from oppo_sim.config import Placement, Pool, SimConfig, colocated_placement
 from oppo_sim.hardware import DEFAULT_COST_PARAMS, Hardware, OpParams, get_gpu
 from oppo_sim.policies import Baseline, DeltaRule, Intra, Oppo, Policy
 
@@ -49,9 +51,10 @@ NAME = "fig_chunk_ucurve"
 CHUNKS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 QUICK_CHUNKS = (64, 512, 4096)
 DELTA0 = 8
+KNEE_TOL = 0.01
 COLUMNS = ("variant", "description", "policy", "label", "chunk", "steps", "step_time_s", "samples_per_s", "speedup",
            "generation_s", "exposed_scoring_s", "training_s", "utilization_main", "utilization_score",
-           "best_for_variant")
+           "best_for_variant", "knee_for_variant")
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,17 @@ def compute(chunks: Sequence[int], vs: Sequence[Variant], processes: int = 1) ->
     df = pd.DataFrame(rows)
     base = df[df["policy"] == "baseline"].set_index("variant")["samples_per_s"]
     df["speedup"] = df["samples_per_s"] / df["variant"].map(base)
+    # best: the fastest C; knee: the smallest C within KNEE_TOL of it (neither where C makes no difference)
     finite = df[np.isfinite(df["chunk"].astype(float))]
-    best = finite.loc[finite.groupby(["variant", "policy"])["samples_per_s"].idxmax()]
-    df["best_for_variant"] = df.index.isin(best.index)
+    best, knees = [], []
+    for _, g in finite.groupby(["variant", "policy"]):
+        top, low = g["samples_per_s"].max(), g["samples_per_s"].min()
+        if top - low > 1e-9 * top:
+            best.append(g["samples_per_s"].idxmax())
+        if top - low > KNEE_TOL * top:
+            knees.append(g[g["samples_per_s"] >= (1 - KNEE_TOL) * top]["chunk"].astype(float).idxmin())
+    df["best_for_variant"] = df.index.isin(best)
+    df["knee_for_variant"] = df.index.isin(knees)
     return df[list(COLUMNS)]
 
 
@@ -126,11 +137,13 @@ def figure(df: pd.DataFrame, vs: Sequence[Variant], steps: int) -> Figure:
             d = sub[sub["variant"] == v.key]
             fin = d[np.isfinite(d["chunk"].astype(float))].sort_values("chunk")
             inf = d[~np.isfinite(d["chunk"].astype(float))]
-            ax.plot(fin["chunk"].astype(float), fin["speedup"], marker="o", markersize=3.5, color=v.color,
-                    label=v.description)
+            dashed = v.key == "scorer+30ms"  # lies on the paper line: dashed and hollow so both stay visible
+            ax.plot(fin["chunk"].astype(float), fin["speedup"], marker="o", markersize=5 if dashed else 3.5,
+                    color=v.color, label=v.description, linestyle="--" if dashed else "-",
+                    markerfacecolor="none" if dashed else v.color, zorder=3 if dashed else 2)
             if len(inf):
                 ax.axhline(float(inf["speedup"].iloc[0]), color=v.color, linestyle=":", linewidth=1.0, alpha=0.9)
-            b = fin[fin["best_for_variant"]]
+            b = fin[fin["knee_for_variant"]]
             ax.scatter(b["chunk"].astype(float), b["speedup"], marker="*", s=90, color=v.color, zorder=5,
                        edgecolor="black", linewidth=0.4)
         ax.axhline(1.0, color="black", linewidth=0.8)
@@ -146,11 +159,9 @@ def figure(df: pd.DataFrame, vs: Sequence[Variant], steps: int) -> Figure:
         ax.set_title(title, loc="left", fontsize=10)
         ax.grid(alpha=0.2)
     handles, labels = axes[0].get_legend_handles_labels()
-    from matplotlib.lines import Line2D
-
     handles += [Line2D([], [], color="0.3", linestyle=":"), Line2D([], [], marker="*", color="0.3", linestyle="",
                                                                        markersize=9)]
-    labels += ["C = ∞ (whole response once finished = per-sample streaming)", "best C of the variant"]
+    labels += ["C = ∞ (whole response once finished = per-sample streaming)", f"knee: smallest C within {KNEE_TOL:.0%} of the variant's best C"]
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=7.5, frameon=False)
     fig.suptitle(f"Chunk size C on {REASONING_TRACE} — 8×H200, Qwen2.5-7B actor, B=112, {steps} steps: "
                  "too small a C costs, too large a C does not (finished responses are streamed anyway)",

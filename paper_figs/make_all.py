@@ -4,6 +4,7 @@ present) as its own subprocess, one after the other, forwarding ``--quick``.
     python paper_figs/make_all.py            # full size, into paper_figs/out/
     python paper_figs/make_all.py --quick    # small sizes
     python paper_figs/make_all.py --only fig_speedup,fig_timelines
+    python paper_figs/make_all.py --sim-only # only the simulator figures (minutes, not hours)
 
 A script that needs the real-engine stack (it imports ``oppo_real``, ``torch`` or ``vllm``) is skipped,
 with a note, when torch is not importable here (``make setup-real`` installs it). Exits non-zero if any
@@ -23,6 +24,8 @@ from typing import Sequence
 
 HERE = Path(__file__).resolve().parent
 EXTRA_SCRIPTS = ("reward_curves.py",)
+REAL_STACK_SCRIPTS = frozenset({"reward_curves.py"})
+"""Scripts known to run real PPO (vLLM + torch); any other script is checked for such imports."""
 _REAL_STACK = re.compile(r"^\s*(?:from|import)\s+(?:oppo_real|torch|vllm)\b", re.MULTILINE)
 
 
@@ -39,7 +42,7 @@ def scripts(only: Sequence[str] = ()) -> list[Path]:
 
 
 def needs_real_stack(script: Path) -> bool:
-    return bool(_REAL_STACK.search(script.read_text(encoding="utf-8")))
+    return script.name in REAL_STACK_SCRIPTS or bool(_REAL_STACK.search(script.read_text(encoding="utf-8")))
 
 
 def torch_available() -> bool:
@@ -50,11 +53,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="forwarded to every script: small sizes")
     ap.add_argument("--only", default="", help="comma-separated script names (e.g. fig_speedup,fig_timelines)")
+    ap.add_argument("--sim-only", action="store_true",
+                    help="run only the simulator figures (skip scripts that need the real-engine stack)")
     args = ap.parse_args(argv)
     only = [s.strip().removesuffix(".py") for s in args.only.split(",") if s.strip()]
     have_torch = torch_available()
     failed, skipped, done = [], [], []
     for script in scripts(only):
+        if needs_real_stack(script) and args.sim_only:
+            print(f"== skipping {script.name}: real-engine figure (--sim-only)", flush=True)
+            skipped.append(script.name)
+            continue
         if needs_real_stack(script) and not have_torch:
             print(f"== skipping {script.name}: it needs the real-engine stack (torch), which is not importable "
                   f"here; install it with `make setup-real`", flush=True)

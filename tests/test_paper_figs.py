@@ -97,3 +97,13 @@ def test_make_all_skips_real_stack_without_torch(tmp_path, monkeypatch, capsys):
     assert mod.main(["--quick"]) == 0
     out = capsys.readouterr().out
     assert "skipping reward_curves.py" in out and "torch" in out
+
+
+def test_make_all_sim_only_skips_reward_curves(tmp_path, monkeypatch, capsys):
+    mod = _load("make_all", monkeypatch)
+    real = tmp_path / "reward_curves.py"
+    real.write_text("raise SystemExit(3)\n")  # known by name even without real-stack imports
+    assert mod.needs_real_stack(real)
+    monkeypatch.setattr(mod, "scripts", lambda only=(): [real])
+    assert mod.main(["--sim-only"]) == 0
+    assert "skipping reward_curves.py" in capsys.readouterr().out
