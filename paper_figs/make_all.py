@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Sequence
 
 HERE = Path(__file__).resolve().parent
-EXTRA_SCRIPTS = ("reward_curves.py",)
-REAL_STACK_SCRIPTS = frozenset({"reward_curves.py"})
+EXTRA_SCRIPTS = ("reward_curves.py", "parity.py")
+REAL_STACK_SCRIPTS = frozenset({"reward_curves.py", "parity.py"})
 """Scripts known to run real PPO (vLLM + torch); any other script is checked for such imports."""
 _REAL_STACK = re.compile(r"^\s*(?:from|import)\s+(?:oppo_real|torch|vllm)\b", re.MULTILINE)
 
