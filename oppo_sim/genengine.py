@@ -126,6 +126,7 @@ class EngineCore:
         self.running: list[Req] = []
         self.used = 0
         self.iterations = 0
+        self.preemptions = 0
 
     # -- queue management -------------------------------------------------------------------------
     def add(self, req: Req) -> None:
@@ -289,12 +290,12 @@ class EngineCore:
         """Everything :meth:`run_chain` may change, to undo a chain that must be cut short."""
         reqs = [*self.running, *self.waiting]
         return (
-            list(self.running), list(self.waiting), self.used, self.iterations,
+            list(self.running), list(self.waiting), self.used, self.iterations, self.preemptions,
             [(r, r.num_computed, r.blocks, r.generated, r.max_computed, r.first_token_t, r.finish_t, r.preemptions) for r in reqs],
         )
 
     def restore(self, snap: tuple) -> None:
-        running, waiting, self.used, self.iterations, states = snap
+        running, waiting, self.used, self.iterations, self.preemptions, states = snap
         self.running = list(running)
         self.waiting = deque(waiting)
         for r, *vals in states:
@@ -365,6 +366,7 @@ class EngineCore:
                 v.blocks = 0
                 v.num_computed = 0
                 v.preemptions += 1
+                self.preemptions += 1
                 self.waiting.appendleft(v)
             for r in plan.admitted:  # admitted in queue order from the head
                 self.waiting.popleft()

@@ -79,9 +79,7 @@ def _result(p: Pipeline) -> SimResult:
         "admitted": p.admitted_total,
         "in_flight_end": p.in_flight(),
         "gen_iterations": sum(r.core.iterations for r in p.replicas),
-        "preemptions": sum(
-            s.req.preemptions for s in list(p.deferred) + list(p.ready) if s.req is not None
-        ),
+        "preemptions": sum(r.core.preemptions for r in p.replicas),
         "scorer_evictions": {role: sc.evictions for role, sc in p.scorers.items()},
     })
     meta = {
