@@ -17,8 +17,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from oppo_sim.cli import _nonneg_int, _Parser, _positive
-from oppo_sim.errors import OppoError
+from oppo_sim.cli import _nonneg_int, _Parser, _positive, run_command
 
 DEFAULT_TRACE = "oppo-longtail-default"
 DEFAULT_LENGTH_SCALE = 0.1
@@ -250,18 +249,7 @@ def quiet_libraries() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_libraries()
-    parser = build_parser()
-    a = parser.parse_args(argv)
-    try:
-        return a.func(a)
-    except OppoError as e:
-        print(f"oppo-real: error: {e}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as e:
-        print(f"oppo-real: error: {type(e).__name__}: {e}".splitlines()[0], file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -317,19 +317,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    """Parse and run a sub-command; bad input becomes one line on stderr and exit status 2."""
     a = parser.parse_args(argv)
     try:
         return a.func(a)
     except OppoError as e:
-        print(f"oppo-sim: error: {e}", file=sys.stderr)
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
         return 2
     except (OSError, ValueError) as e:  # e.g. an unwritable --json path
-        print(f"oppo-sim: error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"{parser.prog}: error: {type(e).__name__}: {e}".splitlines()[0], file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":  # pragma: no cover
