@@ -141,7 +141,6 @@ class Executor:
         self._good = cfg.task.good_mask()
         self._feeds: list[Any] = []  # outstanding streamed-chunk work on the score worker
         self._finals: dict[int, Any] = {}  # sid -> outstanding final score of a streamed sample
-        self._batch_lookup: dict[int, RSample] = {}
 
     # -- set-up ----------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -321,13 +320,12 @@ class Executor:
         if len(self.ready) < cfg.batch:
             raise ConfigError(f"step {t}: only {len(self.ready)} of {cfg.batch} samples finished; the plan cannot fill a batch")
         batch, self.ready = self.ready[: cfg.batch], self.ready[cfg.batch:]
-        self._batch_lookup = {s.sid: s for s in batch}
         # scoring: streamed samples only need their final answer; the rest are scored whole now
         whole = [s for s in batch if s.score is None and s.sid not in self._finals]
         results: dict[str, tuple[float, list[float]]] = {}
         if whole:
             results.update(score.call("score_whole", t, [(str(s.sid), s.prompt, tuple(s.tokens)) for s in whole]))
-        self._settle(s.sid for s in batch)
+        self._settle(batch)
         for s in batch:
             if s.score is None:
                 s.score, s.ref_logprobs = results[str(s.sid)]
@@ -400,19 +398,16 @@ class Executor:
         while self._training:
             self._finish_training()
 
-    def _settle(self, sids) -> None:
-        """Wait for outstanding streamed work and store the final scores of ``sids`` that have one."""
+    def _settle(self, samples: list[RSample]) -> None:
+        """Wait for outstanding streamed work and store the final scores of ``samples`` that have one."""
         score = self.handles["score"]
         if self._feeds:
             score.wait(self._feeds)
             self._feeds = []
-        by_sid = {s.sid: s for s in self.ready + self.deferred}
-        for sid in list(sids):
-            ref = self._finals.pop(sid, None)
+        for s in samples:
+            ref = self._finals.pop(s.sid, None)
             if ref is not None:
-                (r,) = score.wait([ref])[0].values()
-                target = by_sid.get(sid) or self._batch_lookup.get(sid)
-                target.score, target.ref_logprobs = r
+                (s.score, s.ref_logprobs), = score.wait([ref])[0].values()
 
     def in_flight(self) -> int:
         return len(self.deferred) + len(self.ready)
@@ -453,7 +448,7 @@ class Executor:
     def save_checkpoint(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.drain()  # a checkpoint holds only completed steps
-        self._settle(list(self._finals))  # finished extras: their final scores go into the checkpoint
+        self._settle(self.ready)  # finished extras: their final scores go into the checkpoint
         self.handles["train"].call("save", str(directory / "train.pt"))
         rows = []
         for h in self.handles.values():

@@ -52,7 +52,7 @@ class DecodeCost:
     tp: int = 1
 
     @cached_property
-    def _k(self) -> tuple[float, float, float, float, float, float]:
+    def _k(self) -> tuple[float, float, float, float, float]:
         m, g, p = self.model, self.hw.gpu, self.hw.params.decode
         fl = self.tp * g.peak_flops * p.eff_compute
         by = self.tp * g.mem_bw * p.eff_memory
@@ -60,7 +60,7 @@ class DecodeCost:
         c_pair = 4.0 * m.layers * m.attn_width / fl
         m0 = m.weight_bytes() / by
         m_kv = m.kv_bytes_per_token() / by
-        return p.overhead_s, c_tok, c_pair, m0, m_kv, 0.0
+        return p.overhead_s, c_tok, c_pair, m0, m_kv
 
     def comm(self, tokens: float) -> float:
         if self.tp == 1:
@@ -75,7 +75,7 @@ class DecodeCost:
         """Seconds for one mixed iteration: ``decode_seqs`` decodes over ``kv_decode`` cached tokens, plus
         ``prefill_tokens`` chunked-prefill tokens with ``prefill_pairs`` attention pairs over ``kv_prefill``
         cached context tokens."""
-        ovh, c_tok, c_pair, m0, m_kv, _ = self._k
+        ovh, c_tok, c_pair, m0, m_kv = self._k
         b, n = decode_seqs, prefill_tokens
         comp = c_tok * (b + n) + c_pair * (prefill_pairs + kv_decode + b)
         mem = m0 + m_kv * (kv_decode + kv_prefill + b + n)
@@ -94,7 +94,7 @@ class DecodeCost:
         return 2.0 * m.matmul_params * b * iters + 4.0 * m.layers * m.attn_width * (kv_sum + b * iters)
 
     def _lines(self, b: int, kv0: float) -> tuple[float, float, float, float, float]:
-        ovh, c_tok, c_pair, m0, m_kv, _ = self._k
+        ovh, c_tok, c_pair, m0, m_kv = self._k
         a_c = c_tok * b + c_pair * (kv0 + b)
         s_c = c_pair * b
         a_m = m0 + m_kv * (kv0 + b)

@@ -219,9 +219,10 @@ class Scorer:
             items = []
             new_tok, ctx_tok, redo = [], [], 0.0
             budget = limit
-            one_by_one = not self.p.cfg.stream_batching and self.queue[0][4]
+            unbatched = not self.p.cfg.stream_batching
+            one_by_one = unbatched and self.queue[0][4]
             while self.queue and (not items or budget > 0):
-                if items and (one_by_one or (not self.p.cfg.stream_batching and self.queue[0][4])):
+                if items and unbatched and (one_by_one or self.queue[0][4]):
                     break  # streamed chunks are prefilled one sequence per forward
                 s, upto, final, step, _streamed = self.queue.popleft()
                 total = s.prompt + upto
@@ -238,6 +239,8 @@ class Scorer:
                     redo += 2.0 * self.model.matmul_params * k + 4.0 * self.model.layers * self.model.attn_width * (
                         k * ctx + k * (k + 1) / 2.0)
                 budget -= max(n, 1)
+            if not items:  # nothing left to compute (chunks already covered by the cached context)
+                continue
             if self.p.cfg.padded_batches and not one_by_one and len(new_tok) > 1:
                 width = max(n + c for n, c in zip(new_tok, ctx_tok))  # padded to the longest sequence
                 new_tok, ctx_tok = [width - c for c in ctx_tok], ctx_tok
