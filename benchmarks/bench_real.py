@@ -24,10 +24,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from oppo_real.cli import DEFAULT_LENGTH_SCALE, DEFAULT_MAX_RESPONSE, DEFAULT_TRACE, quiet_libraries
+from oppo_real.cli import (
+    DEFAULT_LENGTH_SCALE,
+    DEFAULT_MAX_RESPONSE,
+    DEFAULT_TRACE,
+    quiet_libraries,
+)
 from oppo_real.executor import RealConfig, RealResult, run_real
-from oppo_sim.policies import make_policy
-from oppo_sim.trace import load_trace
+from oppo_sim.core.policies import make_policy
+from oppo_sim.traces.trace import load_trace
 
 
 def window_utilization(res: RealResult, warmup: int) -> dict[str, float]:

@@ -35,7 +35,7 @@ def _cores(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from oppo_sim.policies import POLICY_NAMES
+    from oppo_sim.core.policies import POLICY_NAMES
 
     p = _Parser(prog="oppo-real", description="Run OPPO and peer policies on real engines and measure them.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -102,9 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_profile(a: argparse.Namespace) -> int:
+    from oppo_real.models.tiny import build_models, default_cache_dir
     from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_real.tiny_models import build_models, default_cache_dir
-    from oppo_sim.calibration import save_profile
+    from oppo_sim.hw.profiles import save_profile
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,12 +126,12 @@ def cmd_validate(a: argparse.Namespace) -> int:
     import pandas as pd
 
     from oppo_real.executor import RealConfig
+    from oppo_real.models.tiny import build_models, default_cache_dir
     from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_real.tiny_models import build_models, default_cache_dir
     from oppo_real.validate import plot_parity, plot_pred_vs_meas_timelines, validate
-    from oppo_sim.calibration import load_profile, save_profile
-    from oppo_sim.policies import make_policy
-    from oppo_sim.trace import load_trace
+    from oppo_sim.core.policies import make_policy
+    from oppo_sim.hw.profiles import load_profile, save_profile
+    from oppo_sim.traces.trace import load_trace
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -172,7 +172,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
 def _ppo(a):
     from dataclasses import replace
 
-    from oppo_real.ppo import PPOConfig
+    from oppo_real.ppo.algo import PPOConfig
 
     cfg = PPOConfig()
     changes = {}
@@ -189,8 +189,8 @@ def _ppo(a):
 
 def cmd_run(a: argparse.Namespace) -> int:
     from oppo_real.executor import RealConfig, run_real
-    from oppo_sim.policies import make_policy
-    from oppo_sim.trace import load_trace
+    from oppo_sim.core.policies import make_policy
+    from oppo_sim.traces.trace import load_trace
 
     trace = None if a.trace.lower() == "none" else load_trace(a.trace, max_response=None)
     policy = make_policy(a.policy, chunk=a.chunk or 16, delta=2 if a.delta is None else a.delta, budget=a.budget,

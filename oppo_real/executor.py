@@ -26,14 +26,25 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from oppo_real.actor_api import GenRequest, SamplingConfig
-from oppo_real.task import PromptSampler, TaskConfig, rule_reward
-from oppo_real.tiny_models import TinyModelConfig
-from oppo_sim.devices import TIMELINE_COLUMNS
-from oppo_sim.errors import ConfigError
-from oppo_sim.policies import Policy, PolicyState, StepContext, StepOutcome, Streaming
-from oppo_sim.results import STEP_COLUMNS, SimResult, busy_fraction, summarize
-from oppo_sim.trace import Trace
+from oppo_real.backends.api import GenRequest, SamplingConfig
+from oppo_real.models.task import PromptSampler, TaskConfig, rule_reward
+from oppo_real.models.tiny import TinyModelConfig
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.policies import (
+    Policy,
+    PolicyState,
+    StepContext,
+    StepOutcome,
+    Streaming,
+)
+from oppo_sim.core.results import (
+    STEP_COLUMNS,
+    TIMELINE_COLUMNS,
+    SimResult,
+    busy_fraction,
+    summarize,
+)
+from oppo_sim.traces.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -51,7 +62,7 @@ class RealConfig:
     max_response: int = 64  # max new tokens (natural lengths end at EOS or here)
     length_scale: float = 1.0  # forced lengths from a trace are multiplied by this (then capped)
     temperature: float = 1.0
-    ppo: Any = None  # oppo_real.ppo.PPOConfig (default: its defaults)
+    ppo: Any = None  # oppo_real.ppo.algo.PPOConfig (default: its defaults)
     workers: str = "ray"  # "ray" | "local"
     ray_address: str | None = None
     main_cores: tuple[int, ...] | None = (0,)  # the generate+train pool
@@ -144,11 +155,20 @@ class Executor:
 
     # -- set-up ----------------------------------------------------------------------------------------
     def start(self) -> None:
-        from oppo_real import placement
-        from oppo_real.ppo import PPOConfig
-        from oppo_real.tiny_models import build_models, build_models_from_actor, default_cache_dir
-        from oppo_real.workers import (
-            GenWorker, GenWorkerConfig, ScoreWorker, ScoreWorkerConfig, TrainWorker, TrainWorkerConfig,
+        from oppo_real.models.tiny import (
+            build_models,
+            build_models_from_actor,
+            default_cache_dir,
+        )
+        from oppo_real.ppo.algo import PPOConfig
+        from oppo_real.workers import placement
+        from oppo_real.workers.roles import (
+            GenWorker,
+            GenWorkerConfig,
+            ScoreWorker,
+            ScoreWorkerConfig,
+            TrainWorker,
+            TrainWorkerConfig,
         )
 
         cfg = self.cfg

@@ -1,5 +1,5 @@
 """Profile the real engines: time every operation the simulator's cost model uses, over a grid of sizes,
-on whatever device this is, and write the measurements table that ``oppo_sim.calibration`` fits.
+on whatever device this is, and write the measurements table that ``oppo_sim.hw.calibration`` fits.
 
 - ``decode``: one vLLM (or torch) engine iteration of ``batch`` sequences over ``kv`` cached tokens each;
 - ``prefill``: a scorer forward of ``new`` tokens over ``ctx`` cached ones (incremental prefill);
@@ -22,11 +22,12 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from oppo_sim.calibration import cpu_spec, fit_profile
-from oppo_sim.costmodel import CostModel
-from oppo_sim.errors import ConfigError
-from oppo_sim.hardware import Hardware
-from oppo_sim.models import ModelSpec, model_from_hf_config
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.calibration import fit_profile
+from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.hardware import Hardware
+from oppo_sim.hw.models import ModelSpec, model_from_hf_config
+from oppo_sim.hw.profiles import cpu_spec
 
 
 @dataclass(frozen=True)
@@ -57,17 +58,17 @@ def _rows(op: str, flops: float, nbytes: float, times: list[float], **coords) ->
 
 
 def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tuple[int, ...] | None, log) -> list[dict]:
-    from oppo_real.actor_api import GenRequest, SamplingConfig
+    from oppo_real.backends.api import GenRequest, SamplingConfig
 
     spec = model_spec(actor_dir)
     rng = np.random.default_rng(0)
     if backend == "vllm":
-        from oppo_real.actor_vllm import VLLMActor, VLLMActorConfig
+        from oppo_real.backends.vllm_actor import VLLMActor, VLLMActorConfig
 
         gen = VLLMActor(VLLMActorConfig(model=str(actor_dir), sampling=SamplingConfig(temperature=1.0, seed=0),
                                         cpu_threads_bind=",".join(map(str, cores)) if cores else None))
     else:
-        from oppo_real.actor_torch import TorchActor, TorchActorConfig
+        from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
 
         gen = TorchActor(TorchActorConfig(model=str(actor_dir)))
     rows: list[dict] = []
@@ -95,7 +96,7 @@ def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tupl
                 rows += _rows("decode", flops, nbytes, times, batch=b, kv=kv)
                 log(f"decode b={b:3d} kv={kv:4d}: {1000 * np.median(times):7.2f} ms")
         # weight sync: the actor's own weights back in
-        from oppo_real.tiny_models import load_causal_lm
+        from oppo_real.models.tiny import load_causal_lm
 
         sd = {k: v.detach() for k, v in load_causal_lm(actor_dir).state_dict().items()}
         times = [gen.load_weights(sd) for _ in range(grid.sync_repeats)]
@@ -108,7 +109,7 @@ def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tupl
 
 
 def profile_prefill(reward_dir: Path, grid: ProfileGrid, log) -> list[dict]:
-    from oppo_real.scorer import IncrementalScorer, ScorerConfig
+    from oppo_real.backends.scorer import IncrementalScorer, ScorerConfig
 
     spec = model_spec(reward_dir)
     sc = IncrementalScorer(ScorerConfig(kind="reward", model=str(reward_dir)))
@@ -141,8 +142,13 @@ def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log) -> 
     Adam step, and critic values + clipped value loss + backward + Adam step (each a ``train`` row)."""
     import torch
 
-    from oppo_real.ppo import critic_values, policy_loss, token_logprobs, value_loss
-    from oppo_real.tiny_models import load_causal_lm, load_value_model
+    from oppo_real.models.tiny import load_causal_lm, load_value_model
+    from oppo_real.ppo.algo import (
+        critic_values,
+        policy_loss,
+        token_logprobs,
+        value_loss,
+    )
 
     spec = model_spec(actor_dir)
     cspec = model_spec(critic_dir)
@@ -181,7 +187,7 @@ def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log) -> 
 def run_profile(paths, backend: str = "vllm", grid: ProfileGrid | None = None, cores: tuple[int, ...] | None = (0,),
                 log: Callable[[str], None] = print) -> pd.DataFrame:
     """Time every operation on this machine (pinned to ``cores``); returns the measurements table."""
-    from oppo_real.workers import pin_to_cores
+    from oppo_real.workers.roles import pin_to_cores
 
     grid = grid or ProfileGrid()
     pin_to_cores(cores)

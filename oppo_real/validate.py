@@ -18,15 +18,16 @@ from typing import Callable
 import pandas as pd
 
 from oppo_real.executor import RealConfig, RealResult, run_real
+from oppo_real.models.task import PromptSampler
 from oppo_real.profile import model_spec
-from oppo_real.task import PromptSampler
-from oppo_sim.config import Placement, Pool, SimConfig
-from oppo_sim.genengine import EngineConfig
-from oppo_sim.hardware import Hardware
-from oppo_sim.policies import Policy
-from oppo_sim.results import SimResult, busy_fraction
-from oppo_sim.simulate import simulate
-from oppo_sim.trace import Trace
+from oppo_sim.core.placement import Placement, Pool
+from oppo_sim.core.policies import Policy
+from oppo_sim.core.results import SimResult, busy_fraction
+from oppo_sim.engine.continuous import EngineConfig
+from oppo_sim.hw.hardware import Hardware
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.simulate import simulate
+from oppo_sim.traces.trace import Trace
 
 VALIDATION_COLUMNS = [
     "policy", "pred_step_s", "meas_step_s", "step_err_pct",
@@ -47,7 +48,7 @@ def mirror_trace(cfg: RealConfig, trace: Trace | None, rows: int) -> Trace:
 
 
 def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None, dispatch_s: float = 0.0) -> SimConfig:
-    from oppo_real.ppo import PPOConfig
+    from oppo_real.ppo.algo import PPOConfig
 
     ppo = cfg.ppo or PPOConfig()
     actor = model_spec(Path(paths.actor))
@@ -99,11 +100,15 @@ class Validation:
 
 def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: Trace | None, warmup: int = 2,
              log: Callable[[str], None] = print, out_dir: Path | None = None) -> Validation:
-    from oppo_real.tiny_models import build_models, build_models_from_actor, default_cache_dir
+    from oppo_real.models.tiny import (
+        build_models,
+        build_models_from_actor,
+        default_cache_dir,
+    )
 
     cache = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
     paths = build_models_from_actor(cache, Path(cfg.model_dir), cfg.task, seed=cfg.seed) if cfg.model_dir else build_models(cache, cfg.tiny, cfg.task)
-    from oppo_real.placement import measure_dispatch, start_ray
+    from oppo_real.workers.placement import measure_dispatch, start_ray
 
     if cfg.workers == "ray":
         start_ray(cfg.ray_address)
@@ -167,7 +172,7 @@ def plot_parity(v: Validation):
 
 
 def plot_pred_vs_meas_timelines(v: Validation, steps: tuple[int, int] = (2, 4)):
-    from oppo_sim.plots import plot_timelines
+    from oppo_sim.explore.plots import plot_timelines
 
     results = {}
     for name in v.predicted:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
-from oppo_sim.errors import ConfigError, OppoError
+from oppo_sim.core.errors import ConfigError, OppoError
 
 DEFAULT_COMPARE = ("baseline", "stream", "intra", "inter", "oppo")
 
@@ -67,7 +66,7 @@ def _str_list(text: str) -> tuple[str, ...]:
 
 
 def _add_setup(p: argparse.ArgumentParser) -> None:
-    from oppo_sim.trace import DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
+    from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
 
     g = p.add_argument_group("workload and hardware (defaults: the OPPO paper's setup)")
     g.add_argument("--trace", default=DEFAULT_TRACE, help=f"trace name on the search path or a file (default {DEFAULT_TRACE})")
@@ -94,8 +93,14 @@ def _add_setup(p: argparse.ArgumentParser) -> None:
 
 
 def _config(a: argparse.Namespace):
-    from oppo_sim.config import SimConfig, colocated_placement, disaggregated_placement, paper_placement
-    from oppo_sim.genengine import EngineConfig
+    from oppo_sim.core.placement import (
+        colocated_placement,
+        disaggregated_placement,
+        paper_placement,
+    )
+    from oppo_sim.engine.continuous import EngineConfig
+    from oppo_sim.hw.profiles import resolve_hardware
+    from oppo_sim.pipeline.config import SimConfig
 
     place = a.placement.strip().lower()
     if place == "paper":
@@ -109,14 +114,14 @@ def _config(a: argparse.Namespace):
     if place == "paper" and a.devices < 2:
         raise ConfigError("the paper placement needs at least 2 devices (one scores)")
     return SimConfig(
-        batch=a.batch, steps=a.steps, seed=a.seed, gpu=a.profile or a.gpu, actor=a.actor, reward=a.reward,
+        batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(a.profile or a.gpu), actor=a.actor, reward=a.reward,
         placement=placement, engine=EngineConfig(tp=a.tp), ppo_epochs=a.ppo_epochs, minibatches=a.minibatches,
         max_response=a.max_response or None, contention=a.contention,
     )
 
 
 def _policy(name: str, a: argparse.Namespace):
-    from oppo_sim.policies import make_policy
+    from oppo_sim.core.policies import make_policy
 
     return make_policy(name, chunk=a.chunk, delta=a.delta, budget=a.budget, staleness=a.staleness)
 
@@ -140,8 +145,8 @@ def _print_table(df: pd.DataFrame) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from oppo_sim.simulate import simulate
-    from oppo_sim.trace import load_trace
+    from oppo_sim.pipeline.simulate import simulate
+    from oppo_sim.traces.trace import load_trace
 
     cfg = _config(a)
     trace = load_trace(a.trace, max_response=cfg.max_response)
@@ -159,7 +164,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.timeline_csv:
         res.timeline.to_csv(a.timeline_csv, index=False)
     if a.plot:
-        from oppo_sim.plots import plot_timeline
+        from oppo_sim.explore.plots import plot_timeline
 
         plot_timeline(res, steps=(0, min(3, len(res.steps) - 1))).savefig(a.plot, dpi=120, bbox_inches="tight")
         print(f"figure: {a.plot}")
@@ -170,8 +175,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from oppo_sim.simulate import simulate
-    from oppo_sim.trace import load_trace
+    from oppo_sim.pipeline.simulate import simulate
+    from oppo_sim.traces.trace import load_trace
 
     cfg = _config(a)
     trace = load_trace(a.trace, max_response=cfg.max_response)
@@ -194,7 +199,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
           f"{cfg.steps} steps, placement {results['baseline'].meta['placement']}")
     _print_table(df)
     if a.plot:
-        from oppo_sim.plots import plot_compare
+        from oppo_sim.explore.plots import plot_compare
 
         plot_compare(results).savefig(a.plot, dpi=120, bbox_inches="tight")
         print(f"figure: {a.plot}")
@@ -208,11 +213,12 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from oppo_sim.sweep import SweepGrid, run_sweep, save_table
+    from oppo_sim.explore.sweep import SweepGrid, run_sweep, save_table
+    from oppo_sim.hw.profiles import resolve_hardware
 
     cfg = _config(a)
     grid = SweepGrid(policies=a.policies, chunks=a.chunks, deltas=a.deltas, traces=a.traces or (a.trace,),
-                     gpus=a.gpus or (cfg.gpu_id,), base=cfg)
+                     gpus=tuple(resolve_hardware(g) for g in a.gpus) if a.gpus else (cfg.gpu,), base=cfg)
     df = run_sweep(grid, processes=a.processes, progress=sys.stderr.isatty(), use_ray=a.ray, ray_address=a.ray_address)
     cols = [c for c in ("policy", "chunk", "delta", "trace", "gpu", "step_time_s", "samples_per_s", "speedup",
                         "utilization_overall", "flop_utilization") if c in df.columns]
@@ -227,13 +233,15 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_replay(a: argparse.Namespace) -> int:
-    from oppo_sim.genengine import EngineConfig
-    from oppo_sim.replay import ReplayConfig, replay
-    from oppo_sim.trace import load_trace
+    from oppo_sim.engine.continuous import EngineConfig
+    from oppo_sim.pipeline.replay import ReplayConfig, replay
+    from oppo_sim.traces.trace import load_trace
 
     engine = EngineConfig(max_num_seqs=a.max_num_seqs, max_num_batched_tokens=a.max_batched_tokens,
                           block_size=a.block_size, gpu_memory_utilization=a.gpu_mem_util, tp=a.tp)
-    cfg = ReplayConfig(gpu=a.profile or a.gpu, model=a.model, engine=engine, limit=a.limit or None,
+    from oppo_sim.hw.profiles import resolve_hardware
+
+    cfg = ReplayConfig(gpu=resolve_hardware(a.profile or a.gpu), model=a.model, engine=engine, limit=a.limit or None,
                        time_scale=a.time_scale, rate=a.rate, seed=a.seed)
     trace = load_trace(a.trace, max_response=a.max_response or None)
     res = replay(trace, cfg)
@@ -250,7 +258,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
 
 
 def cmd_traces(a: argparse.Namespace) -> int:
-    from oppo_sim.trace import available_traces, trace_search_path
+    from oppo_sim.traces.trace import available_traces, trace_search_path
 
     print("search path: " + ", ".join(str(p) for p in trace_search_path()))
     _print_table(available_traces())
@@ -258,7 +266,7 @@ def cmd_traces(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from oppo_sim.policies import POLICY_NAMES
+    from oppo_sim.core.policies import POLICY_NAMES
 
     p = _Parser(prog="oppo-sim", description="Simulate PPO-RLHF pipelines under OPPO and peer overlap policies.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)

@@ -22,11 +22,11 @@ from typing import Any, Sequence
 import pandas as pd
 from matplotlib.figure import Figure
 
-from oppo_sim.config import SimConfig
-from oppo_sim.errors import TraceError
-from oppo_sim.policies import Policy
-from oppo_sim.simulate import simulate
-from oppo_sim.trace import Trace, find_trace, load_trace
+from oppo_sim.core.errors import TraceError
+from oppo_sim.core.policies import Policy
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.simulate import simulate
+from oppo_sim.traces.trace import Trace, find_trace, load_trace
 
 HERE = Path(__file__).resolve().parent
 OUT_DIR = HERE / "out"

@@ -38,14 +38,29 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from oppo_sim.config import Placement, Pool, SimConfig, colocated_placement
-from oppo_sim.hardware import DEFAULT_COST_PARAMS, Hardware, OpParams, get_gpu
-from oppo_sim.policies import Baseline, DeltaRule, Intra, Oppo, Policy
+from oppo_sim.core.placement import Placement, Pool, colocated_placement
+from oppo_sim.core.policies import Baseline, DeltaRule, Intra, Oppo, Policy
+from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, Hardware, OpParams, get_gpu
+from oppo_sim.pipeline.config import SimConfig
 
 try:
-    from common import REASONING_TRACE, parse_args, print_table, require_trace, save, simulate_many
+    from common import (
+        REASONING_TRACE,
+        parse_args,
+        print_table,
+        require_trace,
+        save,
+        simulate_many,
+    )
 except ImportError:  # imported as paper_figs.fig_chunk_ucurve
-    from paper_figs.common import REASONING_TRACE, parse_args, print_table, require_trace, save, simulate_many
+    from paper_figs.common import (
+        REASONING_TRACE,
+        parse_args,
+        print_table,
+        require_trace,
+        save,
+        simulate_many,
+    )
 
 NAME = "fig_chunk_ucurve"
 CHUNKS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)

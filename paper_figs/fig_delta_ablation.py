@@ -26,14 +26,28 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from oppo_sim.config import SimConfig
-from oppo_sim.policies import DeltaRule, DynamicDelta, Inter, Oppo, Policy
-from oppo_sim.synthetic import RewardCurve
+from oppo_sim.core.policies import DeltaRule, DynamicDelta, Inter, Oppo, Policy
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.traces.synthetic import RewardCurve
 
 try:
-    from common import REASONING_TRACE, parse_args, print_table, require_trace, save, simulate_many
+    from common import (
+        REASONING_TRACE,
+        parse_args,
+        print_table,
+        require_trace,
+        save,
+        simulate_many,
+    )
 except ImportError:  # imported as paper_figs.fig_delta_ablation
-    from paper_figs.common import REASONING_TRACE, parse_args, print_table, require_trace, save, simulate_many
+    from paper_figs.common import (
+        REASONING_TRACE,
+        parse_args,
+        print_table,
+        require_trace,
+        save,
+        simulate_many,
+    )
 
 NAME = "fig_delta_ablation"
 FIXED = (0, 4, 8, 16, 32)

@@ -3,7 +3,7 @@
 Simulates ``baseline`` and ``oppo`` (C=500, dynamic Δ from Δ0=8) on ``servegen_deepseek_r1_sampled`` at
 the paper's setup (8xH200: 7 GPUs generate and train, 1 GPU scores; Qwen2.5-7B actor and reward,
 B=112) and draws a few steady-state steps of each on a shared time axis with
-``oppo_sim.plots.plot_timelines``: one lane per generation replica / pool, bars coloured by activity.
+``oppo_sim.explore.plots.plot_timelines``: one lane per generation replica / pool, bars coloured by activity.
 Steps 3-5 of an 8-step run (``--quick``: steps 1-2 of a 3-step run), after OPPO's deferred requests have
 built up.
 
@@ -18,15 +18,21 @@ from typing import Sequence
 import pandas as pd
 
 from oppo_sim import plots
-from oppo_sim.config import SimConfig
-from oppo_sim.policies import Baseline, DeltaRule, Oppo
-from oppo_sim.simulate import simulate
-from oppo_sim.trace import load_trace
+from oppo_sim.core.policies import Baseline, DeltaRule, Oppo
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.simulate import simulate
+from oppo_sim.traces.trace import load_trace
 
 try:
     from common import REASONING_TRACE, parse_args, print_table, require_trace, save
 except ImportError:  # imported as paper_figs.fig_timelines
-    from paper_figs.common import REASONING_TRACE, parse_args, print_table, require_trace, save
+    from paper_figs.common import (
+        REASONING_TRACE,
+        parse_args,
+        print_table,
+        require_trace,
+        save,
+    )
 
 NAME = "fig_timelines"
 CHUNK, DELTA0 = 500, 8

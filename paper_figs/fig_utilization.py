@@ -20,13 +20,29 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from oppo_sim.config import SimConfig
-from oppo_sim.sweep import SweepGrid, run_sweep
+from oppo_sim.explore.sweep import SweepGrid, run_sweep
+from oppo_sim.pipeline.config import SimConfig
 
 try:
-    from common import PAPER_UTIL_GAIN, PAPER_UTIL_PAIRS, available, parse_args, print_table, save, short
+    from common import (
+        PAPER_UTIL_GAIN,
+        PAPER_UTIL_PAIRS,
+        available,
+        parse_args,
+        print_table,
+        save,
+        short,
+    )
 except ImportError:  # imported as paper_figs.fig_utilization
-    from paper_figs.common import PAPER_UTIL_GAIN, PAPER_UTIL_PAIRS, available, parse_args, print_table, save, short
+    from paper_figs.common import (
+        PAPER_UTIL_GAIN,
+        PAPER_UTIL_PAIRS,
+        available,
+        parse_args,
+        print_table,
+        save,
+        short,
+    )
 
 NAME = "fig_utilization"
 POLICIES = ("baseline", "oppo")

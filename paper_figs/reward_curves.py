@@ -39,7 +39,7 @@ COLUMNS = ("policy", "label", "step", "wall_s", "step_time_s", "reward", "reward
 
 
 def ppo_config():
-    from oppo_real.ppo import PPOConfig
+    from oppo_real.ppo.algo import PPOConfig
 
     return PPOConfig(epochs=2, minibatches=2, lr_actor=1e-3, lr_critic=1e-3, kl_coef=0.01, tis_cap=2.0)
 
@@ -49,8 +49,8 @@ def run(steps: int, *, backend: str = "vllm", workers: str = "ray", cache: str |
     """Run each policy for real; the per-step table and each run's wall time (start-up included)."""
     from oppo_real.cli import DEFAULT_LENGTH_SCALE, DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
     from oppo_real.executor import RealConfig, run_real
-    from oppo_sim.policies import make_policy
-    from oppo_sim.trace import load_trace
+    from oppo_sim.core.policies import make_policy
+    from oppo_sim.traces.trace import load_trace
 
     trace = load_trace(DEFAULT_TRACE, max_response=None)
     cfg = RealConfig(batch=8, steps=steps, seed=seed, backend=backend, workers=workers, cache_dir=cache,

@@ -2,8 +2,8 @@
 """Regenerate the shipped default trace ``oppo_sim/data/oppo-longtail-default.csv.gz`` deterministically.
 
 The trace is self-generated (no public data in it): 4,000 RLHF-rollout-like requests from
-:func:`oppo_sim.synthetic.generate_longtail` (lognormal body + Pareto tail, p50 ~300, p99/p50 ~9,
-cap 4096) with :func:`oppo_sim.synthetic.apply_drift` so later training steps have somewhat longer
+:func:`oppo_sim.traces.synthetic.generate_longtail` (lognormal body + Pareto tail, p50 ~300, p99/p50 ~9,
+cap 4096) with :func:`oppo_sim.traces.synthetic.apply_drift` so later training steps have somewhat longer
 responses (x1.008 per step of 112 rows, ~x1.3 by the last step).
 
 Usage::
@@ -24,8 +24,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from oppo_sim.synthetic import DriftSpec, LongTailSpec, apply_drift, generate_longtail  # noqa: E402
-from oppo_sim.trace import DEFAULT_TRACE, Trace  # noqa: E402
+from oppo_sim.traces.synthetic import (  # noqa: E402
+    DriftSpec,
+    LongTailSpec,
+    apply_drift,
+    generate_longtail,
+)
+from oppo_sim.traces.trace import DEFAULT_TRACE, Trace  # noqa: E402
 
 ROWS = 4000
 SEED = 0
@@ -36,7 +41,7 @@ SPEC = LongTailSpec(
     cap=4096, min_response=1,
 )
 DRIFT = DriftSpec(growth_per_step=0.008, batch=112, cap=4096)
-SOURCE = f"synthetic:oppo_sim.synthetic generate_longtail+apply_drift seed={SEED}"
+SOURCE = f"synthetic:oppo_sim.traces.synthetic generate_longtail+apply_drift seed={SEED}"
 OUTPUT = REPO / "oppo_sim" / "data" / f"{DEFAULT_TRACE}.csv.gz"
 
 

@@ -6,29 +6,31 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oppo_sim.calibration import (
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.calibration import (
     MEASUREMENT_COLUMNS,
     REPORT_COLUMNS,
-    cpu_spec,
     fit_op,
     fit_profile,
-    load_profile,
     predict_seconds,
-    read_profile,
-    save_profile,
     validate_measurements,
 )
-from oppo_sim.errors import ConfigError
-from oppo_sim.hardware import (
+from oppo_sim.hw.hardware import (
     DEFAULT_COST_PARAMS,
     CostParams,
     GPUSpec,
     Hardware,
     OpParams,
     get_gpu,
-    get_hardware,
 )
-from oppo_sim.models import ModelSpec, get_model
+from oppo_sim.hw.models import ModelSpec, get_model
+from oppo_sim.hw.profiles import (
+    cpu_spec,
+    load_profile,
+    read_profile,
+    resolve_hardware,
+    save_profile,
+)
 
 TRUTH = CostParams(
     decode=OpParams(0.42, 0.63, 2.5e-3),
@@ -202,8 +204,8 @@ def test_profile_round_trip_exact(tmp_path):
     assert back == hw  # floats round-trip exactly through JSON
     assert meta == {"host": "node1", "n": 3}
     assert load_profile(str(path)) == hw
-    assert get_hardware(path) == hw
-    assert get_hardware(str(path)) == hw
+    assert resolve_hardware(path) == hw
+    assert resolve_hardware(str(path)) == hw
     doc = json.loads(path.read_text())
     assert doc["format"] == "oppo-profile/1"
     assert set(doc) == {"format", "gpu", "params", "meta"}
@@ -280,7 +282,7 @@ def test_load_profile_file_errors(tmp_path):
     with pytest.raises(ConfigError, match="nope.json': file not found"):
         load_profile(tmp_path / "nope.json")
     with pytest.raises(ConfigError, match="nope.json': file not found"):
-        get_hardware(str(tmp_path / "nope.json"))
+        resolve_hardware(str(tmp_path / "nope.json"))
     with pytest.raises(ConfigError, match="not valid JSON.*line 1") as e:
         load_profile(_write(tmp_path, "{not json"))
     assert "\n" not in str(e.value)

@@ -6,11 +6,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oppo_sim.costmodel import DecodeCost
-from oppo_sim.errors import ConfigError
-from oppo_sim.genengine import EMIT, FINISH, PAUSE, EngineConfig, EngineCore, Req
-from oppo_sim.hardware import get_hardware
-from oppo_sim.models import get_model
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.engine.continuous import (
+    EMIT,
+    FINISH,
+    PAUSE,
+    EngineConfig,
+    EngineCore,
+    Req,
+)
+from oppo_sim.hw.costmodel import DecodeCost
+from oppo_sim.hw.hardware import get_hardware
+from oppo_sim.hw.models import get_model
 
 DC = DecodeCost(get_model("qwen2.5-0.5b"), get_hardware("h100-sxm"))
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from oppo_sim.config import SimConfig, disaggregated_placement
-from oppo_sim.simulate import simulate
-from oppo_sim.synthetic import LongTailSpec, generate_longtail
+from oppo_sim.core.placement import disaggregated_placement
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.simulate import simulate
+from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail
 
 TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 

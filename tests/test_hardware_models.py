@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oppo_sim.errors import ConfigError
-from oppo_sim.hardware import (
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.hardware import (
     DEFAULT_COST_PARAMS,
     GPUS,
     OP_KINDS,
@@ -19,7 +19,7 @@ from oppo_sim.hardware import (
     get_gpu,
     get_hardware,
 )
-from oppo_sim.models import MODELS, ModelSpec, get_model, model_from_hf_config
+from oppo_sim.hw.models import MODELS, ModelSpec, get_model, model_from_hf_config
 
 GPU_IDS = ["a100-40gb", "a100-80gb", "h100-sxm", "h200", "gh200", "l40s", "rtx-4090", "rtx-pro-6000"]
 MODEL_IDS = [

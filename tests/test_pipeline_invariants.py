@@ -8,12 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oppo_sim.config import Placement, Pool, SimConfig
-from oppo_sim.pipeline import Pipeline
-from oppo_sim.policies import POLICY_NAMES, Inter, Intra, make_policy
-from oppo_sim.simulate import _result, simulate
-from oppo_sim.synthetic import LongTailSpec, generate_longtail, heavier_tail
-from oppo_sim.trace import Trace
+from oppo_sim.core.placement import Placement, Pool
+from oppo_sim.core.policies import POLICY_NAMES, Inter, Intra, make_policy
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.driver import Pipeline
+from oppo_sim.pipeline.simulate import _result, simulate
+from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail, heavier_tail
+from oppo_sim.traces.trace import Trace
 
 SMALL = SimConfig(batch=8, steps=4, actor="qwen2.5-0.5b", reward="qwen2.5-0.5b", gpu="h100-sxm", ppo_epochs=1)
 

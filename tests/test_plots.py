@@ -14,10 +14,10 @@ from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
 from oppo_sim import plots
-from oppo_sim.config import SimConfig
-from oppo_sim.errors import ConfigError
-from oppo_sim.simulate import simulate
-from oppo_sim.synthetic import LongTailSpec, generate_longtail
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.simulate import simulate
+from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail
 
 SMALL = SimConfig(batch=16, steps=3)
 
@@ -54,7 +54,7 @@ def _png_ok(fig: Figure, path) -> None:
 
 
 def test_import_selects_no_backend():
-    code = "import sys, oppo_sim.plots; assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'"
+    code = "import sys, oppo_sim.explore.plots; assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -227,7 +227,7 @@ def test_step_times_one_line_per_policy(results, tmp_path):
 
 
 def test_lanes_follow_the_placement_order(trace):
-    from oppo_sim.config import disaggregated_placement
+    from oppo_sim.core.placement import disaggregated_placement
 
     r = simulate(trace, "async", SMALL, placement=disaggregated_placement())
     lanes = [t.get_text() for t in plots.plot_timeline(r).axes[0].get_yticklabels()]

@@ -8,10 +8,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oppo_sim.errors import ConfigError
-from oppo_sim.policies import (
-    POLICY_NAMES, Async, Baseline, ChunkAutotune, DeltaRule, DynamicDelta, Inter, Intra, Oppo, PartialRollout,
-    PolicyState, StepContext, StepOutcome, Streaming, make_policy, next_delta,
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.policies import (
+    POLICY_NAMES,
+    Async,
+    Baseline,
+    ChunkAutotune,
+    DeltaRule,
+    DynamicDelta,
+    Inter,
+    Intra,
+    Oppo,
+    PartialRollout,
+    PolicyState,
+    StepContext,
+    StepOutcome,
+    Streaming,
+    make_policy,
+    next_delta,
 )
 
 

@@ -10,15 +10,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oppo_sim.config import SimConfig
-from oppo_sim.errors import ConfigError, TraceError
-from oppo_sim.policies import POLICY_NAMES, make_policy
-from oppo_sim.simulate import simulate
-from oppo_sim.sweep import (
-    CHUNK_POLICIES, DELTA_POLICIES, SweepGrid, SweepPoint, run_point, run_sweep, save_table,
+from oppo_sim.core.errors import ConfigError, TraceError
+from oppo_sim.core.policies import POLICY_NAMES, make_policy
+from oppo_sim.explore.sweep import (
+    CHUNK_POLICIES,
+    DELTA_POLICIES,
+    SweepGrid,
+    SweepPoint,
+    run_point,
+    run_sweep,
+    save_table,
 )
-from oppo_sim.synthetic import LongTailSpec, generate_longtail
-from oppo_sim.trace import load_trace
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.simulate import simulate
+from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail
+from oppo_sim.traces.trace import load_trace
 
 SMALL = SimConfig(batch=16, steps=3)
 

@@ -1,4 +1,4 @@
-"""Tests for oppo_sim.synthetic and the shipped default trace generator."""
+"""Tests for oppo_sim.traces.synthetic and the shipped default trace generator."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oppo_sim.errors import ConfigError
-from oppo_sim.synthetic import (
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.traces.synthetic import (
     DriftSpec,
     LongTailSpec,
     RewardCurve,
@@ -21,7 +21,7 @@ from oppo_sim.synthetic import (
     generate_longtail,
     heavier_tail,
 )
-from oppo_sim.trace import DEFAULT_TRACE, Trace, load_trace
+from oppo_sim.traces.trace import DEFAULT_TRACE, Trace, load_trace
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Tests for oppo_sim.trace: loading, validation errors, search path, cap, cyclic replay."""
+"""Tests for oppo_sim.traces.trace: loading, validation errors, search path, cap, cyclic replay."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oppo_sim.errors import ConfigError, OppoError, TraceError
-from oppo_sim.trace import (
+from oppo_sim.core.errors import ConfigError, OppoError, TraceError
+from oppo_sim.traces.trace import (
     DEFAULT_MAX_RESPONSE,
     DEFAULT_TRACE,
     Trace,

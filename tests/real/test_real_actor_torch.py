@@ -5,11 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from oppo_real.actor_api import ActorBackend, GenRequest, SamplingConfig, resume_request, run_to_completion
-from oppo_real.actor_torch import TorchActor, TorchActorConfig
-from oppo_real.ppo import collate, Sample, token_logprobs
-from oppo_real.tiny_models import load_causal_lm
-from oppo_sim.errors import ConfigError
+from oppo_real.backends.api import (
+    ActorBackend,
+    GenRequest,
+    SamplingConfig,
+    resume_request,
+    run_to_completion,
+)
+from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
+from oppo_real.models.tiny import load_causal_lm
+from oppo_real.ppo.algo import Sample, collate, token_logprobs
+from oppo_sim.core.errors import ConfigError
 
 GREEDY = SamplingConfig(temperature=0.0)
 

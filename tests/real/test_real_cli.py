@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from oppo_real.cli import main
-from oppo_sim.trace import load_trace
+from oppo_sim.traces.trace import load_trace
 
 SUMMARY_KEYS = {"step_time_s", "samples_per_s", "utilization", "samples_trained", "steps", "reward_curve"}
 
@@ -37,7 +37,7 @@ def ray_started():
     pytest.importorskip("ray")
     import ray
 
-    from oppo_real import placement
+    from oppo_real.workers import placement
 
     was = ray.is_initialized()
     yield
@@ -46,7 +46,7 @@ def ray_started():
 
 
 def test_run_vllm_on_ray_baseline_and_oppo(models, vllm_ok, ray_started, tmp_path, capsys):
-    from oppo_real.actor_vllm import vllm_available
+    from oppo_real.backends.vllm_actor import vllm_available
 
     ok, why = vllm_available()
     if not ok:

@@ -5,12 +5,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from oppo_real.actor_api import GenRequest, SamplingConfig, run_to_completion
-from oppo_real.actor_torch import TorchActor, TorchActorConfig
-from oppo_real.ppo import PPOConfig, Sample, make_optimizers, ppo_update, prepare_batch
-from oppo_real.scorer import IncrementalScorer, ScorerConfig
-from oppo_real.task import PromptSampler, rule_reward
-from oppo_real.tiny_models import load_causal_lm, load_value_model
+from oppo_real.backends.api import GenRequest, SamplingConfig, run_to_completion
+from oppo_real.backends.scorer import IncrementalScorer, ScorerConfig
+from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
+from oppo_real.models.task import PromptSampler, rule_reward
+from oppo_real.models.tiny import load_causal_lm, load_value_model
+from oppo_real.ppo.algo import (
+    PPOConfig,
+    Sample,
+    make_optimizers,
+    ppo_update,
+    prepare_batch,
+)
 
 STEPS, BATCH, RESP_LEN = 30, 16, 16
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from oppo_real.ppo import (
+from oppo_real.ppo.algo import (
     PPOConfig,
     Sample,
     critic_values,
@@ -19,7 +19,7 @@ from oppo_real.ppo import (
     token_logprobs,
     value_loss,
 )
-from oppo_sim.errors import ConfigError
+from oppo_sim.core.errors import ConfigError
 
 # two rows: row 0 = 2 prompt tokens + 3 response tokens; row 1 = 1 prompt token + 2 response + 2 pad
 MASK = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 1, 0, 0]], dtype=torch.float32)

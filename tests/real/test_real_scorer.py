@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oppo_real.scorer import IncrementalScorer, ScorerConfig
-from oppo_sim.errors import ConfigError
+from oppo_real.backends.scorer import IncrementalScorer, ScorerConfig
+from oppo_sim.core.errors import ConfigError
 
 KINDS = ("reward", "critic", "reference")
 

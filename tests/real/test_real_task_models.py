@@ -9,9 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from oppo_real.task import EOS_ID, SEP_ID, PromptSampler, TaskConfig, rule_reward
-from oppo_real.tiny_models import TinyModelConfig, build_models, load_causal_lm, load_value_model
-from oppo_sim.errors import ConfigError
+from oppo_real.models.task import EOS_ID, SEP_ID, PromptSampler, TaskConfig, rule_reward
+from oppo_real.models.tiny import (
+    TinyModelConfig,
+    build_models,
+    load_causal_lm,
+    load_value_model,
+)
+from oppo_sim.core.errors import ConfigError
 
 
 @pytest.mark.parametrize(
@@ -73,7 +78,7 @@ def test_reference_equals_initial_actor_and_shapes(models, model_cfg):
 
 
 def test_reward_model_tracks_the_rule(models, task_cfg):
-    from oppo_real.task import evaluate_reward_model
+    from oppo_real.models.task import evaluate_reward_model
 
     assert models.reward_fit["correlation"] > 0.85, models.reward_fit
     corr, mae = evaluate_reward_model(load_value_model(models.reward), task_cfg, n=128, seed=7)
@@ -81,7 +86,7 @@ def test_reward_model_tracks_the_rule(models, task_cfg):
 
 
 def test_any_local_actor_dir_can_be_used(models, tmp_path):
-    from oppo_real.tiny_models import build_models_from_actor
+    from oppo_real.models.tiny import build_models_from_actor
 
     task = TaskConfig(reward_train_steps=3, reward_eval_samples=16)
     paths = build_models_from_actor(tmp_path, models.actor, task)
@@ -98,15 +103,15 @@ def test_any_local_actor_dir_can_be_used(models, tmp_path):
 def test_importing_oppo_real_does_not_import_vllm():
     code = (
         "import sys\n"
-        "import oppo_real.actor_api, oppo_real.actor_vllm, oppo_real.actor_torch, oppo_real.scorer\n"
-        "import oppo_real.ppo, oppo_real.task, oppo_real.tiny_models\n"
+        "import oppo_real.backends.api, oppo_real.backends.vllm_actor, oppo_real.backends.torch_actor, oppo_real.backends.scorer\n"
+        "import oppo_real.ppo.algo, oppo_real.models.task, oppo_real.models.tiny\n"
         "assert 'vllm' not in sys.modules, 'vllm imported'\n"
-        "import oppo_real.task, oppo_real.tiny_models, oppo_real.actor_api\n"
+        "import oppo_real.models.task, oppo_real.models.tiny, oppo_real.backends.api\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
     code_light = (
         "import sys\n"
-        "import oppo_real.task, oppo_real.tiny_models, oppo_real.actor_api, oppo_real.actor_vllm\n"
+        "import oppo_real.models.task, oppo_real.models.tiny, oppo_real.backends.api, oppo_real.backends.vllm_actor\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code_light], check=True, timeout=120)

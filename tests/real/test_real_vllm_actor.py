@@ -8,10 +8,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from oppo_real.actor_api import ActorBackend, GenRequest, SamplingConfig, resume_request, run_to_completion
-from oppo_real.actor_torch import TorchActor, TorchActorConfig
-from oppo_real.tiny_models import load_causal_lm
-from oppo_sim.errors import ConfigError
+from oppo_real.backends.api import (
+    ActorBackend,
+    GenRequest,
+    SamplingConfig,
+    resume_request,
+    run_to_completion,
+)
+from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
+from oppo_real.models.tiny import load_causal_lm
+from oppo_sim.core.errors import ConfigError
 
 GREEDY = SamplingConfig(temperature=0.0)
 
@@ -136,7 +142,7 @@ def test_seeded_sampling_is_reproducible_per_request(vllm_pool):
 
 
 def test_config_validation(tmp_path):
-    from oppo_real.actor_vllm import VLLMActorConfig
+    from oppo_real.backends.vllm_actor import VLLMActorConfig
 
     with pytest.raises(ConfigError):
         VLLMActorConfig(model=str(tmp_path / "missing"))

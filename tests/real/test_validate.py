@@ -8,10 +8,16 @@ import pandas as pd
 
 from oppo_real.executor import RealConfig
 from oppo_real.profile import ProfileGrid, fit, run_profile
-from oppo_real.validate import VALIDATION_COLUMNS, mirror_config, mirror_trace, plot_parity, validate
-from oppo_sim.calibration import load_profile, save_profile
-from oppo_sim.policies import make_policy
-from oppo_sim.trace import Trace
+from oppo_real.validate import (
+    VALIDATION_COLUMNS,
+    mirror_config,
+    mirror_trace,
+    plot_parity,
+    validate,
+)
+from oppo_sim.core.policies import make_policy
+from oppo_sim.hw.profiles import load_profile, save_profile
+from oppo_sim.traces.trace import Trace
 
 TRACE = Trace.from_arrays([10] * 8, [4, 6, 40, 5, 7, 60, 3, 8], name="tail")
 
@@ -32,10 +38,10 @@ def test_mirror_matches_the_real_requests(models):
     cfg = RealConfig(batch=4, steps=2, max_response=32, length_scale=0.5)
     t = mirror_trace(cfg, TRACE, 8)
     assert list(t.response_tokens) == [max(1, min(32, round(x * 0.5))) for x in TRACE.response_tokens]
-    from oppo_real.task import PromptSampler
+    from oppo_real.models.task import PromptSampler
 
     assert list(t.prompt_tokens) == [len(p) for p in PromptSampler(cfg.task, seed=cfg.seed).sample(8)]
-    sim_cfg = mirror_config(cfg, __import__("oppo_sim.hardware", fromlist=["get_hardware"]).get_hardware("h100-sxm"), models)
+    sim_cfg = mirror_config(cfg, __import__("oppo_sim.hw.hardware", fromlist=["get_hardware"]).get_hardware("h100-sxm"), models)
     assert sim_cfg.placement.pool_of("reward") == "score" and sim_cfg.placement.pool_of("train") == "main"
     assert sim_cfg.padded_batches and not sim_cfg.stream_batching
 

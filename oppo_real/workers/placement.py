@@ -1,0 +1,196 @@
+"""Where the role workers run: Ray actors (default; ``ray.init`` locally or an existing cluster by
+address), or in this process (``local``: synchronous calls, no overlap — for debugging and quick tests).
+
+Both give a :class:`Handle` with ``call`` (blocking) and ``submit`` (returns a reference; ``wait`` it
+later), so the driver is the same code either way. A dead worker becomes a one-line ``WorkerError``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from oppo_sim.core.errors import OppoError
+
+WORKER_TIMEOUT_S = 3600.0
+"""A remote call that takes longer than this is treated as a hung worker."""
+
+START_TIMEOUT_S = 600.0
+"""A worker that is not up after this long (not placeable, or stuck loading) is an error."""
+
+
+class WorkerError(OppoError):
+    """A role worker died or failed."""
+
+
+class _Done:
+    __slots__ = ("value", "error")
+
+    def __init__(self, value: Any = None, error: BaseException | None = None):
+        self.value = value
+        self.error = error
+
+
+class Handle:
+    name: str
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self.wait([self.submit(method, *args, **kwargs)])[0]
+
+    def submit(self, method: str, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def wait(self, refs: Sequence[Any]) -> list[Any]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def ready(self, ref: Any) -> bool:
+        """Whether ``ref`` has completed (never blocks)."""
+        return True
+
+    def kill(self) -> None:
+        pass
+
+
+class LocalHandle(Handle):
+    def __init__(self, name: str, cls: type, *args: Any) -> None:
+        self.name = name
+        try:
+            self.obj = cls(*args)
+        except OppoError:
+            raise
+        except Exception as e:
+            raise WorkerError(f"worker '{name}' failed to start: {type(e).__name__}: {e}".splitlines()[0]) from e
+
+    def submit(self, method: str, *args: Any, **kwargs: Any) -> _Done:
+        args = tuple(a.value if isinstance(a, _Done) else a for a in args)  # a result passed on, as Ray does
+        try:
+            return _Done(getattr(self.obj, method)(*args, **kwargs))
+        except Exception as e:  # reported at wait(), like a remote call
+            return _Done(error=e)
+
+    def wait(self, refs: Sequence[Any]) -> list[Any]:
+        out = []
+        for r in refs:
+            if r.error is not None:
+                if isinstance(r.error, OppoError):
+                    raise r.error
+                raise WorkerError(f"worker '{self.name}' failed: {type(r.error).__name__}: {r.error}".splitlines()[0]) from r.error
+            out.append(r.value)
+        return out
+
+    def kill(self) -> None:
+        close = getattr(self.obj, "close", None)
+        if callable(close):
+            close()
+
+
+class RayHandle(Handle):
+    def __init__(self, name: str, cls: type, *args: Any, num_cpus: float = 1, num_gpus: float = 0) -> None:
+        import ray
+
+        self.name = name
+        self._ray = ray
+        env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(max(1, int(num_cpus)))}
+        remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0)(cls)
+        self.actor = remote.options(name=None, runtime_env={"env_vars": env}).remote(*args)
+        try:  # surface construction errors now, as one line
+            ray.get(self.actor.ping.remote(), timeout=START_TIMEOUT_S)
+        except Exception as e:
+            if "Timeout" in type(e).__name__:
+                raise WorkerError(
+                    f"worker '{name}' did not start within {START_TIMEOUT_S:.0f} s (needs {num_cpus} CPU, {num_gpus} GPU: "
+                    f"does the Ray cluster have them free?)"
+                ) from None
+            raise _worker_error(name, e) from None
+
+    def submit(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.actor, method).remote(*args, **kwargs)
+
+    def ready(self, ref: Any) -> bool:
+        done, _ = self._ray.wait([ref], timeout=0)
+        return bool(done)
+
+    def wait(self, refs: Sequence[Any]) -> list[Any]:
+        try:
+            return self._ray.get(list(refs), timeout=WORKER_TIMEOUT_S)
+        except Exception as e:
+            raise _worker_error(self.name, e) from None
+
+    def kill(self) -> None:
+        try:
+            self._ray.get(self.actor.close.remote(), timeout=60) if hasattr(self.actor, "close") else None
+        except Exception:
+            pass
+        self._ray.kill(self.actor)
+
+
+def _worker_error(name: str, e: BaseException) -> OppoError:
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, OppoError):
+        return cause
+    text = str(cause or e).strip().splitlines()
+    last = next((ln for ln in reversed(text) if ln.strip()), type(e).__name__)
+    kind = type(e).__name__
+    if "ActorDied" in kind or "ActorError" in kind or "died" in last.lower():
+        return WorkerError(f"worker '{name}' died: {last.strip()}")
+    if "Timeout" in kind:
+        return WorkerError(f"worker '{name}' did not answer within {WORKER_TIMEOUT_S:.0f} s")
+    return WorkerError(f"worker '{name}' failed: {last.strip()}")
+
+
+def start_ray(address: str | None, num_cpus: int | None = None) -> None:
+    """Connect to ``address`` (an existing cluster) or start a local Ray instance (idempotent)."""
+    try:
+        import ray
+    except ImportError:
+        raise OppoError("ray is not installed: pip install 'oppo[ray]' (or use --workers local)") from None
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=num_cpus or os.cpu_count() or 2, **kwargs)
+
+
+def stop_ray() -> None:
+    try:
+        import ray
+    except ImportError:  # pragma: no cover
+        return
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def spawn(kind: str, name: str, cls: type, *args: Any, num_cpus: float = 1, num_gpus: float = 0) -> Handle:
+    if kind == "local":
+        return LocalHandle(name, cls, *args)
+    if kind == "ray":
+        return RayHandle(name, cls, *args, num_cpus=num_cpus, num_gpus=num_gpus)
+    raise OppoError(f"unknown worker placement '{kind}'; known: ray, local")
+
+
+class Echo:
+    """A worker that does nothing: its round trip is the dispatch cost of one remote call."""
+
+    def ping(self, payload: object = None) -> object:
+        return payload
+
+
+def measure_dispatch(kind: str, calls: int = 50) -> float:
+    """Median seconds of a no-op remote call with a small payload (the driver's per-call overhead)."""
+    import statistics
+    import time
+
+    h = spawn(kind, "echo", Echo, num_cpus=0.01)
+    try:
+        payload = {"tokens": list(range(64))}
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            h.call("ping", payload)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times[5:])
+    finally:
+        h.kill()

@@ -1,0 +1,101 @@
+"""Roles and placements: which device pool each role of the PPO pipeline runs on, and the rule that
+follows from it — which scorers may be streamed to while the actor still decodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oppo_sim.core.errors import ConfigError
+
+SCORING_ROLES: tuple[str, ...] = ("reward", "reference", "critic", "logprob")
+"""Forward passes needed before the PPO update: reward score, reference log-probs (KL), critic values,
+and the actor's own (old) log-probs."""
+
+FROZEN_ROLES: frozenset[str] = frozenset({"reward", "reference"})
+"""Roles whose weights never change: their KV cache stays valid across steps, so they can be streamed to."""
+
+ROLES: tuple[str, ...] = ("generate", *SCORING_ROLES, "train")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A group of identical devices. ``gpu`` overrides the run's GPU for this pool."""
+
+    name: str
+    devices: int
+    gpu: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ConfigError("a device pool needs a name")
+        if self.devices < 1:
+            raise ConfigError(f"pool '{self.name}' needs >= 1 device, got {self.devices}")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Which pool each role runs on. Roles on the same pool share (time-slice) its devices."""
+
+    pools: tuple[Pool, ...]
+    generate: str = "main"
+    reward: str = "score"
+    reference: str = "score"
+    critic: str = "main"
+    logprob: str = "main"
+    train: str = "main"
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.pools]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"duplicate pool names in placement: {names}")
+        for role in ROLES:
+            if self.pool_of(role) not in names:
+                raise ConfigError(f"role '{role}' is placed on unknown pool '{self.pool_of(role)}'; pools: {', '.join(names)}")
+
+    def pool_of(self, role: str) -> str:
+        return getattr(self, role)
+
+    def pool(self, name: str) -> Pool:
+        return next(p for p in self.pools if p.name == name)
+
+    def shared(self, pool: str) -> bool:
+        return sum(1 for r in ROLES if self.pool_of(r) == pool) > 1
+
+    @property
+    def total_devices(self) -> int:
+        return sum(p.devices for p in self.pools)
+
+    def describe(self) -> str:
+        parts = []
+        for p in self.pools:
+            roles = [r for r in ROLES if self.pool_of(r) == p.name]
+            parts.append(f"{p.name}[{p.devices}]={'+'.join(roles)}")
+        return " ".join(parts)
+
+
+def paper_placement(devices: int = 8) -> Placement:
+    """OPPO's setup: all GPUs but one generate and train (with the critic and the actor's log-probs); one
+    GPU scores with the frozen models (reward, and the reference for the KL term)."""
+    return Placement((Pool("main", devices - 1), Pool("score", 1)), reference="score")
+
+
+def colocated_placement(devices: int = 8) -> Placement:
+    return Placement((Pool("main", devices),), reward="main", reference="main")
+
+
+def disaggregated_placement(gen: int = 4, train: int = 3, score: int = 1) -> Placement:
+    """Generation on its own pool (as OpenRLHF/verl async do), training + critic/ref on another."""
+    return Placement(
+        (Pool("gen", gen), Pool("train", train), Pool("score", score)),
+        generate="gen", reference="score", critic="train", logprob="train", train="train",
+    )
+
+
+PLACEMENTS = {"paper": paper_placement, "colocated": colocated_placement, "disaggregated": disaggregated_placement}
+
+
+def get_placement(name: str) -> Placement:
+    try:
+        return PLACEMENTS[name.strip().lower()]()
+    except KeyError:
+        raise ConfigError(f"unknown placement '{name}'; known: {', '.join(PLACEMENTS)}") from None

@@ -1,0 +1,389 @@
+"""Scheduling policies: small pure objects that answer the scheduler's questions.
+
+A policy never sleeps, yields or touches an engine. The driver (the simulator's pipeline, or the real
+executor) calls it the same way:
+
+    state = policy.initial_state()
+    for each step:
+        plan = policy.plan(state, StepContext(...))    # admit how many, stream how, end when, budget
+        ... run the step as the plan says ...
+        state = policy.update(state, StepOutcome(...)) # adapt Δ / C from what happened
+
+``PolicyState`` is a frozen, JSON-friendly record (``dataclasses.asdict``), so a controller can be
+checkpointed and resumed. Where is the chunk-size rule? :class:`ChunkAutotune`. The Δ rule?
+:func:`next_delta`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import Callable, ClassVar
+
+from oppo_sim.core.errors import ConfigError
+
+
+class Streaming(str, enum.Enum):
+    """How generated tokens reach the (frozen, separately placed) scorers during generation."""
+
+    NONE = "none"  # whole batch scored after generation ends (TRL-like)
+    FINISHED = "finished"  # each response scored as soon as it finishes (RLHFuse-like)
+    CHUNKED = "chunked"  # every C new tokens of a response are prefilled incrementally (OPPO intra-step)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What the scheduler knows when a step starts."""
+
+    step: int
+    batch: int  # B: samples trained per step
+    carried: int = 0  # unfinished requests carried over from earlier steps (deferred with partial work)
+    carried_finished: int = 0  # finished samples not yet trained (finished beyond B in an earlier step)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The policy's answer for one step."""
+
+    admit: int  # new prompts to admit at the start of the step
+    streaming: Streaming = Streaming.NONE
+    chunk: int | None = None  # C, when streaming is CHUNKED
+    end_after: int | None = None  # generation ends once this many are finished; None: when all are finished
+    token_budget: int | None = None  # max tokens a response may generate in this step (then it is paused)
+    refill: bool = False  # admit a fresh prompt for each paused one while fewer than end_after can finish
+    max_staleness: int = 0  # k: generation of step t may start once policy version >= t - k
+    delta: int = 0  # Δ in force (reported)
+
+    def __post_init__(self) -> None:
+        if self.admit < 0:
+            raise ConfigError(f"plan admits {self.admit} prompts; must be >= 0")
+        if self.streaming is Streaming.CHUNKED and (self.chunk is None or self.chunk < 1):
+            raise ConfigError("chunked streaming needs a chunk size C >= 1")
+        if self.token_budget is not None and self.token_budget < 1:
+            raise ConfigError(f"token budget must be >= 1, got {self.token_budget}")
+        if self.max_staleness < 0:
+            raise ConfigError(f"staleness bound must be >= 0, got {self.max_staleness}")
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What the scheduler reports after a step."""
+
+    step: int
+    step_time_s: float
+    mean_reward: float
+    trained: int
+    deferred: int
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """Controller state carried between steps (Δ, C, reward history, chunk-autotune progress)."""
+
+    delta: int = 0
+    chunk: int | None = None
+    rewards: tuple[float, ...] = ()
+    tune_trials: tuple[tuple[int, float], ...] = ()  # (C, step time) measured in the current tuning round
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ConfigError(msg)
+
+
+class Policy:
+    """Base class. Subclasses are frozen dataclasses holding the policy's parameters."""
+
+    name: ClassVar[str] = "policy"
+
+    def initial_state(self) -> PolicyState:
+        return PolicyState()
+
+    def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
+        raise NotImplementedError
+
+    def update(self, state: PolicyState, outcome: StepOutcome) -> PolicyState:
+        return replace(state, rewards=(*state.rewards, outcome.mean_reward)[-64:])
+
+    def label(self) -> str:
+        return self.name
+
+
+def _fill_to(ctx: StepContext, target: int) -> int:
+    return max(0, target - ctx.carried - ctx.carried_finished)
+
+
+@dataclass(frozen=True)
+class Baseline(Policy):
+    """Synchronous TRL-like step: generate B, score all, train, sync."""
+
+    name: ClassVar[str] = "baseline"
+
+    def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
+        return StepPlan(admit=_fill_to(ctx, ctx.batch))
+
+
+@dataclass(frozen=True)
+class Stream(Policy):
+    """Each finished response goes to the scorers at once (RLHFuse-like per-sample streaming)."""
+
+    name: ClassVar[str] = "stream"
+
+    def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
+        return StepPlan(admit=_fill_to(ctx, ctx.batch), streaming=Streaming.FINISHED)
+
+
+@dataclass(frozen=True)
+class Intra(Policy):
+    """OPPO intra-step overlap: stream each response in chunks of C tokens to the scorers."""
+
+    chunk: int = 500
+    name: ClassVar[str] = "intra"
+
+    def __post_init__(self) -> None:
+        _check(self.chunk >= 1, f"chunk size must be >= 1, got {self.chunk}")
+
+    def initial_state(self) -> PolicyState:
+        return PolicyState(chunk=self.chunk)
+
+    def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
+        return StepPlan(admit=_fill_to(ctx, ctx.batch), streaming=Streaming.CHUNKED, chunk=state.chunk or self.chunk)
+
+    def label(self) -> str:
+        return f"intra(C={self.chunk})"
+
+
+@dataclass(frozen=True)
+class Inter(Policy):
+    """OPPO inter-step overlap with a fixed Δ: keep B+Δ in flight, train the first B, defer the rest."""
+
+    delta: int = 8
+    name: ClassVar[str] = "inter"
+
+    def __post_init__(self) -> None:
+        _check(self.delta >= 0, f"delta must be >= 0, got {self.delta}")
+
+    def initial_state(self) -> PolicyState:
+        return PolicyState(delta=self.delta)
+
+    def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
+        return _inter_plan(state.delta, ctx)
+
+    def label(self) -> str:
+        return f"inter(Δ={self.delta})"
+
+
+def _inter_plan(delta: int, ctx: StepContext, **extra) -> StepPlan:
+    return StepPlan(
+        admit=_fill_to(ctx, ctx.batch + delta),
+        end_after=max(0, ctx.batch - ctx.carried_finished),
+        delta=delta,
+        **extra,
+    )
+
+
+@dataclass(frozen=True)
+class DeltaRule:
+    """The reward-slope rule for Δ (OPPO §inter-step): s_t = mean_{window}(R_i - R_{i-1});
+    s_t > 0 -> Δ += inc (capped at Δmax), else Δ -= dec (floored at Δmin).
+    ``proportional`` uses the paper's pseudocode step max(1, floor(Δ/4)) for both directions."""
+
+    delta0: int = 8
+    delta_min: int = 0
+    delta_max: int = 32
+    window: int = 5
+    inc: int = 1
+    dec: int = 1
+    proportional: bool = False
+
+    def __post_init__(self) -> None:
+        _check(0 <= self.delta_min <= self.delta_max, f"need 0 <= delta_min <= delta_max, got {self.delta_min}, {self.delta_max}")
+        _check(self.delta_min <= self.delta0 <= self.delta_max, f"delta0 {self.delta0} outside [{self.delta_min}, {self.delta_max}]")
+        _check(self.window >= 1, f"window must be >= 1, got {self.window}")
+        _check(self.inc >= 0 and self.dec >= 0, "inc and dec must be >= 0")
+
+
+def next_delta(rule: DeltaRule, delta: int, rewards: tuple[float, ...]) -> int:
+    """Δ for the next step given the mean-reward history (oldest first)."""
+    if len(rewards) < rule.window + 1:
+        return delta
+    recent = rewards[-(rule.window + 1) :]
+    slope = sum(b - a for a, b in zip(recent, recent[1:])) / rule.window
+    step_up = max(1, delta // 4) if rule.proportional else rule.inc
+    step_down = max(1, delta // 4) if rule.proportional else rule.dec
+    if slope > 0:
+        return min(rule.delta_max, delta + step_up)
+    return max(rule.delta_min, delta - step_down)
+
+
+@dataclass(frozen=True)
+class DynamicDelta(Policy):
+    """Inter-step overlap with Δ adapted from the reward trend (falls to Δmin near convergence)."""
+
+    rule: DeltaRule = field(default_factory=DeltaRule)
+    name: ClassVar[str] = "dynamic-delta"
+
+    def initial_state(self) -> PolicyState:
+        return PolicyState(delta=self.rule.delta0)
+
+    def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
+        return _inter_plan(state.delta, ctx)
+
+    def update(self, state: PolicyState, outcome: StepOutcome) -> PolicyState:
+        s = super().update(state, outcome)
+        return replace(s, delta=next_delta(self.rule, s.delta, s.rewards))
+
+    def label(self) -> str:
+        return f"dynamic-delta(Δ0={self.rule.delta0})"
+
+
+@dataclass(frozen=True)
+class Oppo(Policy):
+    """OPPO: intra-step chunked streaming + inter-step overlap with dynamic Δ."""
+
+    chunk: int = 500
+    rule: DeltaRule = field(default_factory=DeltaRule)
+    name: ClassVar[str] = "oppo"
+
+    def __post_init__(self) -> None:
+        _check(self.chunk >= 1, f"chunk size must be >= 1, got {self.chunk}")
+
+    def initial_state(self) -> PolicyState:
+        return PolicyState(delta=self.rule.delta0, chunk=self.chunk)
+
+    def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
+        return _inter_plan(state.delta, ctx, streaming=Streaming.CHUNKED, chunk=state.chunk or self.chunk)
+
+    def update(self, state: PolicyState, outcome: StepOutcome) -> PolicyState:
+        s = Policy.update(self, state, outcome)
+        return replace(s, delta=next_delta(self.rule, s.delta, s.rewards))
+
+    def label(self) -> str:
+        return f"oppo(C={self.chunk},Δ0={self.rule.delta0})"
+
+
+@dataclass(frozen=True)
+class ChunkAutotune(Policy):
+    """Chunk-size autotuning as the paper does: every ``every`` steps, run one step with each candidate C
+    and keep the fastest until the next round. Wraps a chunked policy (default :class:`Oppo`)."""
+
+    inner: Policy = field(default_factory=Oppo)
+    candidates: tuple[int, ...] = (128, 256, 512)
+    every: int = 50
+    name: ClassVar[str] = "chunk-autotune"
+
+    def __post_init__(self) -> None:
+        _check(len(self.candidates) >= 1 and all(c >= 1 for c in self.candidates), "chunk candidates must be >= 1")
+        _check(self.every > len(self.candidates), f"autotune period {self.every} must exceed the {len(self.candidates)} trial steps")
+        _check(isinstance(self.inner, (Intra, Oppo)), "chunk-autotune wraps a chunked policy (intra or oppo)")
+
+    def _trial_index(self, step: int) -> int | None:
+        k = step % self.every
+        return k if k < len(self.candidates) else None
+
+    def initial_state(self) -> PolicyState:
+        return replace(self.inner.initial_state(), chunk=self.candidates[0])
+
+    def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
+        k = self._trial_index(ctx.step)
+        chunk = self.candidates[k] if k is not None else state.chunk
+        return self.inner.plan(replace(state, chunk=chunk), ctx)
+
+    def update(self, state: PolicyState, outcome: StepOutcome) -> PolicyState:
+        s = self.inner.update(state, outcome)
+        k = self._trial_index(outcome.step)
+        if k is None:
+            return s
+        trials = (*(() if k == 0 else s.tune_trials), (self.candidates[k], outcome.step_time_s))
+        if k == len(self.candidates) - 1:
+            best = min(trials, key=lambda t: (t[1], t[0]))[0]
+            return replace(s, chunk=best, tune_trials=trials)
+        return replace(s, chunk=self.candidates[k + 1], tune_trials=trials)
+
+    def label(self) -> str:
+        return f"chunk-autotune({'/'.join(map(str, self.candidates))} every {self.every})"
+
+
+@dataclass(frozen=True)
+class PartialRollout(Policy):
+    """Kimi k1.5 / APRIL-style partial rollout: each response generates at most ``budget`` tokens per step,
+    then is paused and continued next step (keeping its tokens); fresh prompts refill its slot while B
+    cannot finish otherwise. After B refills in one step, the oldest paused response gets another
+    budget instead, so a trace whose responses all exceed the budget still fills its batch."""
+
+    budget: int = 1024
+    delta: int = 0
+    name: ClassVar[str] = "partial-rollout"
+
+    def __post_init__(self) -> None:
+        _check(self.budget >= 1, f"token budget must be >= 1, got {self.budget}")
+        _check(self.delta >= 0, f"delta must be >= 0, got {self.delta}")
+
+    def initial_state(self) -> PolicyState:
+        return PolicyState(delta=self.delta)
+
+    def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
+        return _inter_plan(state.delta, ctx, token_budget=self.budget, refill=True)
+
+    def label(self) -> str:
+        return f"partial-rollout(budget={self.budget})"
+
+
+@dataclass(frozen=True)
+class Async(Policy):
+    """One-step / bounded-staleness asynchronous RL (OpenRLHF async, AReaL): generation of step t+k
+    may run while step t trains; samples are up to k policy versions stale."""
+
+    staleness: int = 1
+    name: ClassVar[str] = "async"
+
+    def __post_init__(self) -> None:
+        _check(self.staleness >= 1, f"async staleness bound must be >= 1, got {self.staleness}")
+
+    def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
+        return StepPlan(admit=_fill_to(ctx, ctx.batch), max_staleness=self.staleness)
+
+    def label(self) -> str:
+        return f"async(k={self.staleness})"
+
+
+POLICY_NAMES: tuple[str, ...] = (
+    "baseline", "stream", "intra", "inter", "dynamic-delta", "oppo", "chunk-autotune", "partial-rollout", "async",
+)
+
+
+def make_policy(
+    name: str,
+    *,
+    chunk: int | None = None,
+    delta: int | None = None,
+    rule: DeltaRule | None = None,
+    budget: int | None = None,
+    staleness: int | None = None,
+    candidates: tuple[int, ...] | None = None,
+    every: int | None = None,
+) -> Policy:
+    """Build a policy by name with the common knobs (CLI and sweeps use this)."""
+    key = name.strip().lower()
+    r = rule or DeltaRule(**({"delta0": delta, "delta_max": max(32, delta)} if delta is not None else {}))
+    builders: dict[str, Callable[[], Policy]] = {
+        "baseline": Baseline,
+        "stream": Stream,
+        "intra": lambda: Intra(chunk=chunk or 500),
+        "inter": lambda: Inter(delta=8 if delta is None else delta),
+        "dynamic-delta": lambda: DynamicDelta(rule=r),
+        "oppo": lambda: Oppo(chunk=chunk or 500, rule=r),
+        "chunk-autotune": lambda: ChunkAutotune(
+            inner=Oppo(chunk=chunk or 500, rule=r), candidates=candidates or (128, 256, 512), every=every or 50
+        ),
+        "partial-rollout": lambda: PartialRollout(budget=budget or 1024, delta=0 if delta is None else delta),
+        "async": lambda: Async(staleness=staleness or 1),
+    }
+    if key not in builders:
+        raise ConfigError(f"unknown policy '{name}'; known: {', '.join(POLICY_NAMES)}")
+    return builders[key]()
+
+
+def policy_uses_chunks(policy: Policy) -> bool:
+    return isinstance(policy, (Intra, Oppo, ChunkAutotune))
+

@@ -1,0 +1,223 @@
+"""Roofline cost model: seconds for each engine operation on a modelled (or calibrated) device.
+
+Every operation is timed as
+
+    overhead_s + max(flops / (devices * peak_flops * eff_compute), bytes / (devices * mem_bw * eff_memory))
+
+plus, for tensor parallelism, two all-reduces per layer over the interconnect. The efficiencies and
+overheads come from ``Hardware.params`` (defaults, or fitted by ``oppo_sim.hw.calibration``).
+
+Generation cost is needed per engine iteration, and the engine jumps over many identical-shape decode
+iterations at once, so :class:`DecodeCost` gives the closed-form sum of ``m`` consecutive decode
+iterations (the KV length grows by the batch size each iteration) and its inverse.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from oppo_sim.hw.hardware import Hardware, OpParams
+from oppo_sim.hw.models import ModelSpec
+
+TP_ALLREDUCE_LATENCY_S = 8e-6
+"""Latency of one tensor-parallel all-reduce (two per layer per forward)."""
+
+OPTIMIZER_BYTES_PER_PARAM = 16
+"""Adam in mixed precision touches ~16 bytes per parameter per optimizer step (fp32 master, m, v, grad)."""
+
+
+def _roofline(op: OpParams, flops: float, nbytes: float, devices: int, hw: Hardware) -> float:
+    g = hw.gpu
+    return op.overhead_s + max(
+        flops / (devices * g.peak_flops * op.eff_compute),
+        nbytes / (devices * g.mem_bw * op.eff_memory),
+    )
+
+
+@dataclass(frozen=True)
+class DecodeCost:
+    """Generation-iteration cost for one model on one engine replica of ``tp`` devices.
+
+    An iteration that decodes ``b`` sequences whose KV holds ``kv`` tokens in total, and prefills
+    ``n`` prompt tokens with ``pairs`` attention (query, key) pairs, costs
+    ``ovh + comm(b+n) + max(c0 + c_tok*(b+n) + c_pair*(pairs + kv + b), m0 + m_kv*(kv + b + n))``.
+    """
+
+    model: ModelSpec
+    hw: Hardware
+    tp: int = 1
+
+    @cached_property
+    def _k(self) -> tuple[float, float, float, float, float]:
+        m, g, p = self.model, self.hw.gpu, self.hw.params.decode
+        fl = self.tp * g.peak_flops * p.eff_compute
+        by = self.tp * g.mem_bw * p.eff_memory
+        c_tok = 2.0 * m.matmul_params / fl
+        c_pair = 4.0 * m.layers * m.attn_width / fl
+        m0 = m.weight_bytes() / by
+        m_kv = m.kv_bytes_per_token() / by
+        return p.overhead_s, c_tok, c_pair, m0, m_kv
+
+    def comm(self, tokens: float) -> float:
+        if self.tp == 1:
+            return 0.0
+        m, g = self.model, self.hw.gpu
+        per = TP_ALLREDUCE_LATENCY_S + 2.0 * (self.tp - 1) / self.tp * tokens * m.hidden * m.dtype_bytes / g.link_bw
+        return 2.0 * m.layers * per
+
+    def iteration(
+        self, decode_seqs: int, kv_decode: float, prefill_tokens: int = 0, prefill_pairs: float = 0.0, kv_prefill: float = 0.0
+    ) -> float:
+        """Seconds for one mixed iteration: ``decode_seqs`` decodes over ``kv_decode`` cached tokens, plus
+        ``prefill_tokens`` chunked-prefill tokens with ``prefill_pairs`` attention pairs over ``kv_prefill``
+        cached context tokens."""
+        ovh, c_tok, c_pair, m0, m_kv = self._k
+        b, n = decode_seqs, prefill_tokens
+        comp = c_tok * (b + n) + c_pair * (prefill_pairs + kv_decode + b)
+        mem = m0 + m_kv * (kv_decode + kv_prefill + b + n)
+        return ovh + self.comm(b + n) + max(comp, mem)
+
+    def flops(self, decode_seqs: int, kv_decode: float, prefill_tokens: int = 0, prefill_pairs: float = 0.0) -> float:
+        m = self.model
+        return 2.0 * m.matmul_params * (decode_seqs + prefill_tokens) + 4.0 * m.layers * m.attn_width * (
+            prefill_pairs + kv_decode + decode_seqs
+        )
+
+    def span_flops(self, b: int, kv0: float, iters: int) -> float:
+        """FLOPs of ``iters`` pure-decode iterations (KV grows by b per iteration)."""
+        m = self.model
+        kv_sum = iters * kv0 + b * iters * (iters - 1) / 2.0
+        return 2.0 * m.matmul_params * b * iters + 4.0 * m.layers * m.attn_width * (kv_sum + b * iters)
+
+    def _lines(self, b: int, kv0: float) -> tuple[float, float, float, float, float]:
+        ovh, c_tok, c_pair, m0, m_kv = self._k
+        a_c = c_tok * b + c_pair * (kv0 + b)
+        s_c = c_pair * b
+        a_m = m0 + m_kv * (kv0 + b)
+        s_m = m_kv * b
+        return ovh + self.comm(b), a_c, s_c, a_m, s_m
+
+    def span(self, b: int, kv0: float, iters: int) -> float:
+        """Seconds for ``iters`` consecutive pure-decode iterations of ``b`` sequences, starting at KV ``kv0``."""
+        if iters <= 0 or b <= 0:
+            return 0.0
+        fixed, a_c, s_c, a_m, s_m = self._lines(b, kv0)
+        return fixed * iters + _sum_max_lines(a_c, s_c, a_m, s_m, iters)
+
+    def iters_within(self, b: int, kv0: float, seconds: float, limit: int) -> int:
+        """Largest m <= limit with span(b, kv0, m) <= seconds."""
+        if seconds <= 0 or b <= 0:
+            return 0
+        if self.span(b, kv0, limit) <= seconds:
+            return limit
+        lo, hi = 0, limit  # span(lo) <= seconds < span(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.span(b, kv0, mid) <= seconds:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+
+def _sum_max_lines(a1: float, s1: float, a2: float, s2: float, n: int) -> float:
+    """sum_{i=0}^{n-1} max(a1 + s1*i, a2 + s2*i) in O(1)."""
+
+    def lin(a: float, s: float, i0: int, i1: int) -> float:  # sum over i in [i0, i1)
+        k = i1 - i0
+        return a * k + s * (i0 + i1 - 1) * k / 2.0 if k > 0 else 0.0
+
+    if s1 == s2:
+        return lin(max(a1, a2), s1, 0, n)
+    x = (a2 - a1) / (s1 - s2)  # line1 >= line2 for i >= x when s1 > s2
+    cut = min(max(math.ceil(x), 0), n)
+    if s1 > s2:
+        return lin(a2, s2, 0, cut) + lin(a1, s1, cut, n)
+    return lin(a1, s1, 0, cut) + lin(a2, s2, cut, n)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Times of scorer forwards, training passes and weight syncs on ``hw``."""
+
+    hw: Hardware
+
+    def decode(self, model: ModelSpec, tp: int = 1) -> DecodeCost:
+        return DecodeCost(model, self.hw, tp)
+
+    def prefill_flops(self, model: ModelSpec, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool) -> float:
+        return float(np.sum(model.forward_flops(new_tokens, context, scalar_head=scalar_head)))
+
+    def prefill_cost(
+        self, model: ModelSpec, devices: int, new_tokens, context, scalar_head: bool = False
+    ) -> tuple[float, float]:
+        """(seconds, FLOPs) of one batched forward of sequences with ``new_tokens`` over existing ``context``
+        (sequences of equal length; plain Python arithmetic, as scorer batches are small)."""
+        head = model.hidden if scalar_head else model.vocab * model.hidden
+        lin = 2.0 * (model.matmul_params - model.vocab * model.hidden + head)
+        att = 4.0 * model.layers * model.attn_width
+        flops = 0.0
+        kv = 0.0
+        for n, c in zip(new_tokens, context):
+            flops += lin * n + att * (n * c + n * (n + 1) / 2.0)
+            kv += c + n
+        nbytes = model.weight_bytes(scalar_head=scalar_head) + kv * model.kv_bytes_per_token()
+        return _roofline(self.hw.params.prefill, flops, nbytes, devices, self.hw), flops
+
+    def prefill(
+        self, model: ModelSpec, devices: int, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool = False
+    ) -> float:
+        """Seconds for one batched forward of sequences with ``new_tokens`` over existing ``context``."""
+        return self.prefill_cost(model, devices, new_tokens, context, scalar_head)[0]
+
+    def train_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:
+        return 3.0 * float(np.sum(model.forward_flops(np.asarray(seq_tokens, dtype=np.float64), 0, scalar_head=scalar_head)))
+
+    def train(
+        self, model: ModelSpec, devices: int, seq_tokens: np.ndarray, minibatches: int, scalar_head: bool = False
+    ) -> float:
+        """Seconds for one PPO epoch: forward+backward over the sequences in ``minibatches`` optimizer steps
+        (data parallel over ``devices`` with sharded optimizer state and a gradient all-reduce per step)."""
+        op, g = self.hw.params.train, self.hw.gpu
+        flops = self.train_flops(model, seq_tokens, scalar_head)
+        w = model.weight_bytes(scalar_head=scalar_head)
+        params = model.params_scalar_head if scalar_head else model.params
+        nbytes = minibatches * (3.0 * w * devices + OPTIMIZER_BYTES_PER_PARAM * params)
+        t = _roofline(op, flops, nbytes, devices, self.hw) + (minibatches - 1) * op.overhead_s
+        if devices > 1:
+            t += minibatches * 2.0 * (devices - 1) / devices * w / g.link_bw
+        return t
+
+    # -- the work of one call, as the calibration table records it (FLOPs, bytes) ----------------------
+    @staticmethod
+    def decode_work(model: ModelSpec, batch: int, kv_tokens: float) -> tuple[float, float]:
+        """One decode iteration of ``batch`` sequences over ``kv_tokens`` cached tokens in total."""
+        flops = 2.0 * model.matmul_params * batch + 4.0 * model.layers * model.attn_width * (kv_tokens + batch)
+        return flops, model.weight_bytes() + model.kv_bytes_per_token() * (kv_tokens + batch)
+
+    @staticmethod
+    def prefill_work(model: ModelSpec, new_tokens, context, scalar_head: bool = False) -> tuple[float, float]:
+        n = np.asarray(new_tokens, dtype=np.float64)
+        c = np.asarray(context, dtype=np.float64)
+        flops = float(np.sum(model.forward_flops(n, c, scalar_head=scalar_head)))
+        return flops, model.weight_bytes(scalar_head=scalar_head) + float(np.sum(c + n)) * model.kv_bytes_per_token()
+
+    @staticmethod
+    def train_work(model: ModelSpec, seq_tokens, scalar_head: bool = False) -> tuple[float, float]:
+        """One forward+backward+optimizer step on one device over sequences of ``seq_tokens`` tokens."""
+        flops = 3.0 * float(np.sum(model.forward_flops(np.asarray(seq_tokens, dtype=np.float64), 0, scalar_head=scalar_head)))
+        params = model.params_scalar_head if scalar_head else model.params
+        return flops, 3.0 * model.weight_bytes(scalar_head=scalar_head) + OPTIMIZER_BYTES_PER_PARAM * params
+
+    @staticmethod
+    def sync_work(model: ModelSpec) -> tuple[float, float]:
+        return 0.0, float(model.weight_bytes())
+
+    def weight_sync(self, model: ModelSpec) -> float:
+        """Seconds to push the trained actor's weights into the generation engines."""
+        op = self.hw.params.sync
+        return op.overhead_s + model.weight_bytes() / (self.hw.gpu.link_bw * op.eff_memory)

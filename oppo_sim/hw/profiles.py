@@ -1,0 +1,204 @@
+"""Hardware profiles: JSON files holding a device spec and its calibrated cost parameters
+(format ``oppo-profile/1``), a nominal spec for the local CPU to calibrate against, and
+:func:`resolve_hardware` — the one place where a command line's ``--gpu``/``--profile`` text becomes a
+:class:`Hardware` (a GPU-table id, or a path to a profile)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, fields
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.hardware import GPUS, OP_KINDS, CostParams, GPUSpec, Hardware, OpParams
+
+PROFILE_FORMAT = "oppo-profile/1"
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, PathLike):
+        return os.fspath(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def save_profile(hw: Hardware, path: str | PathLike, meta: dict | None = None) -> None:
+    """Write ``hw`` as a JSON profile: ``{"format", "gpu", "params", "meta"}``. Creates parent folders."""
+    if not isinstance(hw, Hardware):
+        raise ConfigError(f"save_profile needs a Hardware, got {type(hw).__name__}")
+    doc = {
+        "format": PROFILE_FORMAT,
+        "gpu": asdict(hw.gpu),
+        "params": {op: asdict(hw.params.op(op)) for op in OP_KINDS},
+        "meta": dict(meta or {}),
+    }
+    try:
+        text = json.dumps(doc, indent=2, allow_nan=False, default=_json_default)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"profile '{path}': meta is not JSON serialisable ({e})") from None
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text + "\n", encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"profile '{path}': cannot write ({e.strerror or e})") from None
+
+
+def _section(doc: dict, key: str, where: str) -> dict:
+    if key not in doc:
+        raise ConfigError(f"{where}: missing field '{key}'")
+    v = doc[key]
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}: field '{key}' must be an object, got {type(v).__name__}")
+    return v
+
+
+def _build(cls: type, obj: dict, prefix: str, where: str) -> Any:
+    names = [f.name for f in fields(cls)]
+    for k in obj:
+        if k not in names:
+            raise ConfigError(f"{where}: unknown field '{prefix}.{k}'; expected {', '.join(names)}")
+    kw = {}
+    for f in fields(cls):
+        if f.name not in obj:
+            raise ConfigError(f"{where}: missing field '{prefix}.{f.name}'")
+        v = obj[f.name]
+        want_str = f.type in ("str", str)
+        if want_str and not isinstance(v, str):
+            raise ConfigError(f"{where}: field '{prefix}.{f.name}' must be a string, got {v!r}")
+        if not want_str and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ConfigError(f"{where}: field '{prefix}.{f.name}' must be a number, got {v!r}")
+        kw[f.name] = v
+    try:
+        return cls(**kw)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: field '{prefix}': {e}") from None
+
+
+def read_profile(path: str | PathLike) -> tuple[Hardware, dict]:
+    """Load a JSON profile: the ``Hardware`` and its ``meta`` dict. Errors name file and field."""
+    where = f"profile '{path}'"
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{where}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{where}: top level must be a JSON object")
+    if doc.get("format") != PROFILE_FORMAT:
+        got = doc.get("format", "<missing>")
+        raise ConfigError(f"{where}: field 'format' must be '{PROFILE_FORMAT}', got {got!r}")
+    gpu = _build(GPUSpec, _section(doc, "gpu", where), "gpu", where)
+    params_doc = _section(doc, "params", where)
+    for k in params_doc:
+        if k not in OP_KINDS:
+            raise ConfigError(f"{where}: unknown field 'params.{k}'; expected {', '.join(OP_KINDS)}")
+    ops = {}
+    for op in OP_KINDS:
+        if op not in params_doc:
+            raise ConfigError(f"{where}: missing field 'params.{op}'")
+        if not isinstance(params_doc[op], dict):
+            raise ConfigError(f"{where}: field 'params.{op}' must be an object")
+        ops[op] = _build(OpParams, params_doc[op], f"params.{op}", where)
+    meta = doc.get("meta", {})
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{where}: field 'meta' must be an object")
+    return Hardware(gpu, CostParams(**ops)), meta
+
+
+def load_profile(path: str | PathLike) -> Hardware:
+    """Load a JSON profile written by ``save_profile``; a bad/missing file or field -> one-line
+    ``ConfigError`` naming the file and the field."""
+    return read_profile(path)[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# Nominal CPU spec
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _cpu_max_freq_hz() -> float | None:
+    try:
+        khz = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text().strip()
+        return float(khz) * 1e3
+    except (OSError, ValueError):
+        return None
+
+
+def _phys_mem_bytes() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 16e9
+
+
+def cpu_spec(
+    name: str = "cpu",
+    cores: int | None = None,
+    *,
+    freq_hz: float | None = None,
+    flops_per_cycle: float = 32.0,
+    mem_bw: float | None = None,
+) -> GPUSpec:
+    """A *nominal* spec for the local CPU, as a starting point to calibrate against.
+
+    peak_flops = cores * flops_per_cycle (32: two AVX2 FMA units, fp32) * freq (max frequency from
+    sysfs, else a 3.5 GHz guess); mem_bw = max(20 GB/s, 5 GB/s per core) unless given; mem_bytes from
+    the OS; link_bw = mem_bw (weight sync on a CPU is a memory copy). These are rough upper bounds,
+    not measurements: the effective throughput (eff * peak) comes from ``fit_profile``. If a fit
+    reports an efficiency at the bound 1, raise the nominal number (e.g. ``flops_per_cycle`` for
+    AMX/AVX-512 bf16 machines).
+    """
+    n = _cpu_count() if cores is None else cores
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"cpu_spec: cores must be a positive integer, got {cores!r}")
+    f = freq_hz if freq_hz is not None else (_cpu_max_freq_hz() or 3.5e9)
+    f_src = "given" if freq_hz is not None else ("sysfs max" if _cpu_max_freq_hz() else "guessed")
+    bw = mem_bw if mem_bw is not None else max(20e9, 5e9 * n)
+    return GPUSpec(
+        id=name,
+        name=f"CPU ({n} cores, nominal)",
+        peak_flops=float(n * flops_per_cycle * f),
+        mem_bw=float(bw),
+        mem_bytes=_phys_mem_bytes(),
+        link_bw=float(bw),
+        source=(
+            f"nominal guess: {n} cores x {flops_per_cycle:g} FLOP/cycle x {f / 1e9:.2f} GHz ({f_src}), "
+            f"mem_bw {bw / 1e9:.0f} GB/s {'given' if mem_bw is not None else 'guessed'}; "
+            "effective values come from calibration"
+        ),
+    )
+
+
+def resolve_hardware(gpu_or_profile: str | PathLike | Hardware) -> Hardware:
+    """A GPU-table id -> its ``Hardware`` with default cost parameters; a path to a ``.json`` profile ->
+    the calibrated ``Hardware`` it holds; a ``Hardware`` -> itself. Command lines call this once, so
+    configurations below them hold resolved specs and never read files."""
+    if isinstance(gpu_or_profile, Hardware):
+        return gpu_or_profile
+    text = str(gpu_or_profile).strip()
+    if text.lower() in GPUS:
+        return Hardware(GPUS[text.lower()])
+    if text.lower().endswith(".json") or Path(text).exists():
+        return load_profile(text)
+    raise ConfigError(f"unknown GPU {text!r}; known: {', '.join(GPUS)} (or pass a path to a .json profile)")

@@ -1,0 +1,81 @@
+"""Typed, frozen configuration of a simulated RLHF pipeline: placement, models, PPO shape, engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.placement import Placement, paper_placement
+from oppo_sim.engine.continuous import EngineConfig
+from oppo_sim.hw.hardware import Hardware, get_hardware
+from oppo_sim.hw.models import ModelSpec, get_model
+from oppo_sim.traces.synthetic import RewardCurve
+from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE
+
+
+def _model(m: str | ModelSpec) -> ModelSpec:
+    return m if isinstance(m, ModelSpec) else get_model(m)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything a simulation needs besides the trace and the policy. Defaults: the paper's setup
+    (Qwen2.5-7B actor, 7B reward model, batch 112, 8 GPUs: 7 generate+train, 1 scores)."""
+
+    batch: int = 112
+    steps: int = 20
+    seed: int = 0
+    gpu: str | Hardware = "h200"
+    actor: str | ModelSpec = "qwen2.5-7b"
+    reward: str | ModelSpec = "qwen2.5-7b"
+    critic: str | ModelSpec | None = None  # default: same shape as the reward model (TRL initialises it so)
+    placement: Placement = field(default_factory=paper_placement)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    ppo_epochs: int = 4  # TRL PPOConfig.num_ppo_epochs
+    minibatches: int = 1  # TRL PPOConfig.num_mini_batches
+    max_response: int | None = DEFAULT_MAX_RESPONSE
+    contention: float = 0.0  # extra slowdown when two jobs share a device (0 = ideal time slicing)
+    scorer_max_tokens: int = 65536  # tokens per scorer forward batch
+    stream_batching: bool = True  # batch streamed chunks of several sequences into one forward (False: one each)
+    padded_batches: bool = False  # whole-sequence scoring and training pad every sequence to the batch's longest
+    dispatch_s: float = 0.0  # driver round trip per engine call: generation waits it after each event; unbatched streamed chunks pay it per call
+    reward_curve: RewardCurve = field(default_factory=RewardCurve)
+    trace_offset: int = 0  # first trace row used (rows are then taken in order, cyclically)
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.batch >= 1, f"batch must be >= 1, got {self.batch}"),
+            (self.steps >= 1, f"steps must be >= 1, got {self.steps}"),
+            (self.ppo_epochs >= 1, f"ppo_epochs must be >= 1, got {self.ppo_epochs}"),
+            (1 <= self.minibatches <= self.batch, f"minibatches must be in [1, batch], got {self.minibatches}"),
+            (self.max_response is None or self.max_response >= 1, f"max_response must be >= 1, got {self.max_response}"),
+            (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
+            (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),
+            (self.trace_offset >= 0, f"trace_offset must be >= 0, got {self.trace_offset}"),
+            (self.dispatch_s >= 0, f"dispatch_s must be >= 0, got {self.dispatch_s}"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise ConfigError(msg)
+        gen = self.placement.pool(self.placement.generate)
+        if gen.devices % self.engine.tp:
+            raise ConfigError(
+                f"generation pool '{gen.name}' has {gen.devices} devices, not a multiple of tensor parallelism {self.engine.tp}"
+            )
+        # resolve names now so a typo fails at construction with a one-line error
+        self.models()
+        self.hardware_of(gen.name)
+
+    def models(self) -> dict[str, ModelSpec]:
+        actor, reward = _model(self.actor), _model(self.reward)
+        critic = _model(self.critic) if self.critic is not None else reward
+        return {"generate": actor, "reward": reward, "reference": actor, "critic": critic, "logprob": actor, "train": actor}
+
+    def hardware_of(self, pool: str) -> Hardware:
+        p = self.placement.pool(pool)
+        g = p.gpu if p.gpu is not None else self.gpu
+        return g if isinstance(g, Hardware) else get_hardware(g)
+
+    @property
+    def gpu_id(self) -> str:
+        return self.gpu.id if isinstance(self.gpu, Hardware) else str(self.gpu)

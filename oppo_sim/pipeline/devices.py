@@ -1,0 +1,158 @@
+"""Device pools on a simpy clock: processor sharing between jobs that land on the same device.
+
+A job is an amount of *work* (seconds it would take alone) on a set of a pool's devices. Jobs that share
+a device split it: with ``n`` jobs on a device each progresses at ``1 / (n * (1 + contention))``
+(``contention`` is the explicit switching/interference penalty; 0 = ideal time slicing). A job spanning
+several devices progresses at the rate of its most loaded device. Completion times are recomputed
+whenever a job arrives, leaves or is shortened, so nothing is simulated per token.
+
+The pool also keeps each device's busy time (for utilization) and writes one timeline row per job,
+merging back-to-back jobs of the same activity and step on the same devices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+
+class Job:
+    __slots__ = ("devices", "remaining", "work", "rate", "done", "start", "meta", "last", "token")
+
+    def __init__(self, devices: tuple[int, ...], work: float, done: simpy.Event, start: float, meta: dict[str, Any]):
+        self.devices = devices
+        self.work = work
+        self.remaining = work
+        self.rate = 1.0
+        self.done = done
+        self.start = start
+        self.last = start
+        self.meta = meta
+        self.token = 0  # bumped whenever the job's projected completion changes
+
+    def work_done(self, now: float) -> float:
+        """Seconds of (solo) work completed by ``now``."""
+        return self.work - (self.remaining - self.rate * (now - self.last))
+
+
+@dataclass
+class Timeline:
+    """Rows of (pool, devices, activity, role, step, start, end, tokens, flops, recompute_flops)."""
+
+    rows: list[list[Any]] = field(default_factory=list)
+    _open: dict[tuple, int] = field(default_factory=dict)
+
+    def add(self, pool: str, devices: str, meta: dict[str, Any], start: float, end: float) -> None:
+        key = (pool, devices, meta["activity"], meta.get("role", ""), meta.get("step", -1))
+        idx = self._open.get(key)
+        if idx is not None and abs(self.rows[idx][6] - start) <= 1e-9:
+            row = self.rows[idx]
+            row[6] = end
+            row[7] += meta.get("tokens", 0)
+            row[8] += meta.get("flops", 0.0)
+            row[9] += meta.get("recompute_flops", 0.0)
+            return
+        self._open[key] = len(self.rows)
+        self.rows.append([
+            pool, devices, meta["activity"], meta.get("role", ""), meta.get("step", -1), start, end,
+            meta.get("tokens", 0), meta.get("flops", 0.0), meta.get("recompute_flops", 0.0),
+        ])
+
+
+class DevicePool:
+    """``n`` identical devices shared by the jobs submitted to them."""
+
+    def __init__(self, env: simpy.Environment, name: str, n: int, peak_flops: float, contention: float, timeline: Timeline):
+        self.env = env
+        self.name = name
+        self.n = n
+        self.peak_flops = peak_flops
+        self.contention = contention
+        self.timeline = timeline
+        self.jobs: list[Job] = []
+        self.load = [0] * n
+        self.busy = [0.0] * n
+        self._busy_since = [0.0] * n
+        self.all = tuple(range(n))
+
+    # -- public ---------------------------------------------------------------------------------
+    def submit(self, devices: tuple[int, ...], work: float, **meta: Any) -> Job:
+        now = self.env.now
+        job = Job(devices, max(0.0, work), self.env.event(), now, meta)
+        affected = self._sharing(devices)
+        self._advance(affected, now)
+        self.jobs.append(job)
+        for d in devices:
+            if self.load[d] == 0:
+                self._busy_since[d] = now
+            self.load[d] += 1
+        affected.append(job)
+        self._rerate(affected)
+        return job
+
+    def shorten(self, job: Job, new_work: float) -> None:
+        """Change a running job's total work (e.g. an interrupted decode span); never below work done."""
+        if job.done.triggered:
+            return
+        self._advance([job], self.env.now)
+        done = job.work - job.remaining
+        job.work = max(new_work, done)
+        job.remaining = job.work - done
+        self._schedule(job)
+
+    def utilization(self, wall: float) -> float:
+        now = self.env.now
+        busy = sum(self.busy[d] + (now - self._busy_since[d] if self.load[d] else 0.0) for d in range(self.n))
+        return busy / (self.n * wall) if wall > 0 else 0.0
+
+    # -- processor sharing ----------------------------------------------------------------------
+    def _sharing(self, devices: tuple[int, ...]) -> list[Job]:
+        """Running jobs on any of ``devices`` (their rate changes when a job arrives or leaves there)."""
+        load = self.load
+        if len(devices) == 1:
+            if load[devices[0]] == 0:
+                return []
+        elif all(load[d] == 0 for d in devices):
+            return []
+        ds = set(devices)
+        return [j for j in self.jobs if not ds.isdisjoint(j.devices)]
+
+    @staticmethod
+    def _advance(jobs: list[Job], now: float) -> None:
+        for j in jobs:
+            j.remaining -= j.rate * (now - j.last)
+            j.last = now
+
+    def _rerate(self, jobs: list[Job]) -> None:
+        c = self.contention
+        load = self.load
+        for j in jobs:
+            worst = max(load[d] for d in j.devices) if len(j.devices) > 1 else load[j.devices[0]]
+            j.rate = 1.0 if worst <= 1 else 1.0 / (worst * (1.0 + c))
+            self._schedule(j)
+
+    def _schedule(self, job: Job) -> None:
+        job.token += 1
+        token = job.token
+        ev = self.env.timeout(max(job.remaining, 0.0) / job.rate)
+        ev.callbacks.append(lambda _ev: self._complete(job, token))
+
+    def _complete(self, job: Job, token: int) -> None:
+        if token != job.token:
+            return  # superseded: the job's rate or work changed since this was scheduled
+        now = self.env.now
+        job.remaining = 0.0
+        self.jobs.remove(job)
+        for d in job.devices:
+            self.load[d] -= 1
+            if self.load[d] == 0:
+                self.busy[d] += now - self._busy_since[d]
+        devs = "all" if len(job.devices) == self.n else ",".join(map(str, job.devices))
+        self.timeline.add(self.name, devs, job.meta, job.start, now)
+        affected = self._sharing(job.devices)
+        if affected:
+            self._advance(affected, now)
+            self._rerate(affected)
+        job.done.succeed(job)

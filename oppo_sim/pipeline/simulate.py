@@ -1,0 +1,92 @@
+"""Entry point: ``simulate(trace, policy, config)`` -> :class:`SimResult`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from oppo_sim.core.policies import Policy, make_policy
+from oppo_sim.core.results import STEP_COLUMNS, TIMELINE_COLUMNS, SimResult, summarize
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.driver import Pipeline
+from oppo_sim.traces.trace import Trace, load_trace
+
+
+def simulate(
+    trace: Trace | str | Path,
+    policy: Policy | str = "baseline",
+    config: SimConfig | None = None,
+    *,
+    progress: bool = False,
+    **overrides,
+) -> SimResult:
+    """Run one simulation. ``trace`` may be a loaded :class:`Trace` or a name/path on the trace search
+    path; ``policy`` a policy object or name; ``overrides`` replace fields of ``config``; ``progress``
+    shows a progress bar over steps."""
+    cfg = config or SimConfig()
+    if overrides:
+        cfg = replace(cfg, **overrides)
+    if not isinstance(trace, Trace):
+        trace = load_trace(trace, max_response=cfg.max_response)
+    if isinstance(policy, str):
+        policy = make_policy(policy)
+    if progress:
+        from tqdm.auto import tqdm
+
+        with tqdm(total=cfg.steps, desc=policy.label(), unit="step", leave=False) as bar:
+            p = Pipeline(cfg, trace, policy, on_step=lambda _rec: bar.update(1))
+            p.run()
+    else:
+        p = Pipeline(cfg, trace, policy)
+        p.run()
+    return _result(p)
+
+
+def _result(p: Pipeline) -> SimResult:
+    rows = []
+    prev_end = None
+    for r in p.records:
+        if r.end != r.end:  # not finished (cannot happen once run() returned)
+            continue
+        start_ref = prev_end if prev_end is not None else r.start
+        rows.append({
+            "step": r.step, "start": r.start, "end": r.end, "step_time_s": r.end - start_ref,
+            "generation_s": r.gen_end - r.start, "scoring_s": max(0.0, r.score_end - r.gen_end),
+            "training_s": r.train_end - r.train_start, "sync_s": r.end - r.train_end,
+            "samples": p.cfg.batch, "tokens": r.tokens, "prompt_tokens": r.prompt_tokens,
+            "admitted": r.admitted, "deferred": r.deferred, "delta": r.plan.delta,
+            "chunk": r.plan.chunk if r.plan.chunk is not None else pd.NA,
+            "staleness_mean": r.staleness_mean, "staleness_max": r.staleness_max, "reward": r.reward,
+        })
+        prev_end = r.end
+    steps = pd.DataFrame(rows, columns=STEP_COLUMNS)
+    steps["chunk"] = steps["chunk"].astype("Int64")
+    timeline = pd.DataFrame(p.timeline.rows, columns=TIMELINE_COLUMNS).sort_values(["start", "pool", "devices"], kind="stable")
+    timeline = timeline.reset_index(drop=True)
+    wall = float(steps["end"].max()) if len(steps) else 0.0
+    busy = {name: pool.utilization(wall) for name, pool in p.pools.items()}
+    summary = summarize(
+        steps, timeline,
+        {n: pool.n for n, pool in p.pools.items()}, {n: pool.peak_flops for n, pool in p.pools.items()}, busy, p.cfg.batch,
+    )
+    summary.update({
+        "policy": p.policy.label(),
+        "trace": p.trace.name,
+        "gpu": p.cfg.gpu_id,
+        "admitted": p.admitted_total,
+        "in_flight_end": p.in_flight(),
+        "gen_iterations": sum(r.core.iterations for r in p.replicas),
+        "preemptions": sum(r.core.preemptions for r in p.replicas),
+        "scorer_evictions": {role: sc.evictions for role, sc in p.scorers.items()},
+    })
+    meta = {
+        "placement": p.cfg.placement.describe(),
+        "actor": p.models["generate"].id,
+        "reward": p.models["reward"].id,
+        "streamed_roles": list(p.streamed_roles),
+        "max_response": p.cfg.max_response,
+        "clipped_rows": p.trace.n_clipped,
+    }
+    return SimResult(steps, timeline, summary, meta)
