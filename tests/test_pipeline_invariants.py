@@ -39,10 +39,15 @@ def run(trace, policy, cfg=SMALL):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=traces, policy=policies)
 def test_conservation_batch_size_and_utilization(trace, policy):
-    p, r = run(trace, policy)
-    # every admitted prompt is trained exactly once or still in flight
-    assert p.admitted_total == p.trained_total + p.in_flight()
-    assert len(p.trained_sids) == p.trained_total
+    _, r = run(trace, policy)
+    # every admitted prompt is trained exactly once or still in flight, as the result reports it
+    s, d = r.summary, r.decisions
+    assert s["admitted"] == s["samples_trained"] + s["in_flight_end"]
+    trained = [sid for sids in d["trained"] for sid in sids]
+    assert len(trained) == len(set(trained)) == s["samples_trained"]
+    admitted = {sid for sids in d["admitted"] for sid in sids}
+    assert set(trained) <= admitted and len(admitted) == s["admitted"]
+    assert set(d["deferred"].iloc[-1]).isdisjoint(trained)
     # every step trains exactly B samples
     assert len(r.steps) == SMALL.steps
     assert (r.steps["samples"] == SMALL.batch).all()
@@ -152,8 +157,8 @@ def test_every_policy_name_runs():
 
 def test_trace_shorter_than_run_is_replayed_cyclically():
     t = Trace.from_arrays([10, 20, 30], [5, 50, 500], name="tiny")
-    p, r = run(t, make_policy("baseline"))
-    assert p.admitted_total == SMALL.batch * SMALL.steps
+    _, r = run(t, make_policy("baseline"))
+    assert r.summary["admitted"] == SMALL.batch * SMALL.steps
     # rows are taken in order, wrapping around
     assert int(r.steps["tokens"].iloc[0]) == sum([5, 50, 500][i % 3] for i in range(8))
 

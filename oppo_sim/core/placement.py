@@ -99,3 +99,10 @@ def get_placement(name: str) -> Placement:
         return PLACEMENTS[name.strip().lower()]()
     except KeyError:
         raise ConfigError(f"unknown placement '{name}'; known: {', '.join(PLACEMENTS)}") from None
+
+
+def streamed_roles(placement: Placement) -> tuple[str, ...]:
+    """The roles a streaming plan may hand chunks to while the actor still decodes: the frozen scorers
+    placed on a pool other than generation's (their KV cache stays valid while the actor decodes and
+    across steps; a scorer sharing the generators' devices would only steal their time)."""
+    return tuple(r for r in SCORING_ROLES if r in FROZEN_ROLES and placement.pool_of(r) != placement.generate)

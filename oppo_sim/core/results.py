@@ -34,6 +34,7 @@ class SimResult:
     timeline: pd.DataFrame
     summary: dict[str, Any]
     meta: dict[str, Any] = field(default_factory=dict)
+    decisions: pd.DataFrame = field(default_factory=pd.DataFrame)  # per step: sample ids admitted/resumed/deferred/trained, Δ, C, staleness
 
     def to_json(self) -> dict[str, Any]:
         return {**_jsonable(self.summary), "meta": _jsonable(self.meta)}

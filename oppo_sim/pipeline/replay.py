@@ -25,7 +25,7 @@ from oppo_sim.hw.costmodel import CostModel
 from oppo_sim.hw.hardware import Hardware, get_hardware
 from oppo_sim.hw.models import ModelSpec, get_model
 from oppo_sim.pipeline.devices import DevicePool, Timeline
-from oppo_sim.pipeline.driver import GenReplica
+from oppo_sim.pipeline.generation import GenReplica
 from oppo_sim.traces.trace import Trace
 
 

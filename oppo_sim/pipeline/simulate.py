@@ -46,13 +46,11 @@ def simulate(
 
 def _result(p: Pipeline) -> SimResult:
     rows = []
-    prev_end = None
     for r in p.records:
         if r.end != r.end:  # not finished (cannot happen once run() returned)
             continue
-        start_ref = prev_end if prev_end is not None else r.start
         rows.append({
-            "step": r.step, "start": r.start, "end": r.end, "step_time_s": r.end - start_ref,
+            "step": r.step, "start": r.start, "end": r.end, "step_time_s": r.step_time_s,
             "generation_s": r.gen_end - r.start, "scoring_s": max(0.0, r.score_end - r.gen_end),
             "training_s": r.train_end - r.train_start, "sync_s": r.end - r.train_end,
             "samples": p.cfg.batch, "tokens": r.tokens, "prompt_tokens": r.prompt_tokens,
@@ -60,7 +58,6 @@ def _result(p: Pipeline) -> SimResult:
             "chunk": r.plan.chunk if r.plan.chunk is not None else pd.NA,
             "staleness_mean": r.staleness_mean, "staleness_max": r.staleness_max, "reward": r.reward,
         })
-        prev_end = r.end
     steps = pd.DataFrame(rows, columns=STEP_COLUMNS)
     steps["chunk"] = steps["chunk"].astype("Int64")
     timeline = pd.DataFrame(p.timeline.rows, columns=TIMELINE_COLUMNS).sort_values(["start", "pool", "devices"], kind="stable")
@@ -75,7 +72,7 @@ def _result(p: Pipeline) -> SimResult:
         "policy": p.policy.label(),
         "trace": p.trace.name,
         "gpu": p.cfg.gpu_id,
-        "admitted": p.admitted_total,
+        "admitted": p.ledger.admitted_total,
         "in_flight_end": p.in_flight(),
         "gen_iterations": sum(r.core.iterations for r in p.replicas),
         "preemptions": sum(r.core.preemptions for r in p.replicas),
@@ -89,4 +86,4 @@ def _result(p: Pipeline) -> SimResult:
         "max_response": p.cfg.max_response,
         "clipped_rows": p.trace.n_clipped,
     }
-    return SimResult(steps, timeline, summary, meta)
+    return SimResult(steps, timeline, summary, meta, decisions=p.ledger.decisions_frame())

@@ -1,0 +1,169 @@
+"""The ledger: everything that carries from one step to the next, and the rules that span steps.
+
+A :class:`Ledger` owns the policy's controller state, the policy version, every admitted sample's
+:class:`~oppo_sim.core.stepmachine.Track`, the deferred and the finished-but-untrained samples, and
+the decisions each step made. Both drivers use it the same way::
+
+    plan = ledger.plan(t)                    # the policy's plan, from what is carried over
+    wait until ledger.may_start(t, plan)     # the staleness gate
+    m = ledger.begin(t, plan)                # the step machine (see stepmachine.py)
+    ... drive m ...; ledger.scored(role, sids) as scores complete -> Train actions
+    ledger.complete(t, start, end, reward)   # step time, policy update, one more policy version
+
+Rules that live here: the **staleness gate** (:meth:`Ledger.may_start`: generation of step t starts
+once the policy version is at least t - k), **staleness** of a trained sample (step - version that
+admitted it), and **step time** (:meth:`Ledger.complete`: from the previous step's end, or from the
+step's own start for the first step and the first after a restart). Nothing is lost: every admitted
+sample is trained exactly once or still in flight (:meth:`Ledger.in_flight`), and the decisions table
+(:meth:`Ledger.decisions_frame`) shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterable, Mapping, Sequence
+
+from oppo_sim.core.policies import Policy, PolicyState, StepContext, StepOutcome, StepPlan
+from oppo_sim.core.protocol import Action
+from oppo_sim.core.stepmachine import StepMachine, Track
+
+DECISION_FIELDS = ("step", "admitted", "resumed", "deferred", "trained", "delta", "chunk", "staleness")
+"""Columns of the decisions table: sample ids admitted fresh, resumed, deferred at the step's end and
+trained; the Δ and C in force; the staleness of each trained sample."""
+
+
+@dataclass(frozen=True)
+class StepDecisions:
+    step: int
+    admitted: tuple[int, ...]
+    resumed: tuple[int, ...]
+    deferred: tuple[int, ...]
+    trained: tuple[int, ...]
+    delta: int
+    chunk: int | None
+    staleness: tuple[int, ...]
+
+
+class Ledger:
+    """Cross-step state of a run under ``policy`` with batch size B (pure; JSON-checkpointable)."""
+
+    def __init__(self, policy: Policy, batch: int, roles: Sequence[str], streamed: Sequence[str],
+                 target_of: Callable[[int], int]) -> None:
+        self.policy = policy
+        self.batch = batch
+        self.roles = tuple(roles)  # every role that must score a sample before it is trained
+        self.streamed = tuple(r for r in roles if r in streamed)  # roles that may receive streamed chunks
+        self.target_of = target_of  # sample id -> most response tokens it can generate
+        self.state: PolicyState = policy.initial_state()
+        self.version = 0
+        self.next_sid = 0
+        self.tracks: dict[int, Track] = {}
+        self.deferred: list[int] = []
+        self.ready: list[int] = []
+        self.open: dict[int, StepMachine] = {}  # steps whose batch is not trained yet
+        self.decisions: list[StepDecisions] = []
+        self.trained_total = 0
+        self.last_end: float | None = None
+
+    # -- steps ----------------------------------------------------------------------------------
+    def plan(self, step: int) -> StepPlan:
+        ctx = StepContext(step, self.batch, carried=len(self.deferred), carried_finished=len(self.ready))
+        return self.policy.plan(self.state, ctx)
+
+    def may_start(self, step: int, plan: StepPlan) -> bool:
+        """The staleness gate: step t generates once the weights are at most k versions behind."""
+        return self.version >= step - plan.max_staleness
+
+    def begin(self, step: int, plan: StepPlan) -> StepMachine:
+        m = StepMachine(self, step, plan)
+        self.open[step] = m
+        return m
+
+    def scored(self, role: str, sids: Iterable[int]) -> list[Action]:
+        """Scores of ``role`` are final for ``sids``: the steps whose batch is now complete may train."""
+        sids = tuple(sids)
+        for sid in sids:
+            self.tracks[sid].scored.add(role)
+        acts: list[Action] = []
+        for m in self.open.values():
+            m.scored(role, sids)
+            acts += m.maybe_train()
+        return acts
+
+    def complete(self, step: int, start: float, end: float, mean_reward: float) -> StepOutcome:
+        """Step ``step`` trained and synced at ``end``: the policy learns its outcome, the version moves on."""
+        m = self.open.pop(step)
+        prev = self.last_end if self.last_end is not None else start
+        self.last_end = end
+        self.trained_total += len(m.batch or ())
+        for sid in m.batch or ():
+            del self.tracks[sid]
+        outcome = StepOutcome(step, end - prev, mean_reward, len(m.batch or ()), len(m.deferred))
+        self.state = self.policy.update(self.state, outcome)
+        self.version += 1
+        return outcome
+
+    def restarted(self) -> None:
+        """The run was resumed from a checkpoint: the next step's time starts at its own start."""
+        self.last_end = None
+
+    # -- samples --------------------------------------------------------------------------------
+    def new_sample(self, step: int) -> int:
+        sid = self.next_sid
+        self.next_sid += 1
+        self.tracks[sid] = Track(sid, step, self.version, self.target_of(sid))
+        return sid
+
+    def take_deferred(self) -> list[int]:
+        out, self.deferred = self.deferred, []
+        return out
+
+    def defer(self, sids: Iterable[int]) -> None:
+        self.deferred.extend(sids)
+
+    def take_ready(self, n: int) -> tuple[int, ...]:
+        out, self.ready = tuple(self.ready[:n]), self.ready[n:]
+        return out
+
+    @property
+    def admitted_total(self) -> int:
+        return self.next_sid
+
+    def in_flight(self) -> int:
+        """Admitted samples not trained yet (deferred, finished, generating or in a batch in training)."""
+        return len(self.tracks)
+
+    # -- decisions ------------------------------------------------------------------------------
+    def record(self, m: StepMachine) -> None:
+        batch = m.batch or ()
+        self.decisions.append(StepDecisions(
+            m.step, tuple(m.admitted), tuple(m.resumed), m.deferred, batch, m.plan.delta, m.plan.chunk,
+            tuple(m.step - self.tracks[s].admit_version for s in batch),
+        ))
+
+    def decisions_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([asdict(d) for d in self.decisions], columns=list(DECISION_FIELDS))
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        if self.open:
+            raise RuntimeError(f"a checkpoint holds completed steps only; steps {sorted(self.open)} are open")
+        return {
+            "state": asdict(self.state), "version": self.version, "next_sid": self.next_sid,
+            "tracks": [t.to_json() for t in self.tracks.values()], "deferred": self.deferred, "ready": self.ready,
+            "decisions": [asdict(d) for d in self.decisions], "trained_total": self.trained_total,
+        }
+
+    def load_json(self, doc: Mapping) -> None:
+        ps = doc["state"]
+        self.state = PolicyState(delta=ps["delta"], chunk=ps["chunk"], rewards=tuple(ps["rewards"]),
+                                 tune_trials=tuple(tuple(x) for x in ps["tune_trials"]))
+        self.version, self.next_sid = doc["version"], doc["next_sid"]
+        self.tracks = {d["sid"]: Track.from_json(d) for d in doc["tracks"]}
+        self.deferred, self.ready = list(doc["deferred"]), list(doc["ready"])
+        self.decisions = [StepDecisions(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+                          for d in doc["decisions"]]
+        self.trained_total = doc["trained_total"]
+        self.restarted()

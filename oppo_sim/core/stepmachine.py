@@ -1,0 +1,224 @@
+"""The step machine: what one PPO step's plan *means*, decided once for the simulator and the real
+executor alike.
+
+A :class:`StepMachine` is made by :meth:`oppo_sim.core.ledger.Ledger.begin` from the policy's
+:class:`~oppo_sim.core.policies.StepPlan` and the requests carried over from earlier steps. Its driver
+feeds it what the engines report and carries out what it answers (``oppo_sim/core/protocol.py``)::
+
+    start()                    -> Launch (resume the carried, admit the fresh), maybe EndGeneration
+    report([Progress, ...])    -> Emit / Pause / Launch (refill) / EndGeneration
+    stopped({sid: generated})  -> Defer, FormBatch, ScoreWhole ..., maybe Train
+    (Ledger.scored(role, sids) -> Train once every role has scored the batch)
+
+The rules, each defined here once:
+
+- **chunk boundary** (:meth:`StepMachine.next_emit`): a chunked plan stops a response every C generated
+  tokens and hands the new chunk to the streamed scorers; a boundary at or past the response's target
+  is no boundary (its finish hands over the rest);
+- **streaming target**: only the roles the ledger was given as ``streamed`` (frozen scorers placed off
+  the generation pool, :func:`oppo_sim.core.placement.streamed_roles`) ever receive chunks or finals;
+- **token budget** (:meth:`StepMachine.marks`): a plan with a budget pauses a response once it has
+  generated ``budget`` more tokens in this step; a paused response is deferred with its tokens;
+- **refill** (:meth:`StepMachine._refill`): under a refill plan, a pause while fewer than ``end_after``
+  responses can still finish admits a fresh prompt (at most B per step), after that it gives the
+  oldest response paused in this step another budget;
+- **end of generation** (:meth:`StepMachine._check_end`): once ``end_after`` responses finished, or
+  nothing is generating;
+- **deferral order**: responses paused in this step (in pause order), then the unfinished ones in the
+  order they were launched;
+- **simultaneous finishes** (:meth:`StepMachine.report`): progress reported together is applied in
+  sample-id order, so "the first B to finish" has one tie-break;
+- **the batch** (:meth:`StepMachine.stopped`): the first B finished samples not yet trained, in finish
+  order; every scoring role that streaming did not cover scores them whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.policies import StepPlan, Streaming
+from oppo_sim.core.protocol import (
+    Action, Defer, Emit, EndGeneration, FormBatch, Launch, Marks, Pause, Progress, ScoreWhole, Train,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from oppo_sim.core.ledger import Ledger
+
+
+@dataclass
+class Track:
+    """What the machine knows of one admitted sample, from admission until it is trained."""
+
+    sid: int
+    admit_step: int
+    admit_version: int
+    target: int  # most response tokens it can generate (a forced length, or the cap)
+    generated: int = 0
+    emitted: int = 0  # response tokens handed to the streamed scorers
+    pause_at: int | None = None  # in force while it generates under a token budget
+    finished: bool = False
+    streamed: set[str] = field(default_factory=set)  # roles whose final answer comes from the stream
+    scored: set[str] = field(default_factory=set)  # roles whose final answer is computed
+
+    def to_json(self) -> dict:
+        d = dict(self.__dict__)
+        d["streamed"], d["scored"] = sorted(self.streamed), sorted(self.scored)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "Track":
+        d = dict(d)
+        d["streamed"], d["scored"] = set(d["streamed"]), set(d["scored"])
+        return cls(**d)
+
+
+class StepMachine:
+    """One step's generation, batch and scoring decisions (pure: no clock, no engine)."""
+
+    def __init__(self, ledger: "Ledger", step: int, plan: StepPlan) -> None:
+        self.ledger = ledger
+        self.step = step
+        self.plan = plan
+        self.streamed: tuple[str, ...] = ledger.streamed if plan.streaming is not Streaming.NONE else ()
+        self.chunk = plan.chunk if plan.streaming is Streaming.CHUNKED and self.streamed else None
+        self.active: dict[int, None] = {}  # generating now, in launch order
+        self.finished = 0
+        self.paused: list[int] = []  # paused in this step and not resumed, oldest first
+        self.refilled = 0
+        self.ended = False
+        self.admitted: list[int] = []
+        self.resumed: list[int] = []
+        self.deferred: tuple[int, ...] = ()
+        self.batch: tuple[int, ...] | None = None
+        self.pending: dict[int, set[str]] = {}
+        self.trained = False
+
+    # -- rules ----------------------------------------------------------------------------------
+    def next_emit(self, tr: Track) -> int | None:
+        """The next chunk boundary of a response, or None (no chunking, or the boundary is its end)."""
+        if self.chunk is None:
+            return None
+        nxt = (tr.generated // self.chunk + 1) * self.chunk
+        return nxt if nxt < tr.target else None
+
+    def marks(self, tr: Track) -> Marks:
+        """The engine marks of a response launched now: next chunk boundary, end of its token budget."""
+        budget = self.plan.token_budget
+        tr.pause_at = tr.generated + budget if budget is not None else None
+        return Marks(self.next_emit(tr), tr.pause_at)
+
+    # -- events ---------------------------------------------------------------------------------
+    def start(self) -> list[Action]:
+        """Resume what earlier steps deferred, admit the plan's fresh prompts."""
+        acts: list[Action] = [self._launch(sid, fresh=False) for sid in self.ledger.take_deferred()]
+        acts += [self._launch(self.ledger.new_sample(self.step), fresh=True) for _ in range(self.plan.admit)]
+        return acts + self._check_end()
+
+    def report(self, events: Iterable[Progress]) -> list[Action]:
+        """Engine progress: tokens generated so far per request, and which finished."""
+        acts: list[Action] = []
+        for ev in sorted(events, key=lambda e: e.sid):
+            acts += self._progress(ev)
+        return acts + self._check_end()
+
+    def stopped(self, progress: Mapping[int, int]) -> list[Action]:
+        """Generation stopped (after :class:`EndGeneration`): ``progress`` holds every request the engines
+        still had, with the tokens it generated. Defers them, forms the batch, asks for whole scoring."""
+        if set(progress) != set(self.active):
+            raise RuntimeError(f"step {self.step}: the engines stopped {sorted(progress)} but {sorted(self.active)} were generating")
+        tracks = self.ledger.tracks
+        for sid, g in progress.items():
+            tracks[sid].generated = g
+        self.deferred = tuple(self.paused + list(self.active))
+        self.active.clear()
+        for sid in self.deferred:
+            tracks[sid].pause_at = None
+        self.ledger.defer(self.deferred)
+        acts: list[Action] = [Defer(self.deferred)]
+        B = self.ledger.batch
+        if len(self.ledger.ready) < B:
+            raise ConfigError(f"step {self.step}: only {len(self.ledger.ready)} of {B} samples finished; the policy's plan cannot fill a batch")
+        self.batch = self.ledger.take_ready(B)
+        acts.append(FormBatch(self.step, self.batch))
+        for role in self.ledger.roles:
+            need = tuple(s for s in self.batch if role not in tracks[s].streamed)
+            if need:
+                acts.append(ScoreWhole(role, need))
+        self.pending = {s: set(self.ledger.roles) - tracks[s].scored for s in self.batch}
+        self.ledger.record(self)
+        return acts + self.maybe_train()
+
+    def scored(self, role: str, sids: Iterable[int]) -> None:
+        for sid in sids:
+            if sid in self.pending:
+                self.pending[sid].discard(role)
+
+    def maybe_train(self) -> list[Action]:
+        if self.batch is None or self.trained or any(self.pending.values()):
+            return []
+        self.trained = True
+        return [Train(self.step, self.batch)]
+
+    # -- internals ------------------------------------------------------------------------------
+    def _launch(self, sid: int, fresh: bool) -> Launch:
+        tr = self.ledger.tracks[sid]
+        self.active[sid] = None
+        (self.admitted if fresh else self.resumed).append(sid)
+        return Launch(sid, fresh, tr.generated, self.marks(tr))
+
+    def _progress(self, ev: Progress) -> list[Action]:
+        tr = self.ledger.tracks[ev.sid]
+        if tr.finished:
+            return []
+        tr.generated = ev.generated
+        if ev.finished or tr.generated >= tr.target:
+            return self._finish(tr)
+        acts: list[Action] = []
+        if self.chunk is not None:
+            full = tr.generated // self.chunk * self.chunk
+            if tr.emitted < full < tr.target:
+                acts.append(self._emit(tr, full, final=False))
+        if tr.pause_at is not None and tr.generated >= tr.pause_at and tr.sid in self.active:
+            acts += self._pause(tr)
+        return acts
+
+    def _finish(self, tr: Track) -> list[Action]:
+        tr.finished = True
+        tr.pause_at = None
+        self.active.pop(tr.sid, None)
+        self.finished += 1
+        self.ledger.ready.append(tr.sid)
+        return [self._emit(tr, tr.generated, final=True)] if self.streamed else []
+
+    def _emit(self, tr: Track, upto: int, final: bool) -> Emit:
+        act = Emit(tr.sid, tr.emitted, upto, final, self.streamed, None if final else self.next_emit(tr))
+        tr.emitted = upto
+        if final:
+            tr.streamed.update(self.streamed)
+        return act
+
+    def _pause(self, tr: Track) -> list[Action]:
+        del self.active[tr.sid]
+        tr.pause_at = None
+        self.paused.append(tr.sid)
+        return [Pause(tr.sid), *self._refill()]
+
+    def _refill(self) -> list[Action]:
+        plan = self.plan
+        if self.ended or not plan.refill or plan.end_after is None or self.finished + len(self.active) >= plan.end_after:
+            return []
+        if self.refilled < self.ledger.batch:
+            self.refilled += 1
+            return [self._launch(self.ledger.new_sample(self.step), fresh=True)]
+        return [self._launch(self.paused.pop(0), fresh=False)]
+
+    def _check_end(self) -> list[Action]:
+        if self.ended:
+            return []
+        end_after = self.plan.end_after
+        if (end_after is not None and self.finished >= end_after) or not self.active:
+            self.ended = True
+            return [EndGeneration()]
+        return []
