@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--out", default=None, help="output directory (default out/real/<policy>)")
     r.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    r.add_argument("--overwrite", action="store_true", help="start over in an --out that already holds a run")
     r.add_argument("--json", default=None, help="also write the summary JSON here")
     r.set_defaults(func=cmd_run)
 
@@ -125,7 +126,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
 def cmd_validate(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from oppo_real.executor import RealConfig
+    from oppo_real.config import RealConfig
     from oppo_real.models.tiny import build_models, default_cache_dir
     from oppo_real.profile import ProfileGrid, fit, run_profile
     from oppo_real.validate import plot_parity, plot_pred_vs_meas_timelines, validate
@@ -188,7 +189,8 @@ def _ppo(a):
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from oppo_real.executor import RealConfig, run_real
+    from oppo_real.config import RealConfig
+    from oppo_real.run import run_real
     from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.trace import load_trace
 
@@ -213,7 +215,7 @@ def cmd_run(a: argparse.Namespace) -> int:
               f"gen {rec['generation_s']:5.2f}  score {rec['scoring_s']:5.2f}  train {rec['training_s']:5.2f}  "
               f"Δ {rec['delta']}  C {chunk}  deferred {rec['deferred']}  stale≤{rec['staleness_max']}", flush=True)
 
-    res = run_real(cfg, policy, trace, out_dir=out, resume=a.resume, on_step=progress)
+    res = run_real(cfg, policy, trace, out_dir=out, resume=a.resume, overwrite=a.overwrite, on_step=progress)
     write_outputs(res, out)
     s = res.summary
     print(f"done in {time.time() - t0:.0f} s: step {s['step_time_s']:.2f} s (median {s['step_time_median_s']:.2f}), "

@@ -17,7 +17,9 @@ from typing import Callable
 
 import pandas as pd
 
-from oppo_real.executor import RealConfig, RealResult, run_real
+from oppo_real.config import RealConfig
+from oppo_real.results import RealResult
+from oppo_real.run import run_real
 from oppo_real.models.task import PromptSampler
 from oppo_real.profile import model_spec
 from oppo_sim.core.placement import Placement, Pool
@@ -121,7 +123,7 @@ def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: 
         log(f"[{name}] simulating {cfg.steps} steps ...")
         sim = simulate(sim_trace, pol, sim_cfg)
         log(f"[{name}] running {cfg.steps} steps for real ...")
-        real = run_real(cfg, pol, trace, out_dir=(out_dir / name) if out_dir else None)
+        real = run_real(cfg, pol, trace, out_dir=(out_dir / name) if out_dir else None, overwrite=True)
         p, m = measure(sim, warmup), measure(real, warmup)
         pred[name], meas[name] = sim, real
         rows.append({

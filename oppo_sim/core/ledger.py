@@ -141,6 +141,9 @@ class Ledger:
             tuple(m.step - self.tracks[s].admit_version for s in batch),
         ))
 
+    def decision(self, step: int) -> StepDecisions:
+        return next(d for d in reversed(self.decisions) if d.step == step)
+
     def decisions_frame(self):
         import pandas as pd
 

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from oppo_real.executor import RealConfig
+from oppo_real.config import RealConfig
 from oppo_real.profile import ProfileGrid, fit, run_profile
 from oppo_real.validate import (
     VALIDATION_COLUMNS,
