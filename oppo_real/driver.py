@@ -88,9 +88,9 @@ class Driver:
     # -- one step --------------------------------------------------------------------------------------
     def run_step(self) -> None:
         t, ledger = self.step, self.ledger
-        plan = ledger.plan(t)
-        while not ledger.may_start(t, plan):  # bounded staleness: wait for the weights
+        while not ledger.may_start(t):  # bounded staleness: wait for the weights
             self._finish_training()
+        plan = ledger.plan(t)
         if self.resumed_at is not None:  # continue the clock where the checkpointed run stopped
             self.shift, self.resumed_at = time.time() - self.resumed_at, None
         start = self.now()

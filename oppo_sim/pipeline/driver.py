@@ -103,6 +103,7 @@ class Pipeline:
         self.version_ev = self.env.event()
         self.train_ev: dict[int, simpy.Event] = {}
         self.gen_done: simpy.Event | None = None
+        self.stopping: list[simpy.Event] = []
         self.machine: StepMachine | None = None
         self.done = self.env.event()
         self.on_step = on_step  # optional callable(StepRecord), e.g. a progress bar
@@ -171,7 +172,8 @@ class Pipeline:
             elif isinstance(a, Pause):
                 req = self._sample(a.sid).req  # the engine stopped it at its pause mark
                 req.emit_at = req.pause_at = None
-            elif isinstance(a, EndGeneration):
+            elif isinstance(a, EndGeneration):  # stop now: no replica starts another iteration
+                self.stopping = [r.stop() for r in self.replicas if r.load()]
                 self.gen_done.succeed()
             elif isinstance(a, ScoreWhole):
                 for sid in a.sids:
@@ -204,9 +206,9 @@ class Pipeline:
     def rollout(self):
         ledger = self.ledger
         for t in range(self.cfg.steps):
-            plan = ledger.plan(t)
-            while not ledger.may_start(t, plan):
+            while not ledger.may_start(t):
                 yield self.version_ev
+            plan = ledger.plan(t)
             rec = StepRecord(t, self.env.now, plan)
             self.records.append(rec)
             self.gen_done = self.env.event()
@@ -215,10 +217,9 @@ class Pipeline:
                 r.step = t
             self._apply(m.start(), t)
             yield self.gen_done
-            busy = [r for r in self.replicas if r.load()]
             left: dict[int, int] = {}
-            if busy:  # stop what is still generating; unfinished requests keep their partial work
-                stopped = yield simpy.AllOf(self.env, [r.stop() for r in busy])
+            if self.stopping:  # what was still generating stops after its current iteration, keeping its tokens
+                stopped = yield simpy.AllOf(self.env, self.stopping)
                 for reqs in stopped.values():
                     for req in reqs:
                         req.emit_at = req.pause_at = None
