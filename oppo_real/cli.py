@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--max-response", type=_positive(), default=DEFAULT_MAX_RESPONSE)
     v.add_argument("--steps", type=_positive(), default=12)
     v.add_argument("--warmup", type=_nonneg_int, default=2, help="first steps left out of both medians (default 2)")
+    v.add_argument("--repeat", type=_positive(), default=1, help="runs per policy, interleaved across policies (default 1)")
     v.add_argument("--batch", type=_positive(), default=8)
     v.add_argument("--chunk", type=_positive(), default=16)
     v.add_argument("--delta", type=_nonneg_int, default=2)
@@ -129,7 +130,8 @@ def cmd_validate(a: argparse.Namespace) -> int:
     from oppo_real.config import RealConfig
     from oppo_real.models.tiny import build_models, default_cache_dir
     from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_real.validate import plot_parity, plot_pred_vs_meas_timelines, validate
+    from oppo_real.validation.plots import plot_parity, plot_pred_vs_meas_timelines
+    from oppo_real.validation.run import validate
     from oppo_sim.core.policies import make_policy
     from oppo_sim.hw.profiles import load_profile, save_profile
     from oppo_sim.traces.trace import load_trace
@@ -153,20 +155,29 @@ def cmd_validate(a: argparse.Namespace) -> int:
         save_profile(hw, out / "profile.json")
         with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
             print(report[["op", "n", "eff_compute", "eff_memory", "overhead_s", "mape"]].to_string(index=False))
-    v = validate(cfg, policies, hw, trace, warmup=a.warmup, log=lambda m: print(m, flush=True), out_dir=out / "runs")
+    v = validate(cfg, policies, hw, trace, warmup=a.warmup, repeat=a.repeat, log=lambda m: print(m, flush=True),
+                 out_dir=out / "runs")
     v.table.to_csv(out / "validation.csv", index=False)
+    v.components.to_csv(out / "components.csv", index=False)
     plot_parity(v).savefig(out / "parity.png", dpi=120)
     plot_pred_vs_meas_timelines(v).savefig(out / "timelines.png", dpi=110)
-    with pd.option_context("display.width", 220, "display.float_format", "{:.3f}".format):
-        print(v.table.to_string(index=False))
+    with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format, "display.max_colwidth", 90):
+        print(v.table.drop(columns=["decision_diff"]).to_string(index=False))
+        print(v.components.to_string(index=False))
+        for _, r in v.table.iterrows():
+            if r["decision_diff"]:
+                print(f"{r['policy']}: decision agreement {r['decision_agreement']:.2f}; {r['decision_diff']}")
     h = v.headline()
     print(f"median |step-time error| {h['median_abs_step_err_pct']:.1f}%  (max {h['max_abs_step_err_pct']:.1f}%), "
-          f"median |utilization error| {h['median_abs_util_err_pp']:.1f} pp")
-    print(f"wrote {out}/validation.csv, parity.png, timelines.png")
+          f"median |utilization error| {h['median_abs_util_err_pp']:.1f} pp, "
+          f"median |speedup error| {h['median_abs_speedup_err_pct']:.1f}%, decision agreement >= {h['min_decision_agreement']:.2f}")
+    print(f"wrote {out}/validation.csv, components.csv, parity.png, timelines.png")
     if a.json:
         import json
 
-        Path(a.json).write_text(json.dumps({"table": v.table.to_dict(orient="records"), **h}, indent=2) + "\n")
+        doc = {"table": v.table.to_dict(orient="records"), "components": v.components.to_dict(orient="records"),
+               "decision_agreement": dict(zip(v.table["policy"], v.table["decision_agreement"])), **h}
+        Path(a.json).write_text(json.dumps(doc, indent=2) + "\n")
     return 0
 
 
