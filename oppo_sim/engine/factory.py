@@ -1,4 +1,14 @@
-"""Which generation engine a replica runs: :class:`EngineKind` and :func:`make_engine`."""
+"""Which generation engine a replica runs: :class:`EngineKind` and :func:`make_engine`.
+
+Wiring into a pipeline (what a driver does with the static engine beyond the common protocol):
+- build each replica's core with ``make_engine(cfg.engine_kind, dc, cfg.engine, blocks, cfg.static,
+  static_cost)`` where it builds ``EngineCore`` today (same ``kv_blocks_for`` blocks);
+- at each step start, ``core.set_call_tokens(plan.chunk)`` on static cores (``None`` falls back to
+  ``StaticConfig.call_tokens``; with neither, calls follow the requests' ``emit_at`` marks, and run
+  unchunked without marks) — so a chunked policy generates in calls of its C even when nothing streams;
+- ``StaticCostParams`` (the per-call overhead) comes from a profile's ``meta["static"]``
+  (``StaticCostParams.from_meta``), defaults otherwise.
+"""
 
 from __future__ import annotations
 
