@@ -140,7 +140,7 @@ def profile_static_decode(actor_dir: Path, grid: StaticProfileGrid | None = None
                             else:
                                 flops, nbytes = decode_iteration_work(spec, n, rec["kv"])
                             out.append({"op": "decode", "devices": 1, "flops": flops, "bytes": nbytes,
-                                        "seconds": rec["seconds"], "kind": rec["kind"], "rows": n, "width": w,
+                                        "seconds": max(rec["seconds"], 1e-9), "kind": rec["kind"], "rows": n, "width": w,
                                         "new": rec["new"], **coords})
                     calls = [r for r in out if r["point"] == point and r["op"] == STATIC_CALL_OP]
                     log(f"static b={b:3d} prompt={p:4d} C={c:4d}: {len(calls)} calls, median call "
