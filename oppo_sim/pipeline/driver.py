@@ -31,7 +31,9 @@ from oppo_sim.core.protocol import (
     Action, Defer, Emit, EndGeneration, FormBatch, Launch, Pause, Progress, ScoreWhole, Train,
 )
 from oppo_sim.core.stepmachine import StepMachine
-from oppo_sim.engine.continuous import EMIT, FINISH, PAUSE, EngineCore, Req, kv_blocks_for
+from oppo_sim.engine.continuous import EMIT, FINISH, PAUSE, Req, kv_blocks_for
+from oppo_sim.engine.factory import make_engine
+from oppo_sim.engine.static import StaticEngineCore
 from oppo_sim.hw.costmodel import CostModel
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
@@ -117,7 +119,8 @@ class Pipeline:
                                f"{tp} x {hw.gpu.id} (generation, {model.id})")
         dc = cost.decode(model, tp)
         self.replicas = [
-            GenReplica(self.env, i, EngineCore(dc, cfg.engine, blocks), pool, tuple(range(i * tp, (i + 1) * tp)), self._on_gen)
+            GenReplica(self.env, i, make_engine(cfg.engine_kind, dc, cfg.engine, blocks, cfg.static, cfg.static_cost), pool,
+                       tuple(range(i * tp, (i + 1) * tp)), self._on_gen)
             for i in range(pool.n // tp)
         ]
         for r in self.replicas:
@@ -215,6 +218,8 @@ class Pipeline:
             m = self.machine = ledger.begin(t, plan)
             for r in self.replicas:
                 r.step = t
+                if isinstance(r.core, StaticEngineCore):  # a chunked plan generates in calls of its C
+                    r.core.set_call_tokens(plan.chunk)
             self._apply(m.start(), t)
             yield self.gen_done
             left: dict[int, int] = {}
