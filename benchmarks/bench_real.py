@@ -34,7 +34,7 @@ from oppo_real.config import RealConfig
 from oppo_real.results import RealResult
 from oppo_real.run import run_real
 from oppo_sim.core.policies import make_policy
-from oppo_sim.traces.trace import load_trace
+from oppo_sim.traces.catalog import load_trace
 
 
 def window_utilization(res: RealResult, warmup: int) -> dict[str, float]:

@@ -17,8 +17,8 @@ import time
 import pandas as pd
 
 from oppo_sim.pipeline.simulate import simulate
+from oppo_sim.traces.catalog import load_trace
 from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail
-from oppo_sim.traces.trace import load_trace
 
 
 def timed(trace, policy, repeat, **cfg):

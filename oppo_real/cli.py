@@ -134,7 +134,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
     from oppo_real.validation.run import validate
     from oppo_sim.core.policies import make_policy
     from oppo_sim.hw.profiles import load_profile, save_profile
-    from oppo_sim.traces.trace import load_trace
+    from oppo_sim.traces.catalog import load_trace
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -203,7 +203,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     from oppo_real.config import RealConfig
     from oppo_real.run import run_real
     from oppo_sim.core.policies import make_policy
-    from oppo_sim.traces.trace import load_trace
+    from oppo_sim.traces.catalog import load_trace
 
     trace = None if a.trace.lower() == "none" else load_trace(a.trace, max_response=None)
     policy = make_policy(a.policy, chunk=a.chunk or 16, delta=2 if a.delta is None else a.delta, budget=a.budget,

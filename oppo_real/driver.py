@@ -35,7 +35,16 @@ from oppo_real.workers.placement import Handle
 from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import SCORING_ROLES, streamed_roles
 from oppo_sim.core.policies import Policy, StepPlan
-from oppo_sim.core.protocol import Action, Emit, EndGeneration, FormBatch, Launch, Pause, Progress, ScoreWhole
+from oppo_sim.core.protocol import (
+    Action,
+    Emit,
+    EndGeneration,
+    FormBatch,
+    Launch,
+    Pause,
+    Progress,
+    ScoreWhole,
+)
 from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.traces.trace import Trace
 

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from oppo_sim.core.results import STEP_COLUMNS, TIMELINE_COLUMNS, SimResult, busy_fraction, summarize
+from oppo_sim.core.results import (
+    STEP_COLUMNS,
+    TIMELINE_COLUMNS,
+    SimResult,
+    busy_fraction,
+    summarize,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from oppo_real.driver import Driver

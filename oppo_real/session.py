@@ -15,7 +15,11 @@ from oppo_sim.core.errors import ConfigError
 
 def build_run_models(cfg: RealConfig):
     """The run's model directories (``ModelPaths``), built once into the cache."""
-    from oppo_real.models.tiny import build_models, build_models_from_actor, default_cache_dir
+    from oppo_real.models.tiny import (
+        build_models,
+        build_models_from_actor,
+        default_cache_dir,
+    )
 
     cache = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
     if cfg.model_dir:

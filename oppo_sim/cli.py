@@ -84,7 +84,7 @@ def _add_setup(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ppo-epochs", type=_positive(), default=4, help="PPO epochs per step (default 4, as TRL)")
     g.add_argument("--minibatches", type=_positive(), default=1, help="mini-batches per epoch (default 1, as TRL)")
     g.add_argument("--contention", type=float, default=0.0, help="slowdown factor when jobs share a device (default 0)")
-    g.add_argument("--seed", type=int, default=0, help="seed (synthetic rewards)")
+    g.add_argument("--seed", type=_nonneg_int, default=0, help="seed of every random choice: synthetic rewards, synthetic traces")
     k = p.add_argument_group("policy knobs")
     k.add_argument("--chunk", type=_positive(), default=None, help="chunk size C for intra/oppo (default 500)")
     k.add_argument("--delta", type=_nonneg_int, default=None, help="over-commit Δ (inter) or initial Δ (dynamic)")
@@ -146,10 +146,10 @@ def _print_table(df: pd.DataFrame) -> None:
 
 def cmd_run(a: argparse.Namespace) -> int:
     from oppo_sim.pipeline.simulate import simulate
-    from oppo_sim.traces.trace import load_trace
+    from oppo_sim.traces.catalog import load_trace
 
     cfg = _config(a)
-    trace = load_trace(a.trace, max_response=cfg.max_response)
+    trace = load_trace(a.trace, max_response=cfg.max_response, seed=cfg.seed)
     res = simulate(trace, _policy(a.policy, a), cfg, progress=sys.stderr.isatty())
     s = res.summary
     print(f"trace {s['trace']} ({len(trace)} rows, cap {cfg.max_response}), {cfg.gpu_id}, placement {res.meta['placement']}")
@@ -176,10 +176,10 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def cmd_compare(a: argparse.Namespace) -> int:
     from oppo_sim.pipeline.simulate import simulate
-    from oppo_sim.traces.trace import load_trace
+    from oppo_sim.traces.catalog import load_trace
 
     cfg = _config(a)
-    trace = load_trace(a.trace, max_response=cfg.max_response)
+    trace = load_trace(a.trace, max_response=cfg.max_response, seed=cfg.seed)
     names = list(a.policies)
     if "baseline" not in names:
         names.insert(0, "baseline")
@@ -235,7 +235,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 def cmd_replay(a: argparse.Namespace) -> int:
     from oppo_sim.engine.continuous import EngineConfig
     from oppo_sim.pipeline.replay import ReplayConfig, replay
-    from oppo_sim.traces.trace import load_trace
+    from oppo_sim.traces.catalog import load_trace
 
     engine = EngineConfig(max_num_seqs=a.max_num_seqs, max_num_batched_tokens=a.max_batched_tokens,
                           block_size=a.block_size, gpu_memory_utilization=a.gpu_mem_util, tp=a.tp)
@@ -243,7 +243,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
 
     cfg = ReplayConfig(gpu=resolve_hardware(a.profile or a.gpu), model=a.model, engine=engine, limit=a.limit or None,
                        time_scale=a.time_scale, rate=a.rate, seed=a.seed)
-    trace = load_trace(a.trace, max_response=a.max_response or None)
+    trace = load_trace(a.trace, max_response=a.max_response or None, seed=a.seed)
     res = replay(trace, cfg)
     s = res.summary
     print(f"replay of {trace.name}: {s['requests']} requests on {s['tp']} x {s['gpu']}, {s['model']}, "
@@ -258,7 +258,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
 
 
 def cmd_traces(a: argparse.Namespace) -> int:
-    from oppo_sim.traces.trace import available_traces, trace_search_path
+    from oppo_sim.traces.catalog import available_traces, trace_search_path
 
     print("search path: " + ", ".join(str(p) for p in trace_search_path()))
     _print_table(available_traces())

@@ -26,7 +26,8 @@ from oppo_sim.core.errors import TraceError
 from oppo_sim.core.policies import Policy
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.simulate import simulate
-from oppo_sim.traces.trace import Trace, find_trace, load_trace
+from oppo_sim.traces.catalog import find_trace, load_trace
+from oppo_sim.traces.trace import Trace
 
 HERE = Path(__file__).resolve().parent
 OUT_DIR = HERE / "out"

@@ -21,7 +21,7 @@ from oppo_sim import plots
 from oppo_sim.core.policies import Baseline, DeltaRule, Oppo
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.simulate import simulate
-from oppo_sim.traces.trace import load_trace
+from oppo_sim.traces.catalog import load_trace
 
 try:
     from common import REASONING_TRACE, parse_args, print_table, require_trace, save

@@ -51,7 +51,7 @@ def run(steps: int, *, backend: str = "vllm", workers: str = "ray", cache: str |
     from oppo_real.config import RealConfig
     from oppo_real.run import run_real
     from oppo_sim.core.policies import make_policy
-    from oppo_sim.traces.trace import load_trace
+    from oppo_sim.traces.catalog import load_trace
 
     trace = load_trace(DEFAULT_TRACE, max_response=None)
     cfg = RealConfig(batch=8, steps=steps, seed=seed, backend=backend, workers=workers, cache_dir=cache,

@@ -23,8 +23,23 @@ from oppo_real.messages import Score
 from oppo_real.workers.gen import GenWorker, GenWorkerConfig
 from oppo_real.workers.placement import LocalHandle
 from oppo_sim.core.placement import Placement, Pool
-from oppo_sim.core.policies import Policy, PolicyState, StepContext, StepOutcome, StepPlan, make_policy
-from oppo_sim.core.protocol import Emit, EndGeneration, FormBatch, Launch, Pause, ScoreWhole, Train
+from oppo_sim.core.policies import (
+    Policy,
+    PolicyState,
+    StepContext,
+    StepOutcome,
+    StepPlan,
+    make_policy,
+)
+from oppo_sim.core.protocol import (
+    Emit,
+    EndGeneration,
+    FormBatch,
+    Launch,
+    Pause,
+    ScoreWhole,
+    Train,
+)
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.traces.trace import Trace

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from oppo_sim.traces.trace import find_trace
+from oppo_sim.traces.catalog import find_trace
 
 PAPER_FIGS = Path(__file__).resolve().parents[1] / "paper_figs"
 REASONING = "servegen_deepseek_r1_sampled"

@@ -12,10 +12,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.continuous import EMIT, FINISH, PAUSE, EngineConfig, EngineCore, Req
+from oppo_sim.engine.continuous import (
+    EMIT,
+    FINISH,
+    PAUSE,
+    EngineConfig,
+    EngineCore,
+    Req,
+)
 from oppo_sim.engine.factory import EngineKind, make_engine
 from oppo_sim.engine.protocol import GenerationEngine
-from oppo_sim.engine.static import CallPlan, StaticConfig, StaticCostParams, StaticEngineCore
+from oppo_sim.engine.static import (
+    CallPlan,
+    StaticConfig,
+    StaticCostParams,
+    StaticEngineCore,
+)
 from oppo_sim.hw.costmodel import DecodeCost
 from oppo_sim.hw.hardware import get_hardware
 from oppo_sim.hw.models import get_model

@@ -23,8 +23,8 @@ from oppo_sim.explore.sweep import (
 )
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.simulate import simulate
+from oppo_sim.traces.catalog import load_trace
 from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail
-from oppo_sim.traces.trace import load_trace
 
 SMALL = SimConfig(batch=16, steps=3)
 

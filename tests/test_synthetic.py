@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.traces.catalog import load_trace
 from oppo_sim.traces.synthetic import (
     DriftSpec,
     LongTailSpec,
@@ -21,7 +22,7 @@ from oppo_sim.traces.synthetic import (
     generate_longtail,
     heavier_tail,
 )
-from oppo_sim.traces.trace import DEFAULT_TRACE, Trace, load_trace
+from oppo_sim.traces.trace import DEFAULT_TRACE, Trace
 
 REPO = Path(__file__).resolve().parents[1]
 

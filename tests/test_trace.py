@@ -15,15 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oppo_sim.core.errors import ConfigError, OppoError, TraceError
-from oppo_sim.traces.trace import (
-    DEFAULT_MAX_RESPONSE,
-    DEFAULT_TRACE,
-    Trace,
+from oppo_sim.traces.catalog import (
     available_traces,
     find_trace,
     load_trace,
     trace_search_path,
 )
+from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, DEFAULT_TRACE, Trace
 
 PROMPTS = [12, 7, 300, 1, 45]
 RESPONSES = [5, 9000, 1, 64, 20000]

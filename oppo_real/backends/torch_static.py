@@ -40,7 +40,13 @@ from typing import Any
 
 import torch
 
-from oppo_real.backends.api import FINISH_LENGTH, FINISH_STOP, Delta, GenRequest, SamplingConfig
+from oppo_real.backends.api import (
+    FINISH_LENGTH,
+    FINISH_STOP,
+    Delta,
+    GenRequest,
+    SamplingConfig,
+)
 from oppo_real.backends.torch_actor import _DTYPES, read_eos_ids
 from oppo_sim.core.errors import ConfigError
 

@@ -11,8 +11,17 @@ import torch
 
 from oppo_real.messages import TrainBatch
 from oppo_real.ppo.algo import (
-    PPOBatch, PPOConfig, Sample, collate, critic_values, gae, kl_penalized_rewards, masked_whiten, per_token,
-    ppo_update, token_logprobs,
+    PPOBatch,
+    PPOConfig,
+    Sample,
+    collate,
+    critic_values,
+    gae,
+    kl_penalized_rewards,
+    masked_whiten,
+    per_token,
+    ppo_update,
+    token_logprobs,
 )
 from oppo_sim.core.errors import ConfigError
 

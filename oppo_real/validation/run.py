@@ -21,7 +21,12 @@ import pandas as pd
 from oppo_real.config import RealConfig
 from oppo_real.results import RealResult
 from oppo_real.run import run_real
-from oppo_real.validation.compare import COMPONENTS, decision_agreement, explain, measure
+from oppo_real.validation.compare import (
+    COMPONENTS,
+    decision_agreement,
+    explain,
+    measure,
+)
 from oppo_real.validation.mirror import mirror_config, mirror_trace
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.results import SimResult

@@ -42,7 +42,17 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import StepPlan, Streaming
 from oppo_sim.core.protocol import (
-    Action, Defer, Emit, EndGeneration, FormBatch, Launch, Marks, Pause, Progress, ScoreWhole, Train,
+    Action,
+    Defer,
+    Emit,
+    EndGeneration,
+    FormBatch,
+    Launch,
+    Marks,
+    Pause,
+    Progress,
+    ScoreWhole,
+    Train,
 )
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -32,7 +32,8 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import POLICY_NAMES, Policy, make_policy
 from oppo_sim.hw.hardware import Hardware, get_hardware
 from oppo_sim.pipeline.config import SimConfig
-from oppo_sim.traces.trace import SUFFIXES, Trace, find_trace, load_trace
+from oppo_sim.traces.catalog import SYNTHETIC_PREFIX, find_trace, load_trace
+from oppo_sim.traces.trace import SUFFIXES, Trace
 
 CHUNK_POLICIES: frozenset[str] = frozenset({"intra", "oppo"})
 """Policies whose streaming chunk size C is a sweep dimension. (``chunk-autotune`` picks C itself from its
@@ -63,7 +64,9 @@ def _as_tuple(value: Any, name: str) -> tuple:
 
 def _trace_source(name: str) -> str:
     """What a worker loads: a path found relative to the current directory becomes absolute (a worker may
-    run elsewhere); a bare name found on the trace search path stays a name."""
+    run elsewhere); a bare name found on the trace search path, or a synthetic one, stays a name."""
+    if name.startswith(SYNTHETIC_PREFIX):
+        return name
     find_trace(name)  # raises TraceError with the places searched
     direct = Path(name).expanduser()
     if any(Path(str(direct) + s).is_file() for s in SUFFIXES):
@@ -155,9 +158,9 @@ class SweepGrid:
 
 
 @functools.lru_cache(maxsize=16)
-def _load_trace(source: str, max_response: int | None) -> Trace:
+def _load_trace(source: str, max_response: int | None, seed: int) -> Trace:
     """Each (worker) process reads a trace once."""
-    return load_trace(source, max_response=max_response)
+    return load_trace(source, max_response=max_response, seed=seed)
 
 
 def run_point(point: SweepPoint) -> dict[str, Any]:
@@ -167,7 +170,7 @@ def run_point(point: SweepPoint) -> dict[str, Any]:
     )
 
     cfg = point.config
-    trace = _load_trace(point.trace_source or point.trace, cfg.max_response)
+    trace = _load_trace(point.trace_source or point.trace, cfg.max_response, cfg.seed)
     policy = point.make_policy()
     t0 = time.perf_counter()
     result = simulate(trace, policy, cfg)

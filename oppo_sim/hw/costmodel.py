@@ -134,7 +134,7 @@ def _sum_max_lines(a1: float, s1: float, a2: float, s2: float, n: int) -> float:
     if s1 == s2:
         return lin(max(a1, a2), s1, 0, n)
     x = (a2 - a1) / (s1 - s2)  # line1 >= line2 for i >= x when s1 > s2
-    cut = min(max(math.ceil(x), 0), n)
+    cut = n if x >= n else (0 if not x > 0 else math.ceil(x))  # x may be +-inf when the slopes nearly agree
     if s1 > s2:
         return lin(a2, s2, 0, cut) + lin(a1, s1, cut, n)
     return lin(a1, s1, 0, cut) + lin(a2, s2, cut, n)
@@ -157,9 +157,7 @@ class CostModel:
     ) -> tuple[float, float]:
         """(seconds, FLOPs) of one batched forward of sequences with ``new_tokens`` over existing ``context``
         (sequences of equal length; plain Python arithmetic, as scorer batches are small)."""
-        head = model.hidden if scalar_head else model.vocab * model.hidden
-        lin = 2.0 * (model.matmul_params - model.vocab * model.hidden + head)
-        att = 4.0 * model.layers * model.attn_width
+        lin, att = model.flop_coeffs(scalar_head)
         flops = 0.0
         kv = 0.0
         for n, c in zip(new_tokens, context):

@@ -141,10 +141,14 @@ class ModelSpec:
         c = np.asarray(context_tokens, dtype=np.float64)
         if np.any(n < 0) or np.any(c < 0):
             raise ConfigError("forward_flops: new_tokens and context_tokens must be >= 0")
-        linear = 2.0 * self._matmul_params(scalar_head) * n
-        attn = 4.0 * self.layers * self.attn_width * (n * c + n * (n + 1.0) / 2.0)
-        out = linear + attn
+        per_token, per_pair = self.flop_coeffs(scalar_head)
+        out = per_token * n + per_pair * (n * c + n * (n + 1.0) / 2.0)
         return float(out) if out.ndim == 0 else out
+
+    def flop_coeffs(self, scalar_head: bool = False) -> tuple[float, float]:
+        """(FLOPs per token through the matmuls, FLOPs per causal attention (query, key) pair) — the one
+        derivation every FLOP count uses, with the vocabulary head or a scalar (reward/value) head."""
+        return 2.0 * self._matmul_params(scalar_head), 4.0 * self.layers * self.attn_width
 
     def with_(self, **changes: Any) -> "ModelSpec":
         """A copy with ``changes`` applied (validated again)."""

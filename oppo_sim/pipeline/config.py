@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import Placement, paper_placement
@@ -50,6 +50,7 @@ class SimConfig:
     def __post_init__(self) -> None:
         checks = [
             (self.batch >= 1, f"batch must be >= 1, got {self.batch}"),
+            (self.seed >= 0, f"seed must be >= 0, got {self.seed}"),
             (self.steps >= 1, f"steps must be >= 1, got {self.steps}"),
             (self.ppo_epochs >= 1, f"ppo_epochs must be >= 1, got {self.ppo_epochs}"),
             (1 <= self.minibatches <= self.batch, f"minibatches must be in [1, batch], got {self.minibatches}"),
@@ -63,6 +64,8 @@ class SimConfig:
             if not ok:
                 raise ConfigError(msg)
         object.__setattr__(self, "engine_kind", EngineKind.parse(self.engine_kind))
+        if self.reward_curve.seed is None:  # the synthetic rewards follow the run's seed
+            object.__setattr__(self, "reward_curve", replace(self.reward_curve, seed=self.seed))
         gen = self.placement.pool(self.placement.generate)
         if gen.devices % self.engine.tp:
             raise ConfigError(

@@ -28,7 +28,16 @@ from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import SCORING_ROLES, streamed_roles
 from oppo_sim.core.policies import Policy, StepPlan
 from oppo_sim.core.protocol import (
-    Action, Defer, Emit, EndGeneration, FormBatch, Launch, Pause, Progress, ScoreWhole, Train,
+    Action,
+    Defer,
+    Emit,
+    EndGeneration,
+    FormBatch,
+    Launch,
+    Pause,
+    Progress,
+    ScoreWhole,
+    Train,
 )
 from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.engine.continuous import EMIT, FINISH, PAUSE, Req, kv_blocks_for

@@ -40,6 +40,7 @@ class Scorer:
 
     def _run(self):
         cost = self.p.cost_of[self.pool.name]
+        per_token, per_pair = self.model.flop_coeffs(self.scalar)
         limit = self.p.cfg.scorer_max_tokens
         while True:
             if not self.queue:
@@ -67,8 +68,7 @@ class Scorer:
                 high = s.scored.get(self.role, 0)
                 if high > ctx:  # this sequence's KV was evicted: re-prefilling what was computed before
                     k = min(n, high - ctx)
-                    redo += 2.0 * self.model.matmul_params * k + 4.0 * self.model.layers * self.model.attn_width * (
-                        k * ctx + k * (k + 1) / 2.0)
+                    redo += per_token * k + per_pair * (k * ctx + k * (k + 1) / 2.0)
                 budget -= max(n, 1)
             if not items:  # nothing left to compute (chunks already covered by the cached context)
                 continue

@@ -11,7 +11,8 @@ from oppo_sim.core.policies import Policy, make_policy
 from oppo_sim.core.results import STEP_COLUMNS, TIMELINE_COLUMNS, SimResult, summarize
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
-from oppo_sim.traces.trace import Trace, load_trace
+from oppo_sim.traces.catalog import load_trace
+from oppo_sim.traces.trace import Trace
 
 
 def simulate(
@@ -29,7 +30,7 @@ def simulate(
     if overrides:
         cfg = replace(cfg, **overrides)
     if not isinstance(trace, Trace):
-        trace = load_trace(trace, max_response=cfg.max_response)
+        trace = load_trace(trace, max_response=cfg.max_response, seed=cfg.seed)
     if isinstance(policy, str):
         policy = make_policy(policy)
     if progress:

@@ -143,14 +143,14 @@ class RewardCurve:
     r_max: float = 1.0
     tau_steps: float = 150.0
     noise: float = 0.02
-    seed: int = 0
+    seed: int | None = None  # None: the run's seed (SimConfig.seed)
 
     def __post_init__(self) -> None:
         _require(math.isfinite(self.r0) and math.isfinite(self.r_max),
                  f"RewardCurve: r0 and r_max must be finite, got {self.r0}, {self.r_max}")
         _require(self.tau_steps > 0, f"RewardCurve.tau_steps must be > 0, got {self.tau_steps}")
         _require(self.noise >= 0, f"RewardCurve.noise must be >= 0, got {self.noise}")
-        _require(isinstance(self.seed, (int, np.integer)) and self.seed >= 0,
+        _require(self.seed is None or (isinstance(self.seed, (int, np.integer)) and self.seed >= 0),
                  f"RewardCurve.seed must be an integer >= 0, got {self.seed!r}")
 
     def mean_reward(self, step: int) -> float:
@@ -160,7 +160,7 @@ class RewardCurve:
         trend = self.r_max - (self.r_max - self.r0) * math.exp(-step / self.tau_steps)
         if self.noise == 0:
             return float(trend)
-        z = np.random.default_rng([int(self.seed), int(step)]).standard_normal()
+        z = np.random.default_rng([int(self.seed or 0), int(step)]).standard_normal()
         return float(trend + self.noise * z)
 
 
@@ -183,3 +183,17 @@ def heavier_tail(trace: Trace, factor: float, top_fraction: float = 0.05) -> Tra
         cap = None
     return replace(trace, name=f"{trace.name}+heavier", source=f"{trace.source} | heavier_tail(x{factor}, "
                    f"top {top_fraction})", response_tokens=new, max_response=cap)
+
+
+SYNTHETIC_KINDS: tuple[str, ...] = ("longtail", "longtail-drift")
+"""Synthetic traces by name: ``longtail`` (:class:`LongTailSpec` defaults, 4,000 rows) and
+``longtail-drift`` (the same with :class:`DriftSpec` defaults: responses grow over training)."""
+
+
+def synthetic_trace(kind: str, seed: int = 0, n: int | None = None) -> Trace:
+    """A synthetic trace by name (see :data:`SYNTHETIC_KINDS`), drawn from ``seed``."""
+    kind = kind.strip().lower()
+    if kind not in SYNTHETIC_KINDS:
+        raise ConfigError(f"unknown synthetic trace 'synthetic:{kind}'; known: {', '.join('synthetic:' + k for k in SYNTHETIC_KINDS)}")
+    trace = generate_longtail(LongTailSpec(), n or 4000, seed=seed, name=f"synthetic:{kind}-s{seed}")
+    return apply_drift(trace, DriftSpec()) if kind == "longtail-drift" else trace

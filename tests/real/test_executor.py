@@ -16,10 +16,10 @@ import pytest
 
 from oppo_real.config import RealConfig
 from oppo_real.driver import Driver
+from oppo_real.ppo.algo import PPOConfig
 from oppo_real.results import build_result
 from oppo_real.run import run_real
 from oppo_real.session import Session
-from oppo_real.ppo.algo import PPOConfig
 from oppo_real.workers.placement import WorkerError
 from oppo_sim.core.errors import OppoError
 from oppo_sim.core.policies import make_policy

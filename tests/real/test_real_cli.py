@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from oppo_real.cli import main
-from oppo_sim.traces.trace import load_trace
+from oppo_sim.traces.catalog import load_trace
 
 SUMMARY_KEYS = {"step_time_s", "samples_per_s", "utilization", "samples_trained", "steps", "reward_curve"}
 
