@@ -20,8 +20,9 @@ here to the Llama / Qwen layers of ``ModelSpec`` as Hugging Face models run them
 - grouped-query attention: K and V are ``kv_width`` wide, Q and the attention output ``attn_width``;
 - SwiGLU instead of GeLU: gate, SiLU(gate), up and their product (four ``intermediate``-wide tensors)
   instead of GeLU's input and output;
-- RMSNorm counted as Megatron counts LayerNorm (its input), the lm_head as bf16 logits plus the fp32
-  log-softmax its backward keeps (``6·V`` bytes per token; a value head's output is 4 bytes);
+- RMSNorm counted as Megatron counts LayerNorm (its input); the lm_head as bf16 logits for every token
+  plus the fp32 log-softmax over the response tokens PPO takes log-probs of (``2·V`` and ``4·V`` bytes
+  per token; a value head's output is 4 bytes) — at long contexts this is the largest single term;
 - FlashAttention (the default in TRL, OpenRLHF and verl) never stores the ``s × s`` scores: it keeps a
   fp32 log-sum-exp per head (``4·a`` bytes per token) and recomputes the scores inside its backward
   kernel — it *is* selective recomputation, so with it ``selective`` changes neither memory nor time.
@@ -55,7 +56,7 @@ __all__ = [
     "WEIGHT_BYTES", "GRAD_BYTES", "ADAM_BYTES", "ZERO_STAGES", "RECOMPUTE_MODES", "COLOCATE_MODES", "ALWAYS", "GENERATE",
     "OTHER",
     "TrainMemoryConfig", "StateBytes", "state_bytes", "layer_activation_bytes_per_token",
-    "head_activation_bytes_per_token", "activation_bytes", "RoleMemory", "PoolMemory", "MemoryReport",
+    "head_activation_bytes", "activation_bytes", "RoleMemory", "PoolMemory", "MemoryReport",
 ]
 
 WEIGHT_BYTES = 2  # bf16 weights, bytes per parameter
@@ -169,17 +170,22 @@ def layer_activation_bytes_per_token(model: ModelSpec, seq_len: int, core: str =
     return float(b * (norms + attn + mlp)) + extra
 
 
-def head_activation_bytes_per_token(model: ModelSpec, scalar_head: bool = False) -> float:
-    """Bytes per token kept after the last layer: final-norm input and head input (bf16), then bf16
-    logits and the fp32 log-softmax (``6·V``), or a fp32 value for a scalar (reward/critic) head."""
+def head_activation_bytes(model: ModelSpec, tokens: int, response_tokens: int, scalar_head: bool = False) -> float:
+    """Bytes kept after the last layer for ``tokens`` tokens of which ``response_tokens`` are response:
+    final-norm and head inputs (bf16) for every token; then, for an lm_head, bf16 logits for every token
+    (Hugging Face heads compute them all) and the fp32 log-softmax over the response tokens, whose
+    log-probs PPO needs (``2·V`` + ``4·V``); for a scalar (reward / critic) head, a fp32 value per token."""
     b = model.dtype_bytes
-    out = 4.0 if scalar_head else float((b + 4) * model.vocab)
-    return float(2 * b * model.hidden) + out
+    base = float(tokens * 2 * b * model.hidden)
+    if scalar_head:
+        return base + 4.0 * tokens
+    return base + float(tokens * b * model.vocab) + 4.0 * model.vocab * min(response_tokens, tokens)
 
 
 def activation_bytes(model: ModelSpec, tokens: int, seq_len: int, recompute: str, flash_attention: bool = True,
-                     scalar_head: bool = False) -> float:
-    """Activation bytes per device for one micro-batch of ``tokens`` tokens (sequences of up to ``seq_len``)."""
+                     scalar_head: bool = False, response_tokens: int | None = None) -> float:
+    """Activation bytes per device for one micro-batch of ``tokens`` tokens in sequences of up to ``seq_len``
+    tokens, ``response_tokens`` of them response (default: all)."""
     if recompute not in RECOMPUTE_MODES:
         raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {recompute!r}")
     s = min(seq_len, tokens)
@@ -189,7 +195,8 @@ def activation_bytes(model: ModelSpec, tokens: int, seq_len: int, recompute: str
     else:
         core = stored if recompute == "none" or flash_attention else "recomputed"
         body = model.layers * layer_activation_bytes_per_token(model, s, core)
-    return tokens * (body + head_activation_bytes_per_token(model, scalar_head))
+    resp = tokens if response_tokens is None else response_tokens
+    return tokens * body + head_activation_bytes(model, tokens, resp, scalar_head)
 
 
 @dataclass(frozen=True)

@@ -40,25 +40,32 @@ DEFAULT_PROMPT_TOKENS = 1024
 """Prompt length assumed when no trace is given (OpenRLHF's ``--prompt_max_len`` default)."""
 
 
-def longest_sequence(trace: Trace, max_response: int | None) -> int:
-    """Tokens of the longest prompt + (capped) response in ``trace``."""
+def longest(trace: Trace, max_response: int | None) -> tuple[int, int]:
+    """(tokens of the longest prompt + capped response, tokens of the longest capped response) in ``trace``."""
     resp = trace.response_tokens if max_response is None else trace.response_tokens.clip(max=max_response)
-    return int((trace.prompt_tokens + resp).max())
+    return int((trace.prompt_tokens + resp).max()), int(resp.max())
 
 
-def _default_seq(cfg: SimConfig) -> int:
-    return (cfg.max_response or DEFAULT_MAX_RESPONSE) + DEFAULT_PROMPT_TOKENS
+def _lengths(cfg: SimConfig, seq_tokens: int | None, response_tokens: int | None) -> tuple[int, int]:
+    resp_cap = cfg.max_response or DEFAULT_MAX_RESPONSE
+    seq = seq_tokens if seq_tokens is not None else resp_cap + DEFAULT_PROMPT_TOKENS
+    resp = response_tokens if response_tokens is not None else min(seq, resp_cap)
+    if seq < 1 or not 0 <= resp <= seq:
+        raise ConfigError(f"need seq_tokens >= 1 and 0 <= response_tokens <= seq_tokens, got {seq} and {resp}")
+    return seq, resp
 
 
-def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int, phase: str) -> RoleMemory:
+def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int, resp: int, phase: str) -> RoleMemory:
     models = cfg.models()
     actor, critic = models["train"], models["critic"]
     z, rc, flash, sp = train.zero_stage, train.recompute, train.flash_attention, train.sequence_parallel
     if devices % sp:
         raise ConfigError(f"sequence parallelism {sp} does not divide the {devices} training devices")
     sa, sc = state_bytes(actor.params, devices, z), state_bytes(critic.params_scalar_head, devices, z)
-    tokens = max(train.micro_batch_tokens or seq, seq)
-    act = max(activation_bytes(actor, tokens, seq, rc, flash), activation_bytes(critic, tokens, seq, rc, flash, True)) / sp
+    tokens = max(train.micro_batch_tokens or seq, seq)  # packed sequences; a sequence is never split
+    resp_in = min(tokens, resp * math.ceil(tokens / seq))
+    act = max(activation_bytes(actor, tokens, seq, rc, flash, False, resp_in),
+              activation_bytes(critic, tokens, seq, rc, flash, True, resp_in)) / sp
     return RoleMemory(
         "train", f"actor {actor.id} + critic {critic.id}", phase, weights=sa.weights + sc.weights,
         grads=sa.grads + sc.grads, optimizer=sa.optimizer + sc.optimizer, activations=act,
@@ -67,7 +74,7 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     )
 
 
-def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int) -> PoolMemory:
+def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int, resp: int) -> PoolMemory:
     pl, models = cfg.placement, cfg.models()
     here = [r for r in ROLES if pl.pool_of(r) == pool.name]
     generates = pl.generate == pool.name
@@ -82,7 +89,7 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int)
     if generates:
         roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", phase("generate"), weights=actor.weight_bytes() / tp))
     if pl.train == pool.name:
-        roles.append(_train_role(cfg, pool.devices, train, seq, phase("train")))
+        roles.append(_train_role(cfg, pool.devices, train, seq, resp, phase("train")))
     for role in SCORING_ROLES:
         if pl.pool_of(role) != pool.name or (role in ("critic", "logprob") and pl.train == pool.name):
             continue
@@ -95,27 +102,27 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int)
     )
 
 
-def memory_report(cfg: SimConfig, seq_tokens: int | None = None, train: TrainMemoryConfig | None = None) -> MemoryReport:
-    """Memory per pool for a *resolved* training setup (default: ``cfg.train_memory``, which must then
-    be resolved). ``seq_tokens``: the longest prompt + response (default: ``max_response`` + 1,024).
-    Reports, never raises for lack of memory: see :meth:`MemoryReport.error`."""
+def memory_report(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None,
+                  train: TrainMemoryConfig | None = None) -> MemoryReport:
+    """Memory per pool for a *resolved* training setup (default: ``cfg.train_memory``, which must then be
+    resolved). ``seq_tokens``: the longest prompt + response (default ``max_response`` + 1,024);
+    ``response_tokens``: the longest response (default ``max_response``). Reports, never raises for lack
+    of memory: see :meth:`MemoryReport.error`."""
     t = train if train is not None else cfg.train_memory
     if not t.resolved:
         raise ConfigError(f"memory_report needs a resolved training setup, got {t.describe()}; use check_fits")
-    seq = seq_tokens if seq_tokens is not None else _default_seq(cfg)
-    if seq < 1:
-        raise ConfigError(f"seq_tokens must be >= 1, got {seq}")
-    pools = tuple(_pool_memory(cfg, p, t, seq) for p in cfg.placement.pools)
+    seq, resp = _lengths(cfg, seq_tokens, response_tokens)
+    pools = tuple(_pool_memory(cfg, p, t, seq, resp) for p in cfg.placement.pools)
     return MemoryReport(pools, t, seq, cfg.colocate)
 
 
-def check_fits(cfg: SimConfig, seq_tokens: int | None = None) -> MemoryReport:
+def check_fits(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None) -> MemoryReport:
     """The report of the cheapest training setup (auto ZeRO stage / recomputation, see
     ``TrainMemoryConfig.candidates``) under which every pool fits; ``ConfigError`` (one line naming the
     role, the GPU and the numbers) when none does — the numbers are those of the most frugal setup."""
     report = None
     for t in cfg.train_memory.candidates():
-        report = memory_report(cfg, seq_tokens, t)
+        report = memory_report(cfg, seq_tokens, response_tokens, t)
         if report.error() is None:
             return report
     return report.check()

@@ -12,7 +12,7 @@ from oppo_sim.core.results import STEP_COLUMNS, TIMELINE_COLUMNS, SimResult, sum
 from oppo_sim.hw.memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
-from oppo_sim.pipeline.memory_plan import check_fits, cost_models, generation_kv_blocks, longest_sequence, sync_plan
+from oppo_sim.pipeline.memory_plan import check_fits, cost_models, generation_kv_blocks, longest, sync_plan
 from oppo_sim.traces.trace import Trace, load_trace
 
 
@@ -34,7 +34,7 @@ def simulate(
         trace = load_trace(trace, max_response=cfg.max_response)
     if isinstance(policy, str):
         policy = make_policy(policy)
-    report = check_fits(cfg, longest_sequence(trace, cfg.max_response))  # refuse what cannot fit, before simulating
+    report = check_fits(cfg, *longest(trace, cfg.max_response))  # refuse what cannot fit, before simulating
     if progress:
         from tqdm.auto import tqdm
 
