@@ -14,9 +14,10 @@ counts ``s·b·h·(34 + 5·a·s/h)`` per layer for a GPT layer without recomputa
 recomputation keeps only each layer's input ``2·s·b·h`` (plus one layer rebuilt at a time). Adapted
 here to the Llama / Qwen layers of ``ModelSpec`` as Hugging Face models run them in PPO trainers:
 
-- no dropout (RLHF fine-tuning runs with it off; the configs set ``attention_dropout = 0``): no masks,
-  no dropout outputs, so Megatron's ``sbh + 5as²b`` of masks and attention copies become the softmax
-  probabilities alone, ``2·a·s`` bytes per token (they serve both the softmax and the AV backward);
+- no dropout (RLHF fine-tuning runs with it off; the configs set ``attention_dropout = 0``): none of
+  Megatron's dropout masks (``sbh`` each, ``as²b`` on the scores) nor the dropped-out scores (``2as²b``),
+  so the ``5as²b`` becomes the softmax probabilities alone, ``2·a·s`` bytes per token (they serve both
+  the softmax and the attention-over-V backward);
 - grouped-query attention: K and V are ``kv_width`` wide, Q and the attention output ``attn_width``;
 - SwiGLU instead of GeLU: gate, SiLU(gate), up and their product (four ``intermediate``-wide tensors)
   instead of GeLU's input and output;
@@ -33,16 +34,17 @@ So per token per layer: ``b·(2h [norm inputs] + h + 2·attn_width + 2·kv_width
 **Compute cost of recomputation** (in ``oppo_sim.hw.costmodel.CostModel.train``): selective adds the
 attention core's forward FLOPs (eager attention only); full adds one forward pass (training FLOPs 3x ->
 4x forward). Megatron measures ~2-4% for selective and ~30-40% for full; Baidu's RLHF article reports
-selective recomputation with sequence parallelism halving activation memory for ~20% slower training
-(sequence parallelism, which also shards activations over tensor-parallel ranks, is not modelled: the
-trainer here is data parallel, as the cost model's is).
+selective recomputation with sequence parallelism halving activation memory for ~20% slower training.
+Sequence parallelism enters only as ``TrainMemoryConfig.sequence_parallel``, a divisor of the activations
+(Ulysses / ring attention over data-parallel ranks); its communication is not timed.
 
 **Pools and phases.** Every number is bytes per device. A pool's usable memory is ``mem_bytes ×
 gpu_memory_utilization`` (the rest: CUDA context, NCCL buffers, allocator fragmentation). Roles are
 resident ``always`` or only in a phase: where generation shares GPUs with other roles and the engine
 sleeps (``colocate="sleep"``), generation (``generate`` phase) and everything else (``other`` phase) take
 turns; the tightest phase sets the pool's peak, and the generation engine's KV cache is what its phase
-leaves. Headroom = usable − peak (on a generation pool: the memory the KV cache gets).
+leaves (``PoolMemory.kv_cache``). Headroom = usable − peak: memory no phase commits to weights, states or
+activations (where everything is resident, the generation engine's KV cache is exactly that).
 """
 
 from __future__ import annotations
