@@ -30,7 +30,9 @@ from oppo_real.cli import (
     DEFAULT_TRACE,
     quiet_libraries,
 )
-from oppo_real.executor import RealConfig, RealResult, run_real
+from oppo_real.config import RealConfig
+from oppo_real.results import RealResult
+from oppo_real.run import run_real
 from oppo_sim.core.policies import make_policy
 from oppo_sim.traces.trace import load_trace
 

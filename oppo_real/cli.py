@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--out", default=None, help="output directory (default out/real/<policy>)")
     r.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    r.add_argument("--overwrite", action="store_true", help="start over in an --out that already holds a run")
     r.add_argument("--json", default=None, help="also write the summary JSON here")
     r.set_defaults(func=cmd_run)
 
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--max-response", type=_positive(), default=DEFAULT_MAX_RESPONSE)
     v.add_argument("--steps", type=_positive(), default=12)
     v.add_argument("--warmup", type=_nonneg_int, default=2, help="first steps left out of both medians (default 2)")
+    v.add_argument("--repeat", type=_positive(), default=1, help="runs per policy, interleaved across policies (default 1)")
     v.add_argument("--batch", type=_positive(), default=8)
     v.add_argument("--chunk", type=_positive(), default=16)
     v.add_argument("--delta", type=_nonneg_int, default=2)
@@ -125,10 +127,11 @@ def cmd_profile(a: argparse.Namespace) -> int:
 def cmd_validate(a: argparse.Namespace) -> int:
     import pandas as pd
 
-    from oppo_real.executor import RealConfig
+    from oppo_real.config import RealConfig
     from oppo_real.models.tiny import build_models, default_cache_dir
     from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_real.validate import plot_parity, plot_pred_vs_meas_timelines, validate
+    from oppo_real.validation.plots import plot_parity, plot_pred_vs_meas_timelines
+    from oppo_real.validation.run import validate
     from oppo_sim.core.policies import make_policy
     from oppo_sim.hw.profiles import load_profile, save_profile
     from oppo_sim.traces.trace import load_trace
@@ -152,20 +155,29 @@ def cmd_validate(a: argparse.Namespace) -> int:
         save_profile(hw, out / "profile.json")
         with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
             print(report[["op", "n", "eff_compute", "eff_memory", "overhead_s", "mape"]].to_string(index=False))
-    v = validate(cfg, policies, hw, trace, warmup=a.warmup, log=lambda m: print(m, flush=True), out_dir=out / "runs")
+    v = validate(cfg, policies, hw, trace, warmup=a.warmup, repeat=a.repeat, log=lambda m: print(m, flush=True),
+                 out_dir=out / "runs")
     v.table.to_csv(out / "validation.csv", index=False)
+    v.components.to_csv(out / "components.csv", index=False)
     plot_parity(v).savefig(out / "parity.png", dpi=120)
     plot_pred_vs_meas_timelines(v).savefig(out / "timelines.png", dpi=110)
-    with pd.option_context("display.width", 220, "display.float_format", "{:.3f}".format):
-        print(v.table.to_string(index=False))
+    with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format, "display.max_colwidth", 90):
+        print(v.table.drop(columns=["decision_diff"]).to_string(index=False))
+        print(v.components.to_string(index=False))
+        for _, r in v.table.iterrows():
+            if r["decision_diff"]:
+                print(f"{r['policy']}: decision agreement {r['decision_agreement']:.2f}; {r['decision_diff']}")
     h = v.headline()
     print(f"median |step-time error| {h['median_abs_step_err_pct']:.1f}%  (max {h['max_abs_step_err_pct']:.1f}%), "
-          f"median |utilization error| {h['median_abs_util_err_pp']:.1f} pp")
-    print(f"wrote {out}/validation.csv, parity.png, timelines.png")
+          f"median |utilization error| {h['median_abs_util_err_pp']:.1f} pp, "
+          f"median |speedup error| {h['median_abs_speedup_err_pct']:.1f}%, decision agreement >= {h['min_decision_agreement']:.2f}")
+    print(f"wrote {out}/validation.csv, components.csv, parity.png, timelines.png")
     if a.json:
         import json
 
-        Path(a.json).write_text(json.dumps({"table": v.table.to_dict(orient="records"), **h}, indent=2) + "\n")
+        doc = {"table": v.table.to_dict(orient="records"), "components": v.components.to_dict(orient="records"),
+               "decision_agreement": dict(zip(v.table["policy"], v.table["decision_agreement"])), **h}
+        Path(a.json).write_text(json.dumps(doc, indent=2) + "\n")
     return 0
 
 
@@ -188,7 +200,8 @@ def _ppo(a):
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from oppo_real.executor import RealConfig, run_real
+    from oppo_real.config import RealConfig
+    from oppo_real.run import run_real
     from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.trace import load_trace
 
@@ -213,7 +226,7 @@ def cmd_run(a: argparse.Namespace) -> int:
               f"gen {rec['generation_s']:5.2f}  score {rec['scoring_s']:5.2f}  train {rec['training_s']:5.2f}  "
               f"Δ {rec['delta']}  C {chunk}  deferred {rec['deferred']}  stale≤{rec['staleness_max']}", flush=True)
 
-    res = run_real(cfg, policy, trace, out_dir=out, resume=a.resume, on_step=progress)
+    res = run_real(cfg, policy, trace, out_dir=out, resume=a.resume, overwrite=a.overwrite, on_step=progress)
     write_outputs(res, out)
     s = res.summary
     print(f"done in {time.time() - t0:.0f} s: step {s['step_time_s']:.2f} s (median {s['step_time_median_s']:.2f}), "

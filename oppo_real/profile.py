@@ -187,7 +187,7 @@ def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log) -> 
 def run_profile(paths, backend: str = "vllm", grid: ProfileGrid | None = None, cores: tuple[int, ...] | None = (0,),
                 log: Callable[[str], None] = print) -> pd.DataFrame:
     """Time every operation on this machine (pinned to ``cores``); returns the measurements table."""
-    from oppo_real.workers.roles import pin_to_cores
+    from oppo_real.workers.recorder import pin_to_cores
 
     grid = grid or ProfileGrid()
     pin_to_cores(cores)

@@ -48,7 +48,8 @@ def run(steps: int, *, backend: str = "vllm", workers: str = "ray", cache: str |
         policies: Sequence[str] = POLICIES, log=print) -> tuple[pd.DataFrame, dict[str, float]]:
     """Run each policy for real; the per-step table and each run's wall time (start-up included)."""
     from oppo_real.cli import DEFAULT_LENGTH_SCALE, DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
-    from oppo_real.executor import RealConfig, run_real
+    from oppo_real.config import RealConfig
+    from oppo_real.run import run_real
     from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.trace import load_trace
 

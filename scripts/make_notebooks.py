@@ -24,6 +24,7 @@ EXPLORE = [
         "Set `OPPO_NB_SMALL=1` to run it at a tiny size (the tests do)."
     ),
     new_code_cell(
+        "%matplotlib inline\n"
         "import os\n"
         "import pandas as pd\n"
         "from oppo_sim.pipeline.config import SimConfig\n"
@@ -84,14 +85,17 @@ REAL_RUN = [
         "`OPPO_NB_SMALL=1` (set by the tests) runs a few steps."
     ),
     new_code_cell(
+        "%matplotlib inline\n"
         "import os\n"
         "from pathlib import Path\n"
         "import pandas as pd\n"
         "from oppo_real.backends.vllm_actor import vllm_available\n"
-        "from oppo_real.executor import RealConfig, run_real\n"
+        "from oppo_real.config import RealConfig\n"
+        "from oppo_real.run import run_real\n"
         "from oppo_real.profile import ProfileGrid, fit, run_profile\n"
         "from oppo_real.models.tiny import build_models, default_cache_dir\n"
-        "from oppo_real.validate import mirror_config, mirror_trace, plot_pred_vs_meas_timelines, Validation, measure\n"
+        "from oppo_real.validation.compare import measure\n"
+        "from oppo_real.validation.mirror import mirror_config, mirror_trace\n"
         "from oppo_sim.core.policies import make_policy\n"
         "from oppo_sim.pipeline.simulate import simulate\n"
         "from oppo_sim.traces.trace import load_trace\n"
@@ -118,7 +122,7 @@ REAL_RUN = [
         "report[['op', 'n', 'eff_compute', 'eff_memory', 'overhead_s', 'mape']]"
     ),
     new_code_cell(
-        "sim = simulate(mirror_trace(cfg, trace, len(trace)), policy, mirror_config(cfg, hw, paths))\n"
+        "sim = simulate(mirror_trace(cfg, trace, len(trace), real.rollouts), policy, mirror_config(cfg, hw, paths))\n"
         "pd.DataFrame({'predicted': measure(sim, 1), 'measured': measure(real, 1)})"
     ),
     new_code_cell("plots.plot_timelines({'predicted': sim, 'measured': real}, steps=(1, min(3, STEPS - 1)))"),
@@ -133,13 +137,15 @@ VALIDATE = [
         "`OPPO_NB_SMALL=1` (set by the tests) runs two policies for a few steps."
     ),
     new_code_cell(
+        "%matplotlib inline\n"
         "import os\n"
         "import pandas as pd\n"
         "from oppo_real.backends.vllm_actor import vllm_available\n"
-        "from oppo_real.executor import RealConfig\n"
+        "from oppo_real.config import RealConfig\n"
         "from oppo_real.profile import ProfileGrid, fit, run_profile\n"
         "from oppo_real.models.tiny import build_models, default_cache_dir\n"
-        "from oppo_real.validate import validate, plot_parity, plot_pred_vs_meas_timelines\n"
+        "from oppo_real.validation.run import validate\n"
+        "from oppo_real.validation.plots import plot_parity, plot_pred_vs_meas_timelines\n"
         "from oppo_sim.core.policies import make_policy\n"
         "from oppo_sim.traces.trace import load_trace\n"
         "SMALL = os.environ.get('OPPO_NB_SMALL') == '1'\n"
@@ -158,10 +164,12 @@ VALIDATE = [
     ),
     new_markdown_cell("## 2. Simulate, run, compare"),
     new_code_cell(
-        "v = validate(cfg, policies, hw, trace, warmup=1 if SMALL else 2, log=print)\n"
+        "v = validate(cfg, policies, hw, trace, warmup=1 if SMALL else 2, repeat=1 if SMALL else 3, log=print)\n"
         "v.table"
     ),
     new_code_cell("v.headline()"),
+    new_markdown_cell("Where the step-time error lives, component by component (median per step):"),
+    new_code_cell("v.components"),
     new_code_cell("plot_parity(v)"),
     new_code_cell("plot_pred_vs_meas_timelines(v, steps=(1, 2))"),
 ]

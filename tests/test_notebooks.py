@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import nbformat
@@ -21,3 +23,9 @@ def test_notebook_runs(path, monkeypatch, tmp_path):
     NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
+    # every cell that draws shows its figure as a picture (not "<Figure size ...>"), as JupyterLab would
+    plot_cells = [c for c in nb.cells if c.cell_type == "code" and re.search(r"\bplot(s\.|_)", c.source)]
+    assert plot_cells
+    for c in plot_cells:
+        pngs = [o for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+        assert pngs, f"{path.name}: cell {c.source[:60]!r} shows no image/png"

@@ -219,40 +219,12 @@ def collate(samples: Sequence[Sample], pad_id: int = 0):
     return ids, attn, mask
 
 
-def _per_token(samples: Sequence[Sample], attr: str, like: torch.Tensor) -> torch.Tensor:
+def per_token(samples: Sequence[Sample], attr: str, like: torch.Tensor) -> torch.Tensor:
     out = torch.zeros_like(like, dtype=torch.float32)
     for i, s in enumerate(samples):
         p, r = len(s.prompt_ids), len(s.response_ids)
         out[i, p : p + r] = torch.tensor(getattr(s, attr), dtype=torch.float32)
     return out
-
-
-@torch.no_grad()
-def prepare_batch(actor, critic, samples: Sequence[Sample], cfg: PPOConfig, pad_id: int = 0) -> PPOBatch:
-    """Old log-probs (actor, current weights), values, KL-penalised rewards and GAE for `samples`."""
-    if not samples:
-        raise ConfigError("prepare_batch needs at least one sample")
-    ids, attn, mask = collate(samples, pad_id)
-    actor_was, critic_was = actor.training, critic.training
-    actor.eval()
-    critic.eval()
-    old_logp = token_logprobs(actor, ids, attn, mask)
-    if all(s.values is not None for s in samples):
-        old_values = _per_token(samples, "values", mask)
-    else:
-        old_values = critic_values(critic, ids, attn, mask)
-    actor.train(actor_was)
-    critic.train(critic_was)
-    ref_logp = _per_token(samples, "ref_logprobs", mask)
-    behaviour = None
-    if all(s.behaviour_logprobs is not None for s in samples):
-        behaviour = _per_token(samples, "behaviour_logprobs", mask)
-    scores = torch.tensor([s.score for s in samples], dtype=torch.float32)
-    rewards = kl_penalized_rewards(scores, old_logp, ref_logp, cfg.kl_coef, mask)
-    adv, ret = gae(rewards, old_values, mask, cfg.gamma, cfg.lam)
-    if cfg.whiten_advantages:
-        adv = masked_whiten(adv, mask)
-    return PPOBatch(ids, attn, mask, old_logp, ref_logp, old_values, rewards, adv, ret, behaviour, scores)
 
 
 def make_optimizers(actor, critic, cfg: PPOConfig) -> dict[str, torch.optim.Optimizer]:

@@ -152,6 +152,9 @@ def start_ray(address: str | None, num_cpus: int | None = None) -> None:
         ray.init(address=address, **kwargs)
     else:
         ray.init(num_cpus=num_cpus or os.cpu_count() or 2, **kwargs)
+        from oppo_real.workers.reaper import start_reaper
+
+        start_reaper()  # the local cluster (and its agents) must not outlive this process, even if it is killed
 
 
 def stop_ray() -> None:

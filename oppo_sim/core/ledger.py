@@ -4,8 +4,8 @@ A :class:`Ledger` owns the policy's controller state, the policy version, every 
 :class:`~oppo_sim.core.stepmachine.Track`, the deferred and the finished-but-untrained samples, and
 the decisions each step made. Both drivers use it the same way::
 
+    wait until ledger.may_start(t)           # the staleness gate
     plan = ledger.plan(t)                    # the policy's plan, from what is carried over
-    wait until ledger.may_start(t, plan)     # the staleness gate
     m = ledger.begin(t, plan)                # the step machine (see stepmachine.py)
     ... drive m ...; ledger.scored(role, sids) as scores complete -> Train actions
     ledger.complete(t, start, end, reward)   # step time, policy update, one more policy version
@@ -64,15 +64,23 @@ class Ledger:
         self.decisions: list[StepDecisions] = []
         self.trained_total = 0
         self.last_end: float | None = None
+        self.log: list[tuple[int, Action]] | None = None  # set to a list to record every action, by step
+
+    def note(self, step: int, acts: list[Action]) -> list[Action]:
+        if self.log is not None:
+            self.log.extend((step, a) for a in acts)
+        return acts
 
     # -- steps ----------------------------------------------------------------------------------
     def plan(self, step: int) -> StepPlan:
         ctx = StepContext(step, self.batch, carried=len(self.deferred), carried_finished=len(self.ready))
         return self.policy.plan(self.state, ctx)
 
-    def may_start(self, step: int, plan: StepPlan) -> bool:
-        """The staleness gate: step t generates once the weights are at most k versions behind."""
-        return self.version >= step - plan.max_staleness
+    def may_start(self, step: int) -> bool:
+        """The staleness gate: step t generates once the weights are at most k versions behind (k from the
+        plan the policy would make now). Drivers plan *after* passing the gate, so a synchronous step's plan
+        sees the outcome of the step before it."""
+        return self.version >= step - self.plan(step).max_staleness
 
     def begin(self, step: int, plan: StepPlan) -> StepMachine:
         m = StepMachine(self, step, plan)
@@ -87,7 +95,7 @@ class Ledger:
         acts: list[Action] = []
         for m in self.open.values():
             m.scored(role, sids)
-            acts += m.maybe_train()
+            acts += self.note(m.step, m.maybe_train())
         return acts
 
     def complete(self, step: int, start: float, end: float, mean_reward: float) -> StepOutcome:
@@ -140,6 +148,9 @@ class Ledger:
             m.step, tuple(m.admitted), tuple(m.resumed), m.deferred, batch, m.plan.delta, m.plan.chunk,
             tuple(m.step - self.tracks[s].admit_version for s in batch),
         ))
+
+    def decision(self, step: int) -> StepDecisions:
+        return next(d for d in reversed(self.decisions) if d.step == step)
 
     def decisions_frame(self):
         import pandas as pd

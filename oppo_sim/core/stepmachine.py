@@ -14,7 +14,9 @@ The rules, each defined here once:
 
 - **chunk boundary** (:meth:`StepMachine.next_emit`): a chunked plan stops a response every C generated
   tokens and hands the new chunk to the streamed scorers; a boundary at or past the response's target
-  is no boundary (its finish hands over the rest);
+  is no boundary (its finish hands over the rest). A chunk is emitted when a response *reaches its
+  mark*, never because a report happened to show it past a boundary, so the decision does not depend on
+  how often an engine reports;
 - **streaming target**: only the roles the ledger was given as ``streamed`` (frozen scorers placed off
   the generation pool, :func:`oppo_sim.core.placement.streamed_roles`) ever receive chunks or finals;
 - **token budget** (:meth:`StepMachine.marks`): a plan with a budget pauses a response once it has
@@ -57,6 +59,7 @@ class Track:
     target: int  # most response tokens it can generate (a forced length, or the cap)
     generated: int = 0
     emitted: int = 0  # response tokens handed to the streamed scorers
+    emit_at: int | None = None  # its next chunk boundary, while it generates under a chunked plan
     pause_at: int | None = None  # in force while it generates under a token budget
     finished: bool = False
     streamed: set[str] = field(default_factory=set)  # roles whose final answer comes from the stream
@@ -107,21 +110,22 @@ class StepMachine:
         """The engine marks of a response launched now: next chunk boundary, end of its token budget."""
         budget = self.plan.token_budget
         tr.pause_at = tr.generated + budget if budget is not None else None
-        return Marks(self.next_emit(tr), tr.pause_at)
+        tr.emit_at = self.next_emit(tr)
+        return Marks(tr.emit_at, tr.pause_at)
 
     # -- events ---------------------------------------------------------------------------------
     def start(self) -> list[Action]:
         """Resume what earlier steps deferred, admit the plan's fresh prompts."""
         acts: list[Action] = [self._launch(sid, fresh=False) for sid in self.ledger.take_deferred()]
         acts += [self._launch(self.ledger.new_sample(self.step), fresh=True) for _ in range(self.plan.admit)]
-        return acts + self._check_end()
+        return self.ledger.note(self.step, acts + self._check_end())
 
     def report(self, events: Iterable[Progress]) -> list[Action]:
         """Engine progress: tokens generated so far per request, and which finished."""
         acts: list[Action] = []
         for ev in sorted(events, key=lambda e: e.sid):
             acts += self._progress(ev)
-        return acts + self._check_end()
+        return self.ledger.note(self.step, acts + self._check_end())
 
     def stopped(self, progress: Mapping[int, int]) -> list[Action]:
         """Generation stopped (after :class:`EndGeneration`): ``progress`` holds every request the engines
@@ -134,7 +138,7 @@ class StepMachine:
         self.deferred = tuple(self.paused + list(self.active))
         self.active.clear()
         for sid in self.deferred:
-            tracks[sid].pause_at = None
+            tracks[sid].pause_at = tracks[sid].emit_at = None
         self.ledger.defer(self.deferred)
         acts: list[Action] = [Defer(self.deferred)]
         B = self.ledger.batch
@@ -148,7 +152,7 @@ class StepMachine:
                 acts.append(ScoreWhole(role, need))
         self.pending = {s: set(self.ledger.roles) - tracks[s].scored for s in self.batch}
         self.ledger.record(self)
-        return acts + self.maybe_train()
+        return self.ledger.note(self.step, acts + self.maybe_train())
 
     def scored(self, role: str, sids: Iterable[int]) -> None:
         for sid in sids:
@@ -176,24 +180,23 @@ class StepMachine:
         if ev.finished or tr.generated >= tr.target:
             return self._finish(tr)
         acts: list[Action] = []
-        if self.chunk is not None:
-            full = tr.generated // self.chunk * self.chunk
-            if tr.emitted < full < tr.target:
-                acts.append(self._emit(tr, full, final=False))
+        if tr.emit_at is not None and tr.generated >= tr.emit_at:  # at its mark: everything up to the boundary
+            acts.append(self._emit(tr, tr.generated // self.chunk * self.chunk, final=False))
         if tr.pause_at is not None and tr.generated >= tr.pause_at and tr.sid in self.active:
             acts += self._pause(tr)
         return acts
 
     def _finish(self, tr: Track) -> list[Action]:
         tr.finished = True
-        tr.pause_at = None
+        tr.pause_at = tr.emit_at = None
         self.active.pop(tr.sid, None)
         self.finished += 1
         self.ledger.ready.append(tr.sid)
         return [self._emit(tr, tr.generated, final=True)] if self.streamed else []
 
     def _emit(self, tr: Track, upto: int, final: bool) -> Emit:
-        act = Emit(tr.sid, tr.emitted, upto, final, self.streamed, None if final else self.next_emit(tr))
+        tr.emit_at = None if final else self.next_emit(tr)
+        act = Emit(tr.sid, tr.emitted, upto, final, self.streamed, tr.emit_at)
         tr.emitted = upto
         if final:
             tr.streamed.update(self.streamed)
@@ -201,7 +204,7 @@ class StepMachine:
 
     def _pause(self, tr: Track) -> list[Action]:
         del self.active[tr.sid]
-        tr.pause_at = None
+        tr.pause_at = tr.emit_at = None
         self.paused.append(tr.sid)
         return [Pause(tr.sid), *self._refill()]
 

@@ -34,11 +34,14 @@ class EngineConfig:
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
     tp: int = 1
+    num_gpu_blocks_override: int | None = None  # KV blocks per replica, instead of sizing them from memory
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "tp"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"engine {name} must be >= 1, got {getattr(self, name)}")
+        if self.num_gpu_blocks_override is not None and self.num_gpu_blocks_override < 1:
+            raise ConfigError(f"engine num_gpu_blocks_override must be >= 1, got {self.num_gpu_blocks_override}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
 
@@ -408,7 +411,10 @@ class EngineCore:
 
 
 def kv_blocks_for(model_weight_bytes: float, kv_bytes_per_token: int, mem_bytes: float, cfg: EngineConfig, where: str) -> int:
-    """KV-cache blocks left on a replica of ``cfg.tp`` devices after the weights (as vLLM sizes it)."""
+    """KV-cache blocks left on a replica of ``cfg.tp`` devices after the weights (as vLLM sizes it), or
+    ``cfg.num_gpu_blocks_override`` when set."""
+    if cfg.num_gpu_blocks_override is not None:
+        return cfg.num_gpu_blocks_override
     free = cfg.tp * mem_bytes * cfg.gpu_memory_utilization - model_weight_bytes
     if free <= 0:
         raise ConfigError(

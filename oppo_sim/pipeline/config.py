@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import Placement, paper_placement
 from oppo_sim.engine.continuous import EngineConfig
+from oppo_sim.engine.factory import EngineKind
+from oppo_sim.engine.static import StaticConfig, StaticCostParams
 from oppo_sim.hw.hardware import Hardware, get_hardware
 from oppo_sim.hw.memory import COLOCATE_MODES, TrainMemoryConfig
 from oppo_sim.hw.models import ModelSpec, get_model
@@ -33,6 +35,9 @@ class SimConfig:
     critic: str | ModelSpec | None = None  # default: same shape as the reward model (TRL initialises it so)
     placement: Placement = field(default_factory=paper_placement)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    engine_kind: EngineKind = EngineKind.CONTINUOUS  # continuous (vLLM-style) or static (TRL generate, calls of C)
+    static: StaticConfig = field(default_factory=StaticConfig)  # the static engine's mini-batch and call size
+    static_cost: StaticCostParams = field(default_factory=StaticCostParams)  # its per-call overhead
     ppo_epochs: int = 4  # TRL PPOConfig.num_ppo_epochs
     minibatches: int = 1  # TRL PPOConfig.num_mini_batches
     max_response: int | None = DEFAULT_MAX_RESPONSE
@@ -70,6 +75,7 @@ class SimConfig:
         for ok, msg in checks:
             if not ok:
                 raise ConfigError(msg)
+        object.__setattr__(self, "engine_kind", EngineKind.parse(self.engine_kind))
         gen = self.placement.pool(self.placement.generate)
         if gen.devices % self.engine.tp:
             raise ConfigError(

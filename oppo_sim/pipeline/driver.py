@@ -31,7 +31,9 @@ from oppo_sim.core.protocol import (
     Action, Defer, Emit, EndGeneration, FormBatch, Launch, Pause, Progress, ScoreWhole, Train,
 )
 from oppo_sim.core.stepmachine import StepMachine
-from oppo_sim.engine.continuous import EMIT, FINISH, PAUSE, EngineCore, Req, kv_blocks_for
+from oppo_sim.engine.continuous import EMIT, FINISH, PAUSE, Req, kv_blocks_for
+from oppo_sim.engine.factory import make_engine
+from oppo_sim.engine.static import StaticEngineCore
 from oppo_sim.hw.costmodel import CostModel
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
@@ -103,6 +105,7 @@ class Pipeline:
         self.version_ev = self.env.event()
         self.train_ev: dict[int, simpy.Event] = {}
         self.gen_done: simpy.Event | None = None
+        self.stopping: list[simpy.Event] = []
         self.machine: StepMachine | None = None
         self.done = self.env.event()
         self.on_step = on_step  # optional callable(StepRecord), e.g. a progress bar
@@ -116,7 +119,8 @@ class Pipeline:
                                f"{tp} x {hw.gpu.id} (generation, {model.id})")
         dc = cost.decode(model, tp)
         self.replicas = [
-            GenReplica(self.env, i, EngineCore(dc, cfg.engine, blocks), pool, tuple(range(i * tp, (i + 1) * tp)), self._on_gen)
+            GenReplica(self.env, i, make_engine(cfg.engine_kind, dc, cfg.engine, blocks, cfg.static, cfg.static_cost), pool,
+                       tuple(range(i * tp, (i + 1) * tp)), self._on_gen)
             for i in range(pool.n // tp)
         ]
         for r in self.replicas:
@@ -171,7 +175,8 @@ class Pipeline:
             elif isinstance(a, Pause):
                 req = self._sample(a.sid).req  # the engine stopped it at its pause mark
                 req.emit_at = req.pause_at = None
-            elif isinstance(a, EndGeneration):
+            elif isinstance(a, EndGeneration):  # stop now: no replica starts another iteration
+                self.stopping = [r.stop() for r in self.replicas if r.load()]
                 self.gen_done.succeed()
             elif isinstance(a, ScoreWhole):
                 for sid in a.sids:
@@ -204,21 +209,22 @@ class Pipeline:
     def rollout(self):
         ledger = self.ledger
         for t in range(self.cfg.steps):
-            plan = ledger.plan(t)
-            while not ledger.may_start(t, plan):
+            while not ledger.may_start(t):
                 yield self.version_ev
+            plan = ledger.plan(t)
             rec = StepRecord(t, self.env.now, plan)
             self.records.append(rec)
             self.gen_done = self.env.event()
             m = self.machine = ledger.begin(t, plan)
             for r in self.replicas:
                 r.step = t
+                if isinstance(r.core, StaticEngineCore):  # a chunked plan generates in calls of its C
+                    r.core.set_call_tokens(plan.chunk)
             self._apply(m.start(), t)
             yield self.gen_done
-            busy = [r for r in self.replicas if r.load()]
             left: dict[int, int] = {}
-            if busy:  # stop what is still generating; unfinished requests keep their partial work
-                stopped = yield simpy.AllOf(self.env, [r.stop() for r in busy])
+            if self.stopping:  # what was still generating stops after its current iteration, keeping its tokens
+                stopped = yield simpy.AllOf(self.env, self.stopping)
                 for reqs in stopped.values():
                     for req in reqs:
                         req.emit_at = req.pause_at = None

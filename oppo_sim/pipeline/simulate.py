@@ -9,6 +9,7 @@ import pandas as pd
 
 from oppo_sim.core.policies import Policy, make_policy
 from oppo_sim.core.results import STEP_COLUMNS, TIMELINE_COLUMNS, SimResult, summarize
+from oppo_sim.engine.static import StaticEngineCore
 from oppo_sim.hw.memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
@@ -58,11 +59,22 @@ def _run(cfg: SimConfig, trace: Trace, policy: Policy, report: MemoryReport, on_
     if set(models) != set(p.cost_of):
         raise AssertionError(f"cost models for pools {sorted(models)}, pipeline has {sorted(p.cost_of)}")
     p.cost_of.update(models)
-    blocks = generation_kv_blocks(cfg, report)
-    for r in p.replicas:
-        r.core.capacity = min(r.core.capacity, blocks)
+    if cfg.colocate == "resident":
+        _limit_kv(p, generation_kv_blocks(cfg, report))
     p.run()
     return p
+
+
+def _limit_kv(p: Pipeline, blocks: int) -> None:
+    """Shrink each generation engine's KV cache to ``blocks`` where the memory check leaves it less than
+    the driver's sizing from the whole device (only with ``colocate="resident"``: training state stays on
+    the GPUs). A stopgap until the driver sizes engines from the memory report."""
+    for r in p.replicas:
+        core = r.core
+        if isinstance(core, StaticEngineCore):
+            core.capacity_tokens = min(core.capacity_tokens, blocks * p.cfg.engine.block_size)
+        else:
+            core.capacity = min(core.capacity, blocks)
 
 
 def _result(p: Pipeline) -> SimResult:

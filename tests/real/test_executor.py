@@ -1,4 +1,4 @@
-"""Behaviour of the real executor (`oppo_real.executor`): sample accounting across deferrals, forced
+"""Behaviour of the real executor (`oppo_real.driver` on a `Session`): sample accounting across deferrals, forced
 lengths from a trace, streamed scoring equal to whole scoring, exact resume from a checkpoint, and dead
 workers reported as one-line errors.
 
@@ -14,7 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oppo_real.executor import Executor, RealConfig, run_real
+from oppo_real.config import RealConfig
+from oppo_real.driver import Driver
+from oppo_real.results import build_result
+from oppo_real.run import run_real
+from oppo_real.session import Session
 from oppo_real.ppo.algo import PPOConfig
 from oppo_real.workers.placement import WorkerError
 from oppo_sim.core.errors import OppoError
@@ -51,35 +55,51 @@ def _policy(name: str):
     return make_policy(name, chunk=8, delta=2, budget=8)
 
 
+class _Open:
+    """A session and its driver, driven step by step by the test."""
+
+    def __init__(self, cfg: RealConfig, policy, trace) -> None:
+        self.session = Session(cfg)
+        self.d = Driver(cfg, policy, trace, self.session.start())
+
+    def result(self):
+        self.d.drain()
+        self.d.take_timeline()
+        return build_result(self.d, self.session.paths)
+
+    def close(self):
+        self.session.close()
+
+
 class _Driven:
-    """An executor driven step by step, recording what it trains and what it defers after each step."""
+    """A driver run step by step, recording what it trains and what it defers after each step."""
 
     def __init__(self, cfg: RealConfig, policy, trace: Trace) -> None:
-        self.ex = Executor(cfg, policy, trace)
-        self.trained_batches: list[dict] = []  # the batch handed to the train worker, per step
+        self.cfg, self.policy, self.trace = cfg, policy, trace
+        self.trained_batches: list = []  # the batch handed to the train worker, per step
         self.deferred_after: list[dict[int, list[int]]] = []  # sid -> tokens so far, after each step
         self.conservation: list[tuple[int, int, int]] = []  # (admitted, trained, in flight) after each step
 
     def run(self):
-        ex = self.ex
-        ex.start()
+        run = _Open(self.cfg, self.policy, self.trace)
+        self.d = d = run.d
         try:
-            worker = ex.handles["train"].obj
+            worker = run.session.handles["train"].obj
             real_train = worker.train
 
-            def train(step, batch):
-                self.trained_batches.append({k: [list(x) if isinstance(x, (list, tuple)) else x for x in v]
-                                             for k, v in batch.items()})
-                return real_train(step, batch)
+            def train(batch):
+                self.trained_batches.append(batch)
+                return real_train(batch)
 
             worker.train = train
-            while ex.step < ex.cfg.steps:
-                ex.run_step()
-                self.conservation.append((ex.admitted_total, ex.trained_total, ex.in_flight()))
-                self.deferred_after.append({s.sid: list(s.tokens) for s in ex.deferred})
-            return ex.result()
+            while d.step < self.cfg.steps:
+                d.run_step()
+                lg = d.ledger
+                self.conservation.append((lg.admitted_total, lg.trained_total, lg.in_flight()))
+                self.deferred_after.append({sid: list(d.store[sid].tokens) for sid in lg.deferred})
+            return run.result()
         finally:
-            ex.close()
+            run.close()
 
 
 @pytest.mark.parametrize("policy", ["inter", "oppo", "partial-rollout"])
@@ -87,20 +107,21 @@ def test_no_sample_lost_or_trained_twice_across_deferrals(models, tail_trace, po
     steps = 5
     d = _Driven(_cfg(models, steps=steps), _policy(policy), tail_trace)
     res = d.run()
-    ex = d.ex
+    lg = d.d.ledger
 
     for admitted, trained, in_flight in d.conservation:
         assert admitted == trained + in_flight
     assert [c[1] for c in d.conservation] == [B * (t + 1) for t in range(steps)]
     # every admitted sample is either trained (once) or still in flight, by identity
-    in_flight = {s.sid for s in ex.deferred + ex.ready}
-    assert ex.trained.isdisjoint(in_flight)
-    assert ex.trained | in_flight == set(range(ex.next_sid))
+    in_flight = set(lg.deferred + lg.ready)
+    trained = {sid for sids in res.decisions["trained"] for sid in sids}
+    assert trained.isdisjoint(in_flight)
+    assert trained | in_flight == set(range(lg.next_sid))
 
     ro = res.rollouts
     assert list(res.steps["samples"]) == [B] * steps
     assert ro.groupby("step").size().tolist() == [B] * steps
-    assert ro["sid"].is_unique and set(ro["sid"]) == ex.trained
+    assert ro["sid"].is_unique and set(ro["sid"]) == trained
 
     # deferral really happened, with partial work kept
     assert any(any(len(toks) > 0 for toks in snap.values()) for snap in d.deferred_after)
@@ -110,7 +131,8 @@ def test_no_sample_lost_or_trained_twice_across_deferrals(models, tail_trace, po
     responses = {}
     for t, batch in enumerate(d.trained_batches):
         sids = ro.loc[ro["step"] == t, "sid"].tolist()
-        for sid, resp, blp, rlp in zip(sids, batch["responses"], batch["behaviour_logprobs"], batch["ref_logprobs"]):
+        for sid, resp, blp, rlp in zip(sids, batch.responses, batch.behaviour_logprobs, batch.ref_logprobs):
+            resp = list(resp)
             assert len(resp) == len(blp) == len(rlp)
             responses[sid] = resp
     resumed = 0
@@ -186,17 +208,17 @@ def test_resume_without_checkpoint_is_a_config_error(models, tail_trace, tmp_pat
 
 @pytest.mark.parametrize("role,method", [("score", "score_whole"), ("gen", "generate"), ("train", "train")])
 def test_failing_local_worker_is_a_one_line_worker_error(models, tail_trace, role, method):
-    ex = Executor(_cfg(models, steps=2), _policy("baseline"), tail_trace)
-    ex.start()
+    run = _Open(_cfg(models, steps=2), _policy("baseline"), tail_trace)
     try:
         def boom(*args, **kwargs):
             raise RuntimeError("simulated failure\nwith a second line")
 
-        setattr(ex.handles[role].obj, method, boom)
+        setattr(run.session.handles[role].obj, method, boom)
         with pytest.raises(OppoError) as err:
-            ex.run_step()
+            run.d.run_step()
+            run.d.drain()
     finally:
-        ex.close()
+        run.close()
     assert isinstance(err.value, WorkerError)
     msg = str(err.value)
     assert "\n" not in msg and role in msg and "simulated failure" in msg
@@ -218,15 +240,14 @@ def ray_started():
 def test_killed_ray_worker_is_a_one_line_worker_error(models, tail_trace, ray_started):
     import ray
 
-    ex = Executor(_cfg(models, steps=3, workers="ray"), _policy("oppo"), tail_trace)
+    run = _Open(_cfg(models, steps=3, workers="ray"), _policy("oppo"), tail_trace)
     try:
-        ex.start()
-        ex.run_step()
-        ray.kill(ex.handles["score"].actor, no_restart=True)
+        run.d.run_step()
+        ray.kill(run.session.handles["score"].actor, no_restart=True)
         with pytest.raises(OppoError) as err:
-            ex.run_step()
+            run.d.run_step()
     finally:
-        ex.close()
+        run.close()
     assert isinstance(err.value, WorkerError)
     msg = str(err.value)
     assert "\n" not in msg and "'score'" in msg and "died" in msg
@@ -250,23 +271,21 @@ def test_result_has_the_simulator_schema(models, tail_trace):
 
 def test_async_trains_with_bounded_staleness(models):
     """The async policy keeps one PPO update in flight: samples are at most k=1 version stale, none lost."""
-    from oppo_real.executor import Executor, RealConfig
     from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.trace import Trace
 
     trace = Trace.from_arrays([10] * 6, [4, 30, 5, 6, 3, 7], name="tail")
     cfg = RealConfig(batch=4, steps=4, backend="torch", workers="local", max_response=32,
                      cache_dir=str(models.root.parent), main_cores=None, score_cores=None)
-    ex = Executor(cfg, make_policy("async", staleness=1), trace)
+    run = _Open(cfg, make_policy("async", staleness=1), trace)
     try:
-        ex.start()
-        while ex.step < cfg.steps:
-            ex.run_step()
-        ex.drain()
-        res = ex.result()
+        while run.d.step < cfg.steps:
+            run.d.run_step()
+        res = run.result()
     finally:
-        ex.close()
+        run.close()
     assert list(res.steps["step"]) == [0, 1, 2, 3]
     assert res.steps["staleness_max"].max() <= 1
     assert res.steps["staleness_max"].iloc[1:].max() == 1
-    assert ex.admitted_total == ex.trained_total + ex.in_flight()
+    s = res.summary
+    assert s["admitted"] == s["samples_trained"] + s["in_flight_end"]

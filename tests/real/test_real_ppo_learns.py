@@ -1,4 +1,5 @@
-"""Behaviour check: a short PPO run with the torch actor raises the mean reward on the toy task."""
+"""Behaviour check: a short PPO run with the torch actor raises the mean reward on the toy task — through
+`run_ppo_step`, the one PPO code path the train worker runs."""
 
 from __future__ import annotations
 
@@ -10,13 +11,9 @@ from oppo_real.backends.scorer import IncrementalScorer, ScorerConfig
 from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
 from oppo_real.models.task import PromptSampler, rule_reward
 from oppo_real.models.tiny import load_causal_lm, load_value_model
-from oppo_real.ppo.algo import (
-    PPOConfig,
-    Sample,
-    make_optimizers,
-    ppo_update,
-    prepare_batch,
-)
+from oppo_real.messages import TrainBatch
+from oppo_real.ppo.algo import PPOConfig, make_optimizers
+from oppo_real.ppo.step import run_ppo_step
 
 STEPS, BATCH, RESP_LEN = 30, 16, 16
 
@@ -37,11 +34,11 @@ def test_ppo_increases_mean_reward(models, task_cfg):
         out = run_to_completion(gen, reqs)
         items = [(r.req_id, r.prompt_ids, tuple(out[r.req_id][0])) for r in reqs]
         scores, refs = reward.score_batch(items), reference.score_batch(items)
-        samples = [
-            Sample(p, resp, s.reward, rf.logprobs, behaviour_logprobs=tuple(out[rid][1]))
-            for (rid, p, resp), s, rf in zip(items, scores, refs)
-        ]
-        stats = ppo_update(actor, critic, opts, prepare_batch(actor, critic, samples, cfg), cfg)
+        batch = TrainBatch(
+            step, tuple(p for _, p, _ in items), tuple(resp for _, _, resp in items), tuple(s.reward for s in scores),
+            tuple(tuple(rf.logprobs) for rf in refs), tuple(tuple(out[rid][1]) for rid, _, _ in items),
+        )
+        stats = run_ppo_step(actor, critic, opts, batch, cfg)
         gen.load_weights(actor.state_dict())
         rule_means.append(np.mean([rule_reward(task_cfg, resp, good) for _, _, resp in items]))
         rm_means.append(stats["mean_score"])

@@ -6,15 +6,11 @@ import math
 
 import pandas as pd
 
-from oppo_real.executor import RealConfig
+from oppo_real.config import RealConfig
 from oppo_real.profile import ProfileGrid, fit, run_profile
-from oppo_real.validate import (
-    VALIDATION_COLUMNS,
-    mirror_config,
-    mirror_trace,
-    plot_parity,
-    validate,
-)
+from oppo_real.validation.mirror import mirror_config, mirror_trace
+from oppo_real.validation.plots import plot_parity
+from oppo_real.validation.run import COMPONENT_COLUMNS, VALIDATION_COLUMNS, validate
 from oppo_sim.core.policies import make_policy
 from oppo_sim.hw.profiles import load_profile, save_profile
 from oppo_sim.traces.trace import Trace
@@ -44,6 +40,10 @@ def test_mirror_matches_the_real_requests(models):
     sim_cfg = mirror_config(cfg, __import__("oppo_sim.hw.hardware", fromlist=["get_hardware"]).get_hardware("h100-sxm"), models)
     assert sim_cfg.placement.pool_of("reward") == "score" and sim_cfg.placement.pool_of("train") == "main"
     assert sim_cfg.padded_batches and not sim_cfg.stream_batching
+    # every engine setting comes from the real run's configuration, the KV cache included
+    e = cfg.engine
+    assert sim_cfg.engine.block_size == e.block_size and sim_cfg.engine.max_num_seqs == e.max_num_seqs
+    assert sim_cfg.engine.num_gpu_blocks_override == e.kv_cache_bytes // (e.block_size * sim_cfg.models()["generate"].kv_bytes_per_token())
 
 
 def test_validate_table_has_every_column(models, tmp_path):
@@ -52,11 +52,15 @@ def test_validate_table_has_every_column(models, tmp_path):
     hw, _ = fit(run_profile(models, "torch", grid, cores=None, log=lambda _m: None))
     cfg = RealConfig(batch=4, steps=3, backend="torch", workers="local", max_response=32, length_scale=0.5,
                      cache_dir=str(models.root.parent), main_cores=None, score_cores=None)
-    v = validate(cfg, {"baseline": make_policy("baseline"), "oppo": make_policy("oppo", chunk=4, delta=2)}, hw, TRACE,
-                 warmup=1, log=lambda _m: None)
+    names = ("baseline", "dynamic-delta", "oppo")
+    v = validate(cfg, {n: make_policy(n, chunk=4, delta=2) for n in names}, hw, TRACE, warmup=1, repeat=2, log=lambda _m: None)
     assert list(v.table.columns) == VALIDATION_COLUMNS
-    assert len(v.table) == 2
-    assert v.table[[c for c in VALIDATION_COLUMNS if c != "policy"]].notna().all().all()
+    assert len(v.table) == 3 and (v.table["runs"] == 2).all()
+    assert v.table[[c for c in VALIDATION_COLUMNS if c != "decision_diff"]].notna().all().all()
+    # forced lengths and the run's own rewards: the simulator decides exactly as the real run did
+    assert (v.table["decision_agreement"] == 1.0).all(), v.table[["policy", "decision_agreement", "decision_diff"]]
+    assert v.table["pred_speedup"].iloc[0] == 1.0 and v.table["meas_speedup"].iloc[0] == 1.0
+    assert list(v.components.columns) == COMPONENT_COLUMNS and len(v.components) == 3 * 5
     h = v.headline()
     assert all(math.isfinite(x) for x in h.values())
     assert isinstance(v.table, pd.DataFrame)

