@@ -286,3 +286,12 @@ def test_resident_training_state_shrinks_the_engines_kv_cache(kind):
     held = core.capacity_tokens if kind == "static" else core.capacity * 16
     assert held == blocks["resident"] * 16
     assert simulate(Trace.from_arrays([100] * 8, [100] * 8), "baseline", res).summary["colocate"] == "resident"
+
+
+def test_run_prints_headroom_per_pool(capsys):
+    code = main(["run", "--steps", "1", "--batch", "8", "--actor", "qwen2.5-0.5b", "--reward", "qwen2.5-0.5b",
+                 "--policy", "baseline", "--sync", "host", "--zero", "3"])
+    out = capsys.readouterr().out
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("memory headroom per device:"))
+    assert "main " in line and "score " in line and "KV cache" in line and "ZeRO-3" in line and "over host" in line

@@ -98,7 +98,8 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
     gpu = cfg.hardware_of(pool.name).gpu
     return PoolMemory(
         pool.name, gpu.id, pool.devices, gpu.mem_bytes, cfg.engine.gpu_memory_utilization, tuple(roles),
-        generates=generates, kv_min=seq * actor.kv_bytes_per_token() / tp if generates else 0.0, seq_tokens=seq,
+        generates=generates, seq_tokens=seq,  # a KV budget given explicitly (blocks override) is the engine's to check
+        kv_min=seq * actor.kv_bytes_per_token() / tp if generates and cfg.engine.num_gpu_blocks_override is None else 0.0,
     )
 
 
@@ -149,7 +150,10 @@ def sync_plan(cfg: SimConfig) -> SyncPlan:
 
 
 def generation_kv_blocks(cfg: SimConfig, report: MemoryReport) -> int:
-    """KV-cache blocks per generation replica (``tp`` devices) in the memory the report leaves it."""
+    """KV-cache blocks per generation replica (``tp`` devices) in the memory the report leaves it (the
+    engine's ``num_gpu_blocks_override`` when set)."""
+    if cfg.engine.num_gpu_blocks_override is not None:
+        return cfg.engine.num_gpu_blocks_override
     kv = report.pool(cfg.placement.generate).kv_cache or 0.0
     per_block = cfg.models()["generate"].kv_bytes_per_token() * cfg.engine.block_size
     return int(kv * cfg.engine.tp // per_block)
