@@ -85,6 +85,21 @@ def _add_setup(p: argparse.ArgumentParser) -> None:
     g.add_argument("--minibatches", type=_positive(), default=1, help="mini-batches per epoch (default 1, as TRL)")
     g.add_argument("--contention", type=float, default=0.0, help="slowdown factor when jobs share a device (default 0)")
     g.add_argument("--seed", type=_nonneg_int, default=0, help="seed of every random choice: synthetic rewards, synthetic traces")
+    m = p.add_argument_group("memory and weight sync (a configuration that does not fit is refused)")
+    m.add_argument("--zero", choices=("auto", "0", "1", "2", "3"), default="auto",
+                   help="ZeRO stage of the trainer (default auto: 2, else 3, whichever fits first)")
+    m.add_argument("--recompute", choices=("auto", "none", "selective", "full"), default="auto",
+                   help="activation recomputation (default auto: none, else selective/full, whichever fits first)")
+    m.add_argument("--eager-attention", action="store_true", help="attention stores its s x s scores (no FlashAttention)")
+    m.add_argument("--micro-batch-tokens", type=_positive(), default=None,
+                   help="tokens per training micro-batch (default: one longest sequence)")
+    m.add_argument("--sp", type=_positive(), default=1, help="sequence parallelism of the trainer (default 1)")
+    m.add_argument("--gpu-mem-util", type=_positive(float), default=0.9, help="usable fraction of device memory (default 0.9)")
+    m.add_argument("--colocate", choices=("sleep", "resident"), default="sleep",
+                   help="generation sharing GPUs: engine and trainer take turns (sleep, default) or both stay resident")
+    m.add_argument("--nodes", type=_positive(), default=1, help="nodes the devices are spread over (default 1)")
+    m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
+                   help="weight sync path (default auto: nvlink within a node, network across nodes)")
     k = p.add_argument_group("policy knobs")
     k.add_argument("--chunk", type=_positive(), default=None, help="chunk size C for intra/oppo (default 500)")
     k.add_argument("--delta", type=_nonneg_int, default=None, help="over-commit Δ (inter) or initial Δ (dynamic)")
@@ -99,6 +114,7 @@ def _config(a: argparse.Namespace):
         paper_placement,
     )
     from oppo_sim.engine.continuous import EngineConfig
+    from oppo_sim.hw.memory import TrainMemoryConfig
     from oppo_sim.hw.profiles import resolve_hardware
     from oppo_sim.pipeline.config import SimConfig
 
@@ -115,8 +131,13 @@ def _config(a: argparse.Namespace):
         raise ConfigError("the paper placement needs at least 2 devices (one scores)")
     return SimConfig(
         batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(a.profile or a.gpu), actor=a.actor, reward=a.reward,
-        placement=placement, engine=EngineConfig(tp=a.tp), ppo_epochs=a.ppo_epochs, minibatches=a.minibatches,
-        max_response=a.max_response or None, contention=a.contention,
+        placement=placement, engine=EngineConfig(tp=a.tp, gpu_memory_utilization=a.gpu_mem_util), ppo_epochs=a.ppo_epochs,
+        minibatches=a.minibatches, max_response=a.max_response or None, contention=a.contention,
+        train_memory=TrainMemoryConfig(
+            zero_stage=None if a.zero == "auto" else int(a.zero), recompute=None if a.recompute == "auto" else a.recompute,
+            flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
+        ),
+        colocate=a.colocate, nodes=a.nodes, sync=a.sync,
     )
 
 
@@ -139,6 +160,16 @@ def _row(res) -> dict:
     return row
 
 
+def _memory_line(s: dict) -> str:
+    """Headroom per pool (GB per device), the KV cache generation gets, the training setup and sync path."""
+    pools = ", ".join(
+        f"{pool} {gb:.1f} GB" + (f" (KV cache {s['kv_cache_gb'][pool]:.1f} GB)" if pool in s["kv_cache_gb"] else "")
+        for pool, gb in s["memory_headroom_gb"].items()
+    )
+    return (f"memory headroom per device: {pools}; trainer ZeRO-{s['zero_stage']}, recompute {s['recompute']} "
+            f"(longest sequence {s['max_seq_tokens']:,} tokens); weight sync over {s['sync_mechanism']}")
+
+
 def _print_table(df: pd.DataFrame) -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 50, "display.float_format", "{:.3f}".format):
         print(df.to_string(index=False))
@@ -153,6 +184,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     res = simulate(trace, _policy(a.policy, a), cfg, progress=sys.stderr.isatty())
     s = res.summary
     print(f"trace {s['trace']} ({len(trace)} rows, cap {cfg.max_response}), {cfg.gpu_id}, placement {res.meta['placement']}")
+    print(_memory_line(s))
     _print_table(pd.DataFrame([_row(res)]))
     cols = ["step", "step_time_s", "generation_s", "scoring_s", "training_s", "deferred", "delta", "chunk", "staleness_max"]
     print()
@@ -197,6 +229,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     df.insert(4, "util_gain", df["util_overall"] / base["utilization_overall"])
     print(f"trace {trace.name} ({len(trace)} rows, cap {cfg.max_response}), {cfg.gpu_id}, B={cfg.batch}, "
           f"{cfg.steps} steps, placement {results['baseline'].meta['placement']}")
+    print(_memory_line(base))
     _print_table(df)
     if a.plot:
         from oppo_sim.explore.plots import plot_compare

@@ -11,7 +11,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.simulate import simulate
 from oppo_sim.traces.catalog import load_trace
-from oppo_sim.traces.synthetic import RewardCurve, generate_longtail, LongTailSpec
+from oppo_sim.traces.synthetic import LongTailSpec, RewardCurve, generate_longtail
 
 SMALL = dict(batch=8, steps=6, actor="qwen2.5-0.5b", reward="qwen2.5-0.5b", gpu="h100-sxm", ppo_epochs=1)
 TRACE = generate_longtail(LongTailSpec(), 300, seed=3)  # no reward column: rewards come from the curve

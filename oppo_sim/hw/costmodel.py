@@ -7,6 +7,12 @@ Every operation is timed as
 plus, for tensor parallelism, two all-reduces per layer over the interconnect. The efficiencies and
 overheads come from ``Hardware.params`` (defaults, or fitted by ``oppo_sim.hw.calibration``).
 
+Training follows the trainer's memory settings: activation recomputation adds FLOPs (selective: the
+attention core's forward, eager attention only; full: one more forward, 3x -> 4x forward FLOPs; see
+``oppo_sim.hw.memory``), and ZeRO-3 adds a parameter all-gather to the gradient traffic (3 instead of 2
+model-sized transfers per optimizer step, the ZeRO paper's 1.5x). The weight sync goes by the
+mechanism in ``oppo_sim.hw.sync``.
+
 Generation cost is needed per engine iteration, and the engine jumps over many identical-shape decode
 iterations at once, so :class:`DecodeCost` gives the closed-form sum of ``m`` consecutive decode
 iterations (the KV length grows by the batch size each iteration) and its inverse.
@@ -20,8 +26,11 @@ from functools import cached_property
 
 import numpy as np
 
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.hardware import Hardware, OpParams
+from oppo_sim.hw.memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models import ModelSpec
+from oppo_sim.hw.sync import SyncPlan, sync_seconds
 
 TP_ALLREDUCE_LATENCY_S = 8e-6
 """Latency of one tensor-parallel all-reduce (two per layer per forward)."""
@@ -142,9 +151,24 @@ def _sum_max_lines(a1: float, s1: float, a2: float, s2: float, n: int) -> float:
 
 @dataclass(frozen=True)
 class CostModel:
-    """Times of scorer forwards, training passes and weight syncs on ``hw``."""
+    """Times of scorer forwards, training passes and weight syncs on ``hw``. ``zero_stage``,
+    ``recompute`` and ``flash_attention`` are the trainer's (resolved) memory settings; ``sync`` is how
+    weights reach the generators. The defaults are the historical model: plain 3x training FLOPs,
+    gradient all-reduce, sync over the node's interconnect."""
 
     hw: Hardware
+    zero_stage: int = 2
+    recompute: str = "none"
+    flash_attention: bool = True
+    sync: SyncPlan = SyncPlan()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.zero_stage, bool) or self.zero_stage not in ZERO_STAGES:
+            raise ConfigError(f"CostModel: zero_stage must be one of 0, 1, 2, 3, got {self.zero_stage!r}")
+        if self.recompute not in RECOMPUTE_MODES:
+            raise ConfigError(f"CostModel: recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}")
+        if not isinstance(self.sync, SyncPlan):
+            raise ConfigError(f"CostModel: sync must be a SyncPlan, got {type(self.sync).__name__}")
 
     def decode(self, model: ModelSpec, tp: int = 1) -> DecodeCost:
         return DecodeCost(model, self.hw, tp)
@@ -181,14 +205,27 @@ class CostModel:
         """Seconds for one PPO epoch: forward+backward over the sequences in ``minibatches`` optimizer steps
         (data parallel over ``devices`` with sharded optimizer state and a gradient all-reduce per step)."""
         op, g = self.hw.params.train, self.hw.gpu
-        flops = self.train_flops(model, seq_tokens, scalar_head)
+        flops = self.train_flops(model, seq_tokens, scalar_head) + self.recompute_flops(model, seq_tokens, scalar_head)
         w = model.weight_bytes(scalar_head=scalar_head)
         params = model.params_scalar_head if scalar_head else model.params
         nbytes = minibatches * (3.0 * w * devices + OPTIMIZER_BYTES_PER_PARAM * params)
         t = _roofline(op, flops, nbytes, devices, self.hw) + (minibatches - 1) * op.overhead_s
         if devices > 1:
-            t += minibatches * 2.0 * (devices - 1) / devices * w / g.link_bw
+            transfers = 3.0 if self.zero_stage == 3 else 2.0  # ZeRO-3 also all-gathers the parameters
+            t += minibatches * transfers * (devices - 1) / devices * w / g.link_bw
         return t
+
+    def recompute_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:
+        """FLOPs one training pass over sequences of ``seq_tokens`` tokens spends recomputing activations:
+        0 (none), the attention core's forward ``4 * layers * attn_width * n(n+1)/2`` per sequence
+        (selective, eager attention; FlashAttention already recomputes it inside its kernel, which the 3x
+        rule absorbs), or one whole forward (full)."""
+        n = np.asarray(seq_tokens, dtype=np.float64)
+        if self.recompute == "full":
+            return float(np.sum(model.forward_flops(n, 0, scalar_head=scalar_head)))
+        if self.recompute == "selective" and not self.flash_attention:
+            return float(4.0 * model.layers * model.attn_width * np.sum(n * (n + 1.0) / 2.0))
+        return 0.0
 
     # -- the work of one call, as the calibration table records it (FLOPs, bytes) ----------------------
     @staticmethod
@@ -215,7 +252,7 @@ class CostModel:
     def sync_work(model: ModelSpec) -> tuple[float, float]:
         return 0.0, float(model.weight_bytes())
 
-    def weight_sync(self, model: ModelSpec) -> float:
-        """Seconds to push the trained actor's weights into the generation engines."""
-        op = self.hw.params.sync
-        return op.overhead_s + model.weight_bytes() / (self.hw.gpu.link_bw * op.eff_memory)
+    def weight_sync(self, model: ModelSpec, plan: SyncPlan | None = None) -> float:
+        """Seconds to push the trained actor's weights into the generation engines, along ``plan``
+        (default: this cost model's ``sync``)."""
+        return sync_seconds(model, self.hw, plan if plan is not None else self.sync)

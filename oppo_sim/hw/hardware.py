@@ -10,7 +10,8 @@ Cost-model contract, shared with ``costmodel.py`` and ``calibration.py``::
     time(op) = overhead_s + max(flops / (devices * peak_flops * eff_compute),
                                 bytes / (devices * bw * eff_memory))
 
-where ``bw`` is ``mem_bw`` for decode / prefill / train and ``link_bw`` for sync (sync has no FLOPs).
+where ``bw`` is ``mem_bw`` for decode / prefill / train and, for sync, the bandwidth of the path the
+weights take (``link_bw``, ``net_bw`` or ``host_bw``: see ``oppo_sim.hw.sync``; sync has no FLOPs).
 """
 
 from __future__ import annotations
@@ -54,8 +55,11 @@ class GPUSpec:
     peak_flops: float  # peak DENSE bf16 tensor FLOP/s (no sparsity)
     mem_bw: float  # bytes/s device-memory bandwidth
     mem_bytes: float  # bytes of device memory (1 GB = 1e9 B, as vendors count)
-    link_bw: float  # bytes/s per-GPU interconnect (NVLink for SXM parts, PCIe for PCIe cards)
+    link_bw: float  # bytes/s per-GPU interconnect within a node (NVLink for SXM parts, PCIe for PCIe cards),
+    #                 as vendors quote it (both directions); the fitted sync efficiency absorbs the convention
     source: str  # where the numbers come from
+    host_bw: float = 32e9  # bytes/s GPU <-> host memory, one direction (default: PCIe 4.0 x16)
+    net_bw: float = 25e9  # bytes/s per GPU to other nodes, one direction (default: a 200 Gb/s NIC per GPU)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _ID_RE.match(self.id):
@@ -64,7 +68,7 @@ class GPUSpec:
             raise ConfigError(f"GPU '{self.id}': name must be a non-empty string")
         if not isinstance(self.source, str):
             raise ConfigError(f"GPU '{self.id}': source must be a string")
-        for f in ("peak_flops", "mem_bw", "mem_bytes", "link_bw"):
+        for f in ("peak_flops", "mem_bw", "mem_bytes", "link_bw", "host_bw", "net_bw"):
             _check_positive(f"GPU '{self.id}'", f, getattr(self, f))
 
     @property
@@ -75,42 +79,64 @@ class GPUSpec:
 
 _PCIE4_X16 = 64e9  # PCIe 4.0 x16: 64 GB/s bidirectional (32 GB/s each way)
 _PCIE5_X16 = 128e9  # PCIe 5.0 x16: 128 GB/s bidirectional (64 GB/s each way)
+_HOST_PCIE4 = 32e9  # host link, one direction: PCIe 4.0 x16
+_HOST_PCIE5 = 64e9  # host link, one direction: PCIe 5.0 x16
+_NET_200G = 25e9  # 200 Gb/s per GPU (InfiniBand HDR / 200 GbE), one direction
+_NET_400G = 50e9  # 400 Gb/s per GPU (InfiniBand NDR / 400 GbE), one direction
+_NET_100G = 12.5e9  # 100 Gb/s per GPU, one direction
 
+# host_bw: the GPU's host interface (PCIe generation from the datasheet; C2C for Grace Hopper).
+# net_bw: one NIC per GPU as in NVIDIA's reference nodes (DGX A100: 8 x ConnectX-6 HDR 200 Gb/s for
+# compute; DGX H100 / H200: 8 x ConnectX-7 NDR 400 Gb/s); for PCIe cards no reference node fixes it, so
+# the value is an assumption, marked as such.
 _GPU_LIST = (
     GPUSpec(
         "a100-40gb", "NVIDIA A100 40GB SXM4", 312e12, 1555e9, 40e9, 600e9,
-        "NVIDIA A100 datasheet: BF16 tensor 312 TFLOPS dense, HBM2 1,555 GB/s, NVLink 600 GB/s",
+        "NVIDIA A100 datasheet: BF16 tensor 312 TFLOPS dense, HBM2 1,555 GB/s, NVLink 600 GB/s, PCIe 4.0 host; "
+        "DGX A100: 8 x ConnectX-6 HDR 200 Gb/s (one per GPU)",
+        host_bw=_HOST_PCIE4, net_bw=_NET_200G,
     ),
     GPUSpec(
         "a100-80gb", "NVIDIA A100 80GB SXM4", 312e12, 2039e9, 80e9, 600e9,
-        "NVIDIA A100 datasheet: BF16 tensor 312 TFLOPS dense, HBM2e 2,039 GB/s, NVLink 600 GB/s",
+        "NVIDIA A100 datasheet: BF16 tensor 312 TFLOPS dense, HBM2e 2,039 GB/s, NVLink 600 GB/s, PCIe 4.0 host; "
+        "DGX A100: 8 x ConnectX-6 HDR 200 Gb/s (one per GPU)",
+        host_bw=_HOST_PCIE4, net_bw=_NET_200G,
     ),
     GPUSpec(
         "h100-sxm", "NVIDIA H100 SXM5 80GB", 989e12, 3350e9, 80e9, 900e9,
-        "NVIDIA H100 datasheet: BF16 tensor 989 TFLOPS dense (1,979 sparse), HBM3 3.35 TB/s, NVLink 900 GB/s",
+        "NVIDIA H100 datasheet: BF16 tensor 989 TFLOPS dense (1,979 sparse), HBM3 3.35 TB/s, NVLink 900 GB/s, "
+        "PCIe 5.0 host; DGX H100: 8 x ConnectX-7 NDR 400 Gb/s (one per GPU)",
+        host_bw=_HOST_PCIE5, net_bw=_NET_400G,
     ),
     GPUSpec(
         "h200", "NVIDIA H200 SXM 141GB", 989e12, 4800e9, 141e9, 900e9,
-        "NVIDIA H200 datasheet: BF16 tensor 989 TFLOPS dense (1,979 sparse), HBM3e 4.8 TB/s, NVLink 900 GB/s",
+        "NVIDIA H200 datasheet: BF16 tensor 989 TFLOPS dense (1,979 sparse), HBM3e 4.8 TB/s, NVLink 900 GB/s, "
+        "PCIe 5.0 host; DGX H200: 8 x ConnectX-7 NDR 400 Gb/s (one per GPU)",
+        host_bw=_HOST_PCIE5, net_bw=_NET_400G,
     ),
     GPUSpec(
         "gh200", "NVIDIA GH200 Grace Hopper (144GB HBM3e)", 989e12, 4900e9, 144e9, 900e9,
-        "NVIDIA GH200 datasheet (HBM3e variant): BF16 989 TFLOPS dense, 4.9 TB/s, NVLink 900 GB/s",
+        "NVIDIA GH200 datasheet (HBM3e variant): BF16 989 TFLOPS dense, 4.9 TB/s, NVLink 900 GB/s, "
+        "NVLink-C2C 900 GB/s to Grace memory (450 GB/s each way); one ConnectX-7 400 Gb/s per superchip",
+        host_bw=450e9, net_bw=_NET_400G,
     ),
     GPUSpec(
         "l40s", "NVIDIA L40S 48GB", 362e12, 864e9, 48e9, _PCIE4_X16,
         "NVIDIA L40S datasheet: BF16 tensor 362.05 TFLOPS dense (733 sparse), GDDR6 864 GB/s, "
-        "PCIe 4.0 x16 (64 GB/s bidirectional)",
+        "PCIe 4.0 x16 (64 GB/s bidirectional); network assumed 200 Gb/s per GPU",
+        host_bw=_HOST_PCIE4, net_bw=_NET_200G,
     ),
     GPUSpec(
         "rtx-4090", "NVIDIA GeForce RTX 4090", 165.2e12, 1008e9, 24e9, _PCIE4_X16,
         "NVIDIA Ada Lovelace whitepaper: BF16 tensor w/ FP32 accumulate 165.2 TFLOPS dense, "
-        "GDDR6X 1,008 GB/s, PCIe 4.0 x16 (64 GB/s bidirectional), no NVLink",
+        "GDDR6X 1,008 GB/s, PCIe 4.0 x16 (64 GB/s bidirectional), no NVLink; network assumed 100 Gb/s per GPU",
+        host_bw=_HOST_PCIE4, net_bw=_NET_100G,
     ),
     GPUSpec(
         "rtx-pro-6000", "NVIDIA RTX PRO 6000 Blackwell 96GB", 503.8e12, 1792e9, 96e9, _PCIE5_X16,
         "NVIDIA RTX PRO 6000 Blackwell datasheet/whitepaper: BF16 tensor ~503.8 TFLOPS dense (approx.), "
-        "GDDR7 1,792 GB/s, PCIe 5.0 x16 (128 GB/s bidirectional)",
+        "GDDR7 1,792 GB/s, PCIe 5.0 x16 (128 GB/s bidirectional); network assumed 400 Gb/s per GPU",
+        host_bw=_HOST_PCIE5, net_bw=_NET_400G,
     ),
 )
 

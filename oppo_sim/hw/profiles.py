@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, fields
+from dataclasses import MISSING, asdict, fields
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,8 @@ def _build(cls: type, obj: dict, prefix: str, where: str) -> Any:
     kw = {}
     for f in fields(cls):
         if f.name not in obj:
+            if f.default is not MISSING:  # a field added later (e.g. gpu.host_bw): older profiles keep loading
+                continue
             raise ConfigError(f"{where}: missing field '{prefix}.{f.name}'")
         v = obj[f.name]
         want_str = f.type in ("str", str)
@@ -164,7 +166,7 @@ def cpu_spec(
 
     peak_flops = cores * flops_per_cycle (32: two AVX2 FMA units, fp32) * freq (max frequency from
     sysfs, else a 3.5 GHz guess); mem_bw = max(20 GB/s, 5 GB/s per core) unless given; mem_bytes from
-    the OS; link_bw = mem_bw (weight sync on a CPU is a memory copy). These are rough upper bounds,
+    the OS; link_bw = host_bw = mem_bw (weight sync on a CPU is a memory copy). These are rough upper bounds,
     not measurements: the effective throughput (eff * peak) comes from ``fit_profile``. If a fit
     reports an efficiency at the bound 1, raise the nominal number (e.g. ``flops_per_cycle`` for
     AMX/AVX-512 bf16 machines).
@@ -182,6 +184,7 @@ def cpu_spec(
         mem_bw=float(bw),
         mem_bytes=_phys_mem_bytes(),
         link_bw=float(bw),
+        host_bw=float(bw),
         source=(
             f"nominal guess: {n} cores x {flops_per_cycle:g} FLOP/cycle x {f / 1e9:.2f} GHz ({f_src}), "
             f"mem_bw {bw / 1e9:.0f} GB/s {'given' if mem_bw is not None else 'guessed'}; "

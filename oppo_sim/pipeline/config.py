@@ -10,7 +10,9 @@ from oppo_sim.engine.continuous import EngineConfig
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.static import StaticConfig, StaticCostParams
 from oppo_sim.hw.hardware import Hardware, get_hardware
+from oppo_sim.hw.memory import COLOCATE_MODES, TrainMemoryConfig
 from oppo_sim.hw.models import ModelSpec, get_model
+from oppo_sim.hw.sync import SYNC_MECHANISMS
 from oppo_sim.traces.synthetic import RewardCurve
 from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE
 
@@ -46,6 +48,10 @@ class SimConfig:
     dispatch_s: float = 0.0  # driver round trip per engine call: generation waits it after each event; unbatched streamed chunks pay it per call
     reward_curve: RewardCurve = field(default_factory=RewardCurve)
     trace_offset: int = 0  # first trace row used (rows are then taken in order, cyclically)
+    train_memory: TrainMemoryConfig = field(default_factory=TrainMemoryConfig)  # ZeRO stage, recompute (None = auto)
+    colocate: str = "sleep"  # generation sharing GPUs: "sleep" (engine and trainer take turns) or "resident"
+    nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): picks the sync path
+    sync: str = "auto"  # weight sync: auto (nvlink in a node, network across nodes), nvlink, network, host
 
     def __post_init__(self) -> None:
         checks = [
@@ -59,6 +65,13 @@ class SimConfig:
             (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),
             (self.trace_offset >= 0, f"trace_offset must be >= 0, got {self.trace_offset}"),
             (self.dispatch_s >= 0, f"dispatch_s must be >= 0, got {self.dispatch_s}"),
+            (isinstance(self.train_memory, TrainMemoryConfig),
+             f"train_memory must be a TrainMemoryConfig, got {type(self.train_memory).__name__}"),
+            (self.colocate in COLOCATE_MODES, f"colocate must be one of {', '.join(COLOCATE_MODES)}, got {self.colocate!r}"),
+            (isinstance(self.nodes, int) and not isinstance(self.nodes, bool)
+             and 1 <= self.nodes <= self.placement.total_devices,
+             f"nodes must be an integer in [1, {self.placement.total_devices}] (the devices), got {self.nodes!r}"),
+            (self.sync in ("auto", *SYNC_MECHANISMS), f"sync must be one of auto, {', '.join(SYNC_MECHANISMS)}, got {self.sync!r}"),
         ]
         for ok, msg in checks:
             if not ok:

@@ -1,0 +1,328 @@
+"""Memory per device, role by role, as engineers size RLHF jobs: weights, gradients and Adam states
+under ZeRO, activations with and without recomputation, and the KV cache left for generation.
+
+**Training state** (ZeRO paper, Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training
+Trillion Parameter Models", sec. 3.1 and 5): mixed-precision Adam holds ``2Ψ + 2Ψ + KΨ`` bytes for Ψ
+parameters — bf16 weights, bf16 gradients, and K = 12 bytes of fp32 optimizer state (master weights,
+momentum, variance). Over N data-parallel ranks ZeRO-1 shards the optimizer state (``4Ψ + 12Ψ/N``),
+ZeRO-2 also the gradients (``2Ψ + 14Ψ/N``), ZeRO-3 also the weights (``16Ψ/N``).
+
+**Activations** kept for the backward pass, per token per layer, in bytes (16-bit tensors). Megatron-LM
+("Reducing Activation Recomputation in Large Transformer Models", Korthikanti et al. 2022, sec. 4.1)
+counts ``s·b·h·(34 + 5·a·s/h)`` per layer for a GPT layer without recomputation; selective recomputation
+(recompute the attention core: QK^T, softmax, attention over V) drops the ``5·a·s/h`` term, full
+recomputation keeps only each layer's input ``2·s·b·h`` (plus one layer rebuilt at a time). Adapted
+here to the Llama / Qwen layers of ``ModelSpec`` as Hugging Face models run them in PPO trainers:
+
+- no dropout (RLHF fine-tuning runs with it off; the configs set ``attention_dropout = 0``): none of
+  Megatron's dropout masks (``sbh`` each, ``as²b`` on the scores) nor the dropped-out scores (``2as²b``),
+  so the ``5as²b`` becomes the softmax probabilities alone, ``2·a·s`` bytes per token (they serve both
+  the softmax and the attention-over-V backward);
+- grouped-query attention: K and V are ``kv_width`` wide, Q and the attention output ``attn_width``;
+- SwiGLU instead of GeLU: gate, SiLU(gate), up and their product (four ``intermediate``-wide tensors)
+  instead of GeLU's input and output;
+- RMSNorm counted as Megatron counts LayerNorm (its input); the lm_head as bf16 logits for every token
+  plus the fp32 log-softmax over the response tokens PPO takes log-probs of (``2·V`` and ``4·V`` bytes
+  per token; a value head's output is 4 bytes) — at long contexts this is the largest single term;
+- FlashAttention (the default in TRL, OpenRLHF and verl) never stores the ``s × s`` scores: it keeps a
+  fp32 log-sum-exp per head (``4·a`` bytes per token) and recomputes the scores inside its backward
+  kernel — it *is* selective recomputation, so with it ``selective`` changes neither memory nor time.
+
+So per token per layer: ``b·(2h [norm inputs] + h + 2·attn_width + 2·kv_width [q/k/v input, Q, O, K, V]
++ h + 4·intermediate [MLP]) + core``, with ``core = 2·a·s`` (eager), ``4·a`` (flash) or 0 (recomputed).
+
+**Compute cost of recomputation** (in ``oppo_sim.hw.costmodel.CostModel.train``): selective adds the
+attention core's forward FLOPs (eager attention only); full adds one forward pass (training FLOPs 3x ->
+4x forward). Megatron measures ~2-4% for selective and ~30-40% for full; Baidu's RLHF article reports
+selective recomputation with sequence parallelism halving activation memory for ~20% slower training.
+Sequence parallelism enters only as ``TrainMemoryConfig.sequence_parallel``, a divisor of the activations
+(Ulysses / ring attention over data-parallel ranks); its communication is not timed.
+
+**Pools and phases.** Every number is bytes per device. A pool's usable memory is ``mem_bytes ×
+gpu_memory_utilization`` (the rest: CUDA context, NCCL buffers, allocator fragmentation). Roles are
+resident ``always`` or only in a phase: where generation shares GPUs with other roles and the engine
+sleeps (``colocate="sleep"``), generation (``generate`` phase) and everything else (``other`` phase) take
+turns; the tightest phase sets the pool's peak, and the generation engine's KV cache is what its phase
+leaves (``PoolMemory.kv_cache``). Headroom = usable − peak: memory no phase commits to weights, states or
+activations (where everything is resident, the generation engine's KV cache is exactly that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.models import ModelSpec
+
+__all__ = [
+    "WEIGHT_BYTES", "GRAD_BYTES", "ADAM_BYTES", "ZERO_STAGES", "RECOMPUTE_MODES", "COLOCATE_MODES", "ALWAYS", "GENERATE",
+    "OTHER",
+    "TrainMemoryConfig", "StateBytes", "state_bytes", "layer_activation_bytes_per_token",
+    "head_activation_bytes", "activation_bytes", "RoleMemory", "PoolMemory", "MemoryReport",
+]
+
+WEIGHT_BYTES = 2  # bf16 weights, bytes per parameter
+GRAD_BYTES = 2  # bf16 gradients
+ADAM_BYTES = 12  # K in the ZeRO paper: fp32 master weights + momentum + variance
+ZERO_STAGES: tuple[int, ...] = (0, 1, 2, 3)
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+ALWAYS, GENERATE, OTHER = "always", "generate", "other"
+COLOCATE_MODES: tuple[str, ...] = ("sleep", "resident")  # what shares a generation pool does while it generates
+_GB = 1e9
+
+
+@dataclass(frozen=True)
+class TrainMemoryConfig:
+    """How the trainer holds its state. ``None`` for ``zero_stage`` or ``recompute`` means *auto*: the
+    cheapest setting that fits (see :meth:`candidates`). ``micro_batch_tokens``: tokens per micro-batch
+    (packed); ``None`` = one longest sequence — a sequence is never split across micro-batches, so a
+    micro-batch holds at least one. ``sequence_parallel``: ranks a micro-batch's tokens are split over
+    (DeepSpeed-Ulysses / ring attention, as OpenRLHF's ``--ring_attn_size`` and verl's
+    ``ulysses_sequence_parallel_size``): activations per device shrink by it; its all-to-all traffic is
+    not timed. Only with it do prompts of ~100k tokens train on one GPU's memory."""
+
+    zero_stage: int | None = None
+    recompute: str | None = None
+    flash_attention: bool = True
+    micro_batch_tokens: int | None = None
+    sequence_parallel: int = 1
+
+    def __post_init__(self) -> None:
+        z = self.zero_stage
+        if z is not None and (isinstance(z, bool) or z not in ZERO_STAGES):
+            raise ConfigError(f"zero_stage must be one of 0, 1, 2, 3 (or None for auto), got {z!r}")
+        if self.recompute is not None and self.recompute not in RECOMPUTE_MODES:
+            raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)} (or None for auto), got {self.recompute!r}")
+        if not isinstance(self.flash_attention, bool):
+            raise ConfigError(f"flash_attention must be a bool, got {self.flash_attention!r}")
+        m = self.micro_batch_tokens
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise ConfigError(f"micro_batch_tokens must be an integer >= 1 (or None), got {m!r}")
+        sp = self.sequence_parallel
+        if isinstance(sp, bool) or not isinstance(sp, int) or sp < 1:
+            raise ConfigError(f"sequence_parallel must be an integer >= 1, got {sp!r}")
+
+    @property
+    def resolved(self) -> bool:
+        return self.zero_stage is not None and self.recompute is not None
+
+    def candidates(self) -> tuple["TrainMemoryConfig", ...]:
+        """Resolved settings to try, cheapest first. Auto ZeRO tries 2 then 3 (stages 0 and 1 hold more
+        at the same traffic; 3 adds a parameter all-gather, 1.5x the gradient traffic); auto recompute
+        tries none, selective (eager attention only: with FlashAttention it equals none), full.
+        Recomputation costs FLOPs on every token, ZeRO-3 only link traffic, so ZeRO-3 comes first."""
+        stages = (self.zero_stage,) if self.zero_stage is not None else (2, 3)
+        if self.recompute is not None:
+            modes: tuple[str, ...] = (self.recompute,)
+        else:
+            modes = ("none", "full") if self.flash_attention else RECOMPUTE_MODES
+        return tuple(replace(self, zero_stage=z, recompute=r) for r in modes for z in stages)
+
+    def describe(self) -> str:
+        z = "auto" if self.zero_stage is None else str(self.zero_stage)
+        r = "auto" if self.recompute is None else self.recompute
+        sp = f", sequence parallel {self.sequence_parallel}" if self.sequence_parallel > 1 else ""
+        return f"ZeRO-{z}, recompute {r}" + ("" if self.flash_attention else ", eager attention") + sp
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Training state per device, bytes."""
+
+    weights: float
+    grads: float
+    optimizer: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.optimizer
+
+
+def state_bytes(params: int, devices: int, zero_stage: int) -> StateBytes:
+    """Weights, gradients and Adam state per device for ``params`` parameters over ``devices``
+    data-parallel ranks under ZeRO stage ``zero_stage`` (ZeRO paper: 2Ψ + 2Ψ + 12Ψ, sharded by stage)."""
+    if zero_stage not in ZERO_STAGES:
+        raise ConfigError(f"zero_stage must be one of 0, 1, 2, 3, got {zero_stage!r}")
+    if devices < 1:
+        raise ConfigError(f"devices must be >= 1, got {devices}")
+    p, n = float(params), float(devices)
+    return StateBytes(
+        weights=WEIGHT_BYTES * p / (n if zero_stage >= 3 else 1.0),
+        grads=GRAD_BYTES * p / (n if zero_stage >= 2 else 1.0),
+        optimizer=ADAM_BYTES * p / (n if zero_stage >= 1 else 1.0),
+    )
+
+
+def layer_activation_bytes_per_token(model: ModelSpec, seq_len: int, core: str = "flash") -> float:
+    """Bytes one decoder layer keeps for its backward pass, per token, in sequences of ``seq_len``
+    tokens. ``core``: how the attention core is handled — ``eager`` (softmax probabilities stored,
+    ``b·a·s``), ``flash`` (a fp32 log-sum-exp per head) or ``recomputed`` (nothing)."""
+    b, h = model.dtype_bytes, model.hidden
+    norms = 2 * h  # the two RMSNorm inputs
+    attn = h + 2 * model.attn_width + 2 * model.kv_width  # q/k/v input; Q and attention output; K and V
+    mlp = h + 4 * model.intermediate  # gate/up input; gate, SiLU(gate), up, product (down input)
+    if core == "eager":
+        extra = float(b * model.heads * seq_len)
+    elif core == "flash":
+        extra = 4.0 * model.heads
+    elif core == "recomputed":
+        extra = 0.0
+    else:
+        raise ConfigError(f"attention core must be eager, flash or recomputed, got {core!r}")
+    return float(b * (norms + attn + mlp)) + extra
+
+
+def head_activation_bytes(model: ModelSpec, tokens: int, response_tokens: int, scalar_head: bool = False) -> float:
+    """Bytes kept after the last layer for ``tokens`` tokens of which ``response_tokens`` are response:
+    final-norm and head inputs (bf16) for every token; then, for an lm_head, bf16 logits for every token
+    (Hugging Face heads compute them all) and the fp32 log-softmax over the response tokens, whose
+    log-probs PPO needs (``2·V`` + ``4·V``); for a scalar (reward / critic) head, a fp32 value per token."""
+    b = model.dtype_bytes
+    base = float(tokens * 2 * b * model.hidden)
+    if scalar_head:
+        return base + 4.0 * tokens
+    return base + float(tokens * b * model.vocab) + 4.0 * model.vocab * min(response_tokens, tokens)
+
+
+def activation_bytes(model: ModelSpec, tokens: int, seq_len: int, recompute: str, flash_attention: bool = True,
+                     scalar_head: bool = False, response_tokens: int | None = None) -> float:
+    """Activation bytes per device for one micro-batch of ``tokens`` tokens in sequences of up to ``seq_len``
+    tokens, ``response_tokens`` of them response (default: all)."""
+    if recompute not in RECOMPUTE_MODES:
+        raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {recompute!r}")
+    s = min(seq_len, tokens)
+    stored = "flash" if flash_attention else "eager"
+    if recompute == "full":  # each layer's input, plus one layer rebuilt at a time during the backward
+        body = model.layers * model.dtype_bytes * model.hidden + layer_activation_bytes_per_token(model, s, stored)
+    else:
+        core = stored if recompute == "none" or flash_attention else "recomputed"
+        body = model.layers * layer_activation_bytes_per_token(model, s, core)
+    resp = tokens if response_tokens is None else response_tokens
+    return tokens * body + head_activation_bytes(model, tokens, resp, scalar_head)
+
+
+@dataclass(frozen=True)
+class RoleMemory:
+    """What one role holds on each device of its pool, bytes, and when (``phase``)."""
+
+    role: str  # "generate", "train", "reward", "reference", "critic", "logprob"
+    label: str  # e.g. "actor qwen2.5-7b + critic qwen2.5-7b"
+    phase: str = ALWAYS
+    weights: float = 0.0
+    grads: float = 0.0
+    optimizer: float = 0.0
+    activations: float = 0.0
+    note: str = ""  # e.g. "ZeRO-2 over 7 devices, recompute none"
+
+    def __post_init__(self) -> None:
+        if self.phase not in (ALWAYS, GENERATE, OTHER):
+            raise ConfigError(f"role {self.role}: phase must be always, generate or other, got {self.phase!r}")
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.optimizer + self.activations
+
+    def describe(self) -> str:
+        parts = [("weights", self.weights), ("grads", self.grads), ("Adam", self.optimizer), ("activations", self.activations)]
+        shown = [f"{name} {v / _GB:.1f}" for name, v in parts if v > 0]
+        head = f"{self.role} ({self.label}{', ' + self.note if self.note else ''}) {self.total / _GB:.1f} GB"
+        return head + (f" [{' + '.join(shown)}]" if len(shown) > 1 else "")
+
+
+@dataclass(frozen=True)
+class PoolMemory:
+    """One pool's budget per device: usable memory, the roles on it, and the KV cache one longest
+    sequence needs on a generation replica (``kv_min``; 0 where nothing generates)."""
+
+    pool: str
+    gpu: str
+    devices: int
+    mem_bytes: float
+    utilization: float
+    roles: tuple[RoleMemory, ...]
+    generates: bool = False
+    kv_min: float = 0.0
+    seq_tokens: int = 0
+
+    @property
+    def capacity(self) -> float:
+        return self.mem_bytes * self.utilization
+
+    def held(self, phase: str) -> tuple[RoleMemory, ...]:
+        """Roles on the devices during ``phase`` (``generate`` or ``other``), largest first."""
+        return tuple(sorted((r for r in self.roles if r.phase in (ALWAYS, phase)), key=lambda r: -r.total))
+
+    def committed(self, phase: str) -> float:
+        return sum(r.total for r in self.held(phase))
+
+    @property
+    def peak(self) -> float:
+        return max(self.committed(GENERATE), self.committed(OTHER))
+
+    @property
+    def headroom(self) -> float:
+        return self.capacity - self.peak
+
+    @property
+    def kv_cache(self) -> float | None:
+        """Bytes per device the generation engine gets for its KV cache (None: no generation here)."""
+        return self.capacity - self.committed(GENERATE) if self.generates else None
+
+    def error(self) -> str | None:
+        """One line if the pool cannot hold its roles, else None."""
+        usable = (f"{self.capacity / _GB:.1f} GB usable per device ({self.devices} x {self.gpu}, "
+                  f"{self.mem_bytes / _GB:.0f} GB x {self.utilization:g})")
+        for phase in (OTHER, GENERATE):
+            need = self.committed(phase)
+            if need > self.capacity:
+                first, *rest = self.held(phase)
+                with_ = f"; with {' and '.join(r.describe() for r in rest)}" if rest else ""
+                return (f"does not fit: {first.describe()} per {self.gpu}{with_}, pool '{self.pool}' needs "
+                        f"{need / _GB:.1f} GB > {usable}")
+        kv = self.kv_cache
+        if kv is not None and kv < self.kv_min:
+            return (f"does not fit: generate leaves {max(kv, 0.0) / _GB:.2f} GB per {self.gpu} for the KV cache in pool "
+                    f"'{self.pool}', less than one {self.seq_tokens:,}-token sequence needs ({self.kv_min / _GB:.2f} GB); "
+                    f"{self.committed(GENERATE) / _GB:.1f} GB held while generating of {usable}")
+        return None
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Memory per pool for one resolved training setup."""
+
+    pools: tuple[PoolMemory, ...]
+    train: TrainMemoryConfig
+    seq_tokens: int
+    colocate: str
+
+    def pool(self, name: str) -> PoolMemory:
+        for p in self.pools:
+            if p.pool == name:
+                return p
+        raise ConfigError(f"no pool '{name}' in the memory report; pools: {', '.join(p.pool for p in self.pools)}")
+
+    def error(self) -> str | None:
+        return next((e for e in (p.error() for p in self.pools) if e is not None), None)
+
+    def check(self) -> "MemoryReport":
+        """Itself if every pool fits, else ``ConfigError`` with the first problem (one line)."""
+        err = self.error()
+        if err is not None:
+            raise ConfigError(err)
+        return self
+
+    def headroom_gb(self) -> dict[str, float]:
+        return {p.pool: p.headroom / _GB for p in self.pools}
+
+    def summary(self) -> dict:
+        """Plain numbers (GB per device) for a result summary."""
+        return {
+            "memory_headroom_gb": self.headroom_gb(),
+            "memory_gb": {p.pool: {r.role: r.total / _GB for r in p.roles} for p in self.pools},
+            "kv_cache_gb": {p.pool: p.kv_cache / _GB for p in self.pools if p.kv_cache is not None},
+            "zero_stage": self.train.zero_stage,
+            "recompute": self.train.recompute,
+            "colocate": self.colocate,
+            "max_seq_tokens": self.seq_tokens,
+        }

@@ -1,0 +1,176 @@
+"""Memory of a simulated configuration: what each role holds on each pool, the training setup that
+fits (auto ZeRO stage and recomputation), the sync mechanism the placement implies, and the cost models
+that follow from them. The arithmetic is :mod:`oppo_sim.hw.memory`'s; this module maps a
+:class:`~oppo_sim.pipeline.config.SimConfig` onto it.
+
+Who holds what (bytes per device):
+
+- ``generate``: the actor's weights over ``tp`` devices, then the KV cache in what is left;
+- ``train``: actor and critic training state (weights, gradients, Adam; ZeRO over the pool's devices)
+  plus the larger of their activations (the trainer runs them one after the other);
+- ``reward`` / ``reference``: frozen weights (their KV budget is what the pool has left);
+- ``critic`` / ``logprob`` forwards: nothing extra on the training pool (the training weights serve);
+  a copy of the weights on any other pool.
+
+Where generation shares a pool with other roles, ``colocate`` says what happens to the rest while the
+engine generates: ``sleep`` (default) — the engine sleeps (weights to host, KV freed) while the others
+run and they are offloaded while it generates, as OpenRLHF (``--colocate_all_models`` with vLLM and
+DeepSpeed sleep) and verl's hybrid engine do; it is what the simulator's engine assumes when it sizes
+its KV cache from the whole device, as the paper's 7 shared GPUs need for rollouts of 8k tokens.
+``resident`` — everything stays, and the KV cache gets what training leaves (``vllm`` with a lowered
+``gpu_memory_utilization`` next to a live trainer).
+"""
+
+from __future__ import annotations
+
+import math
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.placement import ROLES, SCORING_ROLES, Pool
+from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.memory import (
+    ALWAYS,
+    GENERATE,
+    OTHER,
+    MemoryReport,
+    PoolMemory,
+    RoleMemory,
+    TrainMemoryConfig,
+    activation_bytes,
+    state_bytes,
+)
+from oppo_sim.hw.models import ModelSpec
+from oppo_sim.hw.sync import SyncMechanism, SyncPlan
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, Trace
+
+DEFAULT_PROMPT_TOKENS = 1024
+"""Prompt length assumed when no trace is given (OpenRLHF's ``--prompt_max_len`` default)."""
+
+
+def longest(trace: Trace, max_response: int | None) -> tuple[int, int]:
+    """(tokens of the longest prompt + capped response, tokens of the longest capped response) in ``trace``."""
+    resp = trace.response_tokens if max_response is None else trace.response_tokens.clip(max=max_response)
+    return int((trace.prompt_tokens + resp).max()), int(resp.max())
+
+
+def _lengths(cfg: SimConfig, seq_tokens: int | None, response_tokens: int | None) -> tuple[int, int]:
+    resp_cap = cfg.max_response or DEFAULT_MAX_RESPONSE
+    seq = seq_tokens if seq_tokens is not None else resp_cap + DEFAULT_PROMPT_TOKENS
+    resp = response_tokens if response_tokens is not None else min(seq, resp_cap)
+    if seq < 1 or not 0 <= resp <= seq:
+        raise ConfigError(f"need seq_tokens >= 1 and 0 <= response_tokens <= seq_tokens, got {seq} and {resp}")
+    return seq, resp
+
+
+def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int, resp: int, phase: str) -> RoleMemory:
+    models = cfg.models()
+    actor, critic = models["train"], models["critic"]
+    z, rc, flash, sp = train.zero_stage, train.recompute, train.flash_attention, train.sequence_parallel
+    if devices % sp:
+        raise ConfigError(f"sequence parallelism {sp} does not divide the {devices} training devices")
+    sa, sc = state_bytes(actor.params, devices, z), state_bytes(critic.params_scalar_head, devices, z)
+    tokens = max(train.micro_batch_tokens or seq, seq)  # packed sequences; a sequence is never split
+    resp_in = min(tokens, resp * math.ceil(tokens / seq))
+    act = max(activation_bytes(actor, tokens, seq, rc, flash, False, resp_in),
+              activation_bytes(critic, tokens, seq, rc, flash, True, resp_in)) / sp
+    return RoleMemory(
+        "train", f"actor {actor.id} + critic {critic.id}", phase, weights=sa.weights + sc.weights,
+        grads=sa.grads + sc.grads, optimizer=sa.optimizer + sc.optimizer, activations=act,
+        note=f"ZeRO-{z} over {devices} device{'s' if devices > 1 else ''}, recompute {rc}"
+        + (f", sequence parallel {sp}" if sp > 1 else ""),
+    )
+
+
+def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int, resp: int) -> PoolMemory:
+    pl, models = cfg.placement, cfg.models()
+    here = [r for r in ROLES if pl.pool_of(r) == pool.name]
+    generates = pl.generate == pool.name
+    swap = generates and len(here) > 1 and cfg.colocate == "sleep"
+
+    def phase(role: str) -> str:
+        return ALWAYS if not swap else (GENERATE if role == "generate" else OTHER)
+
+    roles: list[RoleMemory] = []
+    actor: ModelSpec = models["generate"]
+    tp = cfg.engine.tp if generates else 1
+    if generates:
+        roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", phase("generate"), weights=actor.weight_bytes() / tp))
+    if pl.train == pool.name:
+        roles.append(_train_role(cfg, pool.devices, train, seq, resp, phase("train")))
+    for role in SCORING_ROLES:
+        if pl.pool_of(role) != pool.name or (role in ("critic", "logprob") and pl.train == pool.name):
+            continue
+        m = models[role]
+        roles.append(RoleMemory(role, m.id, phase(role), weights=m.weight_bytes(scalar_head=role in ("reward", "critic"))))
+    gpu = cfg.hardware_of(pool.name).gpu
+    return PoolMemory(
+        pool.name, gpu.id, pool.devices, gpu.mem_bytes, cfg.engine.gpu_memory_utilization, tuple(roles),
+        generates=generates, seq_tokens=seq,  # a KV budget given explicitly (blocks override) is the engine's to check
+        kv_min=seq * actor.kv_bytes_per_token() / tp if generates and cfg.engine.num_gpu_blocks_override is None else 0.0,
+    )
+
+
+def memory_report(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None,
+                  train: TrainMemoryConfig | None = None) -> MemoryReport:
+    """Memory per pool for a *resolved* training setup (default: ``cfg.train_memory``, which must then be
+    resolved). ``seq_tokens``: the longest prompt + response (default ``max_response`` + 1,024);
+    ``response_tokens``: the longest response (default ``max_response``). Reports, never raises for lack
+    of memory: see :meth:`MemoryReport.error`."""
+    t = train if train is not None else cfg.train_memory
+    if not t.resolved:
+        raise ConfigError(f"memory_report needs a resolved training setup, got {t.describe()}; use check_fits")
+    seq, resp = _lengths(cfg, seq_tokens, response_tokens)
+    pools = tuple(_pool_memory(cfg, p, t, seq, resp) for p in cfg.placement.pools)
+    return MemoryReport(pools, t, seq, cfg.colocate)
+
+
+def check_fits(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None) -> MemoryReport:
+    """The report of the cheapest training setup (auto ZeRO stage / recomputation, see
+    ``TrainMemoryConfig.candidates``) under which every pool fits; ``ConfigError`` (one line naming the
+    role, the GPU and the numbers) when none does — the numbers are those of the most frugal setup."""
+    report = None
+    for t in cfg.train_memory.candidates():
+        report = memory_report(cfg, seq_tokens, response_tokens, t)
+        if report.error() is None:
+            return report
+    return report.check()
+
+
+def pool_nodes(cfg: SimConfig) -> dict[str, frozenset[int]]:
+    """The nodes each pool's devices sit on: ``nodes`` nodes of equal size, pools laid out in order."""
+    per_node = math.ceil(cfg.placement.total_devices / cfg.nodes)
+    out, start = {}, 0
+    for p in cfg.placement.pools:
+        out[p.name] = frozenset(d // per_node for d in range(start, start + p.devices))
+        start += p.devices
+    return out
+
+
+def sync_plan(cfg: SimConfig) -> SyncPlan:
+    """``cfg.sync``, or for ``auto``: NVLink when the generation and training pools sit in one node, the
+    network otherwise (a pool spanning nodes gathers its weights across them)."""
+    if cfg.sync != "auto":
+        return SyncPlan(SyncMechanism(cfg.sync), cfg.engine.tp)
+    nodes = pool_nodes(cfg)
+    one_node = len(nodes[cfg.placement.generate] | nodes[cfg.placement.train]) == 1
+    return SyncPlan(SyncMechanism.NVLINK if one_node else SyncMechanism.NETWORK, cfg.engine.tp)
+
+
+def generation_kv_blocks(cfg: SimConfig, report: MemoryReport) -> int:
+    """KV-cache blocks per generation replica (``tp`` devices) in the memory the report leaves it (the
+    engine's ``num_gpu_blocks_override`` when set)."""
+    if cfg.engine.num_gpu_blocks_override is not None:
+        return cfg.engine.num_gpu_blocks_override
+    kv = report.pool(cfg.placement.generate).kv_cache or 0.0
+    per_block = cfg.models()["generate"].kv_bytes_per_token() * cfg.engine.block_size
+    return int(kv * cfg.engine.tp // per_block)
+
+
+def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
+    """One cost model per pool, with the report's training setup and the configuration's sync plan."""
+    t, plan = report.train, sync_plan(cfg)
+    return {
+        p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan)
+        for p in cfg.placement.pools
+    }

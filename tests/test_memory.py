@@ -1,0 +1,310 @@
+"""Memory model and weight sync: hand-computed figures for a 7B model, ZeRO sharding, recomputation's
+memory and compute, the fit check (and its one-line refusal), sync times by mechanism."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from oppo_sim.cli import main
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.placement import colocated_placement, disaggregated_placement
+from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.hardware import get_hardware
+from oppo_sim.hw.memory import (
+    GENERATE,
+    OTHER,
+    PoolMemory,
+    RoleMemory,
+    TrainMemoryConfig,
+    activation_bytes,
+    layer_activation_bytes_per_token,
+    state_bytes,
+)
+from oppo_sim.hw.models import get_model
+from oppo_sim.hw.sync import (
+    HOST_PER_TENSOR_S,
+    SyncMechanism,
+    SyncPlan,
+    param_tensors,
+    sync_seconds,
+)
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.memory_plan import check_fits, longest, memory_report, sync_plan
+from oppo_sim.pipeline.simulate import simulate
+from oppo_sim.traces.catalog import load_trace
+from oppo_sim.traces.trace import Trace
+
+M7 = get_model("qwen2.5-7b")  # 28 layers, hidden 3584, 28 heads, 4 KV heads (head dim 128), MLP 18944, vocab 152064
+H200 = get_hardware("h200")
+
+# Qwen2.5-7B parameters by hand: embedding and (untied) lm_head 152064 * 3584 each; per layer q and o
+# 3584 * 3584 each, k and v 3584 * 512 each, gate/up/down 3 * 3584 * 18944, q/k/v biases 3584 + 2 * 512,
+# two RMSNorms 2 * 3584; a final norm 3584.
+PSI = 2 * 152064 * 3584 + 28 * (2 * 3584 * 3584 + 2 * 3584 * 512 + 3 * 3584 * 18944 + 3584 + 1024 + 2 * 3584) + 3584
+GB = 1e9
+
+
+def test_7b_parameters_and_weights():
+    assert PSI == 7_615_616_512 == M7.params
+    assert M7.weight_bytes() == 2 * PSI == 15_231_233_024  # bf16: 15.2 GB
+
+
+@pytest.mark.parametrize("stage, weights, grads, adam", [
+    # ZeRO paper: 2Ψ + 2Ψ + 12Ψ; over N = 8 ranks stage 1 shards Adam, 2 also grads, 3 also weights
+    (0, 2 * PSI, 2 * PSI, 12 * PSI),
+    (1, 2 * PSI, 2 * PSI, 12 * PSI / 8),
+    (2, 2 * PSI, 2 * PSI / 8, 12 * PSI / 8),
+    (3, 2 * PSI / 8, 2 * PSI / 8, 12 * PSI / 8),
+])
+def test_7b_training_state_under_zero(stage, weights, grads, adam):
+    s = state_bytes(M7.params, 8, stage)
+    assert (s.weights, s.grads, s.optimizer) == pytest.approx((weights, grads, adam), rel=1e-12)
+    # the totals engineers quote: 121.9 GB unsharded, 41.9 (ZeRO-1), 28.6 (ZeRO-2), 15.2 (ZeRO-3) per GPU
+    assert s.total / GB == pytest.approx({0: 121.85, 1: 41.88, 2: 28.56, 3: 15.23}[stage], abs=0.01)
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_zero_shards_shrink_as_one_over_n(stage):
+    one, two, eight = (state_bytes(M7.params, n, stage) for n in (1, 2, 8))
+    assert one.total == pytest.approx(16 * PSI)  # one rank holds everything whatever the stage
+    for f in ("weights", "grads", "optimizer"):
+        sharded = {"optimizer": stage >= 1, "grads": stage >= 2, "weights": stage >= 3}[f]
+        ratio = getattr(eight, f) / getattr(two, f)
+        assert ratio == pytest.approx(0.25 if sharded else 1.0)
+
+
+# Activations of Qwen2.5-7B for one 4,096-token sequence with a 1,024-token response, by hand, per token per
+# layer in bytes (bf16 = 2): norm inputs 2*3584, q/k/v input 3584, Q and attention output 2*3584, K and V
+# 2*512, MLP input 3584, gate, SiLU(gate), up and product 4*18944 -> 2 * 98,304 = 196,608; plus the attention
+# core: eager keeps the softmax probabilities 2 * 28 heads * 4096 = 229,376; FlashAttention a fp32
+# log-sum-exp per head 4 * 28 = 112; selective recompute nothing.
+LAYER_BASE = 2 * (2 * 3584 + 3584 + 2 * 3584 + 2 * 512 + 3584 + 4 * 18944)
+# after the layers: final-norm and head inputs 2 * 2 * 3584 per token, bf16 logits 2 * 152064 per token,
+# fp32 log-softmax 4 * 152064 per response token
+HEAD = 4096 * 4 * 3584 + 4096 * 2 * 152064 + 1024 * 4 * 152064
+
+
+def test_7b_activation_per_layer_by_hand():
+    assert LAYER_BASE == 196_608
+    assert layer_activation_bytes_per_token(M7, 4096, "recomputed") == 196_608
+    assert layer_activation_bytes_per_token(M7, 4096, "flash") == 196_608 + 112
+    assert layer_activation_bytes_per_token(M7, 4096, "eager") == 196_608 + 229_376
+
+
+@pytest.mark.parametrize("recompute, flash, expected", [
+    ("none", False, 4096 * 28 * (LAYER_BASE + 2 * 28 * 4096) + HEAD),  # 50.78 GB: Megatron's "no recompute"
+    ("selective", False, 4096 * 28 * LAYER_BASE + HEAD),  # 24.48 GB: the s x s term is gone
+    ("none", True, 4096 * 28 * (LAYER_BASE + 4 * 28) + HEAD),  # 24.49 GB: FlashAttention is selective already
+    ("full", True, 4096 * (28 * 2 * 3584 + LAYER_BASE + 4 * 28) + HEAD),  # 3.56 GB: layer inputs + one layer
+])
+def test_7b_activations_with_and_without_recompute(recompute, flash, expected):
+    got = activation_bytes(M7, 4096, 4096, recompute, flash, response_tokens=1024)
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert round(got / GB, 2) == {("none", False): 50.78, ("selective", False): 24.48, ("none", True): 24.49,
+                                  ("full", True): 3.56}[(recompute, flash)]
+
+
+def test_recompute_shrinks_activations_and_adds_compute():
+    eager = [activation_bytes(M7, 8192, 8192, r, False) for r in ("none", "selective", "full")]
+    assert eager[0] > 2 * eager[1] > 2 * eager[2]
+    seqs = np.full(112, 4000.0)
+    plain = CostModel(H200, recompute="none", flash_attention=False)
+    sel = CostModel(H200, recompute="selective", flash_attention=False)
+    full = CostModel(H200, recompute="full")
+    assert plain.recompute_flops(M7, seqs) == 0.0
+    # selective: the attention core's forward, 4 * layers * attn_width * n(n+1)/2 per sequence
+    assert sel.recompute_flops(M7, seqs) == pytest.approx(112 * 4 * 28 * 3584 * 4000 * 4001 / 2)
+    # full: one more forward -> 4x instead of 3x forward FLOPs
+    assert full.recompute_flops(M7, seqs) == pytest.approx(full.train_flops(M7, seqs) / 3)
+    t_plain, t_sel, t_full = (c.train(M7, 7, seqs, 1) for c in (plain, sel, full))
+    assert t_plain < t_sel < t_full
+    assert t_full == pytest.approx(plain.hw.params.train.overhead_s + (t_plain - plain.hw.params.train.overhead_s)
+                                   * 4 / 3, rel=0.02)  # compute-bound: +1/3 (comm is a sliver)
+    # with FlashAttention, selective recompute is what the kernel does already: no change
+    assert CostModel(H200, recompute="selective").train(M7, 7, seqs, 1) == CostModel(H200).train(M7, 7, seqs, 1)
+
+
+def test_zero3_adds_a_parameter_all_gather_to_the_gradient_traffic():
+    seqs = np.full(16, 100.0)
+    z2, z3 = CostModel(H200, zero_stage=2).train(M7, 8, seqs, 4), CostModel(H200, zero_stage=3).train(M7, 8, seqs, 4)
+    assert z3 - z2 == pytest.approx(4 * 1.0 * 7 / 8 * M7.weight_bytes() / H200.gpu.link_bw)
+
+
+def test_auto_candidates_cheapest_first():
+    order = [(c.zero_stage, c.recompute) for c in TrainMemoryConfig().candidates()]
+    assert order == [(2, "none"), (3, "none"), (2, "full"), (3, "full")]
+    eager = [(c.zero_stage, c.recompute) for c in TrainMemoryConfig(flash_attention=False).candidates()]
+    assert eager[2:4] == [(2, "selective"), (3, "selective")]
+    assert [(c.zero_stage, c.recompute) for c in TrainMemoryConfig(zero_stage=3).candidates()] == [(3, "none"), (3, "full")]
+
+
+def test_paper_setup_fits_with_positive_headroom():
+    trace = load_trace("oppo-longtail-default")
+    rep = check_fits(SimConfig(), *longest(trace, 8192))
+    assert (rep.train.zero_stage, rep.train.recompute) == (2, "none")
+    main, score = rep.pool("main"), rep.pool("score")
+    assert main.headroom > 0 and score.headroom > 0
+    train = next(r for r in main.roles if r.role == "train")
+    # actor + critic (7B with a value head: Ψ' = 7,070,622,720) over 7 GPUs with ZeRO-2
+    psi2 = PSI + 7_070_622_720
+    assert (train.weights, train.grads, train.optimizer) == pytest.approx((2 * psi2, 2 * psi2 / 7, 12 * psi2 / 7))
+    assert train.phase == OTHER and next(r for r in main.roles if r.role == "generate").phase == GENERATE
+    # the engine sleeps while training runs: it gets the device less its weights, as the driver sizes it
+    assert main.kv_cache == pytest.approx(141e9 * 0.9 - 2 * PSI)
+    assert {r.role for r in score.roles} == {"reward", "reference"}
+
+
+def test_resident_training_state_leaves_less_kv_cache():
+    seq = (4813, 4096)
+    sleep = check_fits(SimConfig(), *seq)
+    res = check_fits(SimConfig(colocate="resident"), *seq)
+    main = res.pool("main")
+    assert main.kv_cache == pytest.approx(main.capacity - sum(r.total for r in main.roles))
+    assert main.kv_cache < sleep.pool("main").kv_cache / 2
+
+
+def _cfg_4090():
+    return SimConfig(actor="qwen2.5-3b", reward="qwen2.5-0.5b", gpu="rtx-4090", placement=colocated_placement(1), steps=2)
+
+
+def test_3b_on_one_4090_is_refused_with_the_numbers(capsys):
+    code = main(["run", "--actor", "qwen2.5-3b", "--reward", "qwen2.5-0.5b", "--gpu", "rtx-4090",
+                 "--placement", "colocated", "--devices", "1", "--steps", "2"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("oppo-sim: error: does not fit: train")
+    # the most frugal setting tried: ZeRO-3 over 1 device shards nothing; Adam alone is 12 bytes per parameter
+    adam = 12 * (get_model("qwen2.5-3b").params + get_model("qwen2.5-0.5b").params_scalar_head) / GB
+    for part in ("rtx-4090", "qwen2.5-3b", "ZeRO-3 over 1 device", "recompute full", f"Adam {adam:.1f}",
+                 "21.6 GB usable", "24 GB x 0.9"):
+        assert part in err, part
+    with pytest.raises(ConfigError, match="does not fit"):
+        simulate(Trace.from_arrays([100], [100]), "baseline", _cfg_4090())
+
+
+def test_a_bigger_gpu_lets_the_same_job_run():
+    cfg = dataclasses.replace(_cfg_4090(), gpu="h200", batch=4)
+    res = simulate(Trace.from_arrays([100] * 8, [200] * 8), "baseline", cfg)
+    assert res.summary["memory_headroom_gb"]["main"] > 0
+    assert res.summary["zero_stage"] == 2 and res.summary["recompute"] == "none"
+
+
+def test_kv_cache_too_small_for_one_sequence_is_refused():
+    gen = RoleMemory("generate", "actor x, tp 1", weights=60e9)
+    pool = PoolMemory("gen", "h100-sxm", 4, 80e9, 0.9, (gen,), generates=True, kv_min=13e9, seq_tokens=50_000)
+    assert pool.kv_cache == pytest.approx(12e9)
+    err = pool.error()
+    assert err is not None and "50,000-token sequence" in err and "h100-sxm" in err and "\n" not in err
+
+
+def test_simulate_reports_memory_and_charges_recompute():
+    trace = Trace.from_arrays([500] * 16, [2500] * 16)
+    base = SimConfig(batch=8, steps=2, actor="qwen2.5-1.5b", reward="qwen2.5-0.5b", gpu="h100-sxm")
+    runs = {r: simulate(trace, "baseline", base, train_memory=TrainMemoryConfig(2, r)) for r in ("none", "full")}
+    s = runs["none"].summary
+    assert set(s["memory_headroom_gb"]) == {"main", "score"} and min(s["memory_headroom_gb"].values()) > 0
+    assert s["memory_gb"]["main"]["train"] > s["memory_gb"]["main"]["generate"] > 0
+    assert s["sync_mechanism"] == "nvlink"
+    assert runs["full"].steps["training_s"].sum() > 1.2 * runs["none"].steps["training_s"].sum()
+
+
+# -- weight sync --------------------------------------------------------------------------------------
+
+
+def test_param_tensors():
+    assert param_tensors(M7) == 28 * (7 + 2 + 3) + 3  # + embedding, final norm, untied lm_head
+
+
+@pytest.mark.parametrize("gpu", ["h200", "h100-sxm", "a100-80gb"])
+def test_sync_time_by_mechanism_ordered(gpu):
+    hw = get_hardware(gpu)
+    t = {m: sync_seconds(M7, hw, SyncPlan(m)) for m in SyncMechanism}
+    assert t[SyncMechanism.NVLINK] < t[SyncMechanism.NETWORK] < t[SyncMechanism.HOST]
+
+
+def test_network_sync_takes_the_documented_bandwidth():
+    op = H200.params.sync
+    assert H200.gpu.net_bw == 50e9  # 400 Gb/s NDR InfiniBand per GPU (DGX H200)
+    for tp in (1, 2):
+        t = sync_seconds(M7, H200, SyncPlan("network", tp))
+        assert t == pytest.approx(op.overhead_s + 2 * PSI / tp / (50e9 * op.eff_memory), rel=1e-12)
+    # 15.2 GB at 30 GB/s effective: about half a second, against ~80 ms over NVLink
+    assert sync_seconds(M7, H200, SyncPlan("network")) == pytest.approx(0.558, abs=0.001)
+
+
+def test_host_sync_funnels_through_one_link_tensor_by_tensor():
+    op = H200.params.sync
+    w = 2 * PSI
+    expected = op.overhead_s + w / (64e9 * op.eff_memory) + w / (64e9 * op.eff_memory) + 339 * HOST_PER_TENSOR_S
+    assert sync_seconds(M7, H200, SyncPlan("host")) == pytest.approx(expected, rel=1e-12)
+
+
+def test_default_sync_is_the_historical_formula():
+    op = H200.params.sync
+    assert CostModel(H200).weight_sync(M7) == op.overhead_s + M7.weight_bytes() / (H200.gpu.link_bw * op.eff_memory)
+    assert CostModel(H200).weight_sync(M7, SyncPlan("host")) > CostModel(H200).weight_sync(M7)
+
+
+def test_sync_mechanism_follows_the_placement():
+    assert sync_plan(SimConfig()).mechanism is SyncMechanism.NVLINK
+    # pool 'main' (generate + train) spans both nodes of 4: its ZeRO shards are gathered across them
+    assert sync_plan(SimConfig(nodes=2)).mechanism is SyncMechanism.NETWORK
+    dis = SimConfig(placement=disaggregated_placement())  # gen[4] train[3] score[1]
+    assert sync_plan(dis).mechanism is SyncMechanism.NVLINK
+    assert sync_plan(dataclasses.replace(dis, nodes=2)).mechanism is SyncMechanism.NETWORK  # gen on node 0, train on 1
+    assert sync_plan(SimConfig(sync="host", engine=dataclasses.replace(SimConfig().engine, tp=7))) == SyncPlan("host", 7)
+    with pytest.raises(ConfigError, match="nodes must be"):
+        SimConfig(nodes=9)
+
+
+def test_sync_mechanism_reaches_the_simulation():
+    trace = Trace.from_arrays([200] * 16, [300] * 16)
+    base = SimConfig(batch=8, steps=2, actor="qwen2.5-0.5b", reward="qwen2.5-0.5b", gpu="h100-sxm")
+    nv, host = (simulate(trace, "baseline", base, sync=m) for m in ("nvlink", "host"))
+    assert host.summary["sync_mechanism"] == "host"
+    m = get_model("qwen2.5-0.5b")
+    hw = get_hardware("h100-sxm")
+    assert host.steps["sync_s"].iloc[0] == pytest.approx(sync_seconds(m, hw, SyncPlan("host")), rel=1e-6)
+    assert nv.steps["sync_s"].iloc[0] == pytest.approx(sync_seconds(m, hw, SyncPlan("nvlink")), rel=1e-6)
+
+
+def test_memory_report_needs_a_resolved_setup():
+    with pytest.raises(ConfigError, match="resolved"):
+        memory_report(SimConfig())
+    rep = memory_report(SimConfig(), train=TrainMemoryConfig(3, "full"))
+    assert rep.seq_tokens == 8192 + 1024 and rep.error() is None
+    for bad in (dict(zero_stage=4), dict(recompute="some"), dict(sequence_parallel=0), dict(micro_batch_tokens=0)):
+        with pytest.raises(ConfigError):
+            TrainMemoryConfig(**bad)
+
+
+@pytest.mark.parametrize("kind", ["continuous", "static"])
+def test_resident_training_state_shrinks_the_engines_kv_cache(kind):
+    from oppo_sim.core.policies import make_policy
+    from oppo_sim.pipeline.driver import Pipeline
+    from oppo_sim.pipeline.memory_plan import generation_kv_blocks
+    from oppo_sim.pipeline.simulate import _limit_kv
+
+    cfg = SimConfig(batch=8, steps=1, actor="qwen2.5-7b", reward="qwen2.5-0.5b", gpu="h100-sxm", engine_kind=kind)
+    res = dataclasses.replace(cfg, colocate="resident")
+    blocks = {c.colocate: generation_kv_blocks(c, check_fits(c, 4000, 3000)) for c in (cfg, res)}
+    kv = check_fits(res, 4000, 3000).pool("main").kv_cache
+    assert blocks["resident"] == int(kv // (M7.kv_bytes_per_token() * 16)) < blocks["sleep"] / 2
+    p = Pipeline(res, Trace.from_arrays([100] * 8, [100] * 8), make_policy("baseline"))
+    _limit_kv(p, blocks["resident"])
+    core = p.replicas[0].core
+    held = core.capacity_tokens if kind == "static" else core.capacity * 16
+    assert held == blocks["resident"] * 16
+    assert simulate(Trace.from_arrays([100] * 8, [100] * 8), "baseline", res).summary["colocate"] == "resident"
+
+
+def test_run_prints_headroom_per_pool(capsys):
+    code = main(["run", "--steps", "1", "--batch", "8", "--actor", "qwen2.5-0.5b", "--reward", "qwen2.5-0.5b",
+                 "--policy", "baseline", "--sync", "host", "--zero", "3"])
+    out = capsys.readouterr().out
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("memory headroom per device:"))
+    assert "main " in line and "score " in line and "KV cache" in line and "ZeRO-3" in line and "over host" in line
