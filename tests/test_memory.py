@@ -286,15 +286,13 @@ def test_resident_training_state_shrinks_the_engines_kv_cache(kind):
     from oppo_sim.core.policies import make_policy
     from oppo_sim.pipeline.driver import Pipeline
     from oppo_sim.pipeline.memory_plan import generation_kv_blocks
-    from oppo_sim.pipeline.simulate import _limit_kv
 
     cfg = SimConfig(batch=8, steps=1, actor="qwen2.5-7b", reward="qwen2.5-0.5b", gpu="h100-sxm", engine_kind=kind)
     res = dataclasses.replace(cfg, colocate="resident")
     blocks = {c.colocate: generation_kv_blocks(c, check_fits(c, 4000, 3000)) for c in (cfg, res)}
     kv = check_fits(res, 4000, 3000).pool("main").kv_cache
     assert blocks["resident"] == int(kv // (M7.kv_bytes_per_token() * 16)) < blocks["sleep"] / 2
-    p = Pipeline(res, Trace.from_arrays([100] * 8, [100] * 8), make_policy("baseline"))
-    _limit_kv(p, blocks["resident"])
+    p = Pipeline(res, Trace.from_arrays([100] * 8, [100] * 8), make_policy("baseline"), memory=check_fits(res, 4000, 3000))
     core = p.replicas[0].core
     held = core.capacity_tokens if kind == "static" else core.capacity * 16
     assert held == blocks["resident"] * 16

@@ -44,8 +44,10 @@ from oppo_sim.engine.continuous import EMIT, FINISH, PAUSE, Req, kv_blocks_for
 from oppo_sim.engine.factory import make_engine
 from oppo_sim.engine.static import StaticEngineCore
 from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
+from oppo_sim.pipeline.memory_plan import check_fits, cost_models, generation_kv_blocks, longest
 from oppo_sim.pipeline.generation import GenReplica
 from oppo_sim.pipeline.scoring import Scorer
 from oppo_sim.traces.trace import Trace
@@ -90,21 +92,23 @@ class StepRecord:
 class Pipeline:
     """Builds the pools, engines and scorers for ``cfg`` and runs ``policy`` over ``trace``."""
 
-    def __init__(self, cfg: SimConfig, trace: Trace, policy: Policy, on_step: Callable[[StepRecord], None] | None = None):
+    def __init__(self, cfg: SimConfig, trace: Trace, policy: Policy, on_step: Callable[[StepRecord], None] | None = None,
+                 memory: MemoryReport | None = None):
         if len(trace) == 0:
             raise ConfigError("the trace has no rows")
         self.cfg = cfg
         self.trace = trace.capped(cfg.max_response) if cfg.max_response is not None else trace
         self.policy = policy
+        # what fits decides the training setup (ZeRO stage, recompute) and the KV caches; refused if nothing fits
+        self.memory = memory or check_fits(cfg, *longest(self.trace, cfg.max_response))
         self.env = simpy.Environment()
         self.timeline = Timeline()
         self.models = cfg.models()
         self.pools: dict[str, DevicePool] = {}
-        self.cost_of: dict[str, CostModel] = {}
+        self.cost_of: dict[str, CostModel] = cost_models(cfg, self.memory)
         for p in cfg.placement.pools:
             hw = cfg.hardware_of(p.name)
             self.pools[p.name] = DevicePool(self.env, p.name, p.devices, hw.gpu.peak_flops, cfg.contention, self.timeline)
-            self.cost_of[p.name] = CostModel(hw)
         self._build_generators()
         self._build_scorers()
         self.streamed_roles = streamed_roles(cfg.placement)
@@ -126,6 +130,8 @@ class Pipeline:
         hw = cfg.hardware_of(name)
         blocks = kv_blocks_for(model.weight_bytes(), model.kv_bytes_per_token(), hw.gpu.mem_bytes, cfg.engine,
                                f"{tp} x {hw.gpu.id} (generation, {model.id})")
+        if cfg.colocate == "resident":  # training state stays on the GPUs: the engine gets what it leaves
+            blocks = min(blocks, generation_kv_blocks(cfg, self.memory))
         dc = cost.decode(model, tp)
         self.replicas = [
             GenReplica(self.env, i, make_engine(cfg.engine_kind, dc, cfg.engine, blocks, cfg.static, cfg.static_cost), pool,
@@ -136,21 +142,15 @@ class Pipeline:
             r.dispatch_s = cfg.dispatch_s
 
     def _build_scorers(self) -> None:
-        cfg, pl = self.cfg, self.cfg.placement
+        """One scorer per scoring role; the scorers of a pool share the KV memory its roles leave free."""
+        pl = self.cfg.placement
         self.scorers: dict[str, Scorer] = {}
         for role in SCORING_ROLES:
             name = pl.pool_of(role)
-            hw = cfg.hardware_of(name)
-            m = self.models[role]
-            scalar = role in ("reward", "critic")
             pool = self.pools[name]
-            free = pool.n * hw.gpu.mem_bytes * cfg.engine.gpu_memory_utilization - pool.n * m.weight_bytes(scalar_head=scalar)
-            if free <= 0:
-                raise ConfigError(
-                    f"the {role} model {m.id} ({m.weight_bytes(scalar_head=scalar) / 1e9:.1f} GB) does not fit on "
-                    f"pool '{name}' ({hw.gpu.id}, {hw.gpu.mem_bytes / 1e9:.0f} GB per device)"
-                )
-            self.scorers[role] = Scorer(self.env, role, self, pool, free / m.kv_bytes_per_token())
+            sharing = sum(1 for r in SCORING_ROLES if pl.pool_of(r) == name)
+            free = pool.n * max(0.0, self.memory.pool(name).headroom) / sharing
+            self.scorers[role] = Scorer(self.env, role, self, pool, free / self.models[role].kv_bytes_per_token())
 
     # -- samples ----------------------------------------------------------------------------------
     def _row(self, sid: int) -> int:

@@ -9,14 +9,11 @@ import pandas as pd
 
 from oppo_sim.core.policies import Policy, make_policy
 from oppo_sim.core.results import STEP_COLUMNS, TIMELINE_COLUMNS, SimResult, summarize
-from oppo_sim.engine.static import StaticEngineCore
 from oppo_sim.hw.memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.pipeline.memory_plan import (
     check_fits,
-    cost_models,
-    generation_kv_blocks,
     longest,
     sync_plan,
 )
@@ -56,32 +53,9 @@ def simulate(
 
 
 def _run(cfg: SimConfig, trace: Trace, policy: Policy, report: MemoryReport, on_step=None) -> Pipeline:
-    """Build the pipeline, give it what the memory check decided, and run it: cost models that carry the
-    chosen training setup and the sync mechanism, and — where training stays resident next to the
-    engine — the smaller KV cache it leaves. (The driver builds plain ``CostModel(hw)`` ones and sizes
-    the KV cache from the whole device; its processes read both only once they run, so replacing them
-    before ``run()`` is enough.)"""
-    p = Pipeline(cfg, trace, policy, on_step=on_step)
-    models = cost_models(cfg, report)
-    if set(models) != set(p.cost_of):
-        raise AssertionError(f"cost models for pools {sorted(models)}, pipeline has {sorted(p.cost_of)}")
-    p.cost_of.update(models)
-    if cfg.colocate == "resident":
-        _limit_kv(p, generation_kv_blocks(cfg, report))
+    p = Pipeline(cfg, trace, policy, on_step=on_step, memory=report)
     p.run()
     return p
-
-
-def _limit_kv(p: Pipeline, blocks: int) -> None:
-    """Shrink each generation engine's KV cache to ``blocks`` where the memory check leaves it less than
-    the driver's sizing from the whole device (only with ``colocate="resident"``: training state stays on
-    the GPUs). A stopgap until the driver sizes engines from the memory report."""
-    for r in p.replicas:
-        core = r.core
-        if isinstance(core, StaticEngineCore):
-            core.capacity_tokens = min(core.capacity_tokens, blocks * p.cfg.engine.block_size)
-        else:
-            core.capacity = min(core.capacity, blocks)
 
 
 def _result(p: Pipeline) -> SimResult:
