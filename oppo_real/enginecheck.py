@@ -296,6 +296,29 @@ BUILTIN: dict[str, Scenario] = {s.name: s for s in (
 )}
 
 
+def random_scenario(seed: int) -> Scenario:
+    """A random small workload (settings, arrivals, deferrals, resets) for fuzzing parity."""
+    rng = random.Random(seed)
+    bs = 32
+    rows = [(rng.randint(1, 150), rng.randint(1, 120), rng.choice((0, 0, rng.randint(0, 80))))
+            for _ in range(rng.randint(3, 10))]
+    mml = max(p + n for p, n, _ in rows)
+    chunked = rng.random() < 0.4
+    budget = rng.randint(max(16, mml // 3), 300) if chunked else max(mml, rng.randint(mml, 600))
+    seqs = rng.randint(1, min(6, budget))
+    settings = EngineSettings(
+        max_num_seqs=seqs, max_num_batched_tokens=budget, block_size=bs,
+        num_gpu_blocks=max(-(-mml // bs) + 1, rng.randint(6, 40)), enable_chunked_prefill=chunked,
+        enable_prefix_caching=rng.random() < 0.8,
+        long_prefill_token_threshold=rng.choice((0, 0, 0, rng.randint(8, min(96, mml)))),
+    )
+    reqs = _reqs(*rows)
+    defs = tuple(Deferral(r.rid, rng.randint(1, r.output - 1), rng.randint(0, 150))
+                 for r in reqs if r.output > 1 and rng.random() < 0.3)
+    resets = tuple(sorted(rng.sample(range(1, 200), rng.choice((0, 0, 1, 2)))))
+    return Scenario(f"random-{seed}", f"random workload (seed {seed})", settings, reqs, defs, resets)
+
+
 def check(sc: Scenario, model_dir, cores: str | None = None):
     """Run ``sc`` on real vLLM and through the simulator (on the blocks vLLM allocated); the comparison."""
     from oppo_real.enginecheck_compare import CheckResult

@@ -97,12 +97,14 @@ class CheckResult:
         return pd.DataFrame({"vllm": tv, "sim": ts}).rename_axis("total").reset_index()
 
     def requests_table(self) -> pd.DataFrame:
+        """Per request: first iteration scheduled, iteration finished (a deferred request: aborted), preemptions."""
         mv, ms = milestones(self.vllm), milestones(self.sim)
         rows = []
         for rid in sorted(set(mv) | set(ms)):
             a, b = mv.get(rid, {}), ms.get(rid, {})
-            rows.append({"request": rid, "vllm_first": a.get("first_scheduled"), "sim_first": b.get("first_scheduled"),
-                         "vllm_ended": a.get("ended"), "sim_ended": b.get("ended"),
+            rows.append({"request": rid,
+                         "vllm_first_scheduled": a.get("first_scheduled"), "sim_first_scheduled": b.get("first_scheduled"),
+                         "vllm_finished": a.get("ended"), "sim_finished": b.get("ended"),
                          "vllm_preempted": a.get("preempted"), "sim_preempted": b.get("preempted")})
         return pd.DataFrame(rows)
 
