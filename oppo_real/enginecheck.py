@@ -5,9 +5,19 @@ arrive at given iteration indices, optional deferrals (a request aborted once it
 and re-added as prompt + tokens so far, as ``oppo_real`` defers with ``resume_request``) and optional weight-sync
 cache resets. :func:`replay_sim` runs it through ``EngineCore`` (costs do not matter, only decisions);
 ``oppo_real.enginecheck_vllm.run_vllm`` runs it on real vLLM in process and records each ``SchedulerOutput``.
-Both yield one :class:`IterRecord` per scheduler iteration; :func:`compare` finds the first divergence and the
-totals. Iteration indices count ``schedule()`` calls: a request with ``arrival=a`` is added once ``a`` iterations
+Both yield one :class:`IterRecord` per scheduler iteration; ``oppo_real.enginecheck_compare`` finds the first
+divergence and the totals (``check`` runs both); ``oppo_real.enginecheck_scenarios`` holds the built-in workloads. Iteration indices count ``schedule()`` calls: a request with ``arrival=a`` is added once ``a`` iterations
 have run (at once if the engine is idle, in both engines).
+
+What the comparison does not cover, and why (the simulator models vLLM 0.32's synchronous FCFS scheduler):
+
+- async scheduling (vLLM's default on GPUs, off on CPU): ``schedule()`` for step t+1 runs before step t's
+  output is processed, so frees and admissions land one iteration later; the vLLM run turns it off;
+- identical prompts across requests: vLLM shares their cached blocks, the simulator does not (block content is
+  (lineage, index)); the scenarios draw distinct random prompts;
+- ``max_model_len`` truncation (every request fits here), priority scheduling, speculative decoding, KV
+  connectors, the KV watermark (0 by default);
+- idle time: iterations count ``schedule()`` calls, so an idle engine jumps to the next arrival.
 
 No vLLM or torch import here: the simulator side runs anywhere.
 """
@@ -16,10 +26,16 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
-from typing import Iterator
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.continuous import ADMIT, FINISH, PAUSE, EngineConfig, EngineCore, Req
+from oppo_sim.engine.continuous import (
+    ADMIT,
+    FINISH,
+    PAUSE,
+    EngineConfig,
+    EngineCore,
+    Req,
+)
 
 NEW, RESUMED, RUNNING = "new", "resumed", "run"
 
@@ -103,7 +119,7 @@ class Scenario:
     def max_model_len(self) -> int:
         return max(r.prompt + r.output for r in self.requests)
 
-    def scaled(self, k: int) -> "Scenario":
+    def scaled(self, k: int) -> Scenario:
         """``k`` copies of the workload on ``k`` times the blocks, sequences and token budget."""
         if k == 1:
             return self
@@ -243,105 +259,3 @@ def _sim_iterations(core: EngineCore, work: _Workload, pre_preempted: list[str])
         recs.append(IterRecord(it0 + i, tuple((rid, RUNNING, 1, 0) for rid, _, _ in state),
                                tuple(sorted(pre_preempted)) if i == 1 else (), used, ended if i == plan.iters else ()))
     return recs
-
-
-# ---------------------------------------------------------------------------------------------- scenarios
-def _reqs(*rows: tuple[int, int, int]) -> tuple[ScenarioRequest, ...]:
-    """(prompt, output, arrival) rows -> requests r0, r1, ..."""
-    return tuple(ScenarioRequest(f"r{i}", p, n, a) for i, (p, n, a) in enumerate(rows))
-
-
-_KV_PRESSURE = _reqs((40, 200, 0), (40, 190, 0), (40, 200, 0), (56, 180, 0), (40, 200, 0), (64, 160, 0))
-
-BUILTIN: dict[str, Scenario] = {s.name: s for s in (
-    Scenario(
-        "no-pressure", "8 requests, 4 sequence slots, ample KV: admission as slots free up",
-        EngineSettings(max_num_seqs=4, num_gpu_blocks=64),
-        _reqs((37, 40, 0), (64, 25, 0), (90, 60, 0), (20, 33, 0), (33, 50, 0), (128, 20, 0), (50, 45, 0), (71, 30, 0)),
-    ),
-    Scenario(
-        "kv-pressure", "6 long requests on 15 usable blocks: preemption (incl. self-preemption) and recompute",
-        EngineSettings(max_num_seqs=4, num_gpu_blocks=16),
-        _KV_PRESSURE,
-    ),
-    Scenario(
-        "arrivals", "arrivals while others decode; token budget = max_model_len: FCFS head-of-line stops",
-        EngineSettings(max_num_seqs=5, max_num_batched_tokens=200, num_gpu_blocks=24),
-        _reqs((30, 120, 0), (50, 90, 0), (20, 60, 3), (180, 20, 10), (100, 40, 10), (10, 50, 10), (64, 70, 45),
-              (33, 33, 46), (70, 50, 80)),
-    ),
-    Scenario(
-        "deferral-resume", "deferred requests aborted and resumed as prompt + tokens so far, hitting the prefix cache",
-        EngineSettings(max_num_seqs=4, num_gpu_blocks=20),
-        _reqs((40, 120, 0), (56, 100, 0), (40, 90, 0), (30, 80, 30), (45, 70, 50)),
-        deferrals=(Deferral("r1", 24, 40), Deferral("r2", 24, 60), Deferral("r4", 40, 130)),
-    ),
-    Scenario(
-        "weight-sync", "prefix-cache resets with running requests (reset_prefix_cache(reset_running_requests=True))",
-        EngineSettings(max_num_seqs=4, num_gpu_blocks=32),
-        _reqs((40, 90, 0), (70, 60, 0), (33, 80, 5), (50, 40, 20)),
-        deferrals=(Deferral("r0", 20, 25),),
-        resets=(30, 70),
-    ),
-    Scenario(
-        "kv-pressure-nocache", "the kv-pressure workload without prefix caching",
-        EngineSettings(max_num_seqs=4, num_gpu_blocks=16, enable_prefix_caching=False),
-        _KV_PRESSURE,
-    ),
-    Scenario(
-        "chunked-prefill", "chunked prefill on, 64-token budget: prompts split across iterations, mixed with decodes",
-        EngineSettings(max_num_seqs=4, max_num_batched_tokens=64, num_gpu_blocks=24, enable_chunked_prefill=True),
-        _reqs((150, 30, 0), (90, 40, 0), (20, 50, 2), (200, 20, 5), (40, 60, 6)),
-    ),
-)}
-
-
-def random_scenario(seed: int) -> Scenario:
-    """A random small workload (settings, arrivals, deferrals, resets) for fuzzing parity."""
-    rng = random.Random(seed)
-    bs = 32
-    rows = [(rng.randint(1, 150), rng.randint(1, 120), rng.choice((0, 0, rng.randint(0, 80))))
-            for _ in range(rng.randint(3, 10))]
-    mml = max(p + n for p, n, _ in rows)
-    chunked = rng.random() < 0.4
-    budget = rng.randint(max(16, mml // 3), 300) if chunked else max(mml, rng.randint(mml, 600))
-    seqs = rng.randint(1, min(6, budget))
-    settings = EngineSettings(
-        max_num_seqs=seqs, max_num_batched_tokens=budget, block_size=bs,
-        num_gpu_blocks=max(-(-mml // bs) + 1, rng.randint(6, 40)), enable_chunked_prefill=chunked,
-        enable_prefix_caching=rng.random() < 0.8,
-        long_prefill_token_threshold=rng.choice((0, 0, 0, rng.randint(8, min(96, mml)))),
-    )
-    reqs = _reqs(*rows)
-    defs = tuple(Deferral(r.rid, rng.randint(1, r.output - 1), rng.randint(0, 150))
-                 for r in reqs if r.output > 1 and rng.random() < 0.3)
-    resets = tuple(sorted(rng.sample(range(1, 200), rng.choice((0, 0, 1, 2)))))
-    return Scenario(f"random-{seed}", f"random workload (seed {seed})", settings, reqs, defs, resets)
-
-
-def check(sc: Scenario, model_dir, cores: str | None = None):
-    """Run ``sc`` on real vLLM and through the simulator (on the blocks vLLM allocated); the comparison."""
-    from oppo_real.enginecheck_compare import CheckResult
-    from oppo_real.enginecheck_vllm import run_vllm
-
-    v = run_vllm(sc, model_dir, cores)
-    notes = []
-    if v.num_gpu_blocks != sc.settings.num_gpu_blocks:
-        notes.append(f"vLLM allocated {v.num_gpu_blocks} blocks, not the {sc.settings.num_gpu_blocks} asked for; "
-                     "the simulator used vLLM's number")
-    res = CheckResult(sc, v.records, replay_sim(sc, v.num_gpu_blocks), v.num_gpu_blocks, v.version, tuple(notes))
-    return replace(res, notes=res.notes + tuple(explain(res)))
-
-
-def explain(res) -> list[str]:
-    """Notes on what a scenario exercised, or on why the runs differ."""
-    from oppo_real.enginecheck_compare import totals
-
-    t = totals(res.vllm)
-    if res.identical:
-        return [f"exercised: {t['preemptions']} preemptions, {t['prefix_hit_tokens']} prefix-cache hit tokens, "
-                f"peak {t['kv_peak_blocks']} of {res.num_gpu_blocks - 1} usable blocks"]
-    d = res.divergence
-    ok = "within" if res.within_bound else "OUTSIDE"
-    return [f"decisions differ from iteration {d['iteration']} ({d['field']}); iterations and preemptions are "
-            f"{ok} the 2% bound"]

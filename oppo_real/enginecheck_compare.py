@@ -1,4 +1,5 @@
-"""Comparing two runs of an engine-check scenario: first divergence, totals, per-request milestones, report.
+"""Comparing two runs of an engine-check scenario: first divergence, totals, per-request milestones, report;
+:func:`check` runs a scenario on both engines.
 
 Totals (each reported twice, ``vllm_<total>`` and ``sim_<total>``): ``iterations``, ``preemptions``,
 ``scheduled_tokens``, ``tokens_per_iter_mean``, ``tokens_per_iter_max``, ``prefix_hit_tokens``,
@@ -8,11 +9,11 @@ preemptions within 2%.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from oppo_real.enginecheck import IterRecord, Scenario
+from oppo_real.enginecheck import IterRecord, Scenario, replay_sim
 
 BOUND = 0.02
 TOTALS = ("iterations", "preemptions", "scheduled_tokens", "tokens_per_iter_mean", "tokens_per_iter_max",
@@ -128,9 +129,34 @@ class CheckResult:
         sc = self.scenario
         div = self.divergence
         head = f"== {sc.name}: {sc.about}"
-        verdict = ("identical decisions in all {} iterations".format(len(self.vllm)) if div is None else
+        verdict = (f"identical decisions in all {len(self.vllm)} iterations" if div is None else
                    f"FIRST DIVERGENCE at iteration {div['iteration']} ({div['field']}): vllm={div['vllm']} sim={div['sim']}")
         with pd.option_context("display.width", 160, "display.max_rows", 200, "display.float_format", "{:.4g}".format):
             parts = [head, verdict, self.totals_table().to_string(index=False), self.requests_table().to_string(index=False)]
         parts += [f"note: {n}" for n in self.notes]
         return "\n".join(parts)
+
+
+def check(sc: Scenario, model_dir, cores: str | None = None) -> CheckResult:
+    """Run ``sc`` on real vLLM and through the simulator (on the blocks vLLM allocated); the comparison."""
+    from oppo_real.enginecheck_vllm import run_vllm
+
+    v = run_vllm(sc, model_dir, cores)
+    notes = []
+    if v.num_gpu_blocks != sc.settings.num_gpu_blocks:
+        notes.append(f"vLLM allocated {v.num_gpu_blocks} blocks, not the {sc.settings.num_gpu_blocks} asked for; "
+                     "the simulator used vLLM's number")
+    res = CheckResult(sc, v.records, replay_sim(sc, v.num_gpu_blocks), v.num_gpu_blocks, v.version, tuple(notes))
+    return replace(res, notes=res.notes + tuple(explain(res)))
+
+
+def explain(res: CheckResult) -> list[str]:
+    """Notes on what a scenario exercised, or on why the runs differ."""
+    t = totals(res.vllm)
+    if res.identical:
+        return [(f"exercised: {t['preemptions']} preemptions, {t['prefix_hit_tokens']} prefix-cache hit tokens, "
+                 f"peak {t['kv_peak_blocks']} of {res.num_gpu_blocks - 1} usable blocks")]
+    d = res.divergence
+    ok = "within" if res.within_bound else "OUTSIDE"
+    return [(f"decisions differ from iteration {d['iteration']} ({d['field']}); iterations and preemptions are "
+             f"{ok} the 2% bound")]

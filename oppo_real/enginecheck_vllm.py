@@ -17,9 +17,9 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from oppo_real.enginecheck import NEW, RESUMED, RUNNING, IterRecord, Scenario, _Workload
 
@@ -111,7 +111,9 @@ def run_vllm(sc: Scenario, model_dir: Path, cores: str | None = None) -> VllmRun
     from oppo_real.backends.vllm_actor import VLLMActor, VLLMActorConfig
 
     s = sc.settings
-    extra = [("num_gpu_blocks_override", s.num_gpu_blocks)]
+    # Async scheduling (vLLM's default on GPUs; forced off on CPU) overlaps schedule(t+1) with step t, so frees
+    # and admissions land one iteration later: the simulator models the synchronous scheduler.
+    extra = [("num_gpu_blocks_override", s.num_gpu_blocks), ("async_scheduling", False)]
     if s.long_prefill_token_threshold:
         extra.append(("long_prefill_token_threshold", s.long_prefill_token_threshold))
     actor = VLLMActor(VLLMActorConfig(

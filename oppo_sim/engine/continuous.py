@@ -47,8 +47,9 @@ from __future__ import annotations
 
 import numbers
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.kvpool import CachedBlock, KVBlockPool

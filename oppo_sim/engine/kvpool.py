@@ -33,7 +33,7 @@ lookup returns the older one.
 from __future__ import annotations
 
 from collections import deque
-from typing import Hashable
+from collections.abc import Hashable
 
 
 class CachedBlock:
