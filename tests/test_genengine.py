@@ -333,3 +333,22 @@ def test_engine_check_scenarios_exercise_what_they_claim():
     assert big.settings.num_gpu_blocks == 31 and len(big.requests) == 12
     sc = random_scenario(5)
     assert first_divergence(replay_sim(sc), replay_sim(sc)) is None
+
+
+def test_engine_check_comparison_reports_the_first_divergence_and_the_bound():
+    from oppo_real.enginecheck import IterRecord
+    from oppo_real.enginecheck_compare import CheckResult, first_divergence, milestones
+    from oppo_real.enginecheck_scenarios import BUILTIN
+
+    a = [IterRecord(1, (("r0", "new", 40, 0),), (), 2, ()), IterRecord(2, (("r0", "run", 1, 0),), (), 2, ("r0",))]
+    b = [a[0], IterRecord(2, (("r0", "run", 1, 0),), (), 3, ("r0",))]
+    assert first_divergence(a, a) is None
+    assert first_divergence(a, b) == {"iteration": 2, "field": "kv_used", "vllm": 2, "sim": 3}
+    assert first_divergence(a, a[:1]) == {"iteration": 2, "field": "iterations", "vllm": 2, "sim": 1}
+    assert milestones(a) == {"r0": {"first_scheduled": 1, "ended": 2, "preempted": 0}}
+    res = CheckResult(BUILTIN["no-pressure"], a, b, 64)
+    assert not res.identical and res.within_bound  # same iterations and preemptions, different blocks
+    rec = res.record()
+    assert rec["first_divergence"]["iteration"] == 2 and rec["vllm_kv_peak_blocks"] == 2 and rec["sim_kv_peak_blocks"] == 3
+    assert not CheckResult(BUILTIN["no-pressure"], a, a[:1], 64).within_bound  # 1 of 2 iterations: 50% off
+    assert "FIRST DIVERGENCE at iteration 2" in res.report()
