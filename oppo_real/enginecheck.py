@@ -206,7 +206,6 @@ def replay_sim(sc: Scenario, num_gpu_blocks: int | None = None) -> list[IterReco
     core = EngineCore(DecodeCost(get_model("qwen2.5-0.5b"), get_hardware("h100-sxm")), sc.settings.engine_config(), blocks)
     work = _Workload(sc)
     by_id = {r.rid: r for r in sc.requests}
-    reqs: dict[str, Req] = {}
     records: list[IterRecord] = []
     pre_preempted: list[str] = []
     while core.has_work() or work.pending():
@@ -216,7 +215,7 @@ def replay_sim(sc: Scenario, num_gpu_blocks: int | None = None) -> list[IterReco
             core.reset_cache()
             pre_preempted += sorted(before)
         for q in add:
-            r = reqs[q.rid] = Req(q.rid, q.prompt, q.output)
+            r = Req(q.rid, q.prompt, q.output)
             if q.rid in work.defer:
                 r.pause_at = work.defer[q.rid].after
             core.add(r)
@@ -249,10 +248,12 @@ def _sim_iterations(core: EngineCore, work: _Workload, pre_preempted: list[str])
         if e == PAUSE:
             work.aborted[r.rid] = r.generated
     if not plan.steady:
-        sched = tuple((r.rid, *kinds.get(id(r), (RUNNING, 0)), n) for r, n in plan.schedule)
-        sched = tuple((rid, kind, n, hit) for rid, kind, hit, n in sched)
+        sched = []
+        for r, n in plan.schedule:
+            kind, hit = kinds.get(id(r), (RUNNING, 0))
+            sched.append((r.rid, kind, n, hit))
         pre = tuple(sorted(pre_preempted + [r.rid for r in plan.preempted]))
-        return [IterRecord(it0 + 1, sched, pre, core.capacity - plan.free_after, ended)]
+        return [IterRecord(it0 + 1, tuple(sched), pre, core.capacity - plan.free_after, ended)]
     recs = []
     for i in range(1, plan.iters + 1):
         used = used0 + sum(-(-(c + i) // bs) - b for _, c, b in state)
