@@ -31,8 +31,11 @@ GOLDEN = [
     ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 99.64617387627152,
      {"main": 0.8478720577825993, "score": 0.1632340758094983}, 69862),
     ("partial-rollout", SimConfig(steps=5, batch=64), 27.8521274603966, {"main": 0.6421263760173506, "score": 0.08676541310951563}, 52437),
-    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 60.50231911887853,
-     {"gen": 0.5447664040557394, "train": 0.66102182254059, "score": 0.085873734731282}, 85488),
+    # async moved again (+0.3%, 60.5023 -> 60.6821 s) when the simulated engine started resetting its prefix
+    # cache at each weight sync, as the real vLLM executor does: the requests generating while the new weights
+    # arrive are recomputed. (The other goldens generate nothing during a sync: unchanged.)
+    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 60.68211466536279,
+     {"gen": 0.5442861400744917, "train": 0.6590632754385798, "score": 0.08561929872242173}, 85488),
 ]
 
 

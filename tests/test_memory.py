@@ -294,7 +294,7 @@ def test_resident_training_state_shrinks_the_engines_kv_cache(kind):
     assert blocks["resident"] == int(kv // (M7.kv_bytes_per_token() * 16)) < blocks["sleep"] / 2
     p = Pipeline(res, Trace.from_arrays([100] * 8, [100] * 8), make_policy("baseline"), memory=check_fits(res, 4000, 3000))
     core = p.replicas[0].core
-    held = core.capacity_tokens if kind == "static" else core.capacity * 16
+    held = core.capacity_tokens if kind == "static" else core.num_blocks * 16
     assert held == blocks["resident"] * 16
     assert simulate(Trace.from_arrays([100] * 8, [100] * 8), "baseline", res).summary["colocate"] == "resident"
 

@@ -45,7 +45,8 @@ def engine_config(cfg: RealConfig, kv_bytes_per_token: int) -> EngineConfig:
     e = cfg.engine
     return EngineConfig(
         max_num_seqs=e.max_num_seqs, max_num_batched_tokens=e.batched_tokens(cfg.max_model_len), block_size=e.block_size,
-        num_gpu_blocks_override=max(1, e.kv_cache_bytes // (e.block_size * kv_bytes_per_token)),
+        num_gpu_blocks_override=max(2, e.kv_cache_bytes // (e.block_size * kv_bytes_per_token)),
+        enable_prefix_caching=e.enable_prefix_caching, enable_chunked_prefill=e.enable_chunked_prefill,
     )
 
 

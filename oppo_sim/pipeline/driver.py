@@ -266,6 +266,8 @@ class Pipeline:
             rec.train_end = self.env.now
             job = gpool.submit(gpool.all, gcost.weight_sync(actor), activity="sync", role="sync", step=t)
             yield job.done
+            for r in self.replicas:
+                r.reset()
             rec.end = self.env.now
             self._finish_step(rec, batch)
             if self.on_step is not None:

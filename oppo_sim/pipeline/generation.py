@@ -31,6 +31,7 @@ class GenReplica:
         self._plan: Plan | None = None
         self._job: Job | None = None
         self._stop: simpy.Event | None = None
+        self._reset = False
         self._chain: Chain | None = None
         self._snap: tuple | None = None
         self._chain_start = 0.0
@@ -47,6 +48,13 @@ class GenReplica:
 
     def load(self) -> int:
         return len(self.core.running) + len(self.core.waiting) + len(self._pending)
+
+    def reset(self) -> None:
+        """New weights arrived (a weight sync): after the current iteration the engine forgets its prefix
+        cache and recomputes what is running, as vLLM's ``reset_prefix_cache`` does."""
+        if hasattr(self.core, "reset_cache"):
+            self._reset = True
+            self.poke()
 
     def stop(self) -> simpy.Event:
         """Finish the current iteration, then take every request out; the event's value is the list."""
@@ -84,6 +92,9 @@ class GenReplica:
 
     def _run(self):
         while True:
+            if self._reset:
+                self._reset = False
+                self.core.reset_cache()
             if self._stop is not None:
                 ev, self._stop = self._stop, None
                 ev.succeed(self.core.remove_all())
