@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from oppo_real.cli import (
+from oppo_real.cli import quiet_libraries
+from oppo_real.commands.common import (
     DEFAULT_LENGTH_SCALE,
     DEFAULT_MAX_RESPONSE,
     DEFAULT_TRACE,
-    quiet_libraries,
 )
 from oppo_real.config import RealConfig
 from oppo_real.results import RealResult

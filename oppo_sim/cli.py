@@ -15,54 +15,17 @@ from typing import Sequence
 
 import pandas as pd
 
-from oppo_sim.core.errors import ConfigError, OppoError
+from oppo_sim.cliargs import (
+    Parser,
+    int_list,
+    nonneg_int,
+    positive,
+    run_command,
+    str_list,
+)
+from oppo_sim.core.errors import ConfigError
 
 DEFAULT_COMPARE = ("baseline", "stream", "intra", "inter", "oppo")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _positive(kind=int):
-    def parse(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return v
-
-    return parse
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return v
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not vals:
-        raise argparse.ArgumentTypeError("empty list")
-    return vals
-
-
-def _str_list(text: str) -> tuple[str, ...]:
-    vals = tuple(x.strip() for x in text.split(",") if x.strip())
-    if not vals:
-        raise argparse.ArgumentTypeError("empty list")
-    return vals
 
 
 def _add_setup(p: argparse.ArgumentParser) -> None:
@@ -70,41 +33,41 @@ def _add_setup(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("workload and hardware (defaults: the OPPO paper's setup)")
     g.add_argument("--trace", default=DEFAULT_TRACE, help=f"trace name on the search path or a file (default {DEFAULT_TRACE})")
-    g.add_argument("--steps", type=_positive(), default=20, help="PPO steps to simulate (default 20)")
-    g.add_argument("--batch", type=_positive(), default=112, help="samples trained per step, B (default 112)")
+    g.add_argument("--steps", type=positive(), default=20, help="PPO steps to simulate (default 20)")
+    g.add_argument("--batch", type=positive(), default=112, help="samples trained per step, B (default 112)")
     g.add_argument("--gpu", default="h200", help="GPU id (h200, h100-sxm, a100-80gb, ...) or a calibrated .json profile")
     g.add_argument("--profile", default=None, help="calibrated hardware profile (.json); overrides --gpu")
     g.add_argument("--actor", default="qwen2.5-7b", help="actor model id (default qwen2.5-7b)")
     g.add_argument("--reward", default="qwen2.5-7b", help="reward model id (default qwen2.5-7b); the critic has its shape")
     g.add_argument("--placement", default="paper", help="paper (7 generate+train, 1 scores), colocated, disaggregated")
-    g.add_argument("--devices", type=_positive(), default=8, help="GPUs in total for the paper/colocated placements")
-    g.add_argument("--tp", type=_positive(), default=1, help="tensor parallelism of each generation replica")
-    g.add_argument("--max-response", type=_nonneg_int, default=DEFAULT_MAX_RESPONSE,
+    g.add_argument("--devices", type=positive(), default=8, help="GPUs in total for the paper/colocated placements")
+    g.add_argument("--tp", type=positive(), default=1, help="tensor parallelism of each generation replica")
+    g.add_argument("--max-response", type=nonneg_int, default=DEFAULT_MAX_RESPONSE,
                    help=f"generation cap, max new tokens (default {DEFAULT_MAX_RESPONSE}; 0 = no cap)")
-    g.add_argument("--ppo-epochs", type=_positive(), default=4, help="PPO epochs per step (default 4, as TRL)")
-    g.add_argument("--minibatches", type=_positive(), default=1, help="mini-batches per epoch (default 1, as TRL)")
+    g.add_argument("--ppo-epochs", type=positive(), default=4, help="PPO epochs per step (default 4, as TRL)")
+    g.add_argument("--minibatches", type=positive(), default=1, help="mini-batches per epoch (default 1, as TRL)")
     g.add_argument("--contention", type=float, default=0.0, help="slowdown factor when jobs share a device (default 0)")
-    g.add_argument("--seed", type=_nonneg_int, default=0, help="seed of every random choice: synthetic rewards, synthetic traces")
+    g.add_argument("--seed", type=nonneg_int, default=0, help="seed of every random choice: synthetic rewards, synthetic traces")
     m = p.add_argument_group("memory and weight sync (a configuration that does not fit is refused)")
     m.add_argument("--zero", choices=("auto", "0", "1", "2", "3"), default="auto",
                    help="ZeRO stage of the trainer (default auto: 2, else 3, whichever fits first)")
     m.add_argument("--recompute", choices=("auto", "none", "selective", "full"), default="auto",
                    help="activation recomputation (default auto: none, else selective/full, whichever fits first)")
     m.add_argument("--eager-attention", action="store_true", help="attention stores its s x s scores (no FlashAttention)")
-    m.add_argument("--micro-batch-tokens", type=_positive(), default=None,
+    m.add_argument("--micro-batch-tokens", type=positive(), default=None,
                    help="tokens per training micro-batch (default: one longest sequence)")
-    m.add_argument("--sp", type=_positive(), default=1, help="sequence parallelism of the trainer (default 1)")
-    m.add_argument("--gpu-mem-util", type=_positive(float), default=0.9, help="usable fraction of device memory (default 0.9)")
+    m.add_argument("--sp", type=positive(), default=1, help="sequence parallelism of the trainer (default 1)")
+    m.add_argument("--gpu-mem-util", type=positive(float), default=0.9, help="usable fraction of device memory (default 0.9)")
     m.add_argument("--colocate", choices=("sleep", "resident"), default="sleep",
                    help="generation sharing GPUs: engine and trainer take turns (sleep, default) or both stay resident")
-    m.add_argument("--nodes", type=_positive(), default=1, help="nodes the devices are spread over (default 1)")
+    m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default 1)")
     m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
                    help="weight sync path (default auto: nvlink within a node, network across nodes)")
     k = p.add_argument_group("policy knobs")
-    k.add_argument("--chunk", type=_positive(), default=None, help="chunk size C for intra/oppo (default 500)")
-    k.add_argument("--delta", type=_nonneg_int, default=None, help="over-commit Δ (inter) or initial Δ (dynamic)")
-    k.add_argument("--budget", type=_positive(), default=None, help="per-step token budget (partial-rollout)")
-    k.add_argument("--staleness", type=_positive(), default=None, help="staleness bound k (async)")
+    k.add_argument("--chunk", type=positive(), default=None, help="chunk size C for intra/oppo (default 500)")
+    k.add_argument("--delta", type=nonneg_int, default=None, help="over-commit Δ (inter) or initial Δ (dynamic)")
+    k.add_argument("--budget", type=positive(), default=None, help="per-step token budget (partial-rollout)")
+    k.add_argument("--staleness", type=positive(), default=None, help="staleness bound k (async)")
 
 
 def _config(a: argparse.Namespace):
@@ -301,8 +264,8 @@ def cmd_traces(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from oppo_sim.core.policies import POLICY_NAMES
 
-    p = _Parser(prog="oppo-sim", description="Simulate PPO-RLHF pipelines under OPPO and peer overlap policies.")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    p = Parser(prog="oppo-sim", description="Simulate PPO-RLHF pipelines under OPPO and peer overlap policies.")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
 
     r = sub.add_parser("run", help="one simulation")
     _add_setup(r)
@@ -315,19 +278,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compare", help="baseline vs overlap policies, side by side")
     _add_setup(c)
-    c.add_argument("--policies", type=_str_list, default=DEFAULT_COMPARE, help=f"comma list (default {','.join(DEFAULT_COMPARE)})")
+    c.add_argument("--policies", type=str_list, default=DEFAULT_COMPARE, help=f"comma list (default {','.join(DEFAULT_COMPARE)})")
     c.add_argument("--json", help="write every policy's summary as JSON")
     c.add_argument("--plot", help="write a figure: speedup, utilization and timelines")
     c.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("sweep", help="a grid of policies x C x Δ x traces x GPUs")
     _add_setup(s)
-    s.add_argument("--policies", type=_str_list, default=("baseline", "intra", "inter", "oppo"))
-    s.add_argument("--chunks", type=_int_list, default=(128, 256, 512, 1024))
-    s.add_argument("--deltas", type=_int_list, default=(0, 4, 8, 16))
-    s.add_argument("--traces", type=_str_list, default=None, help="comma list of traces (default --trace)")
-    s.add_argument("--gpus", type=_str_list, default=None, help="comma list of GPU ids (default --gpu)")
-    s.add_argument("--processes", type=_positive(), default=None, help="worker processes (default: all cores)")
+    s.add_argument("--policies", type=str_list, default=("baseline", "intra", "inter", "oppo"))
+    s.add_argument("--chunks", type=int_list, default=(128, 256, 512, 1024))
+    s.add_argument("--deltas", type=int_list, default=(0, 4, 8, 16))
+    s.add_argument("--traces", type=str_list, default=None, help="comma list of traces (default --trace)")
+    s.add_argument("--gpus", type=str_list, default=None, help="comma list of GPU ids (default --gpu)")
+    s.add_argument("--processes", type=positive(), default=None, help="worker processes (default: all cores)")
     s.add_argument("--ray", action="store_true", help="run the grid on Ray (ray.init locally or --ray-address)")
     s.add_argument("--ray-address", default=None, help="address of an existing Ray cluster")
     s.add_argument("--out", help="write the table (.csv or .parquet)")
@@ -339,15 +302,15 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--gpu", default="h100-sxm")
     rp.add_argument("--profile", default=None, help="calibrated hardware profile (.json); overrides --gpu")
     rp.add_argument("--model", default="llama-3.1-8b")
-    rp.add_argument("--tp", type=_positive(), default=1)
-    rp.add_argument("--max-num-seqs", type=_positive(), default=256)
-    rp.add_argument("--max-batched-tokens", type=_positive(), default=8192)
-    rp.add_argument("--block-size", type=_positive(), default=16)
-    rp.add_argument("--gpu-mem-util", type=_positive(float), default=0.9)
-    rp.add_argument("--limit", type=_nonneg_int, default=1000, help="first N requests (default 1000; 0 = all)")
-    rp.add_argument("--time-scale", type=_positive(float), default=1.0, help="multiply inter-arrival times")
-    rp.add_argument("--rate", type=_positive(float), default=None, help="Poisson arrivals at this rate instead of timestamps")
-    rp.add_argument("--max-response", type=_nonneg_int, default=0, help="cap output tokens (default 0 = as traced)")
+    rp.add_argument("--tp", type=positive(), default=1)
+    rp.add_argument("--max-num-seqs", type=positive(), default=256)
+    rp.add_argument("--max-batched-tokens", type=positive(), default=8192)
+    rp.add_argument("--block-size", type=positive(), default=16)
+    rp.add_argument("--gpu-mem-util", type=positive(float), default=0.9)
+    rp.add_argument("--limit", type=nonneg_int, default=1000, help="first N requests (default 1000; 0 = all)")
+    rp.add_argument("--time-scale", type=positive(float), default=1.0, help="multiply inter-arrival times")
+    rp.add_argument("--rate", type=positive(float), default=None, help="Poisson arrivals at this rate instead of timestamps")
+    rp.add_argument("--max-response", type=nonneg_int, default=0, help="cap output tokens (default 0 = as traced)")
     rp.add_argument("--seed", type=int, default=0)
     rp.add_argument("--requests-csv", help="write per-request TTFT/TPOT/E2E")
     rp.add_argument("--json", help="write the summary as JSON")
@@ -356,21 +319,6 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("traces", help="list the traces found on the search path")
     t.set_defaults(func=cmd_traces)
     return p
-
-
-def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
-    """Parse and run a sub-command; bad input becomes one line on stderr and exit status 2."""
-    a = parser.parse_args(argv)
-    try:
-        return a.func(a)
-    except OppoError as e:
-        print(f"{parser.prog}: error: {e}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as e:  # e.g. an unwritable --json path
-        print(f"{parser.prog}: error: {type(e).__name__}: {e}".splitlines()[0], file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -47,7 +47,11 @@ def ppo_config():
 def run(steps: int, *, backend: str = "vllm", workers: str = "ray", cache: str | None = None, seed: int = 0,
         policies: Sequence[str] = POLICIES, log=print) -> tuple[pd.DataFrame, dict[str, float]]:
     """Run each policy for real; the per-step table and each run's wall time (start-up included)."""
-    from oppo_real.cli import DEFAULT_LENGTH_SCALE, DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
+    from oppo_real.commands.common import (
+        DEFAULT_LENGTH_SCALE,
+        DEFAULT_MAX_RESPONSE,
+        DEFAULT_TRACE,
+    )
     from oppo_real.config import RealConfig
     from oppo_real.run import run_real
     from oppo_sim.core.policies import make_policy

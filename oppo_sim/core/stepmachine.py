@@ -37,7 +37,7 @@ The rules, each defined here once:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping, Protocol
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import StepPlan, Streaming
@@ -54,9 +54,6 @@ from oppo_sim.core.protocol import (
     ScoreWhole,
     Train,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from oppo_sim.core.ledger import Ledger
 
 
 @dataclass
@@ -87,10 +84,27 @@ class Track:
         return cls(**d)
 
 
+class RunState(Protocol):
+    """What a step machine reads and changes of the run (:class:`oppo_sim.core.ledger.Ledger` is one)."""
+
+    batch: int
+    roles: tuple[str, ...]
+    streamed: tuple[str, ...]
+    tracks: dict[int, Track]
+    ready: list[int]
+
+    def new_sample(self, step: int) -> int: ...
+    def take_deferred(self) -> list[int]: ...
+    def defer(self, sids: Iterable[int]) -> None: ...
+    def take_ready(self, n: int) -> tuple[int, ...]: ...
+    def record(self, m: "StepMachine") -> None: ...
+    def note(self, step: int, acts: list[Action]) -> list[Action]: ...
+
+
 class StepMachine:
     """One step's generation, batch and scoring decisions (pure: no clock, no engine)."""
 
-    def __init__(self, ledger: "Ledger", step: int, plan: StepPlan) -> None:
+    def __init__(self, ledger: RunState, step: int, plan: StepPlan) -> None:
         self.ledger = ledger
         self.step = step
         self.plan = plan

@@ -47,25 +47,16 @@ from oppo_sim.hw.costmodel import CostModel
 from oppo_sim.hw.memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
-from oppo_sim.pipeline.memory_plan import check_fits, cost_models, generation_kv_blocks, longest
 from oppo_sim.pipeline.generation import GenReplica
+from oppo_sim.pipeline.memory_plan import (
+    check_fits,
+    cost_models,
+    generation_kv_blocks,
+    longest,
+)
+from oppo_sim.pipeline.samples import SimSample
 from oppo_sim.pipeline.scoring import Scorer
 from oppo_sim.traces.trace import Trace
-
-
-class SimSample:
-    """A prompt admitted into the simulation: its lengths, its engine request, what scorers computed."""
-
-    __slots__ = ("sid", "row", "prompt", "target", "req", "reward", "scored")
-
-    def __init__(self, sid: int, row: int, prompt: int, target: int, reward: float | None):
-        self.sid = sid
-        self.row = row
-        self.prompt = prompt
-        self.target = target
-        self.req = Req(sid, prompt, target, payload=self)
-        self.reward = reward
-        self.scored: dict[str, int] = {}  # high-water mark of tokens prefilled per role (for recompute)
 
 
 @dataclass
@@ -150,7 +141,8 @@ class Pipeline:
             pool = self.pools[name]
             sharing = sum(1 for r in SCORING_ROLES if pl.pool_of(r) == name)
             free = pool.n * max(0.0, self.memory.pool(name).headroom) / sharing
-            self.scorers[role] = Scorer(self.env, role, self, pool, free / self.models[role].kv_bytes_per_token())
+            self.scorers[role] = Scorer(self.env, role, self.models[role], pool, self.cost_of[name], self.cfg,
+                                        free / self.models[role].kv_bytes_per_token(), self.on_scored)
 
     # -- samples ----------------------------------------------------------------------------------
     def _row(self, sid: int) -> int:
@@ -185,7 +177,7 @@ class Pipeline:
                 req = self._sample(a.sid).req  # the engine stopped it at its pause mark
                 req.emit_at = req.pause_at = None
             elif isinstance(a, EndGeneration):  # stop now: no replica starts another iteration
-                self.stopping = [r.stop() for r in self.replicas if r.load()]
+                self.stopping = [r.stop() for r in self.replicas if r.busy()]
                 self.gen_done.succeed()
             elif isinstance(a, ScoreWhole):
                 for sid in a.sids:

@@ -56,6 +56,10 @@ class GenReplica:
             self._reset = True
             self.poke()
 
+    def busy(self) -> bool:
+        """Requests queued or running, or work in flight whose events are not delivered yet."""
+        return self._job is not None or self.load() > 0
+
     def stop(self) -> simpy.Event:
         """Finish the current iteration, then take every request out; the event's value is the list."""
         ev = self.env.event()

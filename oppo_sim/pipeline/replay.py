@@ -98,6 +98,13 @@ def replay(trace: Trace, cfg: ReplayConfig | None = None) -> ReplayResult:
 
     env.process(arrive())
     env.run(until=all_done)
+    df = _per_request(reqs)
+    summary = {"requests": n, "gpu": hw.gpu.id, "model": model.id, "tp": tp, "kv_blocks": blocks,
+               **_latencies(df, reqs, arrivals, n), "iterations": core.iterations}
+    return ReplayResult(df, summary)
+
+
+def _per_request(reqs: list[Req]) -> pd.DataFrame:
     rows = []
     for r in reqs:
         out = r.target
@@ -105,25 +112,17 @@ def replay(trace: Trace, cfg: ReplayConfig | None = None) -> ReplayResult:
         e2e = r.finish_t - r.arrival
         tpot = (r.finish_t - r.first_token_t) / (out - 1) if out > 1 else float("nan")
         rows.append((r.rid, r.arrival, r.prompt, out, ttft, tpot, e2e, r.preemptions))
-    df = pd.DataFrame(rows, columns=["rid", "arrival", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s", "preemptions"])
+    return pd.DataFrame(rows, columns=["rid", "arrival", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s", "preemptions"])
+
+
+def _latencies(df: pd.DataFrame, reqs: list[Req], arrivals: np.ndarray, n: int) -> dict:
     makespan = float(max(r.finish_t for r in reqs))
-    summary = {
-        "requests": n,
-        "gpu": hw.gpu.id,
-        "model": model.id,
-        "tp": tp,
-        "kv_blocks": blocks,
-        "ttft_mean_s": float(df.ttft_s.mean()),
-        "ttft_p50_s": float(df.ttft_s.median()),
-        "ttft_p99_s": float(df.ttft_s.quantile(0.99)),
-        "tpot_mean_s": float(df.tpot_s.mean()),
-        "tpot_p50_s": float(df.tpot_s.median()),
-        "e2e_mean_s": float(df.e2e_s.mean()),
-        "e2e_p99_s": float(df.e2e_s.quantile(0.99)),
-        "makespan_s": makespan,
+    return {
+        "ttft_mean_s": float(df.ttft_s.mean()), "ttft_p50_s": float(df.ttft_s.median()),
+        "ttft_p99_s": float(df.ttft_s.quantile(0.99)), "tpot_mean_s": float(df.tpot_s.mean()),
+        "tpot_p50_s": float(df.tpot_s.median()), "e2e_mean_s": float(df.e2e_s.mean()),
+        "e2e_p99_s": float(df.e2e_s.quantile(0.99)), "makespan_s": makespan,
         "output_tokens_per_s": float(df.output_tokens.sum() / makespan) if makespan > 0 else 0.0,
         "request_rate": float(n / arrivals[-1]) if n > 1 and arrivals[-1] > 0 else float("nan"),
         "preemptions": int(df.preemptions.sum()),
-        "iterations": core.iterations,
     }
-    return ReplayResult(df, summary)

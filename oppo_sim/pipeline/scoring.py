@@ -5,25 +5,29 @@ re-prefills its whole context, counted as recompute), and reports each final sco
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING
+from typing import Callable
 
 import simpy
 
+from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.models import ModelSpec
+from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool
-
-if TYPE_CHECKING:  # pragma: no cover
-    from oppo_sim.pipeline.driver import Pipeline, SimSample
+from oppo_sim.pipeline.samples import SimSample
 
 
 class Scorer:
     """One scoring role on its pool: batches ready work, keeps per-sequence KV for streamed chunks (LRU)."""
 
-    def __init__(self, env: simpy.Environment, role: str, pipeline: "Pipeline", pool: DevicePool, kv_tokens: float):
+    def __init__(self, env: simpy.Environment, role: str, model: ModelSpec, pool: DevicePool, cost: CostModel,
+                 cfg: SimConfig, kv_tokens: float, on_scored: Callable[[str, list[int]], None]):
         self.env = env
         self.role = role
-        self.p = pipeline
+        self.cfg = cfg
+        self.cost = cost
+        self.on_scored = on_scored
         self.pool = pool
-        self.model = pipeline.models[role]
+        self.model = model
         self.scalar = role in ("reward", "critic")
         self.kv_capacity = kv_tokens
         self.cache: OrderedDict[int, int] = OrderedDict()  # sid -> cached tokens
@@ -39,65 +43,70 @@ class Scorer:
             self._wake.succeed()
 
     def _run(self):
-        cost = self.p.cost_of[self.pool.name]
-        per_token, per_pair = self.model.flop_coeffs(self.scalar)
-        limit = self.p.cfg.scorer_max_tokens
+        cost = self.cost
         while True:
             if not self.queue:
                 self._wake = self.env.event()
                 yield self._wake
                 self._wake = None
                 continue
-            items = []
-            new_tok, ctx_tok, redo = [], [], 0.0
-            budget = limit
-            unbatched = not self.p.cfg.stream_batching
-            one_by_one = unbatched and self.queue[0][4]
-            while self.queue and (not items or budget > 0):
-                if items and unbatched and (one_by_one or self.queue[0][4]):
-                    break  # streamed chunks are prefilled one sequence per forward
-                s, upto, final, step, _streamed = self.queue.popleft()
-                total = s.prompt + upto
-                ctx = self.cache.get(s.sid, 0)
-                n = total - ctx
-                if n <= 0 and not final:
-                    continue
-                items.append((s, upto, final, step, total))
-                new_tok.append(max(n, 0))
-                ctx_tok.append(ctx)
-                high = s.scored.get(self.role, 0)
-                if high > ctx:  # this sequence's KV was evicted: re-prefilling what was computed before
-                    k = min(n, high - ctx)
-                    redo += per_token * k + per_pair * (k * ctx + k * (k + 1) / 2.0)
-                budget -= max(n, 1)
+            one_by_one = not self.cfg.stream_batching and self.queue[0][4]
+            items, new_tok, ctx_tok, redo = self._take_batch(one_by_one)
             if not items:  # nothing left to compute (chunks already covered by the cached context)
                 continue
-            if self.p.cfg.padded_batches and not one_by_one and len(new_tok) > 1:
+            if self.cfg.padded_batches and not one_by_one and len(new_tok) > 1:
                 width = max(n + c for n, c in zip(new_tok, ctx_tok))  # padded to the longest sequence
-                new_tok, ctx_tok = [width - c for c in ctx_tok], ctx_tok
+                new_tok = [width - c for c in ctx_tok]
             secs, flops = cost.prefill_cost(self.model, self.pool.n, new_tok, ctx_tok, scalar_head=self.scalar)
             if one_by_one:  # each streamed chunk is its own remote call to the scorer process
-                secs += self.p.cfg.dispatch_s
+                secs += self.cfg.dispatch_s
             job = self.pool.submit(
                 self.pool.all, secs, activity="score", role=self.role, step=items[0][3],
                 tokens=sum(new_tok), flops=flops, recompute_flops=redo,
             )
             yield job.done
-            done = []
-            for s, upto, final, _step, total in items:
-                s.scored[self.role] = max(s.scored.get(self.role, 0), total)
-                old = self.cache.pop(s.sid, 0)
-                self.cached -= old
-                if final:
-                    done.append(s.sid)
-                else:
-                    self.cache[s.sid] = total
-                    self.cached += total
-            while self.cached > self.kv_capacity and self.cache:
-                _sid, tok = self.cache.popitem(last=False)  # least recently used sequence loses its KV
-                self.cached -= tok
-                self.evictions += 1
-            if done:
-                self.p.on_scored(self.role, done)
+            self._settle(items)
 
+    def _take_batch(self, one_by_one: bool):
+        """The ready work one forward takes (up to ``scorer_max_tokens`` new tokens; one sequence when
+        streamed chunks are not batched): items, new and cached tokens per sequence, recompute FLOPs."""
+        per_token, per_pair = self.model.flop_coeffs(self.scalar)
+        unbatched = not self.cfg.stream_batching
+        items, new_tok, ctx_tok, redo = [], [], [], 0.0
+        budget = self.cfg.scorer_max_tokens
+        while self.queue and (not items or budget > 0):
+            if items and unbatched and (one_by_one or self.queue[0][4]):
+                break  # streamed chunks are prefilled one sequence per forward
+            s, upto, final, step, _streamed = self.queue.popleft()
+            total = s.prompt + upto
+            ctx = self.cache.get(s.sid, 0)
+            n = total - ctx
+            if n <= 0 and not final:
+                continue
+            items.append((s, upto, final, step, total))
+            new_tok.append(max(n, 0))
+            ctx_tok.append(ctx)
+            high = s.scored.get(self.role, 0)
+            if high > ctx:  # this sequence's KV was evicted: re-prefilling what was computed before
+                k = min(n, high - ctx)
+                redo += per_token * k + per_pair * (k * ctx + k * (k + 1) / 2.0)
+            budget -= max(n, 1)
+        return items, new_tok, ctx_tok, redo
 
+    def _settle(self, items) -> None:
+        """The forward is done: caches updated (LRU eviction), final scores reported."""
+        done = []
+        for s, _upto, final, _step, total in items:
+            s.scored[self.role] = max(s.scored.get(self.role, 0), total)
+            self.cached -= self.cache.pop(s.sid, 0)
+            if final:
+                done.append(s.sid)
+            else:
+                self.cache[s.sid] = total
+                self.cached += total
+        while self.cached > self.kv_capacity and self.cache:
+            _sid, tok = self.cache.popitem(last=False)  # least recently used sequence loses its KV
+            self.cached -= tok
+            self.evictions += 1
+        if done:
+            self.on_scored(self.role, done)

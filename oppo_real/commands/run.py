@@ -1,0 +1,127 @@
+"""``oppo-real run``: a real PPO run under a policy, its outputs and a checkpoint per step."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from oppo_real.commands.common import (
+    DEFAULT_LENGTH_SCALE,
+    DEFAULT_MAX_RESPONSE,
+    DEFAULT_TRACE,
+)
+from oppo_real.commands.common import cores as _cores
+from oppo_sim.cliargs import nonneg_int, positive
+
+
+def add_parser(sub) -> None:
+    r = sub.add_parser("run", help="a real PPO run under a policy")
+    r.add_argument("--policy", default="oppo", help=f"one of {', '.join(_policy_names())} (default oppo)")
+    r.add_argument("--chunk", type=positive(), default=None, help="chunk size C (default 16 here)")
+    r.add_argument("--delta", type=nonneg_int, default=None, help="over-commit Δ (default 2 here)")
+    r.add_argument("--budget", type=positive(), default=None, help="per-step token budget (partial-rollout)")
+    r.add_argument("--staleness", type=positive(), default=None, help="staleness bound (async)")
+    r.add_argument("--steps", type=positive(), default=20)
+    r.add_argument("--batch", type=positive(), default=8, help="samples per PPO step, B (default 8)")
+    r.add_argument("--trace", default=DEFAULT_TRACE,
+                   help=f"force response lengths from this trace (default {DEFAULT_TRACE}); 'none' = natural EOS lengths")
+    r.add_argument("--length-scale", type=positive(float), default=DEFAULT_LENGTH_SCALE,
+                   help=f"multiply the trace's lengths (default {DEFAULT_LENGTH_SCALE}: CPU-sized)")
+    r.add_argument("--max-response", type=positive(), default=DEFAULT_MAX_RESPONSE, help="max new tokens")
+    r.add_argument("--model", default=None, help="a local Hugging Face causal-LM directory to use as the actor")
+    r.add_argument("--cache", default=None, help="where built models are cached (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
+    r.add_argument("--backend", default="vllm", choices=("vllm", "torch"), help="actor generation engine")
+    r.add_argument("--workers", default="ray", choices=("ray", "local"), help="ray actors (default) or in-process")
+    r.add_argument("--ray-address", default=None, help="join an existing Ray cluster")
+    r.add_argument("--main-cores", type=_cores, default=(0,), help="cores of the generate+train pool (default 0)")
+    r.add_argument("--score-cores", type=_cores, default=(1,), help="cores of the scoring pool (default 1)")
+    r.add_argument("--gpus-per-worker", type=float, default=0.0, help="Ray GPUs per role worker")
+    r.add_argument("--temperature", type=float, default=1.0)
+    r.add_argument("--ppo-epochs", type=positive(), default=None)
+    r.add_argument("--minibatches", type=positive(), default=None)
+    r.add_argument("--lr", type=positive(float), default=None, help="learning rate of actor and critic")
+    r.add_argument("--tis-cap", type=positive(float), default=None, help="truncated importance sampling for stale samples")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--out", default=None, help="output directory (default out/real/<policy>)")
+    r.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    r.add_argument("--overwrite", action="store_true", help="start over in an --out that already holds a run")
+    r.add_argument("--json", default=None, help="also write the summary JSON here")
+    r.set_defaults(func=cmd_run)
+
+
+
+def _ppo(a):
+    from dataclasses import replace
+
+    from oppo_real.ppo.algo import PPOConfig
+
+    cfg = PPOConfig()
+    changes = {}
+    if a.ppo_epochs:
+        changes["epochs"] = a.ppo_epochs
+    if a.minibatches:
+        changes["minibatches"] = a.minibatches
+    if a.lr:
+        changes.update(lr_actor=a.lr, lr_critic=a.lr)
+    if a.tis_cap:
+        changes["tis_cap"] = a.tis_cap
+    return replace(cfg, **changes)
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from oppo_real.config import RealConfig
+    from oppo_real.run import run_real
+    from oppo_sim.core.policies import make_policy
+    from oppo_sim.traces.catalog import load_trace
+
+    trace = None if a.trace.lower() == "none" else load_trace(a.trace, max_response=None)
+    policy = make_policy(a.policy, chunk=a.chunk or 16, delta=2 if a.delta is None else a.delta, budget=a.budget,
+                         staleness=a.staleness)
+    cfg = RealConfig(
+        batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, model_dir=a.model, cache_dir=a.cache,
+        max_response=a.max_response, length_scale=a.length_scale, temperature=a.temperature, ppo=_ppo(a),
+        workers=a.workers, ray_address=a.ray_address, main_cores=a.main_cores, score_cores=a.score_cores,
+        gpus_per_worker=a.gpus_per_worker,
+    )
+    out = Path(a.out or f"out/real/{policy.name}")
+    print(f"oppo-real: {policy.label()}, {cfg.backend} on {cfg.workers} workers, B={cfg.batch}, {cfg.steps} steps, "
+          f"lengths {'natural (EOS)' if trace is None else f'forced from {trace.name} x{cfg.length_scale}'}, out {out}",
+          flush=True)
+    t0 = time.time()
+
+    def progress(rec: dict) -> None:
+        chunk = rec["chunk"] if rec["chunk"] is not None else "-"
+        print(f"step {rec['step']:4d}  reward {rec['reward']:.3f}  rm {rec['rm_score']:+.3f}  step {rec['step_time_s']:6.2f} s  "
+              f"gen {rec['generation_s']:5.2f}  score {rec['scoring_s']:5.2f}  train {rec['training_s']:5.2f}  "
+              f"Δ {rec['delta']}  C {chunk}  deferred {rec['deferred']}  stale≤{rec['staleness_max']}", flush=True)
+
+    res = run_real(cfg, policy, trace, out_dir=out, resume=a.resume, overwrite=a.overwrite, on_step=progress)
+    write_outputs(res, out)
+    s = res.summary
+    print(f"done in {time.time() - t0:.0f} s: step {s['step_time_s']:.2f} s (median {s['step_time_median_s']:.2f}), "
+          f"{s['samples_per_s']:.2f} samples/s, utilization "
+          + ", ".join(f"{k} {v:.0%}" for k, v in s["utilization"].items())
+          + f", final reward {s['final_reward']:.3f}")
+    if a.json:
+        res.write_json(a.json)
+    return 0
+
+
+def write_outputs(res, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    res.steps.to_csv(out / "steps.csv", index=False)
+    res.timeline.to_csv(out / "timeline.csv", index=False)
+    res.write_json(out / "summary.json")
+    res.rollouts.to_csv(out / "rollouts.csv", index=False)
+    if len(res.rollouts):
+        trace = res.rollouts[["prompt_tokens", "response_tokens", "reward", "step"]].copy()
+        trace["source"] = f"oppo-real {res.summary['policy']}"
+        trace.to_csv(out / "rollout_trace.csv.gz", index=False)
+    print(f"wrote {out}/steps.csv, timeline.csv, summary.json, rollouts.csv, rollout_trace.csv.gz")
+
+
+def _policy_names() -> tuple[str, ...]:
+    from oppo_sim.core.policies import POLICY_NAMES
+
+    return POLICY_NAMES

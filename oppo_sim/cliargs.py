@@ -1,0 +1,71 @@
+"""Command-line plumbing shared by ``oppo-sim`` and ``oppo-real``: a parser whose errors are one line,
+argument types that reject nonsense with a clear message, and the entry that turns every expected error
+into one line on stderr and exit status 2 (never a traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from oppo_sim.core.errors import OppoError
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def positive(kind=int):
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return v
+
+    return parse
+
+
+def nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not vals:
+        raise argparse.ArgumentTypeError("empty list")
+    return vals
+
+
+def str_list(text: str) -> tuple[str, ...]:
+    vals = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not vals:
+        raise argparse.ArgumentTypeError("empty list")
+    return vals
+
+
+def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    """Parse and run a sub-command; bad input becomes one line on stderr and exit status 2."""
+    a = parser.parse_args(argv)
+    try:
+        return a.func(a)
+    except OppoError as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as e:  # e.g. an unwritable --json path
+        print(f"{parser.prog}: error: {type(e).__name__}: {e}".splitlines()[0], file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

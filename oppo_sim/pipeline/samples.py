@@ -1,0 +1,20 @@
+"""A sample as the simulated pipeline holds it: its lengths, its engine request, what scorers computed."""
+
+from __future__ import annotations
+
+from oppo_sim.engine.continuous import Req
+
+
+class SimSample:
+    """A prompt admitted into the simulation: its lengths, its engine request, what scorers computed."""
+
+    __slots__ = ("sid", "row", "prompt", "target", "req", "reward", "scored")
+
+    def __init__(self, sid: int, row: int, prompt: int, target: int, reward: float | None):
+        self.sid = sid
+        self.row = row
+        self.prompt = prompt
+        self.target = target
+        self.req = Req(sid, prompt, target, payload=self)
+        self.reward = reward
+        self.scored: dict[str, int] = {}  # high-water mark of tokens prefilled per role (for recompute)
