@@ -28,14 +28,8 @@ import random
 from dataclasses import dataclass, replace
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.continuous import (
-    ADMIT,
-    FINISH,
-    PAUSE,
-    EngineConfig,
-    EngineCore,
-    Req,
-)
+from oppo_sim.engine.continuous import EngineCore
+from oppo_sim.engine.request import ADMIT, FINISH, PAUSE, EngineConfig, Req
 
 NEW, RESUMED, RUNNING = "new", "resumed", "run"
 

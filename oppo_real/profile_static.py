@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.continuous import EngineConfig, Req
+from oppo_sim.engine.request import EngineConfig, Req
 from oppo_sim.engine.static import StaticConfig, StaticCostParams, StaticEngineCore
 from oppo_sim.hw.calibration import MEASUREMENT_COLUMNS, fit_profile
 from oppo_sim.hw.costmodel import CostModel, DecodeCost

@@ -76,7 +76,7 @@ def _config(a: argparse.Namespace):
         disaggregated_placement,
         paper_placement,
     )
-    from oppo_sim.engine.continuous import EngineConfig
+    from oppo_sim.engine.request import EngineConfig
     from oppo_sim.hw.memory import TrainMemoryConfig
     from oppo_sim.hw.profiles import resolve_hardware
     from oppo_sim.pipeline.config import SimConfig
@@ -229,7 +229,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def cmd_replay(a: argparse.Namespace) -> int:
-    from oppo_sim.engine.continuous import EngineConfig
+    from oppo_sim.engine.request import EngineConfig
     from oppo_sim.pipeline.replay import ReplayConfig, replay
     from oppo_sim.traces.catalog import load_trace
 

@@ -8,14 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.continuous import (
+from oppo_sim.engine.continuous import EngineCore
+from oppo_sim.engine.request import (
     ADMIT,
     EMIT,
     FINISH,
     PAUSE,
     PREEMPT,
     EngineConfig,
-    EngineCore,
     Req,
 )
 from oppo_sim.hw.costmodel import DecodeCost

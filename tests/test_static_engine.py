@@ -12,16 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.continuous import (
-    EMIT,
-    FINISH,
-    PAUSE,
-    EngineConfig,
-    EngineCore,
-    Req,
-)
+from oppo_sim.engine.continuous import EngineCore
 from oppo_sim.engine.factory import EngineKind, make_engine
 from oppo_sim.engine.protocol import GenerationEngine
+from oppo_sim.engine.request import EMIT, FINISH, PAUSE, EngineConfig, Req
 from oppo_sim.engine.static import (
     CallPlan,
     StaticConfig,

@@ -20,7 +20,7 @@ import pandas as pd
 from oppo_real.config import RealConfig
 from oppo_real.profile import model_spec
 from oppo_real.samples import SampleStore
-from oppo_sim.engine.continuous import EngineConfig
+from oppo_sim.engine.request import EngineConfig
 from oppo_sim.hw.hardware import Hardware
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import Trace

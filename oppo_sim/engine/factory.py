@@ -15,8 +15,9 @@ from __future__ import annotations
 from enum import Enum
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.continuous import EngineConfig, EngineCore
+from oppo_sim.engine.continuous import EngineCore
 from oppo_sim.engine.protocol import GenerationEngine
+from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams, StaticEngineCore
 from oppo_sim.hw.costmodel import DecodeCost
 

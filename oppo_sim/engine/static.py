@@ -62,15 +62,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.continuous import (
-    EMIT,
-    FINISH,
-    PAUSE,
-    Chain,
-    EngineConfig,
-    Plan,
-    Req,
-)
+from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Chain, EngineConfig, Plan, Req
 from oppo_sim.hw.costmodel import DecodeCost
 
 __all__ = ["StaticConfig", "StaticCostParams", "CallPlan", "StaticEngineCore", "DEFAULT_CALL_OVERHEAD_S"]

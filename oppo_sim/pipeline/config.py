@@ -6,8 +6,8 @@ from dataclasses import dataclass, field, replace
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import Placement, paper_placement
-from oppo_sim.engine.continuous import EngineConfig
 from oppo_sim.engine.factory import EngineKind
+from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams
 from oppo_sim.hw.hardware import Hardware, get_hardware
 from oppo_sim.hw.memory import COLOCATE_MODES, TrainMemoryConfig

@@ -40,8 +40,8 @@ from oppo_sim.core.protocol import (
     Train,
 )
 from oppo_sim.core.stepmachine import StepMachine
-from oppo_sim.engine.continuous import EMIT, FINISH, PAUSE, Req, kv_blocks_for
 from oppo_sim.engine.factory import make_engine
+from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Req, kv_blocks_for
 from oppo_sim.engine.static import StaticEngineCore
 from oppo_sim.hw.costmodel import CostModel
 from oppo_sim.hw.memory import MemoryReport

@@ -9,7 +9,8 @@ import bisect
 
 import simpy
 
-from oppo_sim.engine.continuous import Chain, EngineCore, Plan, Req
+from oppo_sim.engine.continuous import EngineCore
+from oppo_sim.engine.request import Chain, Plan, Req
 from oppo_sim.pipeline.devices import DevicePool, Job
 
 CHAIN_MAX_ITERS = 256

