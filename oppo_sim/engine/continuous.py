@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections import deque
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.kvpool import KVBlockPool
+from oppo_sim.engine.kvpool import NO_HITS, KVBlockPool
 from oppo_sim.engine.request import (
     EMIT,
     FINISH,
@@ -103,7 +103,7 @@ class EngineCore:
             )
         req.num_computed = 0
         req.blocks = 0
-        req.hits = []
+        req.hits = NO_HITS
         req.resumed = False
         self.waiting.append(req)
 
@@ -220,7 +220,7 @@ class EngineCore:
             list(self.running), list(self.waiting), self.iterations, self.preemptions, self.prefix_hit_tokens,
             self.pool.snapshot(),
             [(r, r.num_computed, r.blocks, r.generated, r.max_computed, r.first_token_t, r.finish_t, r.preemptions,
-              list(r.hits), r.resumed) for r in reqs],
+              r.hits, r.resumed) for r in reqs],
         )
 
     def restore(self, snap: tuple) -> None:
@@ -231,7 +231,7 @@ class EngineCore:
         for r, *vals in states:
             (r.num_computed, r.blocks, r.generated, r.max_computed, r.first_token_t, r.finish_t, r.preemptions,
              hits, r.resumed) = vals
-            r.hits = list(hits)
+            r.hits = hits
 
     def run_chain(self, first: Plan, start: float, max_iters: int) -> Chain:
         """Commit ``first`` (an explicit iteration) and the explicit iterations that follow it, stopping
@@ -316,7 +316,7 @@ class EngineCore:
                     pool.take(nb - r.blocks)
                     r.blocks = nb
             else:
-                hits = pool.lookup(r.lineage, h) if h else []
+                hits = pool.lookup(r.lineage, h) if h else NO_HITS
                 if len(hits) != h:
                     raise AssertionError(f"request {r.rid}: planned {h} prefix-cache blocks, found {len(hits)}")
                 pool.touch(hits)
@@ -354,7 +354,7 @@ class EngineCore:
         """Return ``r``'s blocks to the pool (``live``: its lineage may come back and hit them)."""
         self.pool.release(r.lineage, r.blocks, r.hits, r.num_computed // self.cfg.block_size, live)
         r.blocks = 0
-        r.hits = []
+        r.hits = NO_HITS
 
     @staticmethod
     def _check_events(r: Req, now: float, events: list[tuple[str, Req]]) -> None:

@@ -17,13 +17,17 @@ What is modelled here, and how:
   ``oppo_real``'s deferral via ``resume_request``) carries exactly its earlier token stream, so it shares its
   lineage. Two different requests never share content: identical prompts across requests (GRPO-style n
   samples of one prompt, a shared system prompt) are *not* modelled — each prefills its own blocks.
-- **Anonymous blocks.** Blocks whose content can never be hit again are interchangeable; the queue keeps
-  them as run lengths (ints). Only *cached* blocks of a lineage that may come back (preempted, paused or
-  aborted requests) are objects. A finished request's lineage is dead: its blocks go where vLLM puts them
+- **Runs, not blocks.** The cached blocks one release puts in the cache (``(lineage, j)`` for ``j`` in
+  ``[lo, hi)``) are one :class:`CachedRun`; a block is ``(run, j)``. The queue holds run lengths: ``int``
+  entries are interchangeable *anonymous* blocks (content never hit again), ``(run, lo, hi)`` entries are the
+  cached blocks ``hi - 1, ..., lo`` of a run in queue order. Which blocks of a run are still cached is a bit
+  mask. So freeing, evicting and forgetting cost per run, not per block (a 100k-token sequence is one entry).
+- **Anonymous blocks.** Only *cached* blocks of a lineage that may come back (preempted, paused or aborted
+  requests) are kept as content. A finished request's lineage is dead: its blocks go where vLLM puts them
   (hashed ones to the back) but anonymously, which changes no later decision.
-- **Held blocks** are counts on the request, except its prefix-cache hits (objects, freed as hashed blocks).
-  A request's own full blocks are hashed at schedule time in vLLM; they can only be hit by the same lineage,
-  which cannot look them up while it runs, so they are materialised when the request frees them.
+- **Held blocks** are counts on the request, except its prefix-cache hits (:class:`Hits`, freed as hashed
+  blocks). A request's own full blocks are hashed at schedule time in vLLM; they can only be hit by the same
+  lineage, which cannot look them up while it runs, so they are materialised when the request frees them.
 
 Duplicate content (a lineage recomputes block ``j`` while an older cached copy of it is still in the queue
 because the hit stopped at an earlier, evicted block) is kept as vLLM keeps it: both copies are cached and a
@@ -36,16 +40,55 @@ from collections import deque
 from collections.abc import Hashable
 
 
-class CachedBlock:
-    """A free-able block whose content ``(lineage, index)`` is in the prefix cache."""
+class CachedRun:
+    """Blocks ``(lineage, j)`` one release put in the prefix cache; a cached block is ``(run, j)``."""
 
-    __slots__ = ("key",)
+    __slots__ = ("lineage",)
 
-    def __init__(self, key: tuple[Hashable, int]):
-        self.key = key
+    def __init__(self, lineage: Hashable):
+        self.lineage = lineage
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"CachedBlock{self.key}"
+        return f"CachedRun({self.lineage!r})"
+
+
+class Hits:
+    """Prefix-cache blocks ``0 .. n-1`` of a lineage held by a request: ``pieces`` are ``(run, lo, hi)`` in
+    ascending ``j``. ``len()`` is the number of blocks."""
+
+    __slots__ = ("pieces", "n")
+
+    def __init__(self, pieces: tuple[tuple[CachedRun, int, int], ...], n: int):
+        self.pieces = pieces
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Hits({self.pieces!r})"
+
+
+NO_HITS = Hits((), 0)
+
+
+def _mask(lo: int, hi: int) -> int:
+    return ((1 << (hi - lo)) - 1) << lo
+
+
+def _ones(x: int) -> int:
+    """Trailing one bits of ``x``."""
+    return (~x & (x + 1)).bit_length() - 1
+
+
+def _intervals(run: CachedRun, m: int) -> list[tuple[CachedRun, int, int]]:
+    out = []
+    while m:
+        lo = (m & -m).bit_length() - 1
+        hi = lo + _ones(m >> lo)
+        out.append((run, lo, hi))
+        m &= ~_mask(lo, hi)
+    return out
 
 
 class KVBlockPool:
@@ -57,41 +100,69 @@ class KVBlockPool:
         self.block_size = block_size
         self.caching = caching
         self.free = usable
-        self._queue: deque[int | CachedBlock] = deque([usable]) if usable > 0 else deque()
-        self._cached: dict[tuple[Hashable, int], list[CachedBlock]] = {}
+        self._queue: deque[int | tuple[CachedRun, int, int]] = deque([usable]) if usable > 0 else deque()
+        self._alive: dict[CachedRun, int] = {}  # run -> mask of its blocks still cached (free or held as hits)
+        self._runs: dict[Hashable, list[CachedRun]] = {}  # lineage -> its runs with cached blocks, oldest first
 
     # -- lookups (pure) ---------------------------------------------------------------------------------------
-    def lookup(self, lineage: Hashable, max_blocks: int, doomed: frozenset | set = frozenset()) -> list[CachedBlock]:
-        """The longest run of cached blocks ``(lineage, 0..)`` (at most ``max_blocks``), skipping copies in
-        ``doomed`` (blocks that allocations earlier in the same iteration will have evicted)."""
-        out: list[CachedBlock] = []
-        if not self.caching:
-            return out
-        cached = self._cached
-        for j in range(max_blocks):
-            copies = cached.get((lineage, j))
-            if not copies:
-                break
-            blk = copies[0]
-            if doomed and blk in doomed:
-                blk = next((c for c in copies if c not in doomed), None)
-                if blk is None:
+    def lookup(self, lineage: Hashable, max_blocks: int, doomed: dict | None = None) -> Hits:
+        """The longest run of cached blocks ``(lineage, 0..)`` (at most ``max_blocks``), each the oldest copy
+        not in ``doomed`` (blocks that allocations earlier in the same iteration will have evicted)."""
+        runs = self._runs.get(lineage) if self.caching else None
+        if not runs or max_blocks <= 0:
+            return NO_HITS
+        limit = (1 << max_blocks) - 1
+        alive = self._alive
+        if len(runs) == 1 and not doomed:
+            run = runs[0]
+            h = _ones(alive[run] & limit)
+            return Hits(((run, 0, h),), h) if h else NO_HITS
+        avail = [alive[r] & limit & ~doomed.get(r, 0) if doomed else alive[r] & limit for r in runs]
+        cover = 0
+        for a in avail:
+            cover |= a
+        h = _ones(cover)
+        if not h:
+            return NO_HITS
+        rem = (1 << h) - 1
+        pieces: list[tuple[CachedRun, int, int]] = []
+        for run, a in zip(runs, avail):
+            mine = a & rem
+            if mine:
+                rem &= ~mine
+                pieces += _intervals(run, mine)
+                if not rem:
                     break
-            out.append(blk)
-        return out
+        pieces.sort(key=lambda p: p[1])
+        return Hits(tuple(pieces), h)
 
-    def doomed(self, pops: int, skip: set) -> set[CachedBlock]:
-        """Cached blocks among the first ``pops`` entries of the free queue, not counting blocks in ``skip``
-        (touched earlier in the same iteration, so no longer in the queue when the pops happen)."""
-        out: set[CachedBlock] = set()
-        if pops <= 0 or not self._cached:
+    def doomed(self, pops: int, skip: list[Hits]) -> dict[CachedRun, int]:
+        """Cached blocks among the first ``pops`` entries of the free queue (run -> mask), not counting blocks
+        in ``skip`` (touched earlier in the same iteration, so no longer in the queue when the pops happen)."""
+        out: dict[CachedRun, int] = {}
+        if pops <= 0 or not self._alive:
             return out
+        skipm: dict[CachedRun, int] = {}
+        for hits in skip:
+            for run, lo, hi in hits.pieces:
+                skipm[run] = skipm.get(run, 0) | _mask(lo, hi)
         for e in self._queue:
-            if isinstance(e, int):
+            if type(e) is int:
                 pops -= e
-            elif e not in skip:
-                out.add(e)
-                pops -= 1
+            else:
+                run, lo, hi = e
+                m = _mask(lo, hi) & ~skipm.get(run, 0)
+                c = m.bit_count()
+                if c > pops:  # only the first pops of them (highest j first)
+                    keep = 0
+                    for _ in range(pops):
+                        b = 1 << (m.bit_length() - 1)
+                        keep |= b
+                        m ^= b
+                    m, c = keep, pops
+                if m:
+                    out[run] = out.get(run, 0) | m
+                pops -= c
             if pops <= 0:
                 break
         return out
@@ -107,24 +178,47 @@ class KVBlockPool:
         q = self._queue
         while n:
             e = q[0]
-            if isinstance(e, int):
+            if type(e) is int:
                 if e > n:
                     q[0] = e - n
                     return
                 q.popleft()
                 n -= e
             else:
+                run, lo, hi = e
+                if hi - lo > n:
+                    q[0] = (run, lo, hi - n)
+                    self._evict(run, _mask(hi - n, hi))
+                    return
                 q.popleft()
-                self._evict(e)
-                n -= 1
+                self._evict(run, _mask(lo, hi))
+                n -= hi - lo
 
-    def touch(self, blocks: list[CachedBlock]) -> None:
+    def touch(self, hits: Hits) -> None:
         """Prefix-cache hits leave the free queue (they are all free: content is never shared)."""
-        for b in blocks:
-            self._queue.remove(b)
-        self.free -= len(blocks)
+        q = self._queue
+        for run, lo, hi in hits.pieces:
+            left, i = hi - lo, 0
+            while left:  # each block is in exactly one entry: the overlaps are disjoint intervals
+                if i >= len(q):
+                    raise AssertionError(f"KV pool: touched block of {run.lineage!r} is not in the free queue")
+                e = q[i]
+                if type(e) is int or e[0] is not run or e[2] <= lo or e[1] >= hi:
+                    i += 1
+                    continue
+                _, slo, shi = e
+                olo, ohi = max(lo, slo), min(hi, shi)
+                del q[i]
+                if ohi < shi:
+                    q.insert(i, (run, ohi, shi))
+                    i += 1
+                if slo < olo:
+                    q.insert(i, (run, slo, olo))
+                    i += 1
+                left -= ohi - olo
+        self.free -= len(hits)
 
-    def release(self, lineage: Hashable, held: int, hits: list[CachedBlock], hashed: int, live: bool) -> None:
+    def release(self, lineage: Hashable, held: int, hits: Hits, hashed: int, live: bool) -> None:
         """Free a request's ``held`` blocks in reverse order: the first ``len(hits)`` are its prefix-cache hits,
         blocks below ``hashed`` are full and hashed, the rest are not. ``live``: the lineage may come back."""
         if held <= 0:
@@ -133,63 +227,68 @@ class KVBlockPool:
         if not self.caching:
             self._prepend(held)
             return
-        hashed = max(min(hashed, held), len(hits))
+        nh = len(hits)
+        hashed = max(min(hashed, held), nh)
         front = held - hashed  # unhashed (partial or not yet full) blocks: reused first
         if front:
             self._prepend(front)
         if not live:  # dead lineage: the same places in the queue, content forgotten
-            for blk in hits:
-                self._evict(blk)
+            for run, lo, hi in hits.pieces:
+                self._evict(run, _mask(lo, hi))
             self._append_anon(hashed)
             return
         q = self._queue
-        nh = len(hits)
-        for j in range(hashed - 1, -1, -1):
-            q.append(hits[j] if j < nh else self._insert((lineage, j)))
+        if hashed > nh:
+            run = CachedRun(lineage)
+            self._alive[run] = _mask(nh, hashed)
+            self._runs.setdefault(lineage, []).append(run)
+            q.append((run, nh, hashed))
+        if nh:
+            q.extend(reversed(hits.pieces))
 
     def reset(self) -> None:
         """Forget every hash (vLLM's ``reset_prefix_cache``); every block must be free."""
         if self.free != self.usable:
             raise AssertionError("KV pool: reset with blocks still held")
-        self._cached.clear()
+        self._alive.clear()
+        self._runs.clear()
         self._queue = deque([self.usable]) if self.usable else deque()
 
     # -- snapshots ----------------------------------------------------------------------------------------------
     def snapshot(self) -> tuple:
-        return self.free, list(self._queue), {k: list(v) for k, v in self._cached.items()}
+        return self.free, list(self._queue), dict(self._alive), {k: list(v) for k, v in self._runs.items()}
 
     def restore(self, snap: tuple) -> None:
-        self.free, queue, cached = snap
+        self.free, queue, alive, runs = snap
         self._queue = deque(queue)
-        self._cached = {k: list(v) for k, v in cached.items()}
+        self._alive = dict(alive)
+        self._runs = {k: list(v) for k, v in runs.items()}
 
     @property
     def cached_blocks(self) -> int:
         """Blocks whose content is still in the prefix cache (free or held as hits)."""
-        return sum(len(v) for v in self._cached.values())
+        return sum(m.bit_count() for m in self._alive.values())
 
     # -- internals ------------------------------------------------------------------------------------------------
-    def _insert(self, key: tuple[Hashable, int]) -> CachedBlock:
-        blk = CachedBlock(key)
-        self._cached.setdefault(key, []).append(blk)
-        return blk
-
-    def _evict(self, blk: CachedBlock) -> None:
-        copies = self._cached.get(blk.key)
-        if copies is None:
+    def _evict(self, run: CachedRun, m: int) -> None:
+        a = self._alive.get(run)
+        if a is None:
             return
-        for i, c in enumerate(copies):
-            if c is blk:
-                del copies[i]
-                break
-        if not copies:
-            del self._cached[blk.key]
+        a &= ~m
+        if a:
+            self._alive[run] = a
+            return
+        del self._alive[run]
+        runs = self._runs[run.lineage]
+        runs.remove(run)
+        if not runs:
+            del self._runs[run.lineage]
 
     def _prepend(self, n: int) -> None:
         if n <= 0:
             return
         q = self._queue
-        if q and isinstance(q[0], int):
+        if q and type(q[0]) is int:
             q[0] += n
         else:
             q.appendleft(n)
@@ -198,7 +297,7 @@ class KVBlockPool:
         if n <= 0:
             return
         q = self._queue
-        if q and isinstance(q[-1], int):
+        if q and type(q[-1]) is int:
             q[-1] += n
         else:
             q.append(n)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.engine.kvpool import CachedBlock
+from oppo_sim.engine.kvpool import NO_HITS, Hits
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class Req:
         self.max_computed = 0  # high-water mark of computed tokens (re-prefill beyond it is new work)
         self.preemptions = 0
         self.lineage = rid if lineage is None else lineage
-        self.hits: list[CachedBlock] = []  # prefix-cache blocks held (the first len(hits) of its blocks)
+        self.hits: Hits = NO_HITS  # prefix-cache blocks held (the first len(hits) of its blocks)
         self.resumed = False  # waiting after a preemption (vLLM: PREEMPTED, not a new request)
 
     @property

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from oppo_sim.engine.kvpool import CachedBlock
+from oppo_sim.engine.kvpool import NO_HITS, Hits
 from oppo_sim.engine.request import ADMIT, PREEMPT, RUN, Plan, Req, _cdiv
 
 EngineCore = Any  # an oppo_sim.engine.continuous.EngineCore (its cfg, running, waiting, pool and cost are read)
@@ -24,7 +24,7 @@ class _Sched:
     sched: list[tuple[Req, int, int]] = field(default_factory=list)  # (request, tokens, computed before)
     admitted: list[Req] = field(default_factory=list)
     preempted: list[Req] = field(default_factory=list)
-    touched: set = field(default_factory=set)
+    touched: list[Hits] = field(default_factory=list)  # prefix-cache hits of the admissions so far
 
 
 
@@ -97,7 +97,7 @@ def _schedule_waiting(core: "EngineCore", st: _Sched, thr: int, n_running: int) 
         new = _cdiv(hit + n, bs) - len(hits)
         st.free -= len(hits) + new
         st.pops += new
-        st.touched.update(hits)
+        st.touched.append(hits)
         st.ops.append((ADMIT, w, n, len(hits)))
         st.sched.append((w, n, hit))
         st.admitted.append(w)
@@ -105,10 +105,10 @@ def _schedule_waiting(core: "EngineCore", st: _Sched, thr: int, n_running: int) 
         slots -= 1
 
 
-def _lookup(core: "EngineCore", w: Req, st: _Sched) -> list[CachedBlock]:
+def _lookup(core: "EngineCore", w: Req, st: _Sched) -> Hits:
     if not core.cfg.enable_prefix_caching:
-        return []
-    doomed = core.pool.doomed(st.pops, st.touched) if st.pops else frozenset()
+        return NO_HITS
+    doomed = core.pool.doomed(st.pops, st.touched) if st.pops else None
     return core.pool.lookup(w.lineage, (w.num_tokens - 1) // core.cfg.block_size, doomed)
 
 
