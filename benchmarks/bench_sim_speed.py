@@ -1,42 +1,144 @@
-"""Simulator speed: simulated steps and decode iterations per second of wall time.
+"""Simulator speed: wall time, simulation events and wall time per simulated sample.
 
-Headline: a 1,000-step run of the Mooncake conversation trace with B=112 on the paper's setup
-(target: under 10 s on one core). Then how wall time scales with B and with the trace's max length.
-Every figure is the median of ``--repeat`` runs; run it on an otherwise idle machine.
+Headline: a 1,000-step run of the Mooncake conversation trace with B=112 on the paper's setup under
+``oppo`` and ``baseline`` (the planner's goal: about a second per configuration), timed two ways:
 
-    python benchmarks/bench_sim_speed.py            # full
-    python benchmarks/bench_sim_speed.py --quick    # 200 steps, 1 repeat
+- ``cli``: ``python -m oppo_sim.cli run --policy P --steps 1000 --batch 112 --trace mooncake_conversation``
+  as a user runs it (interpreter start, imports, trace load, printing included);
+- ``simulate``: ``simulate(trace, P, steps=1000, batch=112)`` in a warm process (the trace already loaded).
+
+For each: wall time and CPU time (median of ``--repeat`` runs, with the min-max spread), simulated samples per
+second of wall time, wall time per simulated sample, and simulation events (simpy events processed, counted in
+a separate untimed run) per simulated sample. Then how ``simulate()`` scales with B and with the trace's
+maximum response length.
+
+Every measurement runs in a fresh subprocess pinned to one core (``--cpu``, default 1). ``--trees A B``
+measures several source trees (e.g. a ``git worktree`` of an older commit, then this one), interleaved run by
+run so that load from other processes hits both alike. The trace is found on the usual search path
+(``$OPPO_TRACES``, e.g. the checkout's ``shared/traces``):
+
+    python benchmarks/bench_sim_speed.py                      # full
+    python benchmarks/bench_sim_speed.py --quick              # 200 steps, 1 repeat, smaller scaling runs
+    python benchmarks/bench_sim_speed.py --trees /tmp/before . --skip-scaling
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
-import pandas as pd
-
-from oppo_sim.pipeline.simulate import simulate
-from oppo_sim.traces.catalog import load_trace
-from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail
+HERE = Path(__file__).resolve().parents[1]
+TRACE = "mooncake_conversation"
 
 
-def timed(trace, policy, repeat, **cfg):
-    walls, res = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        res = simulate(trace, policy, **cfg)
-        walls.append(time.perf_counter() - t0)
-    wall = statistics.median(walls)
+# -- workers (run in a subprocess, inside the tree being measured) ----------------------------------------
+def _worker(spec: dict) -> dict:
+    import simpy
+
+    from oppo_sim.pipeline.simulate import simulate
+    from oppo_sim.traces.catalog import load_trace
+    from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail
+
+    if spec.get("cap"):
+        trace = generate_longtail(LongTailSpec(tail_fraction=0.1, tail_alpha=1.1, cap=spec["cap"]), 20000, seed=0)
+        cfg = {"max_response": None}
+    else:
+        trace, cfg = load_trace(TRACE), {}
+    events = [0]
+    if spec["count_events"]:  # an untimed run: count every simpy event processed
+        step = simpy.Environment.step
+
+        def counting(env):
+            events[0] += 1
+            return step(env)
+
+        simpy.Environment.step = counting
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = simulate(trace, spec["policy"], steps=spec["steps"], batch=spec["batch"], **cfg)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     s = res.summary
-    return {
-        "wall_s": wall,
-        "steps_per_s": s["steps"] / wall,
-        "iterations_per_s": s["gen_iterations"] / wall,
-        "gen_iterations": s["gen_iterations"],
-        "timeline_rows": len(res.timeline),
-        "simulated_step_s": s["step_time_s"],
-    }
+    out = {"wall_s": wall, "cpu_s": cpu, "events": events[0], "gen_iterations": int(s["gen_iterations"]),
+           "timeline_rows": len(res.timeline), "simulated_step_s": float(s["step_time_s"])}
+    if spec.get("cap"):
+        d = trace.describe()
+        out.update(resp_mean=d["resp_mean"], resp_p99=d["resp_p99"])
+    return out
+
+
+def _run_worker(tree: Path, spec: dict) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)], cwd=tree, env=env,
+                       capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(f"worker failed in {tree}: {spec}\n{p.stderr}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _run_cli(tree: Path, policy: str, steps: int, batch: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    cmd = [sys.executable, "-m", "oppo_sim.cli", "run", "--policy", policy, "--steps", str(steps), "--batch", str(batch),
+           "--trace", TRACE]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"wall_s": wall, "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}
+
+
+# -- orchestration ----------------------------------------------------------------------------------------
+def _median(runs: list[dict], key: str) -> tuple[float, float, float]:
+    vals = [r[key] for r in runs]
+    return statistics.median(vals), min(vals), max(vals)
+
+
+def _headline(trees: list[Path], steps: int, repeat: int) -> list[dict]:
+    rows = []
+    for policy in ("oppo", "baseline"):
+        counts = {t: _run_worker(t, {"policy": policy, "steps": steps, "batch": 112, "count_events": True}) for t in trees}
+        runs: dict[tuple[Path, str], list[dict]] = {(t, how): [] for t in trees for how in ("cli", "simulate")}
+        for _ in range(repeat):  # interleaved: tree A, tree B, tree A, ...
+            for t in trees:
+                runs[(t, "cli")].append(_run_cli(t, policy, steps, 112))
+                runs[(t, "simulate")].append(_run_worker(t, {"policy": policy, "steps": steps, "batch": 112, "count_events": False}))
+        samples = steps * 112
+        for t in trees:
+            for how in ("cli", "simulate"):
+                wall, wmin, wmax = _median(runs[(t, how)], "wall_s")
+                cpu, cmin, cmax = _median(runs[(t, how)], "cpu_s")
+                rows.append({
+                    "tree": t.name or str(t), "policy": policy, "path": how, "wall_s": wall, "wall_min": wmin, "wall_max": wmax,
+                    "cpu_s": cpu, "cpu_min": cmin, "cpu_max": cmax, "samples_per_s": samples / wall,
+                    "wall_us_per_sample": 1e6 * wall / samples, "events_per_sample": counts[t]["events"] / samples,
+                    "events": counts[t]["events"], "gen_iterations": counts[t]["gen_iterations"],
+                })
+    return rows
+
+
+def _scaling(tree: Path, steps: int, repeat: int) -> tuple[list[dict], list[dict]]:
+    def med(spec: dict) -> dict:
+        runs = [_run_worker(tree, {**spec, "count_events": False}) for _ in range(repeat)]
+        best = dict(runs[0])
+        best["wall_s"] = statistics.median(r["wall_s"] for r in runs)
+        best["cpu_s"] = statistics.median(r["cpu_s"] for r in runs)
+        return best
+
+    by_b = []
+    for b in (28, 56, 112, 224, 448):
+        r = med({"policy": "oppo", "steps": steps, "batch": b})
+        by_b.append({"B": b, **r, "wall_us_per_sample": 1e6 * r["wall_s"] / (b * steps)})
+    by_len = []
+    for cap in (1024, 4096, 16384, 65536):
+        r = med({"policy": "oppo", "steps": steps, "batch": 112, "cap": cap})
+        by_len.append({"max_len": cap, **r})
+    return by_b, by_len
 
 
 def main() -> None:
@@ -44,39 +146,44 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="200 steps, 1 repeat, smaller scaling runs")
+    ap.add_argument("--trees", nargs="+", type=Path, default=[HERE], help="source trees to measure, interleaved")
+    ap.add_argument("--cpu", type=int, default=1, help="pin every run to this core (-1: do not pin)")
+    ap.add_argument("--skip-scaling", action="store_true")
+    ap.add_argument("--json", type=Path, default=None, help="also write the headline rows as JSON")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.worker is not None:
+        print(json.dumps(_worker(json.loads(a.worker))))
+        return
+    import pandas as pd
+
+    if a.cpu >= 0 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {a.cpu})  # inherited by every subprocess
     steps, repeat = (200, 1) if a.quick else (a.steps, a.repeat)
-    pd.set_option("display.width", 160)
+    trees = [t.resolve() for t in a.trees]
+    pd.set_option("display.width", 200)
+    pd.set_option("display.max_columns", 30)
 
-    mooncake = load_trace("mooncake_conversation")
-    rows = []
-    for policy in ("baseline", "oppo"):
-        rows.append({"policy": policy, "trace": "mooncake_conversation", "B": 112, "steps": steps,
-                     **timed(mooncake, policy, repeat, steps=steps, batch=112)})
-    head = pd.DataFrame(rows)
-    print(f"== headline: {steps} steps, Mooncake conversation, B=112, H200 x 8 (7 gen+train, 1 score), median of {repeat}")
-    print(head.to_string(index=False, float_format="{:.2f}".format))
-    print()
-
+    head = pd.DataFrame(_headline(trees, steps, repeat))
+    print(f"== headline: {steps} steps, {TRACE}, B=112, H200 x 8 (7 gen+train, 1 score); median of {repeat} "
+          f"(min-max), one core")
+    cols = ["tree", "policy", "path", "wall_s", "wall_min", "wall_max", "cpu_s", "cpu_min", "cpu_max", "samples_per_s",
+            "wall_us_per_sample", "events_per_sample", "gen_iterations"]
+    print(head[cols].to_string(index=False, float_format="{:.2f}".format))
+    if a.json:
+        a.json.write_text(head.to_json(orient="records", indent=1))
+    if a.skip_scaling:
+        return
     scale_steps = max(20, steps // 10)
-    rows = []
-    for b in (28, 56, 112, 224, 448):
-        rows.append({"B": b, **timed(mooncake, "oppo", repeat, steps=scale_steps, batch=b)})
-    df = pd.DataFrame(rows)
-    df["wall_per_sample_ms"] = 1000 * df["wall_s"] / (df["B"] * scale_steps)
-    print(f"== scaling with B: oppo, Mooncake, {scale_steps} steps")
-    print(df.to_string(index=False, float_format="{:.3f}".format))
+    by_b, by_len = _scaling(trees[-1], scale_steps, repeat)
     print()
-
-    rows = []
-    for cap in (1024, 4096, 16384, 65536):
-        t = generate_longtail(LongTailSpec(tail_fraction=0.1, tail_alpha=1.1, cap=cap), 20000, seed=0)
-        d = t.describe()
-        rows.append({"max_len": cap, "resp_mean": d["resp_mean"], "resp_p99": d["resp_p99"],
-                     **timed(t, "oppo", repeat, steps=scale_steps, batch=112, max_response=None)})
-    df = pd.DataFrame(rows)
+    print(f"== scaling with B: oppo, {TRACE}, {scale_steps} steps, simulate(), tree {trees[-1].name}")
+    print(pd.DataFrame(by_b)[["B", "wall_s", "cpu_s", "wall_us_per_sample", "gen_iterations", "timeline_rows"]]
+          .to_string(index=False, float_format="{:.3f}".format))
+    print()
     print(f"== scaling with the trace's max length: oppo, synthetic long tail (Pareto alpha 1.1), B=112, {scale_steps} steps")
-    print(df.to_string(index=False, float_format="{:.2f}".format))
+    print(pd.DataFrame(by_len)[["max_len", "resp_mean", "resp_p99", "wall_s", "cpu_s", "gen_iterations"]]
+          .to_string(index=False, float_format="{:.2f}".format))
 
 
 if __name__ == "__main__":
