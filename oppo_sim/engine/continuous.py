@@ -36,7 +36,9 @@ While every running request is plainly decoding and nothing can be admitted, con
 only by their KV length, so :meth:`EngineCore.plan` returns one *span* that jumps straight to the next
 interesting point (a request finishing, reaching a chunk boundary or its token budget, or a KV block
 allocation failing) with the cost summed in closed form. Everything else is planned one iteration at a
-time. The engine never sees simpy: a driver asks for a plan, spends its ``seconds`` on a device, then
+time. Plainly decoding requests are advanced lazily (:mod:`oppo_sim.engine.decoders`): a span or an explicit
+iteration that schedules every running request in full touches only the requests that reach a mark and those
+still prefilling, so its cost does not grow with the batch. The engine never sees simpy: a driver asks for a plan, spends its ``seconds`` on a device, then
 commits it (possibly truncated to fewer iterations when the driver interrupts it).
 
 Not modelled: ``max_model_len`` truncation (requests must fit; :meth:`EngineCore.add` refuses those that
@@ -48,6 +50,7 @@ from __future__ import annotations
 from collections import deque
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.engine.decoders import Decoders
 from oppo_sim.engine.kvpool import NO_HITS, KVBlockPool
 from oppo_sim.engine.request import (
     EMIT,
@@ -61,12 +64,16 @@ from oppo_sim.engine.request import (
     Req,
     _cdiv,
 )
-from oppo_sim.engine.vllm_step import plan_iteration
+from oppo_sim.engine.vllm_step import commit_in_full, commit_walk, plan_iteration
 from oppo_sim.hw.costmodel import DecodeCost
 
 
 class EngineCore:
-    """State and scheduling of one generation engine replica; ``kv_blocks`` is vLLM's ``num_gpu_blocks``."""
+    """State and scheduling of one generation engine replica; ``kv_blocks`` is vLLM's ``num_gpu_blocks``.
+
+    ``running`` holds the running requests in admission order; each is either a lazily advanced decoder
+    (``dec``) or one of ``others`` (still prefilling), so that a running request is a decoder exactly when its
+    only uncomputed token is its last sampled one."""
 
     def __init__(self, cost: DecodeCost, cfg: EngineConfig, kv_blocks: int):
         if kv_blocks < 2:
@@ -78,9 +85,20 @@ class EngineCore:
         self.pool = KVBlockPool(self.capacity, cfg.block_size, cfg.enable_prefix_caching)
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []
-        self.iterations = 0
+        self.dec = Decoders(cfg.block_size)
+        self.others: list[Req] = []  # running requests that are not lazily advanced, in running order
+        self._dirty: list[Req] = []  # decoders that reported or reached a mark: re-keyed before the next plan
+        self._admissions = 0
         self.preemptions = 0
         self.prefix_hit_tokens = 0
+
+    @property
+    def iterations(self) -> int:
+        return self.dec.tick
+
+    @iterations.setter
+    def iterations(self, v: int) -> None:
+        self.dec.tick = v
 
     @property
     def used(self) -> int:
@@ -101,8 +119,10 @@ class EngineCore:
                 f"without chunked prefill max_num_batched_tokens ({self.cfg.max_num_batched_tokens}) must cover a "
                 f"whole sequence ({longest} tokens to recompute after a preemption)"
             )
-        req.num_computed = 0
-        req.blocks = 0
+        if req._dec is not None:
+            raise AssertionError(f"request {req.rid} is still running in an engine")
+        req._computed = 0
+        req._blocks = 0
         req.hits = NO_HITS
         req.resumed = False
         self.waiting.append(req)
@@ -113,38 +133,48 @@ class EngineCore:
     def remove_all(self) -> list[Req]:
         """Take every request out (the step ended; vLLM: aborted): running first, then waiting; KV freed
         (their full blocks stay in the prefix cache)."""
+        self._dissolve()
         for r in self.running:
             self._free(r, live=True)
         out = self.running + list(self.waiting)
         for r in out:
-            r.num_computed = 0
+            r._computed = 0
             r.resumed = False
         self.running = []
+        self.others = []
         self.waiting.clear()
         return out
 
     def reset_cache(self) -> None:
         """vLLM's ``reset_prefix_cache(reset_running_requests=True)`` (after a weight sync): every running
         request is preempted (to the front of the waiting queue, running order kept) and the cache forgotten."""
+        self._dissolve()
         while self.running:
             self._preempt(self.running[-1])
+        self.others = []
         self.pool.reset()
 
     # -- planning -----------------------------------------------------------------------------------
     def plan(self) -> Plan | None:
         if not self.running and not self.waiting:
             return None
+        if self._dirty:
+            self._rekey()
         if self._steady():
             return self._plan_span()
-        return self._plan_iteration()
+        return plan_iteration(self)
+
+    def _rekey(self) -> None:
+        d = self.dec
+        for r in self._dirty:
+            if r._dec is d:
+                d.push(r)
+        self._dirty.clear()
 
     def _steady(self) -> bool:
-        run = self.running
-        if not run or len(run) > self.cfg.max_num_batched_tokens:
-            return False
-        for r in run:
-            if r.prompt + r.generated - r.num_computed != 1:
-                return False
+        n = len(self.running)
+        if not n or n > self.cfg.max_num_batched_tokens or self.dec.n != n:
+            return False  # (every running request plainly decoding <=> every one is a lazy decoder)
         return not self._head_admissible()
 
     def _head_admissible(self) -> bool:
@@ -157,81 +187,71 @@ class EngineCore:
         if budget <= 0:
             return False
         head = self.waiting[0]
-        total = head.num_tokens
+        total = head.prompt + head._generated
         n = total - len(self.pool.lookup(head.lineage, (total - 1) // cfg.block_size)) * cfg.block_size
         if 0 < cfg.long_prefill_token_threshold < n:
             n = cfg.long_prefill_token_threshold
         if not cfg.enable_chunked_prefill and n > budget:
             return False
-        return _cdiv(total, cfg.block_size) <= self.pool.free - self._decode_need(1)
-
-    def _decode_need(self, i: int) -> int:
-        bs = self.cfg.block_size
-        return sum(_cdiv(r.num_computed + i, bs) - r.blocks for r in self.running)
+        return _cdiv(total, cfg.block_size) <= self.pool.free - self.dec.need1()
 
     def _plan_span(self) -> Plan:
-        run = self.running
-        m = 1 << 60
-        kv0 = 0
-        for r in run:
-            g = r.generated
-            left = r.target - g
-            if r.emit_at is not None and r.emit_at - g < left:
-                left = r.emit_at - g
-            if r.pause_at is not None and r.pause_at - g < left:
-                left = r.pause_at - g
-            if left < m:
-                m = left
-            kv0 += r.num_computed
-        m = max(1, m)
-        m = self._kv_limit(m)
-        b = len(run)
+        d = self.dec
+        m = max(1, d.next_event() - d.tick)  # to the first request reaching its target or a mark
+        m = d.fit(m, self.pool.free, len(self.running))
         if m == 0:  # the very next iteration needs a block we do not have: schedule it explicitly
-            return self._plan_iteration()
+            return plan_iteration(self)
+        b, kv0 = d.n, d.kv()
         secs = self.cost.span(b, kv0, m)
         return Plan(m, secs, self.cost.span_flops(b, kv0, m), 0.0, b * m, True, b, float(kv0))
 
-    def _kv_limit(self, m: int) -> int:
-        """Largest i <= m such that i more decode iterations fit in the free blocks."""
-        bs = self.cfg.block_size
-        free = self.pool.free
-        # cheap bound: each request needs at most ceil(m / bs) + 1 new blocks
-        if len(self.running) * (_cdiv(m, bs) + 1) <= free:
-            return m
-        if self._decode_need(m) <= free:
-            return m
-        lo, hi = 0, m  # need(lo) <= free < need(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self._decode_need(mid) <= free:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+    def sync_all(self) -> None:
+        """Make every running request's stored fields exact (an exact walk of the running phase reads them)."""
+        d = self.dec
+        for r in self.running:
+            if r._dec is d:
+                d.sync(r)
 
-    def _plan_iteration(self) -> Plan:
-        return plan_iteration(self)
+    def _dissolve(self) -> None:
+        """No request is advanced lazily any more (before a walk that changes running requests one by one)."""
+        d = self.dec
+        for r in self.running:
+            if r._dec is d:
+                d.leave(r)
+        d.heap.clear()
+        self.others = list(self.running)
+
+    def _settle(self, reqs) -> None:
+        """Running requests among ``reqs`` that now plainly decode are advanced lazily from here on."""
+        d = self.dec
+        joined = False
+        for r in reqs:
+            if r._dec is None and r.prompt + r._generated - r._computed == 1:
+                d.join(r)
+                joined = True
+        if joined:
+            self.others = [r for r in self.others if r._dec is None]
 
     # -- chains of explicit iterations ---------------------------------------------------------------
     def snapshot(self) -> tuple:
         """Everything :meth:`run_chain` may change, to undo a chain that must be cut short."""
         reqs = [*self.running, *self.waiting]
         return (
-            list(self.running), list(self.waiting), self.iterations, self.preemptions, self.prefix_hit_tokens,
-            self.pool.snapshot(),
-            [(r, r.num_computed, r.blocks, r.generated, r.max_computed, r.first_token_t, r.finish_t, r.preemptions,
-              r.hits, r.resumed) for r in reqs],
+            list(self.running), list(self.waiting), list(self.others), list(self._dirty), self._admissions,
+            self.preemptions, self.prefix_hit_tokens, self.pool.snapshot(), self.dec.snapshot(),
+            [(r, r._computed, r._blocks, r._generated, r._max_computed, r.first_token_t, r.finish_t, r.preemptions,
+              r.hits, r.resumed, r._dec, r._t, r._ver, r._pos) for r in reqs],
         )
 
     def restore(self, snap: tuple) -> None:
-        running, waiting, self.iterations, self.preemptions, self.prefix_hit_tokens, pool, states = snap
-        self.running = list(running)
-        self.waiting = deque(waiting)
+        (running, waiting, others, dirty, self._admissions, self.preemptions, self.prefix_hit_tokens, pool, dec,
+         states) = snap
+        self.running, self.waiting, self.others, self._dirty = list(running), deque(waiting), list(others), list(dirty)
         self.pool.restore(pool)
+        self.dec.restore(dec)
         for r, *vals in states:
-            (r.num_computed, r.blocks, r.generated, r.max_computed, r.first_token_t, r.finish_t, r.preemptions,
-             hits, r.resumed) = vals
-            r.hits = hits
+            (r._computed, r._blocks, r._generated, r._max_computed, r.first_token_t, r.finish_t, r.preemptions,
+             r.hits, r.resumed, r._dec, r._t, r._ver, r._pos) = vals
 
     def run_chain(self, first: Plan, start: float, max_iters: int) -> Chain:
         """Commit ``first`` (an explicit iteration) and the explicit iterations that follow it, stopping
@@ -268,83 +288,87 @@ class EngineCore:
         )
 
     def commit(self, plan: Plan, now: float) -> list[tuple[str, Req]]:
-        """Apply a (possibly truncated) plan that ended at ``now``; return (event, request) pairs. An explicit
-        plan must be committed before the engine changes (it is planned against the current state)."""
-        self.iterations += plan.iters
+        """Apply a (possibly truncated) plan that ended at ``now``; return (event, request) pairs in running
+        order. An explicit plan must be committed before the engine changes (it is planned against the current
+        state). The caller may change the marks of the requests reported before the next plan."""
         events: list[tuple[str, Req]] = []
         if plan.steady:
             self._commit_span(plan, now, events)
+            touched = None
+        elif plan.fast is not None:
+            touched = commit_in_full(self, plan, now, events)
         else:
-            self._commit_iteration(plan, now, events)
-        done = [(e, r) for e, r in events if e in (FINISH, PAUSE)]
-        if done:  # they leave in scheduling order (vLLM frees them in update_from_output)
-            for e, r in done:
+            touched = commit_walk(self, plan, now, events)
+        gone: set[int] = set()
+        for e, r in events:
+            if e == FINISH or e == PAUSE:  # they leave in scheduling order (vLLM frees them in update_from_output)
+                if r._dec is not None:
+                    self.dec.leave(r)
                 self._free(r, live=e == PAUSE)
-                r.num_computed = 0
-            ids = {id(r) for _, r in done}
-            self.running = [r for r in self.running if id(r) not in ids]
+                r._computed = 0
+                gone.add(id(r))
+            elif r._dec is not None:
+                self._dirty.append(r)
+        if gone:
+            self.running = [r for r in self.running if id(r) not in gone]
+            if self.others:
+                self.others = [r for r in self.others if id(r) not in gone]
+        if touched:
+            self._settle([r for r in touched if id(r) not in gone])
         return events
 
     def _commit_span(self, plan: Plan, now: float, events: list[tuple[str, Req]]) -> None:
-        k = plan.iters
-        bs = self.cfg.block_size
-        first_t = now - plan.seconds + self.cost.span(plan.b, plan.kv0, 1)
-        for r in self.running:
-            if r.first_token_t is None:  # its last prompt token was computed in the span's first iteration
+        d = self.dec
+        self.pool.take(d.need(plan.iters))  # every request's new blocks, in one go (nothing is freed in between)
+        if d.fresh:  # their last prompt token was computed in the span's first iteration
+            first_t = now - plan.seconds + self.cost.span(plan.b, plan.kv0, 1)
+            for r in d.fresh:
                 r.first_token_t = first_t
-            c = r.num_computed + k
-            r.num_computed = c
-            g = r.generated + k
-            r.generated = g
-            nb = -(-c // bs)
-            self.pool.take(nb - r.blocks)
-            r.blocks = nb
-            if c > r.max_computed:
-                r.max_computed = c
-            if g >= r.target or (r.emit_at is not None and g >= r.emit_at) or (r.pause_at is not None and g >= r.pause_at):
-                self._check_events(r, now, events)
+            d.fresh.clear()
+        d.tick += plan.iters
+        for r in d.due():
+            self._check_events(r, now, events)
+            self._dirty.append(r)
 
-    def _commit_iteration(self, plan: Plan, now: float, events: list[tuple[str, Req]]) -> None:
+    def _admit(self, r: Req, n: int, h: int) -> None:
         bs = self.cfg.block_size
         pool = self.pool
-        for kind, r, n, h in plan.ops:  # block operations in vLLM's order
-            if kind == PREEMPT:
-                self._preempt(r)
-            elif kind == RUN:
-                nb = _cdiv(r.num_computed + n, bs)
-                if nb > r.blocks:
-                    pool.take(nb - r.blocks)
-                    r.blocks = nb
-            else:
-                hits = pool.lookup(r.lineage, h) if h else NO_HITS
-                if len(hits) != h:
-                    raise AssertionError(f"request {r.rid}: planned {h} prefix-cache blocks, found {len(hits)}")
-                pool.touch(hits)
-                new = _cdiv(h * bs + n, bs) - h
-                pool.take(new)
-                if self.waiting.popleft() is not r:
-                    raise AssertionError("admission out of queue order")
-                self.running.append(r)
-                r.hits = hits
-                r.blocks = h + new
-                r.num_computed = h * bs
-                r.resumed = False
-                self.prefix_hit_tokens += h * bs
-        for r, n in plan.schedule:
-            c = r.num_computed + n
-            r.num_computed = c
-            if c > r.max_computed:
-                r.max_computed = c
-            if c == r.prompt + r.generated:  # caught up: a new token is sampled
-                r.generated += 1
-                if r.first_token_t is None:
-                    r.first_token_t = now
-                self._check_events(r, now, events)
+        hits = pool.lookup(r.lineage, h) if h else NO_HITS
+        if len(hits) != h:
+            raise AssertionError(f"request {r.rid}: planned {h} prefix-cache blocks, found {len(hits)}")
+        pool.touch(hits)
+        new = _cdiv(h * bs + n, bs) - h
+        pool.take(new)
+        if self.waiting.popleft() is not r:
+            raise AssertionError("admission out of queue order")
+        self.running.append(r)
+        self.others.append(r)
+        self._admissions += 1
+        r._pos = self._admissions
+        r.hits = hits
+        r._blocks = h + new
+        r._computed = h * bs
+        r.resumed = False
+        self.prefix_hit_tokens += h * bs
+
+    def _advance(self, r: Req, n: int, now: float, events: list[tuple[str, Req]]) -> None:
+        """``r`` (not lazily advanced) was scheduled ``n`` tokens in an iteration that ended at ``now``."""
+        c = r._computed + n
+        r._computed = c
+        if c > r._max_computed:
+            r._max_computed = c
+        if c == r.prompt + r._generated:  # caught up: a new token is sampled
+            r._generated += 1
+            if r.first_token_t is None:
+                r.first_token_t = now
+            self._check_events(r, now, events)
 
     def _preempt(self, v: Req) -> None:
         self.running.remove(v)
+        if v in self.others:
+            self.others.remove(v)
         self._free(v, live=True)
-        v.num_computed = 0
+        v._computed = 0
         v.preemptions += 1
         v.resumed = True
         self.preemptions += 1
@@ -352,13 +376,13 @@ class EngineCore:
 
     def _free(self, r: Req, live: bool) -> None:
         """Return ``r``'s blocks to the pool (``live``: its lineage may come back and hit them)."""
-        self.pool.release(r.lineage, r.blocks, r.hits, r.num_computed // self.cfg.block_size, live)
-        r.blocks = 0
+        self.pool.release(r.lineage, r._blocks, r.hits, r._computed // self.cfg.block_size, live)
+        r._blocks = 0
         r.hits = NO_HITS
 
     @staticmethod
     def _check_events(r: Req, now: float, events: list[tuple[str, Req]]) -> None:
-        g = r.generated
+        g = r._generated
         if g >= r.target:
             r.finish_t = now
             events.append((FINISH, r))

@@ -55,12 +55,17 @@ class EngineConfig:
 
 class Req:
     """One generation request as the engine sees it. ``lineage`` names its token stream: a request resumed as
-    prompt + tokens so far (a new request in vLLM) shares its predecessor's lineage and so its cached blocks."""
+    prompt + tokens so far (a new request in vLLM) shares its predecessor's lineage and so its cached blocks.
+
+    ``generated``, ``num_computed``, ``blocks`` and ``max_computed`` are exact whenever they are read. While a
+    request is plainly decoding in an :class:`~oppo_sim.engine.continuous.EngineCore` its engine advances it
+    lazily (:class:`~oppo_sim.engine.decoders.Decoders`): the stored ``_generated``/``_computed`` are as of
+    iteration ``_t`` of ``_dec`` and the properties add the iterations since. Only its engine writes them then."""
 
     __slots__ = (
-        "rid", "prompt", "target", "generated", "num_computed", "blocks", "emit_at", "pause_at",
-        "payload", "arrival", "first_token_t", "finish_t", "max_computed", "preemptions", "lineage", "hits",
-        "resumed",
+        "rid", "prompt", "target", "_generated", "_computed", "_blocks", "emit_at", "pause_at",
+        "payload", "arrival", "first_token_t", "finish_t", "_max_computed", "preemptions", "lineage", "hits",
+        "resumed", "_dec", "_t", "_ver", "_pos",
     )
 
     def __init__(self, rid: Hashable, prompt: int, target: int, generated: int = 0, payload: Any = None,
@@ -70,20 +75,68 @@ class Req:
         self.rid = rid
         self.prompt = prompt
         self.target = target  # response tokens to generate in total
-        self.generated = generated  # response tokens sampled so far (across steps)
-        self.num_computed = 0  # tokens whose KV is cached in this engine
-        self.blocks = 0  # KV blocks held
+        self._generated = generated  # response tokens sampled so far (across steps)
+        self._computed = 0  # tokens whose KV is cached in this engine
+        self._blocks = 0  # KV blocks held
         self.emit_at: int | None = None  # report when generated reaches this (chunk boundary)
         self.pause_at: int | None = None  # pause when generated reaches this (token budget)
         self.payload = payload
         self.arrival = arrival
         self.first_token_t: float | None = None
         self.finish_t: float | None = None
-        self.max_computed = 0  # high-water mark of computed tokens (re-prefill beyond it is new work)
+        self._max_computed = 0  # high-water mark of computed tokens (re-prefill beyond it is new work)
         self.preemptions = 0
         self.lineage = rid if lineage is None else lineage
         self.hits: Hits = NO_HITS  # prefix-cache blocks held (the first len(hits) of its blocks)
         self.resumed = False  # waiting after a preemption (vLLM: PREEMPTED, not a new request)
+        self._dec = None  # the engine's lazy decoders while it is one of them
+        self._t = 0  # the iteration its stored progress is as of (while lazy)
+        self._ver = 0  # bumped whenever its engine re-keys it
+        self._pos = 0  # admission order in its engine's running list
+
+    def _lag(self) -> int:
+        d = self._dec
+        return 0 if d is None else d.tick - self._t
+
+    def _settable(self, name: str) -> None:
+        if self._dec is not None:
+            raise AssertionError(f"request {self.rid}: {name} of a decoding request belongs to its engine")
+
+    @property
+    def generated(self) -> int:
+        return self._generated + self._lag()
+
+    @generated.setter
+    def generated(self, v: int) -> None:
+        self._settable("generated")
+        self._generated = v
+
+    @property
+    def num_computed(self) -> int:
+        return self._computed + self._lag()
+
+    @num_computed.setter
+    def num_computed(self, v: int) -> None:
+        self._settable("num_computed")
+        self._computed = v
+
+    @property
+    def blocks(self) -> int:
+        return self._blocks if self._dec is None else -(-self.num_computed // self._dec.bs)
+
+    @blocks.setter
+    def blocks(self, v: int) -> None:
+        self._settable("blocks")
+        self._blocks = v
+
+    @property
+    def max_computed(self) -> int:
+        return self._max_computed if self._dec is None else max(self._max_computed, self.num_computed)
+
+    @max_computed.setter
+    def max_computed(self, v: int) -> None:
+        self._settable("max_computed")
+        self._max_computed = v
 
     @property
     def num_tokens(self) -> int:
@@ -114,6 +167,7 @@ class Plan:
     preempted: list[Req] = field(default_factory=list)
     ops: list[tuple[str, Req, int, int]] = field(default_factory=list)
     free_after: int = 0
+    fast: Any = None  # an explicit iteration whose running phase was taken in full (see vllm_step.InFull)
 
 
 @dataclass

@@ -1,11 +1,18 @@
 """One explicit iteration of the simulated engine, decided as vLLM v1's ``Scheduler.schedule()`` decides it
 (rules 2-4 of :mod:`oppo_sim.engine.continuous`): the running phase with preemption of the last running
-request, then strict FCFS admission with prefix-cache lookups, and the price of what was scheduled."""
+request, then strict FCFS admission with prefix-cache lookups, and the price of what was scheduled.
+
+The running phase has a shortcut that decides the same: when every running request can get all its tokens
+(their sum fits the token budget) and all the blocks they need fit the free blocks, nothing is preempted and
+nobody is cut short, so the plainly decoding requests (:class:`~oppo_sim.engine.decoders.Decoders`) are taken
+as one token each from their aggregates and only the others are looked at one by one. Otherwise the phase is
+walked request by request as vLLM walks it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from oppo_sim.engine.kvpool import NO_HITS, Hits
 from oppo_sim.engine.request import ADMIT, PREEMPT, RUN, Plan, Req, _cdiv
@@ -27,40 +34,127 @@ class _Sched:
     touched: list[Hits] = field(default_factory=list)  # prefix-cache hits of the admissions so far
 
 
+@dataclass
+class InFull:
+    """The running phase of an iteration that schedules every running request in full (no preemption): the
+    lazily advanced decoders one token each, the ``others`` (request, tokens, computed before) in running
+    order, and the blocks they all take."""
+
+    running: tuple[Req, ...]
+    others: list[tuple[Req, int, int]]
+    skipped: tuple[Req, ...]  # running requests with nothing to schedule
+    need: int
+    budget: int  # token budget left for the waiting phase
+
+
+class Later(Sequence):
+    """A list built on first use: an explicit plan's per-request view (``schedule``, ``ops``), which the engine
+    itself does not need when the running phase was taken in full."""
+
+    __slots__ = ("_build", "_items")
+
+    def __init__(self, build: Callable[[], list]):
+        self._build = build
+        self._items: list | None = None
+
+    def _get(self) -> list:
+        if self._items is None:
+            self._items, self._build = self._build(), None
+        return self._items
+
+    def __getitem__(self, i):
+        return self._get()[i]
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __eq__(self, other) -> bool:
+        return list(self._get()) == list(other)
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return repr(self._get())
+
 
 def plan_iteration(core: "EngineCore") -> Plan:
     """One explicit iteration as vLLM's ``Scheduler.schedule()`` decides it: the running phase, then (only
     without preemptions) the waiting phase; priced with the core's decode cost."""
     cfg = core.cfg
     thr = cfg.long_prefill_token_threshold if len(core.running) + len(core.waiting) > 1 else 0
+    full = _running_in_full(core, thr)
+    if full is not None:
+        st = _Sched(budget=full.budget, free=core.pool.free - full.need, pops=full.need)
+        _schedule_waiting(core, st, thr, len(full.running))
+        return _price(core, st, full)
+    core.sync_all()  # the exact walk below reads every running request's stored fields
     st = _Sched(budget=cfg.max_num_batched_tokens, free=core.pool.free)
     running = _schedule_running(core, st, thr)
     if not st.preempted:
         _schedule_waiting(core, st, thr, len(running))
-    return _price(core, st)
+    return _price(core, st, None)
+
+
+def _running_in_full(core: "EngineCore", thr: int) -> InFull | None:
+    """The running phase if no lazily advanced decoder goes without its token and nothing is preempted (a
+    request still prefilling may be cut by the budget if no decoder comes after it); else None."""
+    bs = core.cfg.block_size
+    running = core.running
+    d = core.dec
+    budget = core.cfg.max_num_batched_tokens
+    need = d.need1()
+    others, skipped = [], []
+    for j, r in enumerate(core.others):  # running requests that are not lazily advanced (few: still prefilling)
+        before = running.index(r) - j  # decoders ahead of it in the running list
+        left = budget - before
+        if left <= 0:  # the walk stops before it
+            if d.n > before:
+                return None
+            skipped += core.others[j:]
+            break
+        c = r._computed
+        n = r.prompt + r._generated - c
+        if 0 < thr < n:
+            n = thr
+        if n <= 0:
+            skipped.append(r)
+            continue
+        if n >= left:  # the budget runs out at it
+            if d.n > before:
+                return None
+            n = left
+        k = -(-(c + n) // bs) - r._blocks
+        if k > 0:
+            need += k
+        budget -= n
+        others.append((r, n, c))
+    if budget < d.n or need > core.pool.free:
+        return None
+    return InFull(tuple(running), others, tuple(skipped), need, budget - d.n)
 
 
 def _schedule_running(core: "EngineCore", st: _Sched, thr: int) -> list[Req]:
-    """vLLM's running phase: returns the running list left after preemptions."""
+    """vLLM's running phase, request by request: returns the running list left after preemptions."""
     bs = core.cfg.block_size
     running = list(core.running)
     i = 0
     while i < len(running) and st.budget > 0:
         r = running[i]
-        n = r.num_tokens - r.num_computed
+        n = r.prompt + r._generated - r._computed
         if 0 < thr < n:
             n = thr
         n = min(n, st.budget)
         if n <= 0:
             i += 1
             continue
-        need = max(_cdiv(r.num_computed + n, bs) - r.blocks, 0)
+        need = max(_cdiv(r._computed + n, bs) - r._blocks, 0)
         self_preempted = False
         while need > st.free:
             victim = running.pop()  # the last running request (under FCFS never one scheduled already)
             st.preempted.append(victim)
             st.ops.append((PREEMPT, victim, 0, 0))
-            st.free += victim.blocks
+            st.free += victim._blocks
             if victim is r:  # it preempted itself: the running phase stops
                 self_preempted = True
                 break
@@ -69,7 +163,7 @@ def _schedule_running(core: "EngineCore", st: _Sched, thr: int) -> list[Req]:
         st.free -= need
         st.pops += need
         st.ops.append((RUN, r, n, 0))
-        st.sched.append((r, n, r.num_computed))
+        st.sched.append((r, n, r._computed))
         st.budget -= n
         i += 1
     return running
@@ -83,7 +177,7 @@ def _schedule_waiting(core: "EngineCore", st: _Sched, thr: int, n_running: int) 
     for w in core.waiting:
         if st.budget <= 0 or slots <= 0:
             break
-        total = w.num_tokens
+        total = w.prompt + w._generated
         hits = _lookup(core, w, st)
         hit = len(hits) * bs
         n = total - hit
@@ -109,29 +203,105 @@ def _lookup(core: "EngineCore", w: Req, st: _Sched) -> Hits:
     if not core.cfg.enable_prefix_caching:
         return NO_HITS
     doomed = core.pool.doomed(st.pops, st.touched) if st.pops else None
-    return core.pool.lookup(w.lineage, (w.num_tokens - 1) // core.cfg.block_size, doomed)
+    return core.pool.lookup(w.lineage, (w.prompt + w._generated - 1) // core.cfg.block_size, doomed)
 
 
-def _price(core: "EngineCore", st: _Sched) -> Plan:
-    b = 0
-    kv_dec = 0.0
+def _price(core: "EngineCore", st: _Sched, full: InFull | None) -> Plan:
+    """Cost of the iteration: decodes (one token over a request's whole context) and prefill chunks, and the
+    FLOPs that recompute what a request had computed before (re-prefill after a preemption)."""
+    b = core.dec.n if full is not None else 0
+    kv_dec = float(core.dec.kv()) if full is not None else 0.0
     n_pre = 0
     pairs = 0.0
     kv_pre = 0.0
     recompute = 0.0
-    for r, n, c in st.sched:
-        if n == 1 and r.prompt + r.generated - c == 1:
+    for r, n, c in (full.others + st.sched if full is not None else st.sched):
+        if n == 1 and r.prompt + r._generated - c == 1:
             b += 1
             kv_dec += c
         else:
             n_pre += n
             pairs += n * c + n * (n + 1) / 2.0
             kv_pre += c
-            redo = min(n, r.max_computed - c)
+            redo = min(n, r._max_computed - c)
             if redo > 0:
                 recompute += core.cost.flops(0, 0.0, redo, redo * c + redo * (redo + 1) / 2.0)
     secs = core.cost.iteration(b, kv_dec, n_pre, pairs, kv_pre)
     flops = core.cost.flops(b, kv_dec, n_pre, pairs)
-    return Plan(1, secs, flops, recompute, b + n_pre, False, schedule=[(r, n) for r, n, _ in st.sched],
-                admitted=st.admitted, preempted=st.preempted, ops=st.ops, free_after=st.free)
+    if full is None:
+        return Plan(1, secs, flops, recompute, b + n_pre, False, schedule=[(r, n) for r, n, _ in st.sched],
+                    admitted=st.admitted, preempted=st.preempted, ops=st.ops, free_after=st.free)
+    sched, ops = _views(full, st)
+    return Plan(1, secs, flops, recompute, b + n_pre, False, schedule=sched, admitted=st.admitted, preempted=[],
+                ops=ops, free_after=st.free, fast=(full, st.ops, st.sched))
 
+
+def _views(full: InFull, st: _Sched) -> tuple[Later, Later]:
+    """``schedule`` and ``ops`` of an iteration whose running phase was taken in full, built only if read."""
+    def schedule() -> list[tuple[Req, int]]:
+        tok = {id(r): n for r, n, _ in full.others}
+        tok.update((id(r), 0) for r in full.skipped)
+        run = [(r, tok.get(id(r), 1)) for r in full.running]
+        return [(r, n) for r, n in run if n > 0] + [(r, n) for r, n, _ in st.sched]
+
+    n_run = len(full.running) - len(full.skipped)
+    sched = Later(schedule)
+    ops = Later(lambda: [(RUN, r, n, 0) for r, n in sched[:n_run]] + st.ops)
+    return sched, ops
+
+
+def commit_in_full(core: "EngineCore", plan: Plan, now: float, events: list[tuple[str, Req]]) -> list[Req]:
+    """An explicit iteration whose running phase scheduled every running request in full."""
+    full, admit_ops, admit_sched = plan.fast
+    bs = core.cfg.block_size
+    core.pool.take(full.need)  # the running phase's blocks, in one go (nothing is freed in between)
+    for r, n, c in full.others:
+        nb = -(-(c + n) // bs)
+        if nb > r._blocks:
+            r._blocks = nb
+    for _, r, n, h in admit_ops:
+        core._admit(r, n, h)
+    d = core.dec
+    d.tick += 1
+    if d.fresh:
+        for r in d.fresh:
+            r.first_token_t = now
+        d.fresh.clear()
+    touched = [r for r, _, _ in full.others] + [r for r, _, _ in admit_sched]
+    for r, n, _ in full.others:
+        core._advance(r, n, now, events)
+    for r, n, _ in admit_sched:
+        core._advance(r, n, now, events)
+    due = d.due()
+    if due:
+        mixed = bool(events)
+        for r in due:
+            core._check_events(r, now, events)
+            core._dirty.append(r)
+        if mixed:
+            events.sort(key=_running_order)
+    return touched
+
+def commit_walk(core: "EngineCore", plan: Plan, now: float, events: list[tuple[str, Req]]) -> list[Req]:
+    """An explicit iteration walked request by request (a preemption, or a budget that ran short)."""
+    core._dissolve()
+    bs = core.cfg.block_size
+    pool = core.pool
+    for kind, r, n, h in plan.ops:  # block operations in vLLM's order
+        if kind == PREEMPT:
+            core._preempt(r)
+        elif kind == RUN:
+            nb = _cdiv(r._computed + n, bs)
+            if nb > r._blocks:
+                pool.take(nb - r._blocks)
+                r._blocks = nb
+        else:
+            core._admit(r, n, h)
+    core.dec.tick += 1
+    for r, n in plan.schedule:
+        core._advance(r, n, now, events)
+    return list(core.running)
+
+
+def _running_order(event: tuple[str, Req]) -> int:
+    return event[1]._pos
