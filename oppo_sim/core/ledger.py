@@ -161,7 +161,8 @@ class Ledger:
     def decisions_frame(self):
         import pandas as pd
 
-        return pd.DataFrame([asdict(d) for d in self.decisions], columns=list(DECISION_FIELDS))
+        rows = [tuple(getattr(d, f) for f in DECISION_FIELDS) for d in self.decisions]  # (asdict deep-copies)
+        return pd.DataFrame(rows, columns=list(DECISION_FIELDS))
 
     # -- checkpoints ----------------------------------------------------------------------------
     def to_json(self) -> dict:

@@ -120,6 +120,7 @@ class StepMachine:
         self.deferred: tuple[int, ...] = ()
         self.batch: tuple[int, ...] | None = None
         self.pending: dict[int, set[str]] = {}
+        self.unscored = 0  # (sample, role) pairs in pending
         self.trained = False
 
     # -- rules ----------------------------------------------------------------------------------
@@ -175,16 +176,20 @@ class StepMachine:
             if need:
                 acts.append(ScoreWhole(role, need))
         self.pending = {s: set(self.ledger.roles) - tracks[s].scored for s in self.batch}
+        self.unscored = sum(len(v) for v in self.pending.values())
         self.ledger.record(self)
         return self.ledger.note(self.step, acts + self.maybe_train())
 
     def scored(self, role: str, sids: Iterable[int]) -> None:
+        pending = self.pending
         for sid in sids:
-            if sid in self.pending:
-                self.pending[sid].discard(role)
+            roles = pending.get(sid)
+            if roles is not None and role in roles:
+                roles.remove(role)
+                self.unscored -= 1
 
     def maybe_train(self) -> list[Action]:
-        if self.batch is None or self.trained or any(self.pending.values()):
+        if self.batch is None or self.trained or self.unscored:
             return []
         self.trained = True
         return [Train(self.step, self.batch)]

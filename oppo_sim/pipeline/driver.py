@@ -105,6 +105,10 @@ class Pipeline:
         self.streamed_roles = streamed_roles(cfg.placement)
         self.ledger = Ledger(policy, cfg.batch, SCORING_ROLES, self.streamed_roles, self._target_of)
         self.samples: dict[int, SimSample] = {}
+        self._rows = len(self.trace)  # the trace's columns as Python lists: a sample is made per admission
+        self._prompts = list(map(int, self.trace.prompt_tokens.tolist()))
+        self._responses = list(map(int, self.trace.response_tokens.tolist()))
+        self._rewards = list(map(float, self.trace.reward.tolist())) if self.trace.reward is not None else None
         self.records: list[StepRecord] = []
         self.version_ev = self.env.event()
         self.train_ev: dict[int, simpy.Event] = {}
@@ -146,47 +150,54 @@ class Pipeline:
 
     # -- samples ----------------------------------------------------------------------------------
     def _row(self, sid: int) -> int:
-        return (self.cfg.trace_offset + sid) % len(self.trace)
+        return (self.cfg.trace_offset + sid) % self._rows
 
     def _target_of(self, sid: int) -> int:
-        return int(self.trace.row(self._row(sid))[1])
+        return self._responses[self._row(sid)]
 
     def _sample(self, sid: int) -> SimSample:
         s = self.samples.get(sid)
         if s is None:
             i = self._row(sid)
-            prompt, target = self.trace.row(i)
-            reward = float(self.trace.reward[i]) if self.trace.reward is not None else None
-            s = self.samples[sid] = SimSample(sid, i, int(prompt), int(target), reward)
+            reward = self._rewards[i] if self._rewards is not None else None
+            s = self.samples[sid] = SimSample(sid, i, self._prompts[i], self._responses[i], reward)
         return s
 
     # -- the machine's actions --------------------------------------------------------------------------
     def _apply(self, acts: list[Action], step: int) -> None:
+        loads = None  # replicas' loads, kept while only this call's launches change them
         for a in acts:
-            if isinstance(a, Launch):
+            kind = type(a)
+            if kind is Launch:
                 req = self._sample(a.sid).req
                 req.emit_at, req.pause_at = a.marks.emit_at, a.marks.pause_at
-                min(self.replicas, key=lambda r: (r.load(), r.idx)).add(req)
-            elif isinstance(a, Emit):
+                if loads is None:
+                    loads = [r.load() for r in self.replicas]
+                i = loads.index(min(loads))  # the least loaded replica, the first of equals
+                self.replicas[i].add(req)
+                loads[i] = self.replicas[i].load()
+            elif kind is Emit:
                 s = self._sample(a.sid)
                 for role in a.roles:
-                    self.scorers[role].put(s, a.upto, a.final, step, streamed=True)
+                    self.scorers[role].put(s, a.upto, a.final, step, True)
                 if not a.final:
                     s.req.emit_at = a.next_emit_at
-            elif isinstance(a, Pause):
+            elif kind is Pause:
                 req = self._sample(a.sid).req  # the engine stopped it at its pause mark
                 req.emit_at = req.pause_at = None
-            elif isinstance(a, EndGeneration):  # stop now: no replica starts another iteration
+            elif kind is EndGeneration:  # stop now: no replica starts another iteration
                 self.stopping = [r.stop() for r in self.replicas if r.busy()]
                 self.gen_done.succeed()
-            elif isinstance(a, ScoreWhole):
+                loads = None
+            elif kind is ScoreWhole:
+                scorer = self.scorers[a.role]
                 for sid in a.sids:
                     s = self._sample(sid)
-                    self.scorers[a.role].put(s, s.target, True, step)
-            elif isinstance(a, Train):
+                    scorer.put(s, s.target, True, step)
+            elif kind is Train:
                 self._train_event(a.step).succeed()
-            elif isinstance(a, (Defer, FormBatch)):
-                pass  # the ledger holds them; the engines already gave the requests back
+            elif kind is not Defer and kind is not FormBatch:  # those the ledger holds; the engines gave the requests back
+                raise TypeError(f"unknown action {a!r}")
 
     def _train_event(self, step: int) -> simpy.Event:
         ev = self.train_ev.get(step)
@@ -200,9 +211,10 @@ class Pipeline:
     def _on_gen(self, replica: GenReplica, events: list[tuple[str, Req]]) -> None:
         seen: dict[int, Progress] = {}
         for kind, req in events:
-            if kind in (FINISH, EMIT, PAUSE):
-                done = kind == FINISH or seen.get(req.rid, Progress(req.rid, 0)).finished
-                seen[req.rid] = Progress(req.rid, req.generated, done)
+            if kind == FINISH or kind == EMIT or kind == PAUSE:
+                rid = req.rid
+                prev = seen.get(rid)
+                seen[rid] = Progress(rid, req.generated, kind == FINISH or (prev is not None and prev.finished))
         m = self.machine
         self._apply(m.report(seen.values()), m.step)
 
