@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
+from simpy.events import Event, Timeout
 
 
 class Job:
-    __slots__ = ("devices", "remaining", "work", "rate", "done", "start", "meta", "last", "token")
+    __slots__ = ("devices", "remaining", "work", "rate", "done", "start", "meta", "last", "timer")
 
     def __init__(self, devices: tuple[int, ...], work: float, done: simpy.Event, start: float, meta: dict[str, Any]):
         self.devices = devices
@@ -30,7 +31,7 @@ class Job:
         self.start = start
         self.last = start
         self.meta = meta
-        self.token = 0  # bumped whenever the job's projected completion changes
+        self.timer: Timeout | None = None  # the completion in force (rate or work changes supersede it)
 
     def work_done(self, now: float) -> float:
         """Seconds of (solo) work completed by ``now``."""
@@ -42,23 +43,22 @@ class Timeline:
     """Rows of (pool, devices, activity, role, step, start, end, tokens, flops, recompute_flops)."""
 
     rows: list[list[Any]] = field(default_factory=list)
-    _open: dict[tuple, int] = field(default_factory=dict)
+    _open: dict[tuple, list[Any]] = field(default_factory=dict)
 
     def add(self, pool: str, devices: str, meta: dict[str, Any], start: float, end: float) -> None:
-        key = (pool, devices, meta["activity"], meta.get("role", ""), meta.get("step", -1))
-        idx = self._open.get(key)
-        if idx is not None and abs(self.rows[idx][6] - start) <= 1e-9:
-            row = self.rows[idx]
+        activity, role, step = meta["activity"], meta.get("role", ""), meta.get("step", -1)
+        key = (pool, devices, activity, role, step)
+        row = self._open.get(key)
+        if row is not None and abs(row[6] - start) <= 1e-9:
             row[6] = end
             row[7] += meta.get("tokens", 0)
             row[8] += meta.get("flops", 0.0)
             row[9] += meta.get("recompute_flops", 0.0)
             return
-        self._open[key] = len(self.rows)
-        self.rows.append([
-            pool, devices, meta["activity"], meta.get("role", ""), meta.get("step", -1), start, end,
-            meta.get("tokens", 0), meta.get("flops", 0.0), meta.get("recompute_flops", 0.0),
-        ])
+        row = [pool, devices, activity, role, step, start, end,
+               meta.get("tokens", 0), meta.get("flops", 0.0), meta.get("recompute_flops", 0.0)]
+        self._open[key] = row
+        self.rows.append(row)
 
 
 class DevicePool:
@@ -76,20 +76,27 @@ class DevicePool:
         self.busy = [0.0] * n
         self._busy_since = [0.0] * n
         self.all = tuple(range(n))
+        self._names: dict[tuple[int, ...], str] = {}  # devices -> the timeline's name for them
 
     # -- public ---------------------------------------------------------------------------------
     def submit(self, devices: tuple[int, ...], work: float, **meta: Any) -> Job:
         now = self.env.now
-        job = Job(devices, max(0.0, work), self.env.event(), now, meta)
-        affected = self._sharing(devices)
-        self._advance(affected, now)
+        job = Job(devices, max(0.0, work), Event(self.env), now, meta)
+        load = self.load
+        alone = load[devices[0]] == 0 if len(devices) == 1 else not any(load[d] for d in devices)
+        affected = [] if alone else self._sharing(devices)
+        if affected:
+            self._advance(affected, now)
         self.jobs.append(job)
         for d in devices:
-            if self.load[d] == 0:
+            if load[d] == 0:
                 self._busy_since[d] = now
-            self.load[d] += 1
-        affected.append(job)
-        self._rerate(affected)
+            load[d] += 1
+        if affected:
+            affected.append(job)
+            self._rerate(affected)
+        else:  # alone on its devices: full rate
+            self._schedule(job)
         return job
 
     def shorten(self, job: Job, new_work: float) -> None:
@@ -134,22 +141,29 @@ class DevicePool:
             self._schedule(j)
 
     def _schedule(self, job: Job) -> None:
-        job.token += 1
-        token = job.token
-        ev = self.env.timeout(max(job.remaining, 0.0) / job.rate)
-        ev.callbacks.append(lambda _ev: self._complete(job, token))
+        """(Re)schedule the job's completion; a completion scheduled before is superseded (ignored when due)."""
+        ev = Timeout(self.env, max(job.remaining, 0.0) / job.rate)
+        ev.job = job
+        job.timer = ev
+        ev.callbacks.append(self._due)
 
-    def _complete(self, job: Job, token: int) -> None:
-        if token != job.token:
-            return  # superseded: the job's rate or work changed since this was scheduled
+    def _due(self, ev: Timeout) -> None:
+        job = ev.job
+        if job.timer is ev:  # not superseded by a later rate or work change
+            self._complete(job)
+
+    def _complete(self, job: Job) -> None:
         now = self.env.now
         job.remaining = 0.0
         self.jobs.remove(job)
+        load = self.load
         for d in job.devices:
-            self.load[d] -= 1
-            if self.load[d] == 0:
+            load[d] -= 1
+            if load[d] == 0:
                 self.busy[d] += now - self._busy_since[d]
-        devs = "all" if len(job.devices) == self.n else ",".join(map(str, job.devices))
+        devs = self._names.get(job.devices)
+        if devs is None:
+            devs = self._names[job.devices] = "all" if len(job.devices) == self.n else ",".join(map(str, job.devices))
         self.timeline.add(self.name, devs, job.meta, job.start, now)
         affected = self._sharing(job.devices)
         if affected:

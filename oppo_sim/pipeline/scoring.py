@@ -29,6 +29,7 @@ class Scorer:
         self.pool = pool
         self.model = model
         self.scalar = role in ("reward", "critic")
+        self._flop_coeffs = model.flop_coeffs(self.scalar)
         self.kv_capacity = kv_tokens
         self.cache: OrderedDict[int, int] = OrderedDict()  # sid -> cached tokens
         self.cached = 0
@@ -70,7 +71,7 @@ class Scorer:
     def _take_batch(self, one_by_one: bool):
         """The ready work one forward takes (up to ``scorer_max_tokens`` new tokens; one sequence when
         streamed chunks are not batched): items, new and cached tokens per sequence, recompute FLOPs."""
-        per_token, per_pair = self.model.flop_coeffs(self.scalar)
+        per_token, per_pair = self._flop_coeffs
         unbatched = not self.cfg.stream_batching
         items, new_tok, ctx_tok, redo = [], [], [], 0.0
         budget = self.cfg.scorer_max_tokens
