@@ -5,8 +5,8 @@ iterations, the events a commit reports, and how many KV blocks a replica gets."
 from __future__ import annotations
 
 import numbers
-from collections.abc import Hashable
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
@@ -162,10 +162,10 @@ class Plan:
     steady: bool
     b: int = 0
     kv0: float = 0.0
-    schedule: list[tuple[Req, int]] = field(default_factory=list)  # explicit iteration: (request, tokens)
-    admitted: list[Req] = field(default_factory=list)
-    preempted: list[Req] = field(default_factory=list)
-    ops: list[tuple[str, Req, int, int]] = field(default_factory=list)
+    schedule: Sequence[tuple[Req, int]] = ()  # explicit iteration: (request, tokens)
+    admitted: Sequence[Req] = ()
+    preempted: Sequence[Req] = ()
+    ops: Sequence[tuple[str, Req, int, int]] = ()
     free_after: int = 0
     fast: Any = None  # an explicit iteration whose running phase was taken in full (see vllm_step.InFull)
 

@@ -11,7 +11,7 @@ walked request by request as vLLM walks it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from oppo_sim.engine.kvpool import NO_HITS, Hits
@@ -20,18 +20,20 @@ from oppo_sim.engine.request import ADMIT, PREEMPT, RUN, Plan, Req, _cdiv
 EngineCore = Any  # an oppo_sim.engine.continuous.EngineCore (its cfg, running, waiting, pool and cost are read)
 
 
-@dataclass
 class _Sched:
     """Scratch state of one explicit iteration being planned."""
 
-    budget: int
-    free: int
-    pops: int = 0  # blocks allocated from the free queue so far (they may evict cached blocks)
-    ops: list[tuple[str, Req, int, int]] = field(default_factory=list)
-    sched: list[tuple[Req, int, int]] = field(default_factory=list)  # (request, tokens, computed before)
-    admitted: list[Req] = field(default_factory=list)
-    preempted: list[Req] = field(default_factory=list)
-    touched: list[Hits] = field(default_factory=list)  # prefix-cache hits of the admissions so far
+    __slots__ = ("budget", "free", "pops", "ops", "sched", "admitted", "preempted", "touched")
+
+    def __init__(self, budget: int, free: int, pops: int = 0):
+        self.budget = budget
+        self.free = free
+        self.pops = pops  # blocks allocated from the free queue so far (they may evict cached blocks)
+        self.ops: list[tuple[str, Req, int, int]] = []
+        self.sched: list[tuple[Req, int, int]] = []  # (request, tokens, computed before)
+        self.admitted: list[Req] = []
+        self.preempted: list[Req] = []
+        self.touched: list[Hits] = []  # prefix-cache hits of the admissions so far
 
 
 @dataclass

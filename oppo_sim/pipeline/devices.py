@@ -155,6 +155,7 @@ class DevicePool:
     def _complete(self, job: Job) -> None:
         now = self.env.now
         job.remaining = 0.0
+        job.timer = None  # (no reference cycle left for the garbage collector)
         self.jobs.remove(job)
         load = self.load
         for d in job.devices:
@@ -169,4 +170,4 @@ class DevicePool:
         if affected:
             self._advance(affected, now)
             self._rerate(affected)
-        job.done.succeed(job)
+        job.done.succeed()

@@ -17,6 +17,7 @@ Every timing comes from the cost model via the device pools.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -295,7 +296,16 @@ class Pipeline:
     def run(self) -> None:
         self.env.process(self.rollout())
         self.env.process(self.trainer())
-        self.env.run(until=self.done)
+        # What exists before the run (modules, the trace, the configuration) is not garbage: the collector need not
+        # scan it again and again while the run allocates (unless the caller froze objects itself).
+        freeze = gc.isenabled() and gc.get_freeze_count() == 0
+        if freeze:
+            gc.freeze()
+        try:
+            self.env.run(until=self.done)
+        finally:
+            if freeze:
+                gc.unfreeze()
 
     def in_flight(self) -> int:
         return self.ledger.in_flight()

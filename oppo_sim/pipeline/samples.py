@@ -15,6 +15,6 @@ class SimSample:
         self.row = row
         self.prompt = prompt
         self.target = target
-        self.req = Req(sid, prompt, target, payload=self)
+        self.req = Req(sid, prompt, target)
         self.reward = reward
         self.scored: dict[str, int] = {}  # high-water mark of tokens prefilled per role (for recompute)
