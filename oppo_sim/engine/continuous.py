@@ -36,10 +36,10 @@ While every running request is plainly decoding and nothing can be admitted, con
 only by their KV length, so :meth:`EngineCore.plan` returns one *span* that jumps straight to the next
 interesting point (a request finishing, reaching a chunk boundary or its token budget, or a KV block
 allocation failing) with the cost summed in closed form. Everything else is planned one iteration at a
-time. Plainly decoding requests are advanced lazily (:mod:`oppo_sim.engine.decoders`): a span or an explicit
-iteration that schedules every running request in full touches only the requests that reach a mark and those
-still prefilling, so its cost does not grow with the batch. The engine never sees simpy: a driver asks for a plan, spends its ``seconds`` on a device, then
-commits it (possibly truncated to fewer iterations when the driver interrupts it).
+time. Plainly decoding requests are advanced lazily (:mod:`oppo_sim.engine.decoders`): a span, or an explicit
+iteration that schedules every running request in full, touches only the requests that reach a mark and those
+still prefilling. The engine never sees simpy: a driver asks for a plan, spends its ``seconds`` on a device,
+then commits it (possibly truncated to fewer iterations when the driver interrupts it).
 
 Not modelled: ``max_model_len`` truncation (requests must fit; :meth:`EngineCore.add` refuses those that
 cannot), the KV watermark (0 by default), priority scheduling, speculative decoding, async scheduling.
@@ -52,19 +52,8 @@ from collections import deque
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.decoders import Decoders
 from oppo_sim.engine.kvpool import NO_HITS, KVBlockPool
-from oppo_sim.engine.request import (
-    EMIT,
-    FINISH,
-    PAUSE,
-    PREEMPT,
-    RUN,
-    Chain,
-    EngineConfig,
-    Plan,
-    Req,
-    _cdiv,
-)
-from oppo_sim.engine.vllm_step import commit_in_full, commit_walk, plan_iteration
+from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Chain, EngineConfig, Plan, Req, _cdiv
+from oppo_sim.engine.vllm_step import commit_in_full, commit_walk, plan_iteration, step_in_full
 from oppo_sim.hw.costmodel import DecodeCost
 
 
@@ -226,7 +215,7 @@ class EngineCore:
         d = self.dec
         joined = False
         for r in reqs:
-            if r._dec is None and r.prompt + r._generated - r._computed == 1:
+            if r._dec is None and r._pos and r.prompt + r._generated - r._computed == 1:
                 d.join(r)
                 joined = True
         if joined:
@@ -259,21 +248,30 @@ class EngineCore:
         committed at once; their times are ``start`` plus the running sum (the driver spends the total on
         a device, and undoes the chain with :meth:`restore` + a shorter ``run_chain`` if interrupted)."""
         ends: list[float] = []
-        flops = recompute = 0.0
-        tokens = 0
         t = start
-        plan: Plan | None = first
-        events: list[tuple[str, Req]] = []
-        while plan is not None and not plan.steady:
-            t += plan.seconds
+        t += first.seconds
+        ends.append(t - start)
+        flops, recompute, tokens = first.flops, first.recompute_flops, first.tokens
+        events = self.commit(first, t)
+        while not events and len(ends) < max_iters and (self.running or self.waiting):
+            if self._dirty:
+                self._rekey()
+            step = None if self._steady() else step_in_full(self, t, events)
+            if step is not None:  # the next iteration planned and applied in one go
+                secs, f, rf, tok, touched = step
+                t += secs
+                self._finish_commit(events, touched)
+            else:
+                plan = self.plan()
+                if plan is None or plan.steady:
+                    break
+                t += plan.seconds
+                secs, f, rf, tok = plan.seconds, plan.flops, plan.recompute_flops, plan.tokens
+                events = self.commit(plan, t)
             ends.append(t - start)
-            flops += plan.flops
-            recompute += plan.recompute_flops
-            tokens += plan.tokens
-            events = self.commit(plan, t)
-            if events or len(ends) >= max_iters:
-                break
-            plan = self.plan()
+            flops += f
+            recompute += rf
+            tokens += tok
         return Chain(ends, events, flops, recompute, tokens)
 
     # -- committing ---------------------------------------------------------------------------------
@@ -299,23 +297,34 @@ class EngineCore:
             touched = commit_in_full(self, plan, now, events)
         else:
             touched = commit_walk(self, plan, now, events)
-        gone: set[int] = set()
+        self._finish_commit(events, touched)
+        return events
+
+    def _finish_commit(self, events: list[tuple[str, Req]], touched: list[Req] | None) -> None:
+        """Finished and paused requests leave (in scheduling order: vLLM frees them in update_from_output);
+        reported decoders are re-keyed before the next plan; ``touched`` requests that now decode join."""
+        gone = []
         for e, r in events:
-            if e == FINISH or e == PAUSE:  # they leave in scheduling order (vLLM frees them in update_from_output)
+            if e == FINISH or e == PAUSE:
                 if r._dec is not None:
                     self.dec.leave(r)
                 self._free(r, live=e == PAUSE)
                 r._computed = 0
-                gone.add(id(r))
+                r._pos = 0  # not running
+                gone.append(r)
             elif r._dec is not None:
                 self._dirty.append(r)
         if gone:
-            self.running = [r for r in self.running if id(r) not in gone]
-            if self.others:
-                self.others = [r for r in self.others if id(r) not in gone]
+            if len(gone) == 1:
+                self.running.remove(gone[0])
+                if self.others and gone[0] in self.others:
+                    self.others.remove(gone[0])
+            else:
+                self.running = [r for r in self.running if r._pos]
+                if self.others:
+                    self.others = [r for r in self.others if r._pos]
         if touched:
-            self._settle([r for r in touched if id(r) not in gone])
-        return events
+            self._settle(touched)
 
     def _commit_span(self, plan: Plan, now: float, events: list[tuple[str, Req]]) -> None:
         d = self.dec

@@ -101,11 +101,11 @@ class Decoders:
         bs = self.bs
         q, s = divmod(i, bs)
         total = self.n * q
-        if s:  # members whose (c - 1) mod bs >= bs - s cross one more block boundary
-            hist, t, lo = self.hist, self.tick, bs - s
-            for k in range(bs):
-                if hist[k] and (k + t) % bs >= lo:
-                    total += hist[k]
+        if s:  # members whose (c - 1) mod bs >= bs - s cross one more block boundary: a cyclic run of s bins
+            hist = self.hist
+            a = (-s - self.tick) % bs
+            e = a + s
+            total += sum(hist[a:e]) if e <= bs else sum(hist[a:]) + sum(hist[:e - bs])
         return total
 
     def fit(self, m: int, free: int, running: int) -> int:

@@ -83,19 +83,46 @@ class Later(Sequence):
 def plan_iteration(core: "EngineCore") -> Plan:
     """One explicit iteration as vLLM's ``Scheduler.schedule()`` decides it: the running phase, then (only
     without preemptions) the waiting phase; priced with the core's decode cost."""
-    cfg = core.cfg
-    thr = cfg.long_prefill_token_threshold if len(core.running) + len(core.waiting) > 1 else 0
+    thr = _threshold(core)
     full = _running_in_full(core, thr)
     if full is not None:
-        st = _Sched(budget=full.budget, free=core.pool.free - full.need, pops=full.need)
-        _schedule_waiting(core, st, thr, len(full.running))
-        return _price(core, st, full)
+        st = _waiting_after(core, full, thr)
+        secs, flops, recompute, tokens = _cost(core, st, full)
+        sched, ops = _views(full, st)
+        return Plan(1, secs, flops, recompute, tokens, False, schedule=sched, admitted=st.admitted, preempted=[],
+                    ops=ops, free_after=st.free, fast=(full, st.ops, st.sched))
     core.sync_all()  # the exact walk below reads every running request's stored fields
-    st = _Sched(budget=cfg.max_num_batched_tokens, free=core.pool.free)
+    st = _Sched(budget=core.cfg.max_num_batched_tokens, free=core.pool.free)
     running = _schedule_running(core, st, thr)
     if not st.preempted:
         _schedule_waiting(core, st, thr, len(running))
-    return _price(core, st, None)
+    secs, flops, recompute, tokens = _cost(core, st, None)
+    return Plan(1, secs, flops, recompute, tokens, False, schedule=[(r, n) for r, n, _ in st.sched],
+                admitted=st.admitted, preempted=st.preempted, ops=st.ops, free_after=st.free)
+
+
+def step_in_full(core: "EngineCore", start: float, events: list[tuple[str, Req]]):
+    """Plan and apply the next explicit iteration at once, if its running phase schedules every running request
+    in full (what :func:`plan_iteration` + ``commit`` would do, without building the plan): returns
+    ``(seconds, flops, recompute_flops, tokens, requests to settle)``, or None (nothing applied)."""
+    thr = _threshold(core)
+    full = _running_in_full(core, thr)
+    if full is None:
+        return None
+    st = _waiting_after(core, full, thr)
+    secs, flops, recompute, tokens = _cost(core, st, full)
+    touched = apply_in_full(core, full, st.ops, st.sched, start + secs, events)
+    return secs, flops, recompute, tokens, touched
+
+
+def _threshold(core: "EngineCore") -> int:
+    return core.cfg.long_prefill_token_threshold if len(core.running) + len(core.waiting) > 1 else 0
+
+
+def _waiting_after(core: "EngineCore", full: "InFull", thr: int) -> "_Sched":
+    st = _Sched(budget=full.budget, free=core.pool.free - full.need, pops=full.need)
+    _schedule_waiting(core, st, thr, len(full.running))
+    return st
 
 
 def _running_in_full(core: "EngineCore", thr: int) -> InFull | None:
@@ -208,7 +235,7 @@ def _lookup(core: "EngineCore", w: Req, st: _Sched) -> Hits:
     return core.pool.lookup(w.lineage, (w.prompt + w._generated - 1) // core.cfg.block_size, doomed)
 
 
-def _price(core: "EngineCore", st: _Sched, full: InFull | None) -> Plan:
+def _cost(core: "EngineCore", st: _Sched, full: InFull | None) -> tuple[float, float, float, int]:
     """Cost of the iteration: decodes (one token over a request's whole context) and prefill chunks, and the
     FLOPs that recompute what a request had computed before (re-prefill after a preemption)."""
     b = core.dec.n if full is not None else 0
@@ -230,12 +257,7 @@ def _price(core: "EngineCore", st: _Sched, full: InFull | None) -> Plan:
                 recompute += core.cost.flops(0, 0.0, redo, redo * c + redo * (redo + 1) / 2.0)
     secs = core.cost.iteration(b, kv_dec, n_pre, pairs, kv_pre)
     flops = core.cost.flops(b, kv_dec, n_pre, pairs)
-    if full is None:
-        return Plan(1, secs, flops, recompute, b + n_pre, False, schedule=[(r, n) for r, n, _ in st.sched],
-                    admitted=st.admitted, preempted=st.preempted, ops=st.ops, free_after=st.free)
-    sched, ops = _views(full, st)
-    return Plan(1, secs, flops, recompute, b + n_pre, False, schedule=sched, admitted=st.admitted, preempted=[],
-                ops=ops, free_after=st.free, fast=(full, st.ops, st.sched))
+    return secs, flops, recompute, b + n_pre
 
 
 def _views(full: InFull, st: _Sched) -> tuple[Later, Later]:
@@ -254,9 +276,16 @@ def _views(full: InFull, st: _Sched) -> tuple[Later, Later]:
 
 def commit_in_full(core: "EngineCore", plan: Plan, now: float, events: list[tuple[str, Req]]) -> list[Req]:
     """An explicit iteration whose running phase scheduled every running request in full."""
-    full, admit_ops, admit_sched = plan.fast
+    return apply_in_full(core, *plan.fast, now, events)
+
+
+def apply_in_full(core: "EngineCore", full: InFull, admit_ops: list, admit_sched: list, now: float,
+                  events: list[tuple[str, Req]]) -> list[Req]:
+    """Apply an iteration whose running phase schedules every running request in full: the running phase's
+    blocks in one go (nothing is freed in between), admissions in order, then one token for every decoder
+    (their tick) and the others' tokens; returns the requests to settle."""
     bs = core.cfg.block_size
-    core.pool.take(full.need)  # the running phase's blocks, in one go (nothing is freed in between)
+    core.pool.take(full.need)
     for r, n, c in full.others:
         nb = -(-(c + n) // bs)
         if nb > r._blocks:
@@ -283,6 +312,7 @@ def commit_in_full(core: "EngineCore", plan: Plan, now: float, events: list[tupl
         if mixed:
             events.sort(key=_running_order)
     return touched
+
 
 def commit_walk(core: "EngineCore", plan: Plan, now: float, events: list[tuple[str, Req]]) -> list[Req]:
     """An explicit iteration walked request by request (a preemption, or a budget that ran short)."""

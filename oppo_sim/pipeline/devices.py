@@ -83,8 +83,13 @@ class DevicePool:
         now = self.env.now
         job = Job(devices, max(0.0, work), Event(self.env), now, meta)
         load = self.load
-        alone = load[devices[0]] == 0 if len(devices) == 1 else not any(load[d] for d in devices)
-        affected = [] if alone else self._sharing(devices)
+        if len(devices) == 1 and load[devices[0]] == 0:  # alone on its device: full rate
+            self.jobs.append(job)
+            self._busy_since[devices[0]] = now
+            load[devices[0]] = 1
+            self._schedule(job)
+            return job
+        affected = self._sharing(devices)
         if affected:
             self._advance(affected, now)
         self.jobs.append(job)
@@ -92,11 +97,8 @@ class DevicePool:
             if load[d] == 0:
                 self._busy_since[d] = now
             load[d] += 1
-        if affected:
-            affected.append(job)
-            self._rerate(affected)
-        else:  # alone on its devices: full rate
-            self._schedule(job)
+        affected.append(job)
+        self._rerate(affected)
         return job
 
     def shorten(self, job: Job, new_work: float) -> None:
@@ -119,10 +121,12 @@ class DevicePool:
         """Running jobs on any of ``devices`` (their rate changes when a job arrives or leaves there)."""
         load = self.load
         if len(devices) == 1:
-            if load[devices[0]] == 0:
-                return []
-        elif all(load[d] == 0 for d in devices):
+            d = devices[0]
+            return [j for j in self.jobs if d in j.devices] if load[d] else []
+        if not any(map(load.__getitem__, devices)):
             return []
+        if len(devices) == self.n:
+            return list(self.jobs)
         ds = set(devices)
         return [j for j in self.jobs if not ds.isdisjoint(j.devices)]
 
@@ -136,7 +140,7 @@ class DevicePool:
         c = self.contention
         load = self.load
         for j in jobs:
-            worst = max(load[d] for d in j.devices) if len(j.devices) > 1 else load[j.devices[0]]
+            worst = max(map(load.__getitem__, j.devices)) if len(j.devices) > 1 else load[j.devices[0]]
             j.rate = 1.0 if worst <= 1 else 1.0 / (worst * (1.0 + c))
             self._schedule(j)
 
