@@ -105,6 +105,10 @@ class KVBlockPool:
         self._runs: dict[Hashable, list[CachedRun]] = {}  # lineage -> its runs with cached blocks, oldest first
 
     # -- lookups (pure) ---------------------------------------------------------------------------------------
+    def holds(self, lineage: Hashable) -> bool:
+        """Whether any block of ``lineage`` is cached."""
+        return lineage in self._runs
+
     def lookup(self, lineage: Hashable, max_blocks: int, doomed: dict | None = None) -> Hits:
         """The longest run of cached blocks ``(lineage, 0..)`` (at most ``max_blocks``), each the oldest copy
         not in ``doomed`` (blocks that allocations earlier in the same iteration will have evicted)."""

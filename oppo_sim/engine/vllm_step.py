@@ -42,9 +42,9 @@ class InFull:
     lazily advanced decoders one token each, the ``others`` (request, tokens, computed before) in running
     order, and the blocks they all take."""
 
-    running: tuple[Req, ...]
+    running: Sequence[Req]
     others: list[tuple[Req, int, int]]
-    skipped: tuple[Req, ...]  # running requests with nothing to schedule
+    skipped: list[Req]  # running requests with nothing to schedule
     need: int
     budget: int  # token budget left for the waiting phase
 
@@ -86,6 +86,7 @@ def plan_iteration(core: "EngineCore") -> Plan:
     thr = _threshold(core)
     full = _running_in_full(core, thr)
     if full is not None:
+        full.running = tuple(full.running)  # as it is now: the plan's views are built later, if read
         st = _waiting_after(core, full, thr)
         secs, flops, recompute, tokens = _cost(core, st, full)
         sched, ops = _views(full, st)
@@ -160,7 +161,7 @@ def _running_in_full(core: "EngineCore", thr: int) -> InFull | None:
         others.append((r, n, c))
     if budget < d.n or need > core.pool.free:
         return None
-    return InFull(tuple(running), others, tuple(skipped), need, budget - d.n)
+    return InFull(running, others, skipped, need, budget - d.n)
 
 
 def _schedule_running(core: "EngineCore", st: _Sched, thr: int) -> list[Req]:
@@ -202,6 +203,7 @@ def _schedule_waiting(core: "EngineCore", st: _Sched, thr: int, n_running: int) 
     """vLLM's waiting phase (only in an iteration without preemptions): strict FCFS admission."""
     cfg = core.cfg
     bs = cfg.block_size
+    chunked = cfg.enable_chunked_prefill
     slots = cfg.max_num_seqs - n_running
     for w in core.waiting:
         if st.budget <= 0 or slots <= 0:
@@ -212,12 +214,13 @@ def _schedule_waiting(core: "EngineCore", st: _Sched, thr: int, n_running: int) 
         n = total - hit
         if 0 < thr < n:
             n = thr
-        if not cfg.enable_chunked_prefill and n > st.budget:
+        if n > st.budget:
+            if not chunked:
+                break
+            n = st.budget
+        if -(-total // bs) > st.free:  # the whole sequence must fit (hits count: they leave the free queue)
             break
-        n = min(n, st.budget)
-        if _cdiv(total, bs) > st.free:  # the whole sequence must fit (hits count: they leave the free queue)
-            break
-        new = _cdiv(hit + n, bs) - len(hits)
+        new = -(-(hit + n) // bs) - len(hits)
         st.free -= len(hits) + new
         st.pops += new
         st.touched.append(hits)
@@ -229,7 +232,7 @@ def _schedule_waiting(core: "EngineCore", st: _Sched, thr: int, n_running: int) 
 
 
 def _lookup(core: "EngineCore", w: Req, st: _Sched) -> Hits:
-    if not core.cfg.enable_prefix_caching:
+    if not core.pool.holds(w.lineage):  # nothing of its own cached (or no prefix caching)
         return NO_HITS
     doomed = core.pool.doomed(st.pops, st.touched) if st.pops else None
     return core.pool.lookup(w.lineage, (w.prompt + w._generated - 1) // core.cfg.block_size, doomed)
