@@ -360,18 +360,6 @@ class EngineCore:
         r.resumed = False
         self.prefix_hit_tokens += h * bs
 
-    def _advance(self, r: Req, n: int, now: float, events: list[tuple[str, Req]]) -> None:
-        """``r`` (not lazily advanced) was scheduled ``n`` tokens in an iteration that ended at ``now``."""
-        c = r._computed + n
-        r._computed = c
-        if c > r._max_computed:
-            r._max_computed = c
-        if c == r.prompt + r._generated:  # caught up: a new token is sampled
-            r._generated += 1
-            if r.first_token_t is None:
-                r.first_token_t = now
-            self._check_events(r, now, events)
-
     def _preempt(self, v: Req) -> None:
         self.running.remove(v)
         if v in self.others:

@@ -303,9 +303,9 @@ def apply_in_full(core: "EngineCore", full: InFull, admit_ops: list, admit_sched
         d.fresh.clear()
     touched = [r for r, _, _ in full.others] + [r for r, _, _ in admit_sched]
     for r, n, _ in full.others:
-        core._advance(r, n, now, events)
+        _advance(core, r, n, now, events)
     for r, n, _ in admit_sched:
-        core._advance(r, n, now, events)
+        _advance(core, r, n, now, events)
     due = d.due()
     if due:
         mixed = bool(events)
@@ -334,8 +334,21 @@ def commit_walk(core: "EngineCore", plan: Plan, now: float, events: list[tuple[s
             core._admit(r, n, h)
     core.dec.tick += 1
     for r, n in plan.schedule:
-        core._advance(r, n, now, events)
+        _advance(core, r, n, now, events)
     return list(core.running)
+
+
+def _advance(core: "EngineCore", r: Req, n: int, now: float, events: list[tuple[str, Req]]) -> None:
+    """``r`` (not lazily advanced) was scheduled ``n`` tokens in an iteration that ended at ``now``."""
+    c = r._computed + n
+    r._computed = c
+    if c > r._max_computed:
+        r._max_computed = c
+    if c == r.prompt + r._generated:  # caught up: a new token is sampled
+        r._generated += 1
+        if r.first_token_t is None:
+            r.first_token_t = now
+        core._check_events(r, now, events)
 
 
 def _running_order(event: tuple[str, Req]) -> int:
