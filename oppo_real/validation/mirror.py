@@ -22,6 +22,7 @@ from oppo_real.profile import model_spec
 from oppo_real.samples import SampleStore
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.hw.hardware import Hardware
+from oppo_sim.hw.overheads import ExecutorOverheads
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import Trace
 
@@ -50,7 +51,8 @@ def engine_config(cfg: RealConfig, kv_bytes_per_token: int) -> EngineConfig:
     )
 
 
-def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None, dispatch_s: float = 0.0) -> SimConfig:
+def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None,
+                  overheads: ExecutorOverheads | None = None) -> SimConfig:
     from oppo_real.ppo.algo import PPOConfig
 
     ppo = cfg.ppo or PPOConfig()
@@ -60,7 +62,8 @@ def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None
         reward=model_spec(Path(paths.reward)), critic=model_spec(Path(paths.critic)), placement=cfg.placement(),
         engine=engine_config(cfg, actor.kv_bytes_per_token()), ppo_epochs=ppo.epochs, minibatches=ppo.minibatches,
         max_response=None,
-        # how the executor's torch code batches: streamed chunks one sequence per forward, whole-sequence
-        # scoring and PPO mini-batches padded to the longest sequence; the driver's call overhead per event
-        stream_batching=False, padded_batches=True, dispatch_s=dispatch_s,
+        # how the executor's torch code batches: the streamed chunks of one report in one padded forward,
+        # whole-sequence scoring and PPO mini-batches padded to the longest sequence; the driver's own
+        # time per round trip, step, sample and token (measured by oppo_real.profile_driver)
+        stream_batching=True, padded_batches=True, overheads=overheads or ExecutorOverheads(),
     )

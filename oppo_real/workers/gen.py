@@ -54,7 +54,11 @@ class GenWorker(Recorder):
             return TorchActor(TorchActorConfig(model=cfg.actor, sampling=cfg.sampling, max_model_len=cfg.max_model_len))
         from oppo_sim.core.errors import ConfigError
 
-        raise ConfigError(f"unknown actor backend '{cfg.backend}'; known: vllm, torch")
+        if cfg.backend == "lockstep":
+            from oppo_real.backends.lockstep import LockstepActor
+
+            return LockstepActor()
+        raise ConfigError(f"unknown actor backend '{cfg.backend}'; known: vllm, torch, lockstep")
 
     def add(self, reqs: Sequence[GenRequest]) -> None:
         for r in reqs:
