@@ -20,6 +20,9 @@ from typing import Sequence
 from oppo_sim.cli import _nonneg_int, _Parser, _positive, run_command
 
 DEFAULT_TRACE = "oppo-longtail-default"
+BACKENDS = ("vllm", "torch", "torch-static")  # oppo_real.config.BACKENDS (not imported here: keeps --help light)
+BACKEND_HELP = ("actor generation engine: vllm (continuous batching), torch (per-request decode loop) or torch-static "
+                "(TRL-style static padded batches generated in calls of the step's chunk size C, KV carried across calls)")
 DEFAULT_LENGTH_SCALE = 0.1
 DEFAULT_MAX_RESPONSE = 256
 
@@ -39,8 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _Parser(prog="oppo-real", description="Run OPPO and peer policies on real engines and measure them.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
-    r = sub.add_parser("run", help="a real PPO run under a policy")
-    r.add_argument("--policy", default="oppo", help=f"one of {', '.join(POLICY_NAMES)} (default oppo)")
+    _add_run(sub.add_parser("run", help="a real PPO run under a policy"), POLICY_NAMES)
+    _add_profile_and_validate(sub)
+    return p
+
+
+def _add_run(r: argparse.ArgumentParser, policy_names) -> None:
+    r.add_argument("--policy", default="oppo", help=f"one of {', '.join(policy_names)} (default oppo)")
     r.add_argument("--chunk", type=_positive(), default=None, help="chunk size C (default 16 here)")
     r.add_argument("--delta", type=_nonneg_int, default=None, help="over-commit Δ (default 2 here)")
     r.add_argument("--budget", type=_positive(), default=None, help="per-step token budget (partial-rollout)")
@@ -54,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-response", type=_positive(), default=DEFAULT_MAX_RESPONSE, help="max new tokens")
     r.add_argument("--model", default=None, help="a local Hugging Face causal-LM directory to use as the actor")
     r.add_argument("--cache", default=None, help="where built models are cached (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
-    r.add_argument("--backend", default="vllm", choices=("vllm", "torch"), help="actor generation engine")
+    r.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
+    r.add_argument("--gen-batch", type=_positive(), default=None,
+                   help="torch-static: rows per generate mini-batch (TRL's local_rollout_forward_batch_size; default: one)")
     r.add_argument("--workers", default="ray", choices=("ray", "local"), help="ray actors (default) or in-process")
     r.add_argument("--ray-address", default=None, help="join an existing Ray cluster")
     r.add_argument("--main-cores", type=_cores, default=(0,), help="cores of the generate+train pool (default 0)")
@@ -72,8 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", default=None, help="also write the summary JSON here")
     r.set_defaults(func=cmd_run)
 
+
+def _add_profile_and_validate(sub) -> None:
     pr = sub.add_parser("profile", help="time the engines' operations here and fit the simulator's cost model")
-    pr.add_argument("--backend", default="vllm", choices=("vllm", "torch"))
+    pr.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
     pr.add_argument("--cores", type=_cores, default=(0,), help="cores to pin to (default 0)")
     pr.add_argument("--cache", default=None, help="model cache directory")
     pr.add_argument("--quick", action="store_true", help="a small grid (for CI)")
@@ -93,29 +105,55 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--delta", type=_nonneg_int, default=2)
     v.add_argument("--profile", default=None, help="a profile.json from `oppo-real profile` (default: profile now)")
     v.add_argument("--quick-profile", action="store_true", help="profile on the small grid")
-    v.add_argument("--backend", default="vllm", choices=("vllm", "torch"))
+    v.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
+    v.add_argument("--gen-batch", type=_positive(), default=None, help="torch-static: rows per generate mini-batch")
     v.add_argument("--workers", default="ray", choices=("ray", "local"))
     v.add_argument("--cache", default=None)
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--out", default="out/validate", help="directory for the table, figures and runs")
     v.add_argument("--json", default=None)
     v.set_defaults(func=cmd_validate)
-    return p
+
+
+def profile_engines(paths, backend: str, quick: bool, cores, log=print):
+    """Time this machine's engines for ``backend`` and fit the cost model: ``(table, hw, report, static)``;
+    ``static`` (the static decoder's per-call overhead, ``StaticCostParams``) is None unless the backend is
+    ``torch-static``, which is profiled with ``oppo_real.profile_static`` (its forwards, calls and sync)."""
+    from oppo_real.profile import ProfileGrid, fit, run_profile
+
+    grid = ProfileGrid.quick() if quick else ProfileGrid()
+    if backend == "torch-static":
+        from oppo_real.profile_static import StaticProfileGrid, fit_static, run_static_profile
+
+        table = run_static_profile(paths, grid, StaticProfileGrid.quick() if quick else StaticProfileGrid(), cores, log)
+        hw, static, report = fit_static(table, cores=len(cores or (0,)))
+        return table, hw, report, static
+    table = run_profile(paths, backend, grid, cores=cores, log=log)
+    hw, report = fit(table, cores=len(cores or (0,)))
+    return table, hw, report, None
+
+
+def save_engine_profile(hw, static, path: Path, meta: dict | None = None) -> None:
+    from oppo_real.profile_static import save_static_profile
+    from oppo_sim.hw.profiles import save_profile
+
+    if static is not None:
+        save_static_profile(hw, static, path, meta)
+    else:
+        save_profile(hw, path, meta=meta)
 
 
 def cmd_profile(a: argparse.Namespace) -> int:
     from oppo_real.models.tiny import build_models, default_cache_dir
-    from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_sim.hw.profiles import save_profile
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = build_models(Path(a.cache) if a.cache else default_cache_dir())
-    table = run_profile(paths, a.backend, ProfileGrid.quick() if a.quick else ProfileGrid(), cores=a.cores)
+    table, hw, report, static = profile_engines(paths, a.backend, a.quick, a.cores)
     table.to_csv(out / "measurements.csv", index=False)
-    hw, report = fit(table, cores=len(a.cores))
     report.to_csv(out / "fit.csv", index=False)
-    save_profile(hw, out / "profile.json", meta={"backend": a.backend, "cores": list(a.cores), "model": str(paths.actor)})
+    save_engine_profile(hw, static, out / "profile.json",
+                        {"backend": a.backend, "cores": list(a.cores), "model": str(paths.actor)})
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
@@ -129,34 +167,32 @@ def cmd_validate(a: argparse.Namespace) -> int:
 
     from oppo_real.config import RealConfig
     from oppo_real.models.tiny import build_models, default_cache_dir
-    from oppo_real.profile import ProfileGrid, fit, run_profile
+    from oppo_real.profile_static import load_static_params
     from oppo_real.validation.plots import plot_parity, plot_pred_vs_meas_timelines
     from oppo_real.validation.run import validate
     from oppo_sim.core.policies import make_policy
-    from oppo_sim.hw.profiles import load_profile, save_profile
+    from oppo_sim.hw.profiles import load_profile
     from oppo_sim.traces.trace import load_trace
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     policies = {n.strip(): make_policy(n.strip(), chunk=a.chunk, delta=a.delta) for n in a.policies.split(",") if n.strip()}
     trace = None if a.trace.lower() == "none" else load_trace(a.trace, max_response=None)
-    cfg = RealConfig(batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, cache_dir=a.cache,
-                     max_response=a.max_response, length_scale=a.length_scale, workers=a.workers)
+    cfg = RealConfig(batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, gen_batch=a.gen_batch,
+                     cache_dir=a.cache, max_response=a.max_response, length_scale=a.length_scale, workers=a.workers)
     if a.profile:
-        hw = load_profile(a.profile)
+        hw, static = load_profile(a.profile), load_static_params(a.profile) if cfg.static_engine else None
     else:
         paths = build_models(Path(a.cache) if a.cache else default_cache_dir(), cfg.tiny, cfg.task)
         print("profiling the engines on this machine ...", flush=True)
-        table = run_profile(paths, a.backend, ProfileGrid.quick() if a.quick_profile else ProfileGrid(),
-                            cores=cfg.main_cores, log=lambda _m: None)
+        table, hw, report, static = profile_engines(paths, a.backend, a.quick_profile, cfg.main_cores, log=lambda _m: None)
         table.to_csv(out / "measurements.csv", index=False)
-        hw, report = fit(table)
         report.to_csv(out / "fit.csv", index=False)
-        save_profile(hw, out / "profile.json")
+        save_engine_profile(hw, static, out / "profile.json", {"backend": a.backend})
         with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
             print(report[["op", "n", "eff_compute", "eff_memory", "overhead_s", "mape"]].to_string(index=False))
     v = validate(cfg, policies, hw, trace, warmup=a.warmup, repeat=a.repeat, log=lambda m: print(m, flush=True),
-                 out_dir=out / "runs")
+                 out_dir=out / "runs", static_cost=static)
     v.table.to_csv(out / "validation.csv", index=False)
     v.components.to_csv(out / "components.csv", index=False)
     plot_parity(v).savefig(out / "parity.png", dpi=120)
@@ -209,7 +245,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     policy = make_policy(a.policy, chunk=a.chunk or 16, delta=2 if a.delta is None else a.delta, budget=a.budget,
                          staleness=a.staleness)
     cfg = RealConfig(
-        batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, model_dir=a.model, cache_dir=a.cache,
+        batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, gen_batch=a.gen_batch, model_dir=a.model,
+        cache_dir=a.cache,
         max_response=a.max_response, length_scale=a.length_scale, temperature=a.temperature, ppo=_ppo(a),
         workers=a.workers, ray_address=a.ray_address, main_cores=a.main_cores, score_cores=a.score_cores,
         gpus_per_worker=a.gpus_per_worker,

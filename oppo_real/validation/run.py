@@ -25,6 +25,7 @@ from oppo_real.validation.compare import COMPONENTS, decision_agreement, explain
 from oppo_real.validation.mirror import mirror_config, mirror_trace
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.results import SimResult
+from oppo_sim.engine.static_params import StaticCostParams
 from oppo_sim.hw.hardware import Hardware
 from oppo_sim.pipeline.simulate import simulate
 from oppo_sim.traces.trace import Trace
@@ -102,7 +103,10 @@ def _components(names: list[str], labels: list[str], preds: dict, meas: dict) ->
 
 
 def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: Trace | None, warmup: int = 2,
-             repeat: int = 1, log: Callable[[str], None] = print, out_dir: Path | None = None) -> Validation:
+             repeat: int = 1, log: Callable[[str], None] = print, out_dir: Path | None = None,
+             static_cost: StaticCostParams | None = None) -> Validation:
+    """Profile-fitted ``hw`` (and, for the static decoder, its per-call ``static_cost``) -> simulate and run
+    every policy ``repeat`` times -> the predicted-vs-measured table (see the module docstring)."""
     from oppo_real.session import build_run_models
     from oppo_real.workers.placement import measure_dispatch, start_ray
 
@@ -111,7 +115,7 @@ def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: 
         start_ray(cfg.ray_address)
     dispatch = measure_dispatch(cfg.workers)
     log(f"driver dispatch (no-op remote call round trip): {1000 * dispatch:.2f} ms")
-    sim_cfg = mirror_config(cfg, hw, paths, dispatch_s=dispatch)
+    sim_cfg = mirror_config(cfg, hw, paths, dispatch_s=dispatch, static_cost=static_cost)
     rows = len(trace) if trace is not None else 4096
     names = list(policies)
     pred: dict[str, list[SimResult]] = {n: [] for n in names}
