@@ -162,22 +162,42 @@ def build_rows(res: Mapping, settings: Mapping[str, str], main: str, two_node: s
 # -- figure -----------------------------------------------------------------------------------------------
 
 
+def _band(r: pd.Series) -> tuple[float, float, float]:
+    """(reference, low, high) of a row in units of its reference: the range in which it agrees."""
+    lo, hi = float(r["paper_low"]), float(r["paper_high"])
+    if not math.isfinite(hi):  # an ordering: "> lo"
+        return lo, 1 + ORDER_TOL, math.inf
+    if lo != hi:
+        ref = math.sqrt(lo * hi)
+        return ref, lo / ref, hi / ref
+    if r["unit"] == "%":
+        return lo, 1 - UTIL_TOL_PP / lo, 1 + UTIL_TOL_PP / lo
+    return lo, 1 - TIME_TOL, 1 + TIME_TOL
+
+
 def figure(df: pd.DataFrame, trace: str, steps: int) -> Figure:
-    """Ours / paper per row on a log axis: the paper's value (or range) normalised to 1 (its range as a band)."""
+    """Ours / paper per row on a log axis; grey: where a row agrees (the paper's range, or its value with
+    our tolerance), normalised to the paper's value (a range: its geometric middle)."""
+    from matplotlib.ticker import FuncFormatter
+
     rows = df[np.isfinite(df["paper_low"].astype(float))].reset_index(drop=True)
     fig = Figure(figsize=(10, 0.34 * len(rows) + 1.6), layout="constrained")
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
+    right = 2.5
     for yi, (_, r) in zip(y, rows.iterrows()):
-        lo, hi = float(r["paper_low"]), float(r["paper_high"])
-        ref = lo if lo == hi or not math.isfinite(hi) else math.sqrt(lo * hi)
-        band = (lo / ref, hi / ref if math.isfinite(hi) else 4.0)
-        ax.plot(band, [yi, yi], color="0.75", linewidth=6, solid_capstyle="butt", zorder=1)
-        ax.scatter([r["ours"] / ref], [yi], color="#55A868" if r["agrees"] else "#C44E52", zorder=3, s=30)
+        ref, lo, hi = _band(r)
+        ax.plot((lo, min(hi, right)), [yi, yi], color="0.78", linewidth=7, solid_capstyle="butt", zorder=1)
+        ax.scatter([r["ours"] / ref], [yi], color="#55A868" if r["agrees"] else "#C44E52", zorder=3, s=32)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
-    ax.set_yticks(y, [f"{q}" for q in rows["quantity"]], fontsize=7)
-    ax.set_xlabel("ours / paper (grey: the paper's value or range, normalised; green agrees, red differs)")
+    ax.set_xlim(0.35, right)
+    ticks = [0.4, 0.5, 0.7, 1.0, 1.5, 2.0]
+    ax.set_xticks(ticks)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+    ax.minorticks_off()
+    ax.set_yticks(y, list(rows["quantity"]), fontsize=7)
+    ax.set_xlabel("ours / paper (grey: where a row agrees, normalised to the paper; green: agrees, red: differs)")
     ax.grid(axis="x", alpha=0.3)
     ax.set_title(f"Paper vs our prediction (static TRL-generate engine, trace {trace}, {steps} steps)", fontsize=9,
                  loc="left")
