@@ -92,6 +92,20 @@ def decode_iteration_work(spec: ModelSpec, rows: int, kv: float, new: int = 0, p
     return flops, spec.weight_bytes() + spec.kv_bytes_per_token() * new
 
 
+def _timing_row(spec: ModelSpec, rec: dict, coords: dict) -> dict:
+    """One measurement row from a `TorchStaticActor.timings` record (a forward, or a call boundary)."""
+    if rec["kind"] == "call":
+        return {"op": STATIC_CALL_OP, "devices": 1, "flops": 0.0, "bytes": 0.0, "seconds": max(rec["boundary_s"], 1e-9),
+                "kind": "call", "call_s": rec["call_s"], **coords}
+    n, w = rec["rows"], rec["width"]
+    if rec["kind"] == "prefill":
+        flops, nbytes = decode_iteration_work(spec, n, 0.0, rec["new"], n * w * (w + 1) / 2.0)
+    else:
+        flops, nbytes = decode_iteration_work(spec, n, rec["kv"])
+    return {"op": "decode", "devices": 1, "flops": flops, "bytes": nbytes, "seconds": max(rec["seconds"], 1e-9),
+            "kind": rec["kind"], "rows": n, "width": w, "new": rec["new"], **coords}
+
+
 def profile_static_decode(actor_dir: Path, grid: StaticProfileGrid | None = None, device: str = "cpu",
                           dtype: str = "float32", log: Callable[[str], None] = print) -> pd.DataFrame:
     """Time the static decoder over ``grid`` on ``device``; returns the measurement table (see module)."""
@@ -131,20 +145,8 @@ def profile_static_decode(actor_dir: Path, grid: StaticProfileGrid | None = None
                         for rec in run(rows, c, f"p{point}.{rep}"):
                             coords = {"point": point, "repeat": rep, "batch": b, "prompt": p, "C": c, "calls": grid.calls,
                                       "mixed": grid.mixed, "call": call}
-                            if rec["kind"] == "call":
-                                out.append({"op": STATIC_CALL_OP, "devices": 1, "flops": 0.0, "bytes": 0.0,
-                                            "seconds": max(rec["boundary_s"], 1e-9), "kind": "call",
-                                            "call_s": rec["call_s"], **coords})
-                                call += 1
-                                continue
-                            n, w = rec["rows"], rec["width"]
-                            if rec["kind"] == "prefill":
-                                flops, nbytes = decode_iteration_work(spec, n, 0.0, rec["new"], n * w * (w + 1) / 2.0)
-                            else:
-                                flops, nbytes = decode_iteration_work(spec, n, rec["kv"])
-                            out.append({"op": "decode", "devices": 1, "flops": flops, "bytes": nbytes,
-                                        "seconds": max(rec["seconds"], 1e-9), "kind": rec["kind"], "rows": n, "width": w,
-                                        "new": rec["new"], **coords})
+                            out.append(_timing_row(spec, rec, coords))
+                            call += rec["kind"] == "call"
                     calls = [r for r in out if r["point"] == point and r["op"] == STATIC_CALL_OP]
                     log(f"static b={b:3d} prompt={p:4d} C={c:4d}: {len(calls)} calls, median call "
                         f"{1000 * np.median([r['call_s'] for r in calls]):8.2f} ms, boundary "

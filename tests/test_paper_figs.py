@@ -18,7 +18,7 @@ REASONING = "servegen_deepseek_r1_sampled"
 FIGURES = {
     "fig_speedup": {"trace", "policy", "label", "steps", "step_time_s", "samples_per_s", "speedup"},
     "fig_utilization": {"trace", "scope", "baseline_util", "oppo_util", "ratio"},
-    "fig_chunk_ucurve": {"variant", "policy", "chunk", "step_time_s", "samples_per_s", "speedup",
+    "fig_chunk_ucurve": {"engine", "variant", "policy", "chunk", "best_for_variant", "step_time_s", "samples_per_s", "speedup",
                          "exposed_scoring_s", "utilization_score"},
     "fig_delta_ablation": {"run", "policy", "kind", "samples_per_s", "speedup", "staleness_mean", "staleness_max",
                            "delta_mean"},
@@ -137,3 +137,20 @@ def test_paper_vs_ours_has_every_reported_number(tmp_path, monkeypatch):
     assert len(top) <= 3 and top["group"].is_unique
     md = (tmp_path / "paper_vs_ours.md").read_text()
     assert md.count("\n| ") == len(df) + 1 and "Largest disagreements" in md
+
+
+def test_chunk_curve_has_both_engines_and_marks_their_best_chunk(tmp_path, monkeypatch):
+    if not _has_trace(REASONING):
+        pytest.skip(f"trace {REASONING} is not on the trace search path")
+    mod = _load("fig_chunk_ucurve", monkeypatch)
+    mod.main(["--quick", "--out", str(tmp_path)])
+    df = pd.read_csv(tmp_path / "fig_chunk_ucurve.csv")
+    assert set(df["engine"]) == {"static", "continuous"}
+    paper = df[df["variant"] == "paper"]
+    base = paper[paper["policy"] == "baseline"].set_index("engine")["step_time_s"]
+    assert base["static"] > base["continuous"]  # padded static batches are slower than continuous batching
+    best = paper[paper["best_for_variant"]]
+    assert set(best["engine"]) >= {"static"} and best.groupby(["engine", "policy"]).size().max() == 1
+    # static batching: C = ∞ (one unchunked generate) is slower than the best chunked call size
+    st = paper[(paper["engine"] == "static") & (paper["policy"] == "intra")]
+    assert st["speedup"].max() > float(st.loc[st["chunk"] == float("inf"), "speedup"].iloc[0])
