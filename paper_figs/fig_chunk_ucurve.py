@@ -193,12 +193,12 @@ def _panel(ax, sub: pd.DataFrame, vs: Sequence[Variant]) -> None:
 
 
 def _best_note(df: pd.DataFrame, engine: str, pol: str) -> str:
-    """' — best C=.. (..×), within 1% from C=..' for the engine's paper variant."""
+    """'best C=.. (..×), within 1% from C=..' (on a second line) for the engine's paper variant."""
     d = df[(df["engine"] == engine) & (df["policy"] == pol) & (df["variant"] == "paper")]
     b, k = d[d["best_for_variant"]], d[d["knee_for_variant"]]
     if not len(b):
         return ""
-    note = f" — best C={int(b['chunk'].iloc[0])} ({b['speedup'].iloc[0]:.2f}×)"
+    note = f"\nbest C={int(b['chunk'].iloc[0])} ({b['speedup'].iloc[0]:.2f}×)"
     return note + (f", within {KNEE_TOL:.0%} from C={int(k['chunk'].iloc[0])}" if len(k) else "")
 
 
