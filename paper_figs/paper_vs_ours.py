@@ -39,12 +39,10 @@ bands), ``out/paper_vs_ours.md``; a full run into the default folder also refres
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from oppo_sim.core.placement import paper_placement
@@ -53,12 +51,37 @@ from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S, StaticConfig
 from oppo_sim.pipeline.config import SimConfig
 
 try:
-    from common import DEFAULT_TRACE, OUT_DIR, PAPER_UTIL_PAIRS, REASONING_TRACE, available, parse_args, print_table, save, simulate_many
+    from common import (
+        DEFAULT_TRACE,
+        OUT_DIR,
+        PAPER_UTIL_PAIRS,
+        REASONING_TRACE,
+        available,
+        parse_args,
+        print_table,
+        save,
+        simulate_many,
+    )
     from paper_vs_ours_table import COLUMNS, build_rows, figure, markdown, update_readme
 except ImportError:  # imported as paper_figs.paper_vs_ours
-    from paper_figs.common import (DEFAULT_TRACE, OUT_DIR, PAPER_UTIL_PAIRS, REASONING_TRACE, available, parse_args,
-                                   print_table, save, simulate_many)
-    from paper_figs.paper_vs_ours_table import COLUMNS, build_rows, figure, markdown, update_readme
+    from paper_figs.common import (
+        DEFAULT_TRACE,
+        OUT_DIR,
+        PAPER_UTIL_PAIRS,
+        REASONING_TRACE,
+        available,
+        parse_args,
+        print_table,
+        save,
+        simulate_many,
+    )
+    from paper_figs.paper_vs_ours_table import (
+        COLUMNS,
+        build_rows,
+        figure,
+        markdown,
+        update_readme,
+    )
 
 NAME = "paper_vs_ours"
 B = 112

@@ -10,7 +10,13 @@ import pytest
 
 from oppo_real.config import RealConfig
 from oppo_real.profile import ProfileGrid
-from oppo_real.profile_static import STATIC_CALL_OP, StaticProfileGrid, fit_static, load_static_params, run_static_profile
+from oppo_real.profile_static import (
+    STATIC_CALL_OP,
+    StaticProfileGrid,
+    fit_static,
+    load_static_params,
+    run_static_profile,
+)
 from oppo_real.validation.mirror import mirror_config
 from oppo_real.validation.run import VALIDATION_COLUMNS, validate
 from oppo_sim.core.errors import ConfigError
