@@ -14,6 +14,13 @@ from oppo_real.models.tiny import TinyModelConfig
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import Placement, Pool
 
+BACKENDS: tuple[str, ...] = ("vllm", "torch", "torch-static")
+"""Actor generation engines: ``vllm`` (continuous batching, streamed deltas), ``torch`` (a per-request
+transformers decode loop, `TorchActor`) and ``torch-static`` (TRL-style static padded mini-batches
+generated in calls of the step's chunk size C with the KV cache carried across calls,
+`TorchStaticActor` -- the engine OPPO was measured on; mirrored by the simulator's static engine)."""
+STATIC_BACKENDS = frozenset({"torch-static"})
+
 
 @dataclass(frozen=True)
 class EngineSettings:
@@ -46,7 +53,8 @@ class RealConfig:
     batch: int = 8
     steps: int = 10
     seed: int = 0
-    backend: str = "vllm"  # actor generation: "vllm" | "torch"
+    backend: str = "vllm"  # actor generation: one of BACKENDS
+    gen_batch: int | None = None  # torch-static: rows per generate mini-batch (TRL local_rollout_forward_batch_size); None: one
     model_dir: str | None = None  # a local HF causal-LM directory replacing the tiny actor
     cache_dir: str | None = None  # where built models are cached (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
@@ -67,8 +75,10 @@ class RealConfig:
         for name in ("batch", "steps", "max_response", "gen_iters_per_call"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.backend not in ("vllm", "torch"):
-            raise ConfigError(f"unknown backend '{self.backend}'; known: vllm, torch")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"unknown backend '{self.backend}'; known: {', '.join(BACKENDS)}")
+        if self.gen_batch is not None and (isinstance(self.gen_batch, bool) or self.gen_batch < 1):
+            raise ConfigError(f"gen_batch must be None or >= 1, got {self.gen_batch}")
         if self.workers not in ("ray", "local"):
             raise ConfigError(f"unknown workers '{self.workers}'; known: ray, local")
         if self.length_scale <= 0:
@@ -80,6 +90,11 @@ class RealConfig:
                 f"max_response {self.max_response} + prompts up to {self.task.prompt_len_max} tokens exceed the "
                 f"model's {self.tiny.max_position} positions"
             )
+
+    @property
+    def static_engine(self) -> bool:
+        """Whether the actor generates static batches in calls of C tokens (the driver sets C per step)."""
+        return self.backend in STATIC_BACKENDS
 
     @property
     def max_model_len(self) -> int:

@@ -102,6 +102,8 @@ class Driver:
         while not ledger.may_start(t):  # bounded staleness: wait for the weights
             self._finish_training()
         plan = ledger.plan(t)
+        if self.cfg.static_engine:  # a static decoder generates in calls of the step's C (None: unchunked)
+            self.gen.call("set_call_tokens", plan.chunk)
         if self.resumed_at is not None:  # continue the clock where the checkpointed run stopped
             self.shift, self.resumed_at = time.time() - self.resumed_at, None
         start = self.now()

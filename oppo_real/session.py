@@ -59,8 +59,8 @@ class Session:
         spawn = placement.spawn
         self.handles = {
             "gen": spawn(cfg.workers, "gen", GenWorker, GenWorkerConfig(
-                actor=str(paths.actor), backend=cfg.backend, sampling=sampling, max_model_len=cfg.max_model_len,
-                engine=cfg.engine, cores=cfg.main_cores), num_cpus=main_cpus, num_gpus=cfg.gpus_per_worker),
+                actor=str(paths.actor), backend=cfg.backend, gen_batch=cfg.gen_batch, sampling=sampling,
+                max_model_len=cfg.max_model_len, engine=cfg.engine, cores=cfg.main_cores), num_cpus=main_cpus, num_gpus=cfg.gpus_per_worker),
             "train": spawn(cfg.workers, "train", TrainWorker, TrainWorkerConfig(
                 actor=str(paths.actor), critic=str(paths.critic), ppo=ppo, cores=cfg.main_cores, seed=cfg.seed),
                 num_cpus=main_cpus, num_gpus=cfg.gpus_per_worker),

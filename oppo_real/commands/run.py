@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 
 from oppo_real.commands.common import (
+    BACKEND_HELP,
+    BACKENDS,
     DEFAULT_LENGTH_SCALE,
     DEFAULT_MAX_RESPONSE,
     DEFAULT_TRACE,
@@ -31,7 +33,9 @@ def add_parser(sub) -> None:
     r.add_argument("--max-response", type=positive(), default=DEFAULT_MAX_RESPONSE, help="max new tokens")
     r.add_argument("--model", default=None, help="a local Hugging Face causal-LM directory to use as the actor")
     r.add_argument("--cache", default=None, help="where built models are cached (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
-    r.add_argument("--backend", default="vllm", choices=("vllm", "torch"), help="actor generation engine")
+    r.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
+    r.add_argument("--gen-batch", type=positive(), default=None,
+                   help="torch-static: rows per generate mini-batch (TRL's local_rollout_forward_batch_size; default: one)")
     r.add_argument("--workers", default="ray", choices=("ray", "local"), help="ray actors (default) or in-process")
     r.add_argument("--ray-address", default=None, help="join an existing Ray cluster")
     r.add_argument("--main-cores", type=_cores, default=(0,), help="cores of the generate+train pool (default 0)")
@@ -79,7 +83,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     policy = make_policy(a.policy, chunk=a.chunk or 16, delta=2 if a.delta is None else a.delta, budget=a.budget,
                          staleness=a.staleness)
     cfg = RealConfig(
-        batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, model_dir=a.model, cache_dir=a.cache,
+        batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, gen_batch=a.gen_batch, model_dir=a.model, cache_dir=a.cache,
         max_response=a.max_response, length_scale=a.length_scale, temperature=a.temperature, ppo=_ppo(a),
         workers=a.workers, ray_address=a.ray_address, main_cores=a.main_cores, score_cores=a.score_cores,
         gpus_per_worker=a.gpus_per_worker,

@@ -6,9 +6,13 @@ import argparse
 from pathlib import Path
 
 from oppo_real.commands.common import (
+    BACKEND_HELP,
+    BACKENDS,
     DEFAULT_LENGTH_SCALE,
     DEFAULT_MAX_RESPONSE,
     DEFAULT_TRACE,
+    profile_engines,
+    save_engine_profile,
 )
 from oppo_sim.cliargs import nonneg_int, positive
 
@@ -27,7 +31,8 @@ def add_parser(sub) -> None:
     v.add_argument("--delta", type=nonneg_int, default=2)
     v.add_argument("--profile", default=None, help="a profile.json from `oppo-real profile` (default: profile now)")
     v.add_argument("--quick-profile", action="store_true", help="profile on the small grid")
-    v.add_argument("--backend", default="vllm", choices=("vllm", "torch"))
+    v.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
+    v.add_argument("--gen-batch", type=positive(), default=None, help="torch-static: rows per generate mini-batch")
     v.add_argument("--workers", default="ray", choices=("ray", "local"))
     v.add_argument("--cache", default=None)
     v.add_argument("--seed", type=int, default=0)
@@ -38,38 +43,52 @@ def add_parser(sub) -> None:
 
 
 def cmd_validate(a: argparse.Namespace) -> int:
-    import pandas as pd
-
     from oppo_real.config import RealConfig
-    from oppo_real.models.tiny import build_models, default_cache_dir
-    from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_real.validation.plots import plot_parity, plot_pred_vs_meas_timelines
     from oppo_real.validation.run import validate
     from oppo_sim.core.policies import make_policy
-    from oppo_sim.hw.profiles import load_profile, save_profile
     from oppo_sim.traces.catalog import load_trace
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     policies = {n.strip(): make_policy(n.strip(), chunk=a.chunk, delta=a.delta) for n in a.policies.split(",") if n.strip()}
     trace = None if a.trace.lower() == "none" else load_trace(a.trace, max_response=None)
-    cfg = RealConfig(batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, cache_dir=a.cache,
-                     max_response=a.max_response, length_scale=a.length_scale, workers=a.workers)
-    if a.profile:
-        hw = load_profile(a.profile)
-    else:
-        paths = build_models(Path(a.cache) if a.cache else default_cache_dir(), cfg.tiny, cfg.task)
-        print("profiling the engines on this machine ...", flush=True)
-        table = run_profile(paths, a.backend, ProfileGrid.quick() if a.quick_profile else ProfileGrid(),
-                            cores=cfg.main_cores, log=lambda _m: None)
-        table.to_csv(out / "measurements.csv", index=False)
-        hw, report = fit(table)
-        report.to_csv(out / "fit.csv", index=False)
-        save_profile(hw, out / "profile.json")
-        with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-            print(report[["op", "n", "eff_compute", "eff_memory", "overhead_s", "mape"]].to_string(index=False))
+    cfg = RealConfig(batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, gen_batch=a.gen_batch,
+                     cache_dir=a.cache, max_response=a.max_response, length_scale=a.length_scale, workers=a.workers)
+    hw, static = _engine_profile(a, cfg, out)
     v = validate(cfg, policies, hw, trace, warmup=a.warmup, repeat=a.repeat, log=lambda m: print(m, flush=True),
-                 out_dir=out / "runs")
+                 out_dir=out / "runs", static_cost=static)
+    _report(v, a, out)
+    return 0
+
+
+def _engine_profile(a: argparse.Namespace, cfg, out: Path):
+    """The hardware profile (and the static decoder's call overhead): loaded from --profile, or measured now."""
+    import pandas as pd
+
+    from oppo_real.models.tiny import build_models, default_cache_dir
+    from oppo_real.profile_static import load_static_params
+    from oppo_sim.hw.profiles import load_profile
+
+    if a.profile:
+        return load_profile(a.profile), load_static_params(a.profile) if cfg.static_engine else None
+    paths = build_models(Path(a.cache) if a.cache else default_cache_dir(), cfg.tiny, cfg.task)
+    print("profiling the engines on this machine ...", flush=True)
+    table, hw, report, static = profile_engines(paths, a.backend, a.quick_profile, cfg.main_cores, log=lambda _m: None)
+    table.to_csv(out / "measurements.csv", index=False)
+    report.to_csv(out / "fit.csv", index=False)
+    save_engine_profile(hw, static, out / "profile.json", {"backend": a.backend})
+    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+        print(report[["op", "n", "eff_compute", "eff_memory", "overhead_s", "mape"]].to_string(index=False))
+    return hw, static
+
+
+def _report(v, a: argparse.Namespace, out: Path) -> None:
+    import json
+
+    import pandas as pd
+
+    from oppo_real.validation.plots import plot_parity, plot_pred_vs_meas_timelines
+
     v.table.to_csv(out / "validation.csv", index=False)
     v.components.to_csv(out / "components.csv", index=False)
     plot_parity(v).savefig(out / "parity.png", dpi=120)
@@ -86,11 +105,6 @@ def cmd_validate(a: argparse.Namespace) -> int:
           f"median |speedup error| {h['median_abs_speedup_err_pct']:.1f}%, decision agreement >= {h['min_decision_agreement']:.2f}")
     print(f"wrote {out}/validation.csv, components.csv, parity.png, timelines.png")
     if a.json:
-        import json
-
         doc = {"table": v.table.to_dict(orient="records"), "components": v.components.to_dict(orient="records"),
                "decision_agreement": dict(zip(v.table["policy"], v.table["decision_agreement"])), **h}
         Path(a.json).write_text(json.dumps(doc, indent=2) + "\n")
-    return 0
-
-

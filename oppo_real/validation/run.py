@@ -30,6 +30,7 @@ from oppo_real.validation.compare import (
 from oppo_real.validation.mirror import mirror_config, mirror_trace
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.results import SimResult
+from oppo_sim.engine.static_params import StaticCostParams
 from oppo_sim.hw.hardware import Hardware
 from oppo_sim.hw.overheads import ExecutorOverheads
 from oppo_sim.pipeline.simulate import simulate
@@ -109,9 +110,10 @@ def _components(names: list[str], labels: list[str], preds: dict, meas: dict) ->
 
 def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: Trace | None, warmup: int = 2,
              repeat: int = 1, log: Callable[[str], None] = print, out_dir: Path | None = None,
-             overheads: ExecutorOverheads | None = None) -> Validation:
-    """Validate ``policies`` (see the module docstring); ``overheads``: the driver's measured costs (profiled
-    here, on the run's kind of workers, when None)."""
+             overheads: ExecutorOverheads | None = None, static_cost: StaticCostParams | None = None) -> Validation:
+    """Profile-fitted ``hw`` (and, for the static decoder, its per-call ``static_cost``) -> simulate and run
+    every policy ``repeat`` times -> the predicted-vs-measured table (see the module docstring).
+    ``overheads``: the driver's measured costs (profiled here, on the run's kind of workers, when None)."""
     from oppo_real.profile_driver import measure_overheads
     from oppo_real.session import build_run_models
 
@@ -121,7 +123,7 @@ def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: 
         log(f"driver overheads: {1e3 * overheads.call_s:.2f} ms per round trip, {1e3 * overheads.step_s:.1f} ms per step, "
             f"{1e3 * overheads.sample_s:.2f} ms per sample, {1e6 * overheads.token_s:.1f} us per token "
             f"(fit MAPE {100 * rep['mape']:.0f}%)")
-    sim_cfg = mirror_config(cfg, hw, paths, overheads=overheads)
+    sim_cfg = mirror_config(cfg, hw, paths, overheads=overheads, static_cost=static_cost)
     rows = len(trace) if trace is not None else 4096
     names = list(policies)
     pred: dict[str, list[SimResult]] = {n: [] for n in names}

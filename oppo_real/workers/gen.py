@@ -1,5 +1,7 @@
-"""The generation worker: actor generation (vLLM, or plain torch) behind the ``ActorBackend`` contract,
-stepped by the driver up to the next mark (a finish, a chunk boundary, a token budget)."""
+"""The generation worker: actor generation (vLLM, a per-request torch loop, or the static torch decoder)
+behind the ``ActorBackend`` contract, stepped by the driver up to the next mark (a finish, a chunk
+boundary, a token budget). With the static decoder the driver also sets each step's call size C
+(:meth:`GenWorker.set_call_tokens`)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from oppo_real.workers.recorder import Recorder
 @dataclass(frozen=True)
 class GenWorkerConfig:
     actor: str  # HF model dir of the initial actor
-    backend: str = "vllm"  # "vllm" | "torch"
+    backend: str = "vllm"  # "vllm" | "torch" | "torch-static" (oppo_real.config.BACKENDS)
+    gen_batch: int | None = None  # torch-static: rows per mini-batch; None: one
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     max_model_len: int = 1024
     engine: EngineSettings = field(default_factory=EngineSettings)
@@ -52,13 +55,29 @@ class GenWorker(Recorder):
             from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
 
             return TorchActor(TorchActorConfig(model=cfg.actor, sampling=cfg.sampling, max_model_len=cfg.max_model_len))
+        if cfg.backend == "torch-static":
+            from oppo_real.backends.torch_static import (
+                TorchStaticActor,
+                TorchStaticConfig,
+            )
+
+            return TorchStaticActor(TorchStaticConfig(model=cfg.actor, sampling=cfg.sampling, max_model_len=cfg.max_model_len,
+                                                      gen_batch=cfg.gen_batch))
+        from oppo_real.config import BACKENDS
         from oppo_sim.core.errors import ConfigError
 
         if cfg.backend == "lockstep":
             from oppo_real.backends.lockstep import LockstepActor
 
             return LockstepActor()
-        raise ConfigError(f"unknown actor backend '{cfg.backend}'; known: vllm, torch, lockstep")
+        raise ConfigError(f"unknown actor backend '{cfg.backend}'; known: {', '.join(BACKENDS)}")
+
+    def set_call_tokens(self, c: int | None) -> None:
+        """The step's chunk size C as the static decoder's tokens per call (None: one call to the longest
+        response); a no-op for engines without calls (vLLM, the per-request torch loop)."""
+        setter = getattr(self.gen, "set_call_tokens", None)
+        if setter is not None:
+            setter(c)
 
     def add(self, reqs: Sequence[GenRequest]) -> None:
         for r in reqs:
