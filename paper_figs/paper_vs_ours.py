@@ -105,6 +105,7 @@ class Setting:
     label: str
     actor: str
     gpu: str
+    nodes: int = 1
 
 
 MAIN = Setting("7b-h200", "7B actor + 7B reward, 8xH200 (7 gen+train, 1 score), B=112", "qwen2.5-7b", "h200")
@@ -115,7 +116,7 @@ SETTINGS = (
     Setting("3b-a100", "3B actor + 7B reward, 8xA100-80GB, B=112", "qwen2.5-3b", "a100-80gb"),
 )
 TWO_NODE = Setting("7b-2x4a100", "2 nodes x 4 A100-80GB, 7B actor + 7B reward, B=112 (7 gen+train, 1 score)",
-                   "qwen2.5-7b", "a100-80gb")
+                   "qwen2.5-7b", "a100-80gb", nodes=2)
 
 
 def sim_config(s: Setting, steps: int, call_tokens: int | None = None) -> SimConfig:
@@ -123,7 +124,7 @@ def sim_config(s: Setting, steps: int, call_tokens: int | None = None) -> SimCon
     policies without a chunk size of their own (inter-step only)."""
     return SimConfig(batch=B, steps=steps, gpu=s.gpu, actor=s.actor, reward="qwen2.5-7b", placement=paper_placement(8),
                      engine_kind="static", static=StaticConfig(call_tokens=call_tokens, gen_batch=GEN_BATCH),
-                     ppo_epochs=PPO_EPOCHS, minibatches=MINIBATCHES, max_response=MAX_RESPONSE)
+                     ppo_epochs=PPO_EPOCHS, minibatches=MINIBATCHES, max_response=MAX_RESPONSE, nodes=s.nodes)
 
 
 def runs(steps: int) -> list[tuple[str, str, Policy, SimConfig]]:
