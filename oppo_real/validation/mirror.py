@@ -54,10 +54,11 @@ def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None
     from oppo_real.ppo.algo import PPOConfig
 
     ppo = cfg.ppo or PPOConfig()
-    actor = model_spec(Path(paths.actor))
+    nb = cfg.devices.dtype_bytes  # bytes per element of each role's dtype (bf16 on a GPU)
+    actor = model_spec(Path(paths.actor), nb("gen"))
     return SimConfig(
         batch=cfg.batch, steps=steps or cfg.steps, seed=cfg.seed, gpu=hw, actor=actor,
-        reward=model_spec(Path(paths.reward)), critic=model_spec(Path(paths.critic)), placement=cfg.placement(),
+        reward=model_spec(Path(paths.reward), nb("score")), critic=model_spec(Path(paths.critic), nb("train")), placement=cfg.placement(),
         engine=engine_config(cfg, actor.kv_bytes_per_token()), ppo_epochs=ppo.epochs, minibatches=ppo.minibatches,
         max_response=None,
         # how the executor's torch code batches: streamed chunks one sequence per forward, whole-sequence
