@@ -45,12 +45,15 @@ def table_spec(device_name: str, total_bytes: float | None = None, gpu: str | No
     return GPUS[gid]
 
 
-def gpu_grid():
-    """The profile grid at GPU scale (batches to 128, KV to 2k tokens per sequence, training to 1k tokens)."""
+def gpu_grid(params: float = 0.0):
+    """The profile grid at GPU scale: batches to 128 over KV to 2k tokens per sequence, chunks to 2k over
+    contexts to 2k, training passes to 8 x 1k tokens (8 x 512 from 1B parameters: the vocabulary's logits
+    and the optimizer state must fit one GPU beside each other)."""
     from oppo_real.profile import ProfileGrid
 
+    train_len = (256, 512, 1024) if params < 1e9 else (256, 512)
     return ProfileGrid(decode_batch=(1, 8, 32, 64, 128), decode_kv=(128, 512, 2048), prefill_new=(16, 128, 512, 2048),
-                       prefill_ctx=(0, 512, 2048), train_batch=(2, 4, 8), train_len=(256, 512, 1024), repeats=5, sync_repeats=5)
+                       prefill_ctx=(0, 512, 2048), train_batch=(2, 4, 8), train_len=train_len, repeats=5, sync_repeats=5)
 
 
 def with_predictions(table: pd.DataFrame, spec: GPUSpec | None, device_name: str, model: str) -> pd.DataFrame:

@@ -35,6 +35,12 @@ def _models(a: argparse.Namespace, device: str):
     return build_models(cache)
 
 
+def _params(paths) -> float:
+    from oppo_real.profile import model_spec
+
+    return float(model_spec(Path(paths.actor)).params)
+
+
 def _target(device: str, gpu: str | None):
     """(device name, GPU-table spec or None, total bytes) of the profiled device."""
     from oppo_real.profile_gpu import table_spec
@@ -67,7 +73,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
         con.print(f"oppo-real profile: {backend} on {name} ({device}), models {a.shape or 'tiny'}"
                   + (f", predicting with GPU table entry '{spec.id}' and the default cost parameters" if spec else ""))
         paths = _models(a, device)
-        grid = ProfileGrid.quick() if a.quick else (gpu_grid() if cuda else ProfileGrid())
+        grid = ProfileGrid.quick() if a.quick else (gpu_grid(_params(paths)) if cuda else ProfileGrid())
         table = run_profile(paths, backend, grid, cores=cores, log=con.print, device=device)
         table = with_predictions(table, spec, name, a.shape or "tiny")
         table.to_csv(out / "measurements.csv", index=False)

@@ -49,6 +49,7 @@ def add_parser(sub) -> None:
     r.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     r.add_argument("--overwrite", action="store_true", help="start over in an --out that already holds a run")
     r.add_argument("--json", default=None, help="also write the summary JSON here")
+    r.add_argument("--no-checkpoint", action="store_true", help="no checkpoint per step (real-size models: GBs a step)")
     add_device_args(r)
     r.set_defaults(func=cmd_run)
 
@@ -89,7 +90,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     out = Path(a.out or f"out/real/{policy.name}")
     with Console(out, a.verbose) as con:
         con.print(describe_run(cfg, policy, trace, out))
-        res = run_with_progress(con, cfg, policy, trace, out, resume=a.resume, overwrite=a.overwrite)
+        res = run_with_progress(con, cfg, policy, trace, out, resume=a.resume, overwrite=a.overwrite,
+                                checkpoint_steps=not a.no_checkpoint)
         write_outputs(res, out, con.print)
     if a.json:
         res.write_json(a.json)

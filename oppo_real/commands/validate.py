@@ -35,6 +35,7 @@ def add_parser(sub) -> None:
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--out", default="out/validate", help="directory for the table, figures and runs")
     v.add_argument("--json", default=None)
+    v.add_argument("--no-checkpoint", action="store_true", help="runs keep no per-step checkpoint under <out>/runs")
     add_device_args(v)
     v.set_defaults(func=cmd_validate)
 
@@ -59,7 +60,9 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
     elif device.startswith("cuda"):
         from oppo_real.profile_gpu import gpu_grid
 
-        grid = gpu_grid()
+        from oppo_real.memfit import run_specs
+
+        grid = gpu_grid(run_specs(cfg)[0].params)
     else:
         grid = ProfileGrid()
     table = run_profile(paths, a.backend, grid, cores=cfg.main_cores, log=lambda _m: None, device=device)
@@ -106,7 +109,8 @@ def _validate_and_report(cfg, policies, hw, trace, a, out: Path, say) -> int:
     from oppo_real.validation.plots import plot_parity, plot_pred_vs_meas_timelines
     from oppo_real.validation.run import validate
 
-    v = validate(cfg, policies, hw, trace, warmup=a.warmup, repeat=a.repeat, log=say, out_dir=out / "runs")
+    v = validate(cfg, policies, hw, trace, warmup=a.warmup, repeat=a.repeat, log=say,
+                 out_dir=None if a.no_checkpoint else out / "runs")
     v.table.to_csv(out / "validation.csv", index=False)
     v.components.to_csv(out / "components.csv", index=False)
     plot_parity(v).savefig(out / "parity.png", dpi=120)
