@@ -58,7 +58,8 @@ class PPOConfig:
 def autocast_for(model):
     """bf16 autocast for a model on a GPU (fp32 master weights, bf16 matmuls: mixed-precision training);
     a disabled context on the CPU."""
-    dev = next(model.parameters()).device
+    p = next(model.parameters(), None)
+    dev = p.device if p is not None else torch.device("cpu")
     return torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
 
 
