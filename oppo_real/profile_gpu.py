@@ -4,7 +4,8 @@
 decode iterations over a batch x KV grid, prefill, training passes, weight sync) and this module sets
 every measured call beside the *uncalibrated* prediction of the matching entry of the GPU table
 (``oppo_sim.hw.hardware.GPUS``, found from the device's name) with the default cost parameters
-(``DEFAULT_COST_PARAMS``): the error of the model as shipped, before any fitting. The fit that follows
+(``hardware.default_params``: ``DEFAULT_COST_PARAMS`` until a measurement sets the GPU family's): the
+error of the model as shipped, before any fitting. The fit that follows
 (:func:`fit_gpu`) is against that same datasheet spec, so its efficiencies replace the defaults one for
 one (``suggested_defaults``).
 
@@ -19,7 +20,7 @@ import pandas as pd
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.calibration import MEASUREMENT_COLUMNS, fit_profile, predict_seconds
-from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, GPUS, OP_KINDS, GPUSpec, Hardware
+from oppo_sim.hw.hardware import GPUS, OP_KINDS, GPUSpec, Hardware, default_params
 
 _NAMES = (("gh200", "gh200"), ("h200", "h200"), ("h100", "h100-sxm"), ("l40s", "l40s"), ("4090", "rtx-4090"),
           ("rtx pro 6000", "rtx-pro-6000"))
@@ -67,7 +68,7 @@ def with_predictions(table: pd.DataFrame, spec: GPUSpec | None, device_name: str
         out["pred_default_s"] = np.nan
         out["err_pct"] = np.nan
         return out
-    pred = predict_seconds(table[MEASUREMENT_COLUMNS], spec, DEFAULT_COST_PARAMS)
+    pred = predict_seconds(table[MEASUREMENT_COLUMNS], spec, default_params(spec.id))
     out["pred_default_s"] = pred
     out["err_pct"] = 100.0 * (pred - out["seconds"].to_numpy()) / out["seconds"].to_numpy()
     return out
@@ -86,7 +87,7 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
 def fit_gpu(table: pd.DataFrame, spec: GPUSpec) -> tuple[Hardware, pd.DataFrame]:
     """Fit the cost model to the measurements against the datasheet ``spec`` (efficiencies comparable
     with the defaults)."""
-    return fit_profile(table[MEASUREMENT_COLUMNS].reset_index(drop=True), spec)
+    return fit_profile(table[MEASUREMENT_COLUMNS].reset_index(drop=True), spec, default_params(spec.id))
 
 
 def suggested_defaults(hw: Hardware) -> dict:

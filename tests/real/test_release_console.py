@@ -136,3 +136,17 @@ def test_profile_table_against_the_gpu_table():
     assert np.allclose(p["err_pct"], 100 * (p["pred_default_s"] - t["seconds"]) / t["seconds"])
     s = error_summary(p)
     assert list(s["op"]) == ["decode", "prefill", "train", "sync"] and (s["n"] == 1).all()
+
+
+def test_measured_family_defaults_replace_the_shipped_ones(monkeypatch):
+    from dataclasses import replace
+
+    from oppo_sim.hw import hardware
+    from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, OpParams, get_hardware
+    from oppo_sim.hw.profiles import resolve_hardware
+
+    assert get_hardware("h100-sxm").params == DEFAULT_COST_PARAMS
+    h100 = replace(DEFAULT_COST_PARAMS, decode=OpParams(0.3, 0.8, 1e-3))
+    monkeypatch.setattr(hardware, "GPU_COST_PARAMS", {"h100-sxm": h100})
+    assert get_hardware("H100-SXM").params == h100 and resolve_hardware("h100-sxm").params == h100
+    assert get_hardware("a100-80gb").params == DEFAULT_COST_PARAMS
