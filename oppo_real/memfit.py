@@ -45,6 +45,8 @@ def run_specs(cfg: RealConfig) -> tuple[ModelSpec, ModelSpec]:
         spec = get_model(cfg.shape)
         return spec, spec
     if cfg.model_dir:
+        if not Path(cfg.model_dir).is_dir():
+            raise ConfigError(f"--model {cfg.model_dir}: not a directory")
         path = Path(cfg.model_dir) / "config.json"
         if not path.exists():
             raise ConfigError(f"--model {cfg.model_dir}: no config.json (not a Hugging Face model directory)")
