@@ -119,6 +119,8 @@ class Driver:
         self.settle(m.batch or ())
         if not m.trained:
             raise RuntimeError(f"step {t}: the batch was not ready to train after scoring")
+        if plan.max_staleness == 0 and self.cfg.colocate_mode == "sleep":  # the trainer takes the generator's GPU memory
+            self.gen.call("sleep", t)
         self._submit_training(m, start, gen_end)
         self.step += 1
         while len(self.training) > plan.max_staleness:  # synchronous plans wait for this very step

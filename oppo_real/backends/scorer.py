@@ -41,6 +41,7 @@ class ScorerConfig:
     kind: ScoreKind
     model: str  # HF model directory (ignored when a model object is passed to IncrementalScorer)
     dtype: str = "float32"
+    device: str = "cpu"  # "cuda:0", ...
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -88,7 +89,8 @@ class IncrementalScorer:
 
             cls = AutoModelForCausalLM if cfg.kind == "reference" else AutoModelForTokenClassification
             model = cls.from_pretrained(cfg.model, dtype=_DTYPES[cfg.dtype])
-        self.model = model.eval()
+        self.device = torch.device(cfg.device)
+        self.model = model.to(self.device).eval()
         self._seqs: dict[str, _Seq] = {}
 
     # ------------------------------------------------------------------ incremental API
@@ -177,7 +179,7 @@ class IncrementalScorer:
         for i, s in enumerate(seqs):
             ids[i, : len(s)] = torch.tensor(s)
             attn[i, : len(s)] = 1
-        out = self.model(input_ids=ids, attention_mask=attn).logits.float()
+        out = self.model(input_ids=ids.to(self.device), attention_mask=attn.to(self.device)).logits.float()
         dt = (time.perf_counter() - t0) / len(items)
         results = []
         for i, (sid, p, r) in enumerate(items):
@@ -189,7 +191,7 @@ class IncrementalScorer:
                           prefill_tokens=n_p + n_r, compute_seconds=dt)
             if self.cfg.kind == "reference":
                 logp = torch.log_softmax(row[n_p - 1 : n_p + n_r - 1], dim=-1)
-                tgt = torch.tensor(seqs[i][n_p:])
+                tgt = torch.tensor(seqs[i][n_p:], device=self.device)
                 lps = logp.gather(-1, tgt[:, None])[:, 0]
                 results.append(ScoreResult(logprobs=tuple(lps.tolist()), **common))
             elif self.cfg.kind == "critic":
@@ -216,7 +218,7 @@ class IncrementalScorer:
         t0 = time.perf_counter()
         if st.cache is None:
             st.cache = DynamicCache()
-        ids = torch.tensor([new], dtype=torch.long)
+        ids = torch.tensor([new], dtype=torch.long, device=self.device)
         out = self.model(input_ids=ids, past_key_values=st.cache, use_cache=True).logits[0].float()
         self._collect(st, out)
         st.seconds += time.perf_counter() - t0

@@ -72,16 +72,17 @@ def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None
     from oppo_real.ppo.algo import PPOConfig
 
     ppo = cfg.ppo or PPOConfig()
-    actor = model_spec(Path(paths.actor))
+    nb = cfg.devices.dtype_bytes  # bytes per element of each role's dtype (bf16 on a GPU)
+    actor = model_spec(Path(paths.actor), nb("gen"))
     kind, static = static_engine_config(cfg)
     engine = engine_config(cfg, actor.kv_bytes_per_token())
     if kind is EngineKind.STATIC:  # the static decoder's padded cache is bounded by max_model_len, not a block pool
         engine = replace(engine, num_gpu_blocks_override=1 << 30)
     return SimConfig(
         batch=cfg.batch, steps=steps or cfg.steps, seed=cfg.seed, gpu=hw, actor=actor,
-        reward=model_spec(Path(paths.reward)), critic=model_spec(Path(paths.critic)), placement=cfg.placement(),
-        engine=engine, engine_kind=kind, static=static, static_cost=static_cost or StaticCostParams(),
-        ppo_epochs=ppo.epochs, minibatches=ppo.minibatches,
+        reward=model_spec(Path(paths.reward), nb("score")), critic=model_spec(Path(paths.critic), nb("train")),
+        placement=cfg.placement(), engine=engine, engine_kind=kind, static=static,
+        static_cost=static_cost or StaticCostParams(), ppo_epochs=ppo.epochs, minibatches=ppo.minibatches,
         max_response=None,
         # how the executor's torch code batches: the streamed chunks of one report in one padded forward,
         # whole-sequence scoring and PPO mini-batches padded to the longest sequence; the driver's own
