@@ -1,7 +1,7 @@
 """``oppo-sim``: simulate RLHF pipelines under overlap policies from the command line.
 
 Commands: ``run`` (one simulation), ``compare`` (baseline vs overlap policies), ``sweep`` (a grid to
-CSV/Parquet), ``replay`` (a generation engine serving an arrival-timed trace), ``traces`` (what traces
+CSV/Parquet), ``plan`` (the fastest placement/policy/knobs, ``plan_cli.py``), ``replay`` (a generation engine serving an arrival-timed trace), ``traces`` (what traces
 the search path finds). Bad input exits with status 2 and one line on stderr, never a traceback.
 """
 
@@ -318,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("traces", help="list the traces found on the search path")
     t.set_defaults(func=cmd_traces)
+    from oppo_sim.plan_cli import add_plan_parser  # ``plan``: oppo_sim/plan_cli.py
+
+    add_plan_parser(sub)
     return p
 
 
