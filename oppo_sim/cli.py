@@ -263,6 +263,7 @@ def cmd_traces(a: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from oppo_sim.core.policies import POLICY_NAMES
+    from oppo_sim.plan_cli import add_plan_parser
 
     p = Parser(prog="oppo-sim", description="Simulate PPO-RLHF pipelines under OPPO and peer overlap policies.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
@@ -318,9 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("traces", help="list the traces found on the search path")
     t.set_defaults(func=cmd_traces)
-    from oppo_sim.plan_cli import add_plan_parser  # ``plan``: oppo_sim/plan_cli.py
-
-    add_plan_parser(sub)
+    add_plan_parser(sub)  # ``plan``: oppo_sim/plan_cli.py
     return p
 
 

@@ -23,7 +23,7 @@ Optuna's seeded TPE sampler (the objective) or NSGA-II (the objective and mean s
 objectives) for ``trials`` distinct configurations (``oppo_sim.explore.plan_search``); ``auto`` is
 exhaustive when the space has at most ``trials`` candidates, else TPE. Candidates run in parallel on
 local processes or as Ray tasks (:class:`~oppo_sim.explore.parallel.Runner`); the table does not depend
-on where they ran (apart from ``wall_clock_s``).
+on where they ran (apart from ``wall_clock_s`` and ``cpu_s``, the simulation's own run time).
 """
 
 from __future__ import annotations
@@ -145,9 +145,10 @@ def evaluate(task: EvalTask) -> dict[str, Any]:
         check_fits(cfg, *longest(trace, cfg.max_response))
     except ConfigError as e:
         return {**row, "status": REFUSED, "reason": str(e)}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = simulate(trace, c.policy.make(), cfg)
-    row.update(_metrics(res, cfg), wall_clock_s=time.perf_counter() - t0, status=OK, reason="")
+    row.update(_metrics(res, cfg), wall_clock_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0, status=OK,
+               reason="")
     k = task.max_staleness
     if k is not None and row["staleness_max"] > k:
         row.update(status=OVER_STALE, reason=f"samples up to {row['staleness_max']} versions stale > --max-staleness {k}")
@@ -173,7 +174,7 @@ COLUMN_ORDER = (
     "replicas", "policy", "policy_label", "chunk", "delta", "delta_rule", "budget", "staleness_bound",
     "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "step_time_median_s", "tokens_per_s",
     "util_gen", "util_train", "util_score", "util_overall", "flop_util", "staleness_mean", "staleness_max",
-    "headroom_gb", "kv_cache_gb", "zero_stage", "recompute", "sync", "pareto", "is_reference", "wall_clock_s",
+    "headroom_gb", "kv_cache_gb", "zero_stage", "recompute", "sync", "pareto", "is_reference", "wall_clock_s", "cpu_s",
 )
 
 
