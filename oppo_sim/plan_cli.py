@@ -70,6 +70,7 @@ def add_plan_parser(sub) -> None:
     k.add_argument("--budgets", type=int_list, default=(1024, 4096), help="partial-rollout token budgets")
     k.add_argument("--stalenesses", type=int_list, default=(1, 2), help="async staleness bounds k")
     k.add_argument("--tps", type=int_list, default=None, help="generation tensor parallelism allowed (default: any)")
+    k.add_argument("--sps", type=int_list, default=(1,), help="training sequence parallelism tried (default 1)")
     p.set_defaults(func=cmd_plan)
 
 
@@ -88,7 +89,7 @@ def _request(a: argparse.Namespace):
                      reward=a.reward, placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes)
     space = space_for(base, count, a.nodes, layouts=a.layouts, policies=tuple(x.lower() for x in a.policies),
                       chunks=a.chunks, deltas=a.deltas, rules=a.rules, budgets=a.budgets, stalenesses=a.stalenesses,
-                      tps=a.tps, max_staleness=a.max_staleness)
+                      tps=a.tps, sps=a.sps, max_staleness=a.max_staleness)
     return PlanRequest(space, base, a.trace, a.objective, a.search, a.trials, a.seed)
 
 
@@ -98,6 +99,8 @@ def _print(df: pd.DataFrame) -> None:
 
 
 def _report(res, top: int) -> None:
+    from oppo_sim.explore.space import default_candidate
+
     req, t = res.request, res.table
     base = req.base
     n_ok = int((t["status"] == "ok").sum())
@@ -105,18 +108,21 @@ def _report(res, top: int) -> None:
           f"reward {base.models()['reward'].id}, B={base.batch}, {base.steps} steps of {req.trace}; objective {req.objective}")
     print(f"space: {res.space_size} configurations; search {res.search}: {len(t)} tried, {n_ok} fit, "
           f"{int((t['status'] == 'refused').sum())} refused, {int((t['status'] == 'over-stale').sum())} over-stale")
+    default = t[t["config"] == default_candidate(req.space.devices, base).label()]
+    if len(default) and default.iloc[0]["status"] == "refused":
+        print(f"the default placement does not fit: {default.iloc[0]['config']}: {default.iloc[0]['reason']}")
     ref = res.reference
-    if ref is not None and ref["status"] != "refused":
-        print(f"reference: {ref['config']} {ref['samples_per_s']:.3f} samples/s")
-    elif ref is not None:
-        print(f"reference: {ref['config']} refused ({ref['reason']}); no speedup column")
+    if ref is not None:
+        print(f"reference: {ref['config']} {ref['samples_per_s']:.3f} samples/s (speedup 1)")
+    else:
+        print("reference: no synchronous baseline fits; no speedup column")
     print()
     _print(res.ranked(top)[list(SHOWN)])
     if n_ok:
         best = res.best
         print(f"\nbest: {best['config']} ({best['placement']}, {best['replicas']} generation replica(s) of tp {best['tp']}, "
               f"ZeRO-{best['zero_stage']}, recompute {best['recompute']}, sync over {best['sync']}): "
-              f"{best['samples_per_s']:.3f} samples/s, {best['speedup']:.2f}x the reference")
+              f"{best['samples_per_s']:.3f} samples/s" + (f", {best['speedup']:.2f}x the reference" if ref is not None else ""))
     refused = t[t["status"] != "ok"]
     if len(refused):
         print(f"\nnot ranked: {len(refused)} configurations; most common reasons (all in plan.csv):")

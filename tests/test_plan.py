@@ -189,6 +189,27 @@ def test_ray_gives_the_same_table(exhaustive):
     pd.testing.assert_frame_equal(remote.table.drop(columns=["wall_clock_s", "cpu_s"]), res.table.drop(columns=["wall_clock_s", "cpu_s"]))
 
 
+def test_sequence_parallelism_is_a_placement_knob():
+    s = PlanSpace(devices=8, layouts=("split",), sps=(1, 2))
+    sp2 = [p for p in s.placements() if p.sp == 2]
+    assert sp2 and all(p.train % 2 == 0 for p in sp2)
+    c = Candidate(sp2[0], PolicySpec("baseline"))
+    assert c.config(base(8)).train_memory.sequence_parallel == 2 and " sp2 " in c.label()
+
+
+def test_reference_falls_back_to_the_fastest_fitting_baseline():
+    from oppo_sim.explore.plan import plan_table
+
+    ref = default_candidate(4)
+    rows = [{"config": ref.label(), "policy": "baseline", "status": "refused", "reason": "does not fit: ..."},
+            {"config": "a", "policy": "baseline", "status": "ok", "reason": "", "samples_per_s": 1.0, "staleness_mean": 0.0},
+            {"config": "b", "policy": "baseline", "status": "ok", "reason": "", "samples_per_s": 2.0, "staleness_mean": 0.0},
+            {"config": "c", "policy": "inter", "status": "ok", "reason": "", "samples_per_s": 3.0, "staleness_mean": 0.2}]
+    t = plan_table(rows, "samples-per-s", ref).set_index("config")
+    assert t["is_reference"].sum() == 1 and t.loc["b", "is_reference"] and t.loc["b", "speedup"] == 1.0
+    assert t.loc["c", "speedup"] == 1.5 and t.loc["c", "rank"] == 1 and pd.isna(t.loc[ref.label(), "rank"])
+
+
 # -- Pareto front and figure -----------------------------------------------------------------------
 
 

@@ -114,8 +114,8 @@ def identity(c: Candidate) -> dict[str, Any]:
     p, q = c.placement, c.policy
     return {
         "config": c.label(), "placement": p.label(), "layout": p.layout, "gen_gpus": p.gen, "train_gpus": p.train,
-        "score_gpus": p.score, "tp": p.tp, "replicas": p.replicas, "policy": q.name, "policy_label": q.label(),
-        "chunk": q.chunk, "delta": q.delta, "delta_rule": q.rule, "budget": q.budget, "staleness_bound": q.staleness,
+        "score_gpus": p.score, "tp": p.tp, "sp": p.sp, "replicas": p.replicas, "policy": q.name,
+        "policy_label": q.label(), "chunk": q.chunk, "delta": q.delta, "delta_rule": q.rule, "budget": q.budget, "staleness_bound": q.staleness,
     }
 
 
@@ -171,7 +171,7 @@ def pareto_front(df: pd.DataFrame, maximize: str = "samples_per_s", minimize: st
 
 COLUMN_ORDER = (
     "rank", "config", "status", "reason", "placement", "layout", "gen_gpus", "train_gpus", "score_gpus", "tp",
-    "replicas", "policy", "policy_label", "chunk", "delta", "delta_rule", "budget", "staleness_bound",
+    "sp", "replicas", "policy", "policy_label", "chunk", "delta", "delta_rule", "budget", "staleness_bound",
     "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "step_time_median_s", "tokens_per_s",
     "util_gen", "util_train", "util_score", "util_overall", "flop_util", "staleness_mean", "staleness_max",
     "headroom_gb", "kv_cache_gb", "zero_stage", "recompute", "sync", "pareto", "is_reference", "wall_clock_s", "cpu_s",
@@ -180,14 +180,20 @@ COLUMN_ORDER = (
 
 def plan_table(rows: list[dict[str, Any]], objective: str, reference: Candidate) -> pd.DataFrame:
     """One row per configuration, ranked: feasible rows by the objective (ties by label), then the
-    over-stale, then the refused ones. Adds ``rank``, ``speedup``, ``pareto``, ``is_reference``."""
+    over-stale, then the refused ones. Adds ``rank``, ``speedup``, ``pareto``, ``is_reference`` (the
+    row ``speedup`` is relative to: ``reference``, or where it does not fit, the fastest ``baseline``
+    that does)."""
     column, maximize = OBJECTIVES[objective]
     df = pd.DataFrame(rows)
     for col in COLUMN_ORDER:
         if col not in df.columns:
             df[col] = np.nan
     df["is_reference"] = df["config"] == reference.label()
-    ref = df.loc[df["is_reference"] & (df["status"] != REFUSED), "samples_per_s"]
+    ref = df.loc[df["is_reference"] & (df["status"] == OK), "samples_per_s"]
+    sync = df[(df["policy"] == "baseline") & (df["status"] == OK)]
+    if ref.empty and len(sync):
+        df["is_reference"] = df.index == sync["samples_per_s"].idxmax()
+        ref = df.loc[df["is_reference"], "samples_per_s"]
     df["speedup"] = df["samples_per_s"] / (float(ref.iloc[0]) if len(ref) else np.nan)
     ok = df["status"] == OK
     df["pareto"] = pareto_front(df[ok]).reindex(df.index, fill_value=False)

@@ -12,9 +12,9 @@ from matplotlib.figure import Figure
 from oppo_sim.explore.plan import OK, pareto_front
 
 
-def plot_pareto(table: pd.DataFrame, title: str | None = None, annotate: int = 3) -> Figure:
-    """``table``: a planner table (``PlanResult.table``; rows with ``status == "ok"`` are drawn). The
-    first ``annotate`` configurations of the front are labelled."""
+def plot_pareto(table: pd.DataFrame, title: str | None = None) -> Figure:
+    """``table``: a planner table (``PlanResult.table``; rows with ``status == "ok"`` are drawn). The ends
+    of the front are labelled: the fastest configuration and the freshest (least stale) one."""
     ok = table[table["status"] == OK] if "status" in table.columns else table
     fig, ax = plt.subplots(figsize=(8.5, 5.2))
     if ok.empty:
@@ -26,9 +26,10 @@ def plot_pareto(table: pd.DataFrame, title: str | None = None, annotate: int = 3
     front = ok[pareto_front(ok)].sort_values("staleness_mean")
     ax.step(front["staleness_mean"], front["samples_per_s"], where="post", color="black", lw=1.2, label="Pareto front")
     ax.scatter(front["staleness_mean"], front["samples_per_s"], s=70, facecolors="none", edgecolors="black", lw=1.2)
-    for _, r in front.sort_values("samples_per_s", ascending=False).head(annotate).iterrows():
+    ends = [front.iloc[-1]] + ([front.iloc[0]] if len(front) > 1 else [])
+    for r, dy in zip(ends, (6, -12)):
         ax.annotate(r["config"], (r["staleness_mean"], r["samples_per_s"]), textcoords="offset points",
-                    xytext=(6, -10), fontsize=7)
+                    xytext=(8, dy), fontsize=7)
     ref = ok[ok["is_reference"]] if "is_reference" in ok.columns else ok.iloc[:0]
     if len(ref):
         ax.scatter(ref["staleness_mean"], ref["samples_per_s"], marker="*", s=220, color="gold", edgecolors="black",

@@ -55,14 +55,17 @@ STREAMING = {"stream": "baseline", "intra": "baseline", "oppo": "dynamic-delta",
 
 @dataclass(frozen=True)
 class PlacementSpec:
-    """Devices per pool and generation's tensor parallelism. ``gen == train`` where they share a pool
-    (``colocated``, ``shared``); ``score`` is 0 where scoring shares a pool."""
+    """Devices per pool, generation's tensor parallelism ``tp`` and training's sequence parallelism ``sp``
+    (activations split over ``sp`` ranks: what lets prompts of tens of thousands of tokens train; its
+    communication is not timed). ``gen == train`` where they share a pool (``colocated``, ``shared``);
+    ``score`` is 0 where scoring shares a pool."""
 
     layout: str
     gen: int
     train: int
     score: int
     tp: int = 1
+    sp: int = 1
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
@@ -70,7 +73,7 @@ class PlacementSpec:
         shared = self.layout in ("colocated", "shared")
         if min(self.gen, self.train, self.tp) < 1 or self.score < 0 or (shared and self.gen != self.train):
             raise ConfigError(f"bad placement {self}")
-        if (self.score > 0) != (self.layout in ("shared", "split")) or self.gen % self.tp:
+        if (self.score > 0) != (self.layout in ("shared", "split")) or self.gen % self.tp or self.train % self.sp:
             raise ConfigError(f"bad placement {self}")
 
     @property
@@ -124,6 +127,8 @@ class PolicySpec:
 
     def label(self) -> str:
         label = self.make().label()
+        if self.name == "chunk-autotune":  # its own label omits Δ0
+            label = label[:-1] + f", Δ0={8 if self.delta is None else self.delta})"
         return label + (", Δ/4 rule" if self.rule == "proportional" else "")
 
 
@@ -145,16 +150,21 @@ class Candidate:
         return replace(self, policy=PolicySpec(name, delta=p.delta, rule=p.rule))
 
     def config(self, base: SimConfig) -> SimConfig:
-        return replace(base, placement=self.placement.placement(), engine=replace(base.engine, tp=self.placement.tp))
+        p = self.placement
+        return replace(base, placement=p.placement(), engine=replace(base.engine, tp=p.tp),
+                       train_memory=replace(base.train_memory, sequence_parallel=p.sp))
 
     def label(self) -> str:
-        return f"{self.placement.label()} tp{self.placement.tp} {self.policy.label()}"
+        p = self.placement
+        return f"{p.label()} tp{p.tp}{f' sp{p.sp}' if p.sp > 1 else ''} {self.policy.label()}"
 
 
 def default_candidate(devices: int, base: SimConfig | None = None) -> Candidate:
-    """The reference: the synchronous baseline on the default (paper) placement, generation's tp of ``base``."""
+    """The reference: the synchronous baseline on the default (paper) placement, with ``base``'s generation
+    tp and training sp."""
     tp = base.engine.tp if base is not None else EngineConfig().tp
-    return Candidate(PlacementSpec("shared", devices - 1, devices - 1, 1, tp), PolicySpec("baseline"))
+    sp = base.train_memory.sequence_parallel if base is not None else 1
+    return Candidate(PlacementSpec("shared", devices - 1, devices - 1, 1, tp, sp), PolicySpec("baseline"))
 
 
 def _tuple(name: str, values, check, known: tuple = ()) -> tuple:
@@ -170,7 +180,8 @@ def _tuple(name: str, values, check, known: tuple = ()) -> tuple:
 class PlanSpace:
     """What the planner searches: ``devices`` GPUs over ``nodes`` nodes (equal shares), the layouts, the
     policies and each knob's values. ``heads``: the actor's attention (and KV) heads, which ``tp`` must
-    suit; ``tps``: allowed tensor parallelism (None: every one that fits a node)."""
+    suit; ``tps``: allowed tensor parallelism (None: every one that fits a node); ``sps``: training's
+    sequence parallelism tried (each must divide the training GPUs)."""
 
     devices: int
     nodes: int = 1
@@ -183,6 +194,7 @@ class PlanSpace:
     budgets: tuple[int, ...] = (1024, 4096)
     stalenesses: tuple[int, ...] = (1, 2)
     tps: tuple[int, ...] | None = None
+    sps: tuple[int, ...] = (1,)
     max_staleness: int | None = None
 
     def __post_init__(self) -> None:
@@ -190,7 +202,7 @@ class PlanSpace:
             raise ConfigError(f"need >= 2 GPUs spread evenly over the nodes, got {self.devices} over {self.nodes}")
         pos = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1  # noqa: E731
         for name, known in (("layouts", LAYOUTS), ("policies", POLICY_NAMES), ("chunks", ()), ("deltas", ()),
-                            ("rules", DELTA_RULES), ("budgets", ()), ("stalenesses", ())):
+                            ("rules", DELTA_RULES), ("budgets", ()), ("stalenesses", ()), ("sps", ())):
             object.__setattr__(self, name, _tuple(name, getattr(self, name), known.__contains__ if known else pos, known))
         if self.tps is not None:
             object.__setattr__(self, "tps", _tuple("tps", self.tps, pos))
@@ -227,8 +239,8 @@ class PlanSpace:
         return [(g, t, n - g - t) for g in range(1, n - 1) for t in range(1, n - g)]
 
     def placements(self) -> list[PlacementSpec]:
-        return [PlacementSpec(layout, g, t, s, tp) for layout in self.layouts for g, t, s in self.splits(layout)
-                for tp in self.tp_choices(g)]
+        return [PlacementSpec(layout, g, t, s, tp, sp) for layout in self.layouts for g, t, s in self.splits(layout)
+                for tp in self.tp_choices(g) for sp in self.sps if t % sp == 0]
 
     def policy_specs(self, streams: bool = True) -> list[PolicySpec]:
         """Every (policy, knobs) point; ``streams=False``: those that stay distinct without streaming."""
