@@ -236,16 +236,20 @@ PLAN = [
         "ok.groupby('placement')['samples_per_s'].max().sort_values(ascending=False).head(8)"
     ),
     new_markdown_cell(
-        "## A harder one: a 32B actor (7B reward) on 16 x H100 over 2 nodes\n"
-        "The actor's training state no longer fits a few GPUs, and a weight sync across nodes goes over the "
-        "network: the planner has to trade generation replicas against training memory."
+        "## A harder one: a 32B actor (7B reward) on 16 x H200 over 2 nodes\n"
+        "The actor's training state no longer fits a few GPUs, the trace's longest prompts (up to ~55k tokens) "
+        "need sequence parallelism in training, generation needs tensor parallelism, and a weight sync across "
+        "nodes goes over the network: the planner trades generation replicas against training memory. (On "
+        "16 x H100-80GB nothing fits: the frozen 32B reference alone takes 65.5 of a GPU's 72 usable GB next "
+        "to the reward model, and the simulator's scorers are not sharded.)"
     ),
     new_code_cell(
-        "base32 = SimConfig(batch=32 if SMALL else 112, steps=2 if SMALL else 30, gpu='h100-sxm', actor='qwen2.5-32b',\n"
+        "base32 = SimConfig(batch=32 if SMALL else 112, steps=2 if SMALL else 30, gpu='h200', actor='qwen2.5-32b',\n"
         "                   reward='qwen2.5-7b', placement=paper_placement(16), nodes=2)\n"
-        "knobs32 = dict(layouts=('shared', 'split'), policies=('baseline', 'inter'), deltas=(16,), tps=(4,)) if SMALL else {}\n"
+        "knobs32 = dict(layouts=('shared', 'split'), policies=('baseline', 'inter'), deltas=(16,), tps=(2,), sps=(2,)) if SMALL \\\n"
+        "    else dict(sps=(1, 2, 4, 8))\n"
         "space32 = space_for(base32, 16, nodes=2, **knobs32)\n"
-        "hard = run_plan(PlanRequest(space32, base32, TRACE, trials=12 if SMALL else 150), processes=2, progress=False)\n"
+        "hard = run_plan(PlanRequest(space32, base32, TRACE, trials=12 if SMALL else 120), processes=2, progress=False)\n"
         "print(f'{hard.space_size} configurations in the space, {len(hard.table)} tried ({hard.search}), '\n"
         "      f'{len(hard.ranked())} fit')\n"
         "hard.ranked(10)[COLS + ['sync', 'zero_stage', 'recompute']]"
