@@ -71,6 +71,8 @@ def add_plan_parser(sub) -> None:
     k.add_argument("--stalenesses", type=int_list, default=(1, 2), help="async staleness bounds k")
     k.add_argument("--tps", type=int_list, default=None, help="generation tensor parallelism allowed (default: any)")
     k.add_argument("--sps", type=int_list, default=(1,), help="training sequence parallelism tried (default 1)")
+    k.add_argument("--placements", type=str_list, default=None,
+                   help='only these device splits, e.g. "shared 7+1,colocated 8" (default: all of --layouts)')
     p.set_defaults(func=cmd_plan)
 
 
@@ -89,7 +91,7 @@ def _request(a: argparse.Namespace):
                      reward=a.reward, placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes)
     space = space_for(base, count, a.nodes, layouts=a.layouts, policies=tuple(x.lower() for x in a.policies),
                       chunks=a.chunks, deltas=a.deltas, rules=a.rules, budgets=a.budgets, stalenesses=a.stalenesses,
-                      tps=a.tps, sps=a.sps, max_staleness=a.max_staleness)
+                      tps=a.tps, sps=a.sps, only=a.placements, max_staleness=a.max_staleness)
     return PlanRequest(space, base, a.trace, a.objective, a.search, a.trials, a.seed)
 
 

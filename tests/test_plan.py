@@ -78,6 +78,13 @@ def test_streaming_policies_are_folded_where_nothing_streams(trace_path):
         assert simulate(trace, folded.make(), cfg).summary["samples_per_s"] == simulate(trace, kept.make(), cfg).summary["samples_per_s"]
 
 
+def test_only_keeps_the_named_device_splits():
+    s = PlanSpace(devices=8, only=("shared 7+1", "colocated  8"))
+    assert {p.label() for p in s.placements()} == {"shared 7+1", "colocated 8"}
+    with pytest.raises(ConfigError, match="no placement of 8 GPUs"):
+        PlanSpace(devices=8, only=("shared 9+1",))
+
+
 def test_bad_spaces_are_config_errors():
     with pytest.raises(ConfigError, match="policies: 'nope'"):
         PlanSpace(devices=8, policies=("nope",))

@@ -181,7 +181,8 @@ class PlanSpace:
     """What the planner searches: ``devices`` GPUs over ``nodes`` nodes (equal shares), the layouts, the
     policies and each knob's values. ``heads``: the actor's attention (and KV) heads, which ``tp`` must
     suit; ``tps``: allowed tensor parallelism (None: every one that fits a node); ``sps``: training's
-    sequence parallelism tried (each must divide the training GPUs)."""
+    sequence parallelism tried (each must divide the training GPUs); ``only``: keep just these device
+    splits (placement labels such as ``"shared 7+1"``, ``"colocated 8"``)."""
 
     devices: int
     nodes: int = 1
@@ -195,6 +196,7 @@ class PlanSpace:
     stalenesses: tuple[int, ...] = (1, 2)
     tps: tuple[int, ...] | None = None
     sps: tuple[int, ...] = (1,)
+    only: tuple[str, ...] | None = None
     max_staleness: int | None = None
 
     def __post_init__(self) -> None:
@@ -206,6 +208,14 @@ class PlanSpace:
             object.__setattr__(self, name, _tuple(name, getattr(self, name), known.__contains__ if known else pos, known))
         if self.tps is not None:
             object.__setattr__(self, "tps", _tuple("tps", self.tps, pos))
+        if self.only is not None:
+            known = {PlacementSpec(layout, *sizes).label() for layout in LAYOUTS for sizes in self.splits(layout)}
+            only = tuple(" ".join(str(x).split()) for x in ((self.only,) if isinstance(self.only, str) else self.only))
+            bad = [x for x in only if x not in known]
+            if bad or not only:
+                raise ConfigError(f"only: {bad[0] if bad else 'empty'!r} is no placement of {self.devices} GPUs; "
+                                  f"e.g. colocated {self.devices}, shared {self.devices - 1}+1")
+            object.__setattr__(self, "only", only)
         if self.max_staleness is not None and self.max_staleness < 0:
             raise ConfigError(f"max_staleness must be >= 0, got {self.max_staleness}")
 
@@ -239,8 +249,9 @@ class PlanSpace:
         return [(g, t, n - g - t) for g in range(1, n - 1) for t in range(1, n - g)]
 
     def placements(self) -> list[PlacementSpec]:
-        return [PlacementSpec(layout, g, t, s, tp, sp) for layout in self.layouts for g, t, s in self.splits(layout)
-                for tp in self.tp_choices(g) for sp in self.sps if t % sp == 0]
+        out = [PlacementSpec(layout, g, t, s, tp, sp) for layout in self.layouts for g, t, s in self.splits(layout)
+               for tp in self.tp_choices(g) for sp in self.sps if t % sp == 0]
+        return out if self.only is None else [p for p in out if p.label() in self.only]
 
     def policy_specs(self, streams: bool = True) -> list[PolicySpec]:
         """Every (policy, knobs) point; ``streams=False``: those that stay distinct without streaming."""
