@@ -29,17 +29,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def quiet_libraries() -> None:
-    """Keep the per-step progress readable: no library progress bars or banners."""
-    import os
+    """Keep the per-step progress readable: no library progress bars or banners (see ``console.quiet_env``)."""
+    from oppo_real.console import quiet_env
 
-    for k, v in {"TRANSFORMERS_VERBOSITY": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1",
-                 "VLLM_LOGGING_LEVEL": "WARNING", "RAY_DEDUP_LOGS": "1", "PYTHONWARNINGS": "ignore"}.items():
-        os.environ.setdefault(k, v)
+    quiet_env()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    quiet_libraries()
-    return run_command(build_parser(), argv)
+    from oppo_real.console import quiet_env
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    quiet_env(verbose="--verbose" in args)
+    return run_command(build_parser(), args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -63,6 +63,7 @@ class TrainingJob:
     score_end: float
     admitted: int
     deferred: int
+    gen_calls: int
     ref: Any
 
 
@@ -90,6 +91,7 @@ class Driver:
         self.shift = 0.0  # seconds of outage (between a checkpoint and its resume) taken out of every time
         self.resumed_at: float | None = None  # end of the last step before a resume
         self._good = cfg.task.good_mask()
+        self.gen_calls = 0  # generation round trips (of the step being generated)
 
     def now(self) -> float:
         return time.time() - self.shift
@@ -100,9 +102,12 @@ class Driver:
         while not ledger.may_start(t):  # bounded staleness: wait for the weights
             self._finish_training()
         plan = ledger.plan(t)
+        if self.cfg.static_engine:  # a static decoder generates in calls of the step's C (None: unchunked)
+            self.gen.call("set_call_tokens", plan.chunk)
         if self.resumed_at is not None:  # continue the clock where the checkpointed run stopped
             self.shift, self.resumed_at = time.time() - self.resumed_at, None
         start = self.now()
+        self.gen_calls = 0
         m = ledger.begin(t, plan)
         self._apply(m, m.start())
         while not m.ended:
@@ -114,6 +119,8 @@ class Driver:
         self.settle(m.batch or ())
         if not m.trained:
             raise RuntimeError(f"step {t}: the batch was not ready to train after scoring")
+        if plan.max_staleness == 0 and self.cfg.colocate_mode == "sleep":  # the trainer takes the generator's GPU memory
+            self.gen.call("sleep", t)
         self._submit_training(m, start, gen_end)
         self.step += 1
         while len(self.training) > plan.max_staleness:  # synchronous plans wait for this very step
@@ -128,6 +135,7 @@ class Driver:
         while self._finish_training(block=False):  # a training finished meanwhile: sync its weights now
             pass
         out = self.gen.call("generate", m.step, self.cfg.gen_iters_per_call, report)
+        self.gen_calls += 1
         events = []
         for rid, toks in out.tokens.items():
             sid = self.live.get(rid)
@@ -250,7 +258,7 @@ class Driver:
             tuple(tuple(s.logprobs) for s in batch),
         )
         self.training.append(TrainingJob(m.step, m.plan, m.batch, start, gen_end, self.now(), len(m.admitted),
-                                         len(m.deferred), self.train.submit("train", msg)))
+                                         len(m.deferred), self.gen_calls, self.train.submit("train", msg)))
 
     def _finish_training(self, block: bool = True) -> bool:
         """Complete the oldest training in flight: wait for it, sync its weights into the generator, record
@@ -285,7 +293,7 @@ class Driver:
             "admitted": job.admitted, "deferred": job.deferred, "delta": job.plan.delta, "chunk": job.plan.chunk,
             "staleness_mean": float(np.mean(stale)), "staleness_max": int(max(stale)), "reward": float(np.mean(rewards)),
             "rm_score": rm, "policy_loss": stats.get("policy_loss", math.nan),
-            "mean_kl": stats.get("mean_kl", math.nan), "weight_sync_s": sync_s,
+            "mean_kl": stats.get("mean_kl", math.nan), "weight_sync_s": sync_s, "gen_calls": job.gen_calls,
         }
 
     def drain(self) -> None:

@@ -57,20 +57,31 @@ def _rows(op: str, flops: float, nbytes: float, times: list[float], **coords) ->
     return [{"op": op, "devices": 1, "flops": flops, "bytes": nbytes, "seconds": t, **coords} for t in times]
 
 
-def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tuple[int, ...] | None, log) -> list[dict]:
+def _dtype(device: str) -> tuple[str, int]:
+    """(dtype, bytes per element) a device computes in: bf16 on a GPU, fp32 on the CPU."""
+    return ("bfloat16", 2) if device.startswith("cuda") else ("float32", 4)
+
+
+def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tuple[int, ...] | None, log,
+                   device: str = "cpu") -> list[dict]:
     from oppo_real.backends.api import GenRequest, SamplingConfig
 
-    spec = model_spec(actor_dir)
+    dtype, nbytes_el = _dtype(device)
+    spec = model_spec(actor_dir, nbytes_el)
     rng = np.random.default_rng(0)
+    max_len = max(1024, max(grid.decode_kv) + grid.repeats + 8)
     if backend == "vllm":
         from oppo_real.backends.vllm_actor import VLLMActor, VLLMActorConfig
 
-        gen = VLLMActor(VLLMActorConfig(model=str(actor_dir), sampling=SamplingConfig(temperature=1.0, seed=0),
-                                        cpu_threads_bind=",".join(map(str, cores)) if cores else None))
+        gpu = {"kv_cache_bytes": None} if device.startswith("cuda") else {}
+        gen = VLLMActor(VLLMActorConfig(model=str(actor_dir), dtype=dtype, max_model_len=max_len, max_num_seqs=max(64, max(grid.decode_batch)),
+                                        sampling=SamplingConfig(temperature=1.0, seed=0),
+                                        cpu_threads_bind=",".join(map(str, cores)) if cores else None, **gpu))
     else:
         from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
 
-        gen = TorchActor(TorchActorConfig(model=str(actor_dir)))
+        gen = TorchActor(TorchActorConfig(model=str(actor_dir), dtype=dtype, device=device, max_model_len=max_len,
+                                          max_prefill_tokens=max(grid.decode_batch) * (max(grid.decode_kv) + 1)))
     rows: list[dict] = []
     try:
         n = 0
@@ -98,7 +109,7 @@ def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tupl
         # weight sync: the actor's own weights back in
         from oppo_real.models.tiny import load_causal_lm
 
-        sd = {k: v.detach() for k, v in load_causal_lm(actor_dir).state_dict().items()}
+        sd = {k: v.detach().to(device) for k, v in load_causal_lm(actor_dir).state_dict().items()}  # the trainer's, in place
         times = [gen.load_weights(sd) for _ in range(grid.sync_repeats)]
         flops, nbytes = CostModel.sync_work(spec)
         rows += _rows("sync", flops, nbytes, times)
@@ -108,11 +119,12 @@ def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tupl
     return rows
 
 
-def profile_prefill(reward_dir: Path, grid: ProfileGrid, log) -> list[dict]:
+def profile_prefill(reward_dir: Path, grid: ProfileGrid, log, device: str = "cpu") -> list[dict]:
     from oppo_real.backends.scorer import IncrementalScorer, ScorerConfig
 
-    spec = model_spec(reward_dir)
-    sc = IncrementalScorer(ScorerConfig(kind="reward", model=str(reward_dir)))
+    dtype, nbytes_el = _dtype(device)
+    spec = model_spec(reward_dir, nbytes_el)
+    sc = IncrementalScorer(ScorerConfig(kind="reward", model=str(reward_dir), dtype=dtype, device=device))
     rng = np.random.default_rng(1)
     rows: list[dict] = []
     k = 0
@@ -137,11 +149,12 @@ def profile_prefill(reward_dir: Path, grid: ProfileGrid, log) -> list[dict]:
     return rows
 
 
-def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log) -> list[dict]:
+def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log, device: str = "cpu") -> list[dict]:
     """One PPO mini-batch step as the trainer runs it: actor log-probs + clipped policy loss + backward +
     Adam step, and critic values + clipped value loss + backward + Adam step (each a ``train`` row)."""
     import torch
 
+    from oppo_real.devices import synchronize
     from oppo_real.models.tiny import load_causal_lm, load_value_model
     from oppo_real.ppo.algo import (
         critic_values,
@@ -150,22 +163,22 @@ def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log) -> 
         value_loss,
     )
 
-    spec = model_spec(actor_dir)
-    cspec = model_spec(critic_dir)
-    actor = load_causal_lm(actor_dir).train()
-    critic = load_value_model(critic_dir).train()
+    spec = model_spec(actor_dir, _dtype(device)[1])
+    cspec = model_spec(critic_dir, _dtype(device)[1])
+    actor = load_causal_lm(actor_dir).to(device).train()  # fp32 master weights; bf16 autocast on a GPU
+    critic = load_value_model(critic_dir).to(device).train()
     opt_a = torch.optim.Adam(actor.parameters(), lr=1e-6)
     opt_c = torch.optim.Adam(critic.parameters(), lr=1e-6)
     g = torch.Generator().manual_seed(2)
     rows: list[dict] = []
     for b in grid.train_batch:
         for length in grid.train_len:
-            ids = torch.randint(3, spec.vocab, (b, length), generator=g)
+            ids = torch.randint(3, spec.vocab, (b, length), generator=g).to(device)
             attn = torch.ones_like(ids)
-            mask = torch.zeros((b, length))
+            mask = torch.zeros((b, length), device=device)
             mask[:, length // 4:] = 1.0
-            old = torch.zeros((b, length))
-            adv = torch.randn((b, length), generator=g) * mask
+            old = torch.zeros((b, length), device=device)
+            adv = torch.randn((b, length), generator=g).to(device) * mask
             for role, run in (("actor", lambda: policy_loss(token_logprobs(actor, ids, attn, mask), old, adv, mask, 0.2)[0]),
                               ("critic", lambda: value_loss(critic_values(critic, ids, attn, mask), old, adv, mask, 0.2)[0])):
                 opt = opt_a if role == "actor" else opt_c
@@ -176,6 +189,7 @@ def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log) -> 
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
+                    synchronize(device)
                     times.append(time.perf_counter() - t0)
                 times = times[1:]
                 flops, nbytes = CostModel.train_work(spec if role == "actor" else cspec, [length] * b, scalar_head=role == "critic")
@@ -185,15 +199,15 @@ def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log) -> 
 
 
 def run_profile(paths, backend: str = "vllm", grid: ProfileGrid | None = None, cores: tuple[int, ...] | None = (0,),
-                log: Callable[[str], None] = print) -> pd.DataFrame:
-    """Time every operation on this machine (pinned to ``cores``); returns the measurements table."""
+                log: Callable[[str], None] = print, device: str = "cpu") -> pd.DataFrame:
+    """Time every operation on ``device`` (pinned to ``cores``); returns the measurements table."""
     from oppo_real.workers.recorder import pin_to_cores
 
     grid = grid or ProfileGrid()
     pin_to_cores(cores)
-    rows = profile_decode(Path(paths.actor), backend, grid, cores, log)
-    rows += profile_prefill(Path(paths.reward), grid, log)
-    rows += profile_train(Path(paths.actor), Path(paths.critic), grid, log)
+    rows = profile_decode(Path(paths.actor), backend, grid, cores, log, device)
+    rows += profile_prefill(Path(paths.reward), grid, log, device)
+    rows += profile_train(Path(paths.actor), Path(paths.critic), grid, log, device)
     return pd.DataFrame(rows)
 
 

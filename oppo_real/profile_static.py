@@ -12,8 +12,11 @@ Rows:
   (admission, merging and trimming the padded cache, handing tokens out) beyond its forwards, with no
   FLOPs or bytes; ``call_s`` holds the whole call's wall time.
 
-:func:`fit_static` fits the ``decode`` rows with ``oppo_sim.hw.calibration.fit_profile`` (the other
-ops keep their defaults) and takes the per-call overhead as the median of the ``static_call`` rows;
+:func:`run_static_profile` adds what a whole run needs (``sync`` into the static decoder, and the scorers'
+``prefill`` and the PPO ``train`` rows of ``oppo_real.profile``): what ``oppo-real profile|validate
+--backend torch-static`` measure. :func:`fit_static` fits the cost-model rows with
+``oppo_sim.hw.calibration.fit_profile`` (ops absent from the table keep their defaults) and takes the
+per-call overhead as the median of the ``static_call`` rows;
 :func:`save_static_profile` / :func:`load_static_params` keep it in a profile's ``meta["static"]``.
 :func:`predict_static_calls` replays every profiled point on the simulator's static engine and puts
 predicted and measured call times side by side (the engine-level check of the static model).
@@ -89,6 +92,20 @@ def decode_iteration_work(spec: ModelSpec, rows: int, kv: float, new: int = 0, p
     return flops, spec.weight_bytes() + spec.kv_bytes_per_token() * new
 
 
+def _timing_row(spec: ModelSpec, rec: dict, coords: dict) -> dict:
+    """One measurement row from a `TorchStaticActor.timings` record (a forward, or a call boundary)."""
+    if rec["kind"] == "call":
+        return {"op": STATIC_CALL_OP, "devices": 1, "flops": 0.0, "bytes": 0.0, "seconds": max(rec["boundary_s"], 1e-9),
+                "kind": "call", "call_s": rec["call_s"], **coords}
+    n, w = rec["rows"], rec["width"]
+    if rec["kind"] == "prefill":
+        flops, nbytes = decode_iteration_work(spec, n, 0.0, rec["new"], n * w * (w + 1) / 2.0)
+    else:
+        flops, nbytes = decode_iteration_work(spec, n, rec["kv"])
+    return {"op": "decode", "devices": 1, "flops": flops, "bytes": nbytes, "seconds": max(rec["seconds"], 1e-9),
+            "kind": rec["kind"], "rows": n, "width": w, "new": rec["new"], **coords}
+
+
 def profile_static_decode(actor_dir: Path, grid: StaticProfileGrid | None = None, device: str = "cpu",
                           dtype: str = "float32", log: Callable[[str], None] = print) -> pd.DataFrame:
     """Time the static decoder over ``grid`` on ``device``; returns the measurement table (see module)."""
@@ -128,20 +145,8 @@ def profile_static_decode(actor_dir: Path, grid: StaticProfileGrid | None = None
                         for rec in run(rows, c, f"p{point}.{rep}"):
                             coords = {"point": point, "repeat": rep, "batch": b, "prompt": p, "C": c, "calls": grid.calls,
                                       "mixed": grid.mixed, "call": call}
-                            if rec["kind"] == "call":
-                                out.append({"op": STATIC_CALL_OP, "devices": 1, "flops": 0.0, "bytes": 0.0,
-                                            "seconds": max(rec["boundary_s"], 1e-9), "kind": "call",
-                                            "call_s": rec["call_s"], **coords})
-                                call += 1
-                                continue
-                            n, w = rec["rows"], rec["width"]
-                            if rec["kind"] == "prefill":
-                                flops, nbytes = decode_iteration_work(spec, n, 0.0, rec["new"], n * w * (w + 1) / 2.0)
-                            else:
-                                flops, nbytes = decode_iteration_work(spec, n, rec["kv"])
-                            out.append({"op": "decode", "devices": 1, "flops": flops, "bytes": nbytes,
-                                        "seconds": max(rec["seconds"], 1e-9), "kind": rec["kind"], "rows": n, "width": w,
-                                        "new": rec["new"], **coords})
+                            out.append(_timing_row(spec, rec, coords))
+                            call += rec["kind"] == "call"
                     calls = [r for r in out if r["point"] == point and r["op"] == STATIC_CALL_OP]
                     log(f"static b={b:3d} prompt={p:4d} C={c:4d}: {len(calls)} calls, median call "
                         f"{1000 * np.median([r['call_s'] for r in calls]):8.2f} ms, boundary "
@@ -152,9 +157,46 @@ def profile_static_decode(actor_dir: Path, grid: StaticProfileGrid | None = None
     return pd.DataFrame(out)
 
 
+def profile_static_sync(actor_dir: Path, repeats: int = 5, device: str = "cpu", dtype: str = "float32",
+                        log: Callable[[str], None] = print) -> pd.DataFrame:
+    """``sync`` rows: loading the actor's weights into the static decoder (`TorchStaticActor.load_weights`)."""
+    from oppo_real.backends.torch_static import TorchStaticActor, TorchStaticConfig
+    from oppo_real.models.tiny import load_causal_lm
+    from oppo_real.profile import model_spec
+
+    actor = TorchStaticActor(TorchStaticConfig(model=str(actor_dir), dtype=dtype, device=device))
+    try:
+        sd = {k: v.detach() for k, v in load_causal_lm(actor_dir).state_dict().items()}
+        times = [actor.load_weights(sd) for _ in range(max(1, repeats))]
+    finally:
+        actor.close()
+    flops, nbytes = CostModel.sync_work(model_spec(Path(actor_dir), dtype_bytes=_BYTES[dtype]))
+    log(f"sync (static decoder): {1000 * np.median(times):.2f} ms")
+    return pd.DataFrame([{"op": "sync", "devices": 1, "flops": flops, "bytes": nbytes, "seconds": max(s, 1e-9)}
+                         for s in times])
+
+
+def run_static_profile(paths, grid=None, static_grid: StaticProfileGrid | None = None,
+                       cores: tuple[int, ...] | None = (0,), log: Callable[[str], None] = print) -> pd.DataFrame:
+    """Everything a run on the static decoder needs, on this machine (pinned to ``cores``): the scorers'
+    prefill and the PPO update (``oppo_real.profile``, ``grid``), the static decoder's forwards and per-call
+    overhead (``static_grid``) and the weight sync into it. :func:`fit_static` fits the whole table."""
+    from oppo_real.profile import ProfileGrid, profile_prefill, profile_train
+    from oppo_real.workers.recorder import pin_to_cores
+
+    grid = grid or ProfileGrid()
+    pin_to_cores(cores)
+    parts = [profile_static_decode(Path(paths.actor), static_grid, log=log),
+             profile_static_sync(Path(paths.actor), grid.sync_repeats, log=log),
+             pd.DataFrame(profile_prefill(Path(paths.reward), grid, log)),
+             pd.DataFrame(profile_train(Path(paths.actor), Path(paths.critic), grid, log))]
+    return pd.concat(parts, ignore_index=True)
+
+
 def fit_static(table: pd.DataFrame, spec: GPUSpec | None = None, cores: int = 1, name: str = "cpu"
                ) -> tuple[Hardware, StaticCostParams, pd.DataFrame]:
-    """Fit the ``decode`` rows (on ``spec``, default a nominal CPU of ``cores``) and the per-call overhead;
+    """Fit the cost-model rows (``decode``, and ``prefill``/``train``/``sync`` where the table has them) on
+    ``spec`` (default a nominal CPU of ``cores``) and the per-call overhead;
     returns the hardware, the static cost parameters and a per-op report (``static_call`` last)."""
     if table.empty:
         raise ConfigError("the measurements table is empty")

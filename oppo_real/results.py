@@ -47,7 +47,8 @@ def build_result(d: "Driver", paths) -> RealResult:
     cfg = d.cfg
     summary = summarize(st, tl, {p: 1 for p in pools}, {p: math.nan for p in pools}, busy, cfg.batch)
     summary.update({
-        "policy": d.policy.label(), "backend": cfg.backend, "workers": cfg.workers,
+        "policy": d.policy.label(), "backend": cfg.backend, "workers": cfg.workers, "devices": cfg.devices.describe(),
+        "models": cfg.shape or cfg.model_dir or "tiny", "colocate": cfg.colocate_mode,
         "admitted": d.ledger.admitted_total, "in_flight_end": d.ledger.in_flight(),
         "reward_curve": [float(x) for x in st["reward"]], "rm_score_curve": [float(x) for x in st["rm_score"]],
         "final_reward": float(st["reward"].tail(min(10, len(st))).mean()) if len(st) else math.nan,

@@ -38,11 +38,12 @@ def restore(d: Driver, directory: Path) -> None:
 
 
 def run_real(cfg: RealConfig, policy: Policy, trace: Trace | None = None, *, out_dir: str | Path | None = None,
-             resume: bool = False, overwrite: bool = False, on_step: Callable[[dict], None] | None = None) -> RealResult:
+             resume: bool = False, overwrite: bool = False, on_step: Callable[[dict], None] | None = None,
+             checkpoint_steps: bool = True) -> RealResult:
     """Run ``cfg.steps`` PPO steps of ``policy`` for real, checkpointing every step into ``out_dir`` (when
-    given). An ``out_dir`` that already holds a run is continued with ``resume``, replaced with
-    ``overwrite``, and otherwise refused."""
-    ckpt = Path(out_dir) / "checkpoint" if out_dir is not None else None
+    given and ``checkpoint_steps``: a real-size model's optimizer state is gigabytes a step). An ``out_dir``
+    that already holds a run is continued with ``resume``, replaced with ``overwrite``, and otherwise refused."""
+    ckpt = Path(out_dir) / "checkpoint" if out_dir is not None and checkpoint_steps else None
     if resume and ckpt is None:
         raise ConfigError("resume needs an output directory holding a checkpoint")
     if ckpt is not None and not resume and not overwrite and has_checkpoint(Path(out_dir)):

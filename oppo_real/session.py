@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from oppo_real.config import RealConfig
+from oppo_real.devices import ray_gpu_plan, worker_device
 from oppo_real.workers.placement import Handle
 from oppo_sim.core.errors import ConfigError
 
 
 def build_run_models(cfg: RealConfig):
-    """The run's model directories (``ModelPaths``), built once into the cache."""
+    """The run's model directories (``ModelPaths``), built once into the cache: the tiny models, random
+    weights of a model-table shape (``cfg.shape``), or around a local checkpoint (``cfg.model_dir``)."""
     from oppo_real.models.tiny import (
         build_models,
         build_models_from_actor,
@@ -22,11 +24,53 @@ def build_run_models(cfg: RealConfig):
     )
 
     cache = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir()
+    if cfg.shape:
+        from oppo_real.models.shaped import build_shaped_models
+
+        dev = cfg.devices.gen if cfg.devices.is_cuda("gen") else "cpu"
+        return build_shaped_models(cache, cfg.shape, seed=cfg.tiny.seed, device=dev)
     if cfg.model_dir:
         if not Path(cfg.model_dir).is_dir():
             raise ConfigError(f"--model {cfg.model_dir}: not a directory")
         return build_models_from_actor(cache, Path(cfg.model_dir), cfg.task, seed=cfg.seed)
     return build_models(cache, cfg.tiny, cfg.task)
+
+
+def worker_specs(cfg: RealConfig, paths, ppo) -> dict[str, tuple[type, Any]]:
+    """Each role worker's class and config: its device (as the worker will see it), dtype and pool."""
+    from dataclasses import replace
+
+    from oppo_real.backends.api import SamplingConfig
+    from oppo_real.memfit import kv_cache_bytes, run_specs
+    from oppo_real.workers.gen import GenWorker, GenWorkerConfig
+    from oppo_real.workers.score import ScoreWorker, ScoreWorkerConfig
+    from oppo_real.workers.train import TrainWorker, TrainWorkerConfig
+
+    dev = cfg.devices
+    on = {r: worker_device(dev.of(r), cfg.workers) for r in ("gen", "score", "train")}
+    engine = replace(cfg.engine, kv_cache_bytes=int(kv_cache_bytes(cfg, run_specs(cfg)[0])))
+    same = cfg.workers == "local" and dev.gen == dev.train
+    gen = GenWorkerConfig(actor=str(paths.actor), backend=cfg.backend, gen_batch=cfg.gen_batch, sampling=SamplingConfig(temperature=cfg.temperature, seed=cfg.seed),
+                          max_model_len=cfg.max_model_len, engine=engine, cores=cfg.main_cores, device=on["gen"],
+                          dtype=dev.dtype("gen"), release=cfg.colocate_mode == "sleep", sleep_level=cfg.sleep_level)
+    train = TrainWorkerConfig(actor=str(paths.actor), critic=str(paths.critic), ppo=ppo, cores=cfg.main_cores, seed=cfg.seed,
+                              device=on["train"], export="same" if same else "cpu",
+                              export_dtype=None if dev.dtype("gen") == "float32" else dev.dtype("gen"))
+    score = ScoreWorkerConfig(reward=str(paths.reward), reference=str(paths.reference), cores=cfg.score_cores,
+                              pool=cfg.placement().pool_of("reward"), device=on["score"], dtype=dev.dtype("score"))
+    return {"gen": (GenWorker, gen), "train": (TrainWorker, train), "score": (ScoreWorker, score)}
+
+
+def worker_resources(cfg: RealConfig) -> dict[str, dict]:
+    """Ray resources per role: CPUs (fractions keep every worker placeable on a small machine) and, on GPUs,
+    the fraction of its GPU and the placement-group bundle of that GPU (:func:`oppo_real.devices.ray_gpu_plan`)."""
+    main_cpus = max(1, len(cfg.main_cores or (0,))) / 2
+    cpus = {"gen": main_cpus, "train": main_cpus, "score": float(max(1, len(cfg.score_cores or (0,))))}
+    if not cfg.devices.uses_cuda:
+        return {r: {"num_cpus": c, "num_gpus": cfg.gpus_per_worker} for r, c in cpus.items()}
+    plan = ray_gpu_plan(cfg.devices, cpus)
+    return {r: {"num_cpus": c, "num_gpus": plan.num_gpus[r], "bundle": plan.bundle[r], "bundles": plan.bundles}
+            for r, c in cpus.items()}
 
 
 class Session:
@@ -35,39 +79,25 @@ class Session:
     def __init__(self, cfg: RealConfig) -> None:
         self.cfg = cfg
         self.paths: Any = None
+        self.memory: list = []  # PoolMemory per checked device
         self.handles: dict[str, Handle] = {}
 
     def start(self) -> dict[str, Handle]:
-        from oppo_real.backends.api import SamplingConfig
+        from oppo_real.memfit import check_fit
         from oppo_real.ppo.algo import PPOConfig
         from oppo_real.workers import placement
-        from oppo_real.workers.gen import GenWorker, GenWorkerConfig
-        from oppo_real.workers.score import ScoreWorker, ScoreWorkerConfig
-        from oppo_real.workers.train import TrainWorker, TrainWorkerConfig
 
         cfg = self.cfg
-        self.paths = paths = build_run_models(cfg)
         ppo = cfg.ppo or PPOConfig()
         if ppo.minibatches > cfg.batch:
             raise ConfigError(f"PPO minibatches ({ppo.minibatches}) exceed the batch size ({cfg.batch})")
+        self.memory = check_fit(cfg)  # from the shapes alone: nothing is built or loaded before this
+        self.paths = paths = build_run_models(cfg)
         if cfg.workers == "ray":
             placement.start_ray(cfg.ray_address)
-        sampling = SamplingConfig(temperature=cfg.temperature, seed=cfg.seed)
-        # Ray resources: fractions keep every worker placeable on a small machine
-        main_cpus = max(1, len(cfg.main_cores or (0,))) / 2
-        score_cpus = max(1, len(cfg.score_cores or (0,)))
-        spawn = placement.spawn
-        self.handles = {
-            "gen": spawn(cfg.workers, "gen", GenWorker, GenWorkerConfig(
-                actor=str(paths.actor), backend=cfg.backend, sampling=sampling, max_model_len=cfg.max_model_len,
-                engine=cfg.engine, cores=cfg.main_cores), num_cpus=main_cpus, num_gpus=cfg.gpus_per_worker),
-            "train": spawn(cfg.workers, "train", TrainWorker, TrainWorkerConfig(
-                actor=str(paths.actor), critic=str(paths.critic), ppo=ppo, cores=cfg.main_cores, seed=cfg.seed),
-                num_cpus=main_cpus, num_gpus=cfg.gpus_per_worker),
-            "score": spawn(cfg.workers, "score", ScoreWorker, ScoreWorkerConfig(
-                reward=str(paths.reward), reference=str(paths.reference), cores=cfg.score_cores),
-                num_cpus=score_cpus, num_gpus=cfg.gpus_per_worker),
-        }
+        res = worker_resources(cfg)
+        specs = worker_specs(cfg, paths, ppo)
+        self.handles = {role: placement.spawn(cfg.workers, role, cls, wcfg, **res[role]) for role, (cls, wcfg) in specs.items()}
         return self.handles
 
     def close(self) -> None:

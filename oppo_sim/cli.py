@@ -1,7 +1,7 @@
 """``oppo-sim``: simulate RLHF pipelines under overlap policies from the command line.
 
 Commands: ``run`` (one simulation), ``compare`` (baseline vs overlap policies), ``sweep`` (a grid to
-CSV/Parquet), ``replay`` (a generation engine serving an arrival-timed trace), ``traces`` (what traces
+CSV/Parquet), ``plan`` (the fastest placement/policy/knobs, ``plan_cli.py``), ``replay`` (a generation engine serving an arrival-timed trace), ``traces`` (what traces
 the search path finds). Bad input exits with status 2 and one line on stderr, never a traceback.
 """
 
@@ -263,6 +263,7 @@ def cmd_traces(a: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from oppo_sim.core.policies import POLICY_NAMES
+    from oppo_sim.plan_cli import add_plan_parser
 
     p = Parser(prog="oppo-sim", description="Simulate PPO-RLHF pipelines under OPPO and peer overlap policies.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
@@ -318,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("traces", help="list the traces found on the search path")
     t.set_defaults(func=cmd_traces)
+    add_plan_parser(sub)  # ``plan``: oppo_sim/plan_cli.py
     return p
 
 

@@ -141,15 +141,15 @@ def _trace(name: str, max_response: int | None) -> Trace:
     return load_trace(name, max_response=max_response)
 
 
-def _run_one(job: tuple[str, Policy, SimConfig]) -> tuple[dict[str, Any], pd.DataFrame]:
+def _run_one(job: tuple[str | Trace, Policy, SimConfig]) -> tuple[dict[str, Any], pd.DataFrame]:
     trace, policy, cfg = job
-    res = simulate(_trace(trace, cfg.max_response), policy, cfg)
+    res = simulate(trace if isinstance(trace, Trace) else _trace(trace, cfg.max_response), policy, cfg)
     return res.summary, res.steps
 
 
-def simulate_many(jobs: Sequence[tuple[str, Policy, SimConfig]], processes: int = 1
+def simulate_many(jobs: Sequence[tuple[str | Trace, Policy, SimConfig]], processes: int = 1
                   ) -> list[tuple[dict[str, Any], pd.DataFrame]]:
-    """``(summary, steps)`` of each ``(trace name, policy, config)`` job, in order; ``processes > 1`` runs
+    """``(summary, steps)`` of each ``(trace name or trace, policy, config)`` job, in order; ``processes > 1`` runs
     them in a process pool (each worker reads a trace once)."""
     if processes <= 1 or len(jobs) <= 1:
         return [_run_one(j) for j in jobs]

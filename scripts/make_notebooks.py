@@ -175,6 +175,96 @@ VALIDATE = [
     new_code_cell("plot_pred_vs_meas_timelines(v, steps=(1, 2))"),
 ]
 
+PLAN = [
+    new_markdown_cell(
+        "# Plan a run: which placement, tp, policy and knobs?\n\n"
+        "`oppo_sim.explore.plan` searches where each role runs (how many GPUs generate, train and score; "
+        "shared or split pools), generation's tensor parallelism (and so its replicas), every policy and its "
+        "knobs, refuses what does not fit in memory (with the reason), simulates the rest and ranks them. "
+        "`oppo-sim plan` does the same from the command line. Two questions: the paper's (7B actor and reward "
+        "on 8 GPUs — is its 7+1 split the best?) and a harder one (a 32B actor on 16 GPUs over 2 nodes).\n\n"
+        "`OPPO_NB_SMALL=1` (set by the tests) asks both at a tiny size."
+    ),
+    new_code_cell(
+        "%matplotlib inline\n"
+        "import os\n"
+        "import pandas as pd\n"
+        "from oppo_sim.core.placement import paper_placement\n"
+        "from oppo_sim.explore.plan import PlanRequest, run_plan\n"
+        "from oppo_sim.explore import plan_plots\n"
+        "from oppo_sim.explore.space import space_for\n"
+        "from oppo_sim.pipeline.config import SimConfig\n"
+        "from oppo_sim.traces.catalog import find_trace\n"
+        "from oppo_sim.traces.trace import DEFAULT_TRACE\n"
+        "SMALL = os.environ.get('OPPO_NB_SMALL') == '1'\n"
+        "try:\n"
+        "    TRACE = str(find_trace('servegen_deepseek_r1_sampled'))  # a reasoning-length distribution\n"
+        "except Exception as e:  # not on this machine: the shipped long-tail trace\n"
+        "    print('servegen_deepseek_r1_sampled not found:', e)\n"
+        "    TRACE = DEFAULT_TRACE\n"
+        "COLS = ['rank', 'config', 'samples_per_s', 'speedup', 'step_time_s', 'util_gen', 'util_train', 'util_score',\n"
+        "        'staleness_mean', 'headroom_gb']\n"
+        "pd.set_option('display.width', 200)\n"
+        "pd.set_option('display.max_colwidth', 60)"
+    ),
+    new_markdown_cell(
+        "## The paper's question: 7B actor and reward, 8 x H200, B = 112\n"
+        "Full size: Optuna's TPE picks 200 distinct configurations of the whole space (about 3,000) and "
+        "simulates each for 50 steps; small size: a few placements and policies, tried exhaustively."
+    ),
+    new_code_cell(
+        "base = SimConfig(batch=32 if SMALL else 112, steps=3 if SMALL else 50, gpu='h200', placement=paper_placement(8))\n"
+        "knobs = dict(layouts=('shared', 'split'), policies=('baseline', 'oppo'), chunks=(500,), deltas=(16,), rules=('step',),\n"
+        "             tps=(1,)) if SMALL else {}\n"
+        "space = space_for(base, 8, **knobs)\n"
+        "paper = run_plan(PlanRequest(space, base, TRACE, trials=200), processes=2, progress=False)\n"
+        "print(f'{paper.space_size} configurations in the space, {len(paper.table)} tried ({paper.search}), '\n"
+        "      f'{len(paper.ranked())} fit')\n"
+        "paper.ranked(10)[COLS]"
+    ),
+    new_code_cell("plan_plots.plot_pareto(paper.table);"),
+    new_markdown_cell(
+        "Is the paper's 7+1 split the best? Every policy and knob on 7+1 alone (exhaustively), against the best "
+        "the search found:"
+    ),
+    new_code_cell(
+        "on71 = run_plan(PlanRequest(space_for(base, 8, only=('shared 7+1',), **knobs), base, TRACE, search='exhaustive'),\n"
+        "                processes=2, progress=False)\n"
+        "ok = pd.concat([paper.ranked(), on71.ranked()]).drop_duplicates('config').sort_values('samples_per_s', ascending=False)\n"
+        "on_7_1 = ok[ok.placement == 'shared 7+1']\n"
+        "best = ok.iloc[0]\n"
+        "print(f\"best overall : {best['config']}  {best['samples_per_s']:.3f} samples/s ({best['speedup']:.2f}x the baseline on 7+1)\")\n"
+        "if len(on_7_1):\n"
+        "    b71 = on_7_1.iloc[0]\n"
+        "    print(f\"best on 7+1  : {b71['config']}  {b71['samples_per_s']:.3f} samples/s ({b71['speedup']:.2f}x); \"\n"
+        "          f\"the best overall is {best['samples_per_s'] / b71['samples_per_s']:.2f}x that\")\n"
+        "display(on_7_1.head(5)[COLS])\n"
+        "ok.groupby('placement')['samples_per_s'].max().sort_values(ascending=False).head(8)"
+    ),
+    new_markdown_cell(
+        "## A harder one: a 32B actor (7B reward) on 16 x H200 over 2 nodes\n"
+        "The actor's training state no longer fits a few GPUs, the trace's longest prompts (up to ~55k tokens) "
+        "need sequence parallelism in training, generation needs tensor parallelism, and a weight sync across "
+        "nodes goes over the network: the planner trades generation replicas against training memory. (On "
+        "16 x H100-80GB nothing fits: the frozen 32B reference alone takes 65.5 of a GPU's 72 usable GB next "
+        "to the reward model, and the simulator's scorers are not sharded.)"
+    ),
+    new_code_cell(
+        "base32 = SimConfig(batch=32 if SMALL else 112, steps=2 if SMALL else 30, gpu='h200', actor='qwen2.5-32b',\n"
+        "                   reward='qwen2.5-7b', placement=paper_placement(16), nodes=2)\n"
+        "knobs32 = dict(layouts=('shared', 'split'), policies=('baseline', 'inter'), deltas=(16,), tps=(2,), sps=(2,)) if SMALL \\\n"
+        "    else dict(sps=(1, 2, 4, 8))\n"
+        "space32 = space_for(base32, 16, nodes=2, **knobs32)\n"
+        "hard = run_plan(PlanRequest(space32, base32, TRACE, trials=12 if SMALL else 120), processes=2, progress=False)\n"
+        "print(f'{hard.space_size} configurations in the space, {len(hard.table)} tried ({hard.search}), '\n"
+        "      f'{len(hard.ranked())} fit')\n"
+        "hard.ranked(10)[COLS + ['sync', 'zero_stage', 'recompute']]"
+    ),
+    new_code_cell("plan_plots.plot_pareto(hard.table);"),
+    new_markdown_cell("What did not fit, and why (every reason is in the table's `reason` column):"),
+    new_code_cell("hard.refused.reason.str.slice(0, 160).value_counts().head(5)"),
+]
+
 
 def write(name: str, cells) -> Path:
     nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
@@ -188,3 +278,4 @@ if __name__ == "__main__":
     print(write("01_explore_policies.ipynb", EXPLORE))
     print(write("02_real_run.ipynb", REAL_RUN))
     print(write("03_validate_policies.ipynb", VALIDATE))
+    print(write("04_plan.ipynb", PLAN))

@@ -6,7 +6,7 @@ request gains one token per iteration; the simulator's vLLM-style engine without
 scripted actor backend behind the real generation worker); the same per-step wall times and rewards
 (a policy wrapper hands both drivers' controllers the scripted values, so chunk-autotune and the Δ
 rule see the same inputs). The real driver runs its real workers' code paths (generation worker with
-its report marks, the driver's action handling) on in-process fakes of the engines and models.
+its report marks, the driver's action handling) on workers that do no model work.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from typing import ClassVar
 
 import pytest
 
-from oppo_real.backends.api import Delta, GenRequest
 from oppo_real.config import RealConfig
 from oppo_real.driver import Driver
-from oppo_real.messages import Score
 from oppo_real.workers.gen import GenWorker, GenWorkerConfig
+from oppo_real.workers.null import NullScoreWorker, NullTrainWorker
 from oppo_real.workers.placement import LocalHandle
 from oppo_sim.core.placement import Placement, Pool
 from oppo_sim.core.policies import (
@@ -83,81 +82,13 @@ POLICIES = {
 
 
 # -- the real driver on scripted engines -----------------------------------------------------------------
-class LockstepActor:
-    """An ``ActorBackend`` that gives every live request one token per step (forced lengths)."""
-
-    def __init__(self) -> None:
-        self.live: dict[str, int] = {}
-
-    def add(self, req: GenRequest) -> None:
-        self.live[req.req_id] = req.max_new_tokens
-
-    def step(self) -> list[Delta]:
-        out = []
-        for rid in list(self.live):
-            self.live[rid] -= 1
-            done = self.live[rid] == 0
-            out.append(Delta(rid, (7,), (-1.0,), done, "length" if done else None))
-            if done:
-                del self.live[rid]
-        return out
-
-    def abort(self, req_id: str) -> None:
-        self.live.pop(req_id, None)
-
-    def has_unfinished(self) -> bool:
-        return bool(self.live)
-
-    def num_running(self) -> int:
-        return len(self.live)
-
-    def load_weights(self, state_dict) -> float:
-        return 0.0
-
-    def close(self) -> None:
-        pass
-
-
-class ScriptedGenWorker(GenWorker):
-    def _make_backend(self):
-        return LockstepActor()
-
-
-class FakeScore:
-    def open(self, seqs):
-        pass
-
-    def feed(self, step, chunks):
-        pass
-
-    def finish(self, step, sids):
-        return {sid: Score(0.0, ()) for sid in sids}
-
-    def score_whole(self, step, items):
-        return {sid: Score(0.0, tuple(0.0 for _ in resp)) for sid, _, resp in items}
-
-    def take_timeline(self):
-        return []
-
-
-class FakeTrain:
-    def train(self, batch):
-        return {}
-
-    def weights(self, step):
-        return {}
-
-    def take_timeline(self):
-        return []
-
-
 def real_actions(policy: Policy, trace: Trace) -> list:
     cfg = RealConfig(batch=B, steps=STEPS, backend="torch", workers="local", max_response=CAP, main_cores=None,
                      score_cores=None)
     handles = {
-        "gen": LocalHandle("gen", ScriptedGenWorker, GenWorkerConfig(actor="unused", backend="torch")),
-        "score": LocalHandle("score", FakeScore),
-        "train": LocalHandle("train", FakeTrain),
+        "gen": LocalHandle("gen", GenWorker, GenWorkerConfig(actor="unused", backend="lockstep")),
+        "score": LocalHandle("score", NullScoreWorker),
+        "train": LocalHandle("train", NullTrainWorker),
     }
     d = Driver(cfg, policy, trace, handles)
     d.ledger.log = []

@@ -318,9 +318,9 @@ def test_snapshot_restore_undoes_a_chain():
 
 def test_engine_check_scenarios_exercise_what_they_claim():
     """The built-in engine-check workloads (tests/real/test_enginecheck.py runs them on vLLM too)."""
-    from oppo_real.enginecheck import replay_sim
-    from oppo_real.enginecheck_compare import first_divergence, totals
-    from oppo_real.enginecheck_scenarios import BUILTIN, random_scenario
+    from oppo_real.enginecheck.compare import first_divergence, totals
+    from oppo_real.enginecheck.scenarios import BUILTIN, random_scenario
+    from oppo_real.enginecheck.workload import replay_sim
 
     t = {name: totals(replay_sim(sc)) for name, sc in BUILTIN.items()}
     assert t["no-pressure"]["preemptions"] == 0
@@ -336,9 +336,9 @@ def test_engine_check_scenarios_exercise_what_they_claim():
 
 
 def test_engine_check_comparison_reports_the_first_divergence_and_the_bound():
-    from oppo_real.enginecheck import IterRecord
-    from oppo_real.enginecheck_compare import CheckResult, first_divergence, milestones
-    from oppo_real.enginecheck_scenarios import BUILTIN
+    from oppo_real.enginecheck.compare import CheckResult, first_divergence, milestones
+    from oppo_real.enginecheck.scenarios import BUILTIN
+    from oppo_real.enginecheck.workload import IterRecord
 
     a = [IterRecord(1, (("r0", "new", 40, 0),), (), 2, ()), IterRecord(2, (("r0", "run", 1, 0),), (), 2, ("r0",))]
     b = [a[0], IterRecord(2, (("r0", "run", 1, 0),), (), 3, ("r0",))]

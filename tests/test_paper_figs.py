@@ -18,11 +18,13 @@ REASONING = "servegen_deepseek_r1_sampled"
 FIGURES = {
     "fig_speedup": {"trace", "policy", "label", "steps", "step_time_s", "samples_per_s", "speedup"},
     "fig_utilization": {"trace", "scope", "baseline_util", "oppo_util", "ratio"},
-    "fig_chunk_ucurve": {"variant", "policy", "chunk", "step_time_s", "samples_per_s", "speedup",
+    "fig_chunk_ucurve": {"engine", "variant", "policy", "chunk", "best_for_variant", "step_time_s", "samples_per_s", "speedup",
                          "exposed_scoring_s", "utilization_score"},
     "fig_delta_ablation": {"run", "policy", "kind", "samples_per_s", "speedup", "staleness_mean", "staleness_max",
                            "delta_mean"},
     "fig_timelines": {"policy", "kind", "pool", "devices", "activity", "step", "start", "end"},
+    "paper_vs_ours": {"group", "quantity", "setting", "paper", "paper_low", "paper_high", "ours", "unit", "difference",
+                      "agrees", "assumptions", "why_differs", "trace"},
 }
 NEEDS_REASONING = {"fig_chunk_ucurve", "fig_delta_ablation", "fig_timelines"}
 
@@ -107,3 +109,48 @@ def test_make_all_sim_only_skips_reward_curves(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(mod, "scripts", lambda only=(): [real])
     assert mod.main(["--sim-only"]) == 0
     assert "skipping reward_curves.py" in capsys.readouterr().out
+
+
+def test_paper_vs_ours_has_every_reported_number(tmp_path, monkeypatch):
+    mod = _load("paper_vs_ours", monkeypatch)
+    readme = (PAPER_FIGS / "README.md").read_text()
+    assert mod.main(["--quick", "--out", str(tmp_path)]) == 0
+    assert (PAPER_FIGS / "README.md").read_text() == readme  # only a full run into paper_figs/out refreshes it
+    df = pd.read_csv(tmp_path / "paper_vs_ours.csv", keep_default_na=False, na_values=[""])
+    assert list(df.columns) == list(mod.COLUMNS)
+    assert df["group"].value_counts().to_dict() == {"chunk-size curve": 6, "ablation": 3, "utilization": 9, "two nodes": 3}
+    q = " | ".join(df["quantity"])
+    for c in (100, 500, 3000):
+        assert f"C={c}" in q
+    for name in ("intra-step only", "inter-step only", "both (OPPO)"):
+        assert f"speedup, {name}" in q
+    papers = set(df["paper"].astype(str))
+    for before, after in ((50.6, 71.0), (38.7, 73.6), (45.7, 67.3), (35.7, 74.1)):
+        assert f"{before:g}" in papers and f"{after:g}" in papers
+    assert {"498.3", "111.1"} <= papers and {"1.2–1.3x", "1.6–2.06x", "1.8–2.8x"} <= papers
+    assert df["trace"].nunique() == 1 and df["trace"].iloc[0] in (REASONING, "oppo-longtail-default")
+    assert (df["steps"] == 4).all() and df["ours"].astype(float).gt(0).all()
+    assert df["assumptions"].str.contains("max response 8192").all()
+    bad = df[~df["agrees"].astype(bool)]
+    assert bad["why_differs"].astype(str).str.len().gt(20).all()  # every disagreement says why
+    top = mod.largest_disagreements(pd.read_csv(tmp_path / "paper_vs_ours.csv"))
+    assert len(top) <= 3 and top["group"].is_unique
+    md = (tmp_path / "paper_vs_ours.md").read_text()
+    assert md.count("\n| ") == len(df) + 1 and "Largest disagreements" in md
+
+
+def test_chunk_curve_has_both_engines_and_marks_their_best_chunk(tmp_path, monkeypatch):
+    if not _has_trace(REASONING):
+        pytest.skip(f"trace {REASONING} is not on the trace search path")
+    mod = _load("fig_chunk_ucurve", monkeypatch)
+    mod.main(["--quick", "--out", str(tmp_path)])
+    df = pd.read_csv(tmp_path / "fig_chunk_ucurve.csv")
+    assert set(df["engine"]) == {"static", "continuous"}
+    paper = df[df["variant"] == "paper"]
+    base = paper[paper["policy"] == "baseline"].set_index("engine")["step_time_s"]
+    assert base["static"] > base["continuous"]  # padded static batches are slower than continuous batching
+    best = paper[paper["best_for_variant"]]
+    assert set(best["engine"]) >= {"static"} and best.groupby(["engine", "policy"]).size().max() == 1
+    # static batching: C = ∞ (one unchunked generate) is slower than the best chunked call size
+    st = paper[(paper["engine"] == "static") & (paper["policy"] == "intra")]
+    assert st["speedup"].max() > float(st.loc[st["chunk"] == float("inf"), "speedup"].iloc[0])

@@ -15,9 +15,10 @@ Life cycle: ``open(seq_id, prompt)`` -> ``feed(seq_id, chunk)`` ... -> ``finish(
 ``evict(seq_id)`` drops the KV cache (cache loss); the next computation re-prefills the whole known
 context and the result is unchanged. ``one_shot`` / ``score_batch`` score whole sequences at once.
 
-Batching: chunks of different sequences have different cache lengths; merging per-sequence
-`DynamicCache`s into one padded batch per step is impractical, so `feed_many` runs a loop (one forward
-per sequence). `score_batch` (whole sequences, right-padded) is batched.
+Batching: `feed_many` prefills the ready chunks of several sequences in one forward — each sequence's
+KV cache left-padded to the longest context, the new tokens right-padded to the longest chunk, masks and
+explicit positions keeping every row exact — and cuts each row's cache back out; `score_batch` (whole
+sequences, right-padded) is batched too.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class ScorerConfig:
     kind: ScoreKind
     model: str  # HF model directory (ignored when a model object is passed to IncrementalScorer)
     dtype: str = "float32"
+    device: str = "cpu"  # "cuda:0", ...
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -87,7 +89,8 @@ class IncrementalScorer:
 
             cls = AutoModelForCausalLM if cfg.kind == "reference" else AutoModelForTokenClassification
             model = cls.from_pretrained(cfg.model, dtype=_DTYPES[cfg.dtype])
-        self.model = model.eval()
+        self.device = torch.device(cfg.device)
+        self.model = model.to(self.device).eval()
         self._seqs: dict[str, _Seq] = {}
 
     # ------------------------------------------------------------------ incremental API
@@ -106,9 +109,19 @@ class IncrementalScorer:
             self._run(st)
 
     def feed_many(self, chunks: dict[str, Sequence[int]]) -> None:
-        """Feed several sequences' ready chunks (a loop: see the module docstring on batching)."""
+        """Feed several sequences' ready chunks in ONE forward: each sequence's KV cache is left-padded to the
+        longest context and the new tokens right-padded to the longest chunk (attention masks keep every row
+        to its own tokens; explicit positions keep RoPE exact), then each row's cache is cut back out."""
+        group = []
         for seq_id, toks in chunks.items():
-            self.feed(seq_id, toks)
+            st = self._get(seq_id)
+            st.tokens.extend(int(t) for t in toks)
+            if len(st.tokens) > st.n_done:
+                group.append(st)
+        if len(group) == 1:
+            self._run(group[0])
+        elif group:
+            self._run_batch(group)
 
     def flush(self, seq_id: str) -> None:
         """Prefill whatever is pending for `seq_id`."""
@@ -166,7 +179,7 @@ class IncrementalScorer:
         for i, s in enumerate(seqs):
             ids[i, : len(s)] = torch.tensor(s)
             attn[i, : len(s)] = 1
-        out = self.model(input_ids=ids, attention_mask=attn).logits.float()
+        out = self.model(input_ids=ids.to(self.device), attention_mask=attn.to(self.device)).logits.float()
         dt = (time.perf_counter() - t0) / len(items)
         results = []
         for i, (sid, p, r) in enumerate(items):
@@ -178,7 +191,7 @@ class IncrementalScorer:
                           prefill_tokens=n_p + n_r, compute_seconds=dt)
             if self.cfg.kind == "reference":
                 logp = torch.log_softmax(row[n_p - 1 : n_p + n_r - 1], dim=-1)
-                tgt = torch.tensor(seqs[i][n_p:])
+                tgt = torch.tensor(seqs[i][n_p:], device=self.device)
                 lps = logp.gather(-1, tgt[:, None])[:, 0]
                 results.append(ScoreResult(logprobs=tuple(lps.tolist()), **common))
             elif self.cfg.kind == "critic":
@@ -199,17 +212,68 @@ class IncrementalScorer:
         """Prefill tokens[n_done:] on top of the cache and collect the per-position outputs."""
         from transformers import DynamicCache
 
-        start = st.n_done
-        new = st.tokens[start:]
+        new = st.tokens[st.n_done:]
         if not new:
             return
         t0 = time.perf_counter()
         if st.cache is None:
             st.cache = DynamicCache()
-        ids = torch.tensor([new], dtype=torch.long)
+        ids = torch.tensor([new], dtype=torch.long, device=self.device)
         out = self.model(input_ids=ids, past_key_values=st.cache, use_cache=True).logits[0].float()
-        positions = range(start, start + len(new))
-        first_needed = st.n_prompt - 1  # outputs at positions >= P-1 matter
+        self._collect(st, out)
+        st.seconds += time.perf_counter() - t0
+        if not keep_cache:
+            st.cache = None
+
+    @torch.no_grad()
+    def _run_batch(self, group: list[_Seq]) -> None:
+        """One forward over several sequences' pending tokens, each on top of its own cache."""
+        from transformers import DynamicCache
+
+        t0 = time.perf_counter()
+        ctx = [st.n_done for st in group]
+        new = [st.tokens[st.n_done:] for st in group]
+        C, N, B = max(ctx), max(len(n) for n in new), len(group)
+        ids = torch.zeros((B, N), dtype=torch.long)
+        attn = torch.zeros((B, C + N), dtype=torch.long)
+        pos = torch.zeros((B, N), dtype=torch.long)
+        for i, (c, n) in enumerate(zip(ctx, new)):
+            ids[i, : len(n)] = torch.tensor(n)
+            attn[i, C - c: C + len(n)] = 1
+            pos[i] = torch.arange(c, c + N)
+        cache = DynamicCache()
+        if C > 0:
+            for layer in range(len(next(st.cache for st in group if st.cache is not None).layers)):
+                keys, values = zip(*(self._padded_kv(st, layer, C) for st in group))
+                cache.update(torch.cat(keys), torch.cat(values), layer)
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache,
+                         use_cache=True).logits.float()
+        dt = (time.perf_counter() - t0) / B
+        for i, (st, c, n) in enumerate(zip(group, ctx, new)):
+            st.cache = DynamicCache()
+            for layer, lay in enumerate(cache.layers):
+                st.cache.update(lay.keys[i: i + 1, :, C - c: C + len(n)], lay.values[i: i + 1, :, C - c: C + len(n)], layer)
+            self._collect(st, out[i, : len(n)])
+            st.seconds += dt
+
+    def _padded_kv(self, st: _Seq, layer: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """One sequence's cached keys and values of ``layer``, left-padded with zeros to ``width`` positions."""
+        ref = next(s for s in self._seqs.values() if s.cache is not None).cache.layers[layer]
+        if st.cache is None or st.n_done == 0:
+            shape = (1, ref.keys.shape[1], width, ref.keys.shape[3])
+            zero = torch.zeros(shape, dtype=ref.keys.dtype, device=ref.keys.device)
+            return zero, zero
+        lay = st.cache.layers[layer]
+        pad = width - lay.keys.shape[2]
+        if pad == 0:
+            return lay.keys, lay.values
+        f = torch.nn.functional.pad
+        return f(lay.keys, (0, 0, pad, 0)), f(lay.values, (0, 0, pad, 0))
+
+    def _collect(self, st: _Seq, out: torch.Tensor) -> None:
+        """Keep what the rows ``out`` (positions n_done .. len(tokens)-1) give: logps or head outputs."""
+        start = st.n_done
+        positions = range(start, len(st.tokens))
         if self.cfg.kind == "reference":
             logp = torch.log_softmax(out, dim=-1)
             for j, pos in enumerate(positions):
@@ -218,13 +282,10 @@ class IncrementalScorer:
                     st.token_logps.append(float(row[st.tokens[pos]]))
             st.prev_row = logp[-1].clone()
         else:
-            keep = [j for j, pos in enumerate(positions) if pos >= first_needed]
+            keep = [j for j, pos in enumerate(positions) if pos >= st.n_prompt - 1]  # outputs at positions >= P-1
             st.outs.extend(out[keep, 0].tolist())
+        st.prefill_tokens += len(st.tokens) - start
         st.n_done = len(st.tokens)
-        st.prefill_tokens += len(new)
-        st.seconds += time.perf_counter() - t0
-        if not keep_cache:
-            st.cache = None
 
     def _result(self, seq_id: str, st: _Seq) -> ScoreResult:
         n_r = len(st.tokens) - st.n_prompt

@@ -47,6 +47,7 @@ from oppo_real.backends.api import (
     GenRequest,
     SamplingConfig,
 )
+from oppo_real.backends.padded_cache import merge_rows, select_rows
 from oppo_real.backends.torch_actor import _DTYPES, read_eos_ids
 from oppo_sim.core.errors import ConfigError
 
@@ -303,12 +304,7 @@ class TorchStaticActor:
         if not keep:
             g.cache = g.mask = g.last = None
             return
-        idx = torch.tensor(keep, device=self.device)
-        mask = g.mask.index_select(0, idx)
-        lead = int(mask.any(dim=0).int().argmax())  # first column some remaining row uses
-        g.mask = mask[:, lead:]
-        g.last = g.last.index_select(0, idx)
-        g.cache = _cache_from([(k.index_select(0, idx)[:, :, lead:], v.index_select(0, idx)[:, :, lead:]) for k, v in _kv(g.cache)])
+        g.cache, g.mask, g.last = select_rows(g.cache, g.mask, g.last, keep)
 
     def _drop_kv(self, g: _Group) -> None:
         """Forget the group's KV: its rows are prefilled again (whole context) at their next call."""
@@ -340,13 +336,7 @@ class TorchStaticActor:
         if g.cache is None:
             g.cache, g.mask, g.last = out.past_key_values, mask, tok
         else:
-            w = g.mask.shape[1]
-            width = max(w, p)
-            old = [(_lpad(k, width - w), _lpad(v, width - w)) for k, v in _kv(g.cache)]
-            new = [(_lpad(k, width - p), _lpad(v, width - p)) for k, v in _kv(out.past_key_values)]
-            g.cache = _cache_from([(torch.cat([a, c]), torch.cat([b, d])) for (a, b), (c, d) in zip(old, new)])
-            g.mask = torch.cat([_lpad(g.mask, width - w, dim=1), _lpad(mask, width - p, dim=1)])
-            g.last = torch.cat([g.last, tok])
+            g.cache, g.mask, g.last = merge_rows(g.cache, g.mask, g.last, out.past_key_values, mask, tok)
         g.seqs = g.seqs + fresh
         g.joining = []
         if self.cfg.record_timings:
@@ -407,23 +397,3 @@ class TorchStaticActor:
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-
-
-# ---------------------------------------------------------------------- cache helpers
-def _kv(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [(layer.keys, layer.values) for layer in cache.layers]
-
-
-def _cache_from(kvs: list[tuple[torch.Tensor, torch.Tensor]]):
-    from transformers import DynamicCache
-
-    return DynamicCache(ddp_cache_data=kvs)
-
-
-def _lpad(t: torch.Tensor, n: int, dim: int = 2) -> torch.Tensor:
-    """``t`` with ``n`` zero columns prepended along ``dim`` (KV: [batch, heads, seq, dim]; mask: dim 1)."""
-    if n <= 0:
-        return t
-    shape = list(t.shape)
-    shape[dim] = n
-    return torch.cat([torch.zeros(shape, dtype=t.dtype, device=t.device), t], dim=dim)

@@ -58,6 +58,8 @@ class VLLMActorConfig:
     multiprocessing: bool = False  # True: engine core in a child process (weight sync then pickles a closure)
     eos_token_ids: tuple[int, ...] | None = None  # None: read from the model directory
     extra_engine_args: tuple[tuple[str, Any], ...] = ()
+    sleep_mode: bool = False  # GPU: build the engine with sleep mode (needed for sleep(); on the CPU sleep() only pauses)
+    sleep_level: int = 1  # 1: weights to host memory, KV freed; 2: both freed (the weight sync reloads them)
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -72,8 +74,16 @@ class VLLMActorConfig:
             raise ConfigError(f"VLLMActorConfig.kv_cache_bytes must be positive, got {self.kv_cache_bytes}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ConfigError(f"VLLMActorConfig.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.sleep_level not in (1, 2):
+            raise ConfigError(f"VLLMActorConfig.sleep_level must be 1 or 2, got {self.sleep_level}")
         if not Path(self.model).is_dir():
             raise ConfigError(f"VLLMActorConfig.model must be a local model directory, got {self.model!r}")
+
+
+def _free_gpu_bytes() -> int:
+    import torch
+
+    return int(torch.cuda.mem_get_info()[0]) if torch.cuda.is_available() else 0
 
 
 def vllm_available() -> tuple[bool, str]:
@@ -122,6 +132,8 @@ class VLLMActor:
             kwargs["kv_cache_memory_bytes"] = cfg.kv_cache_bytes
         kwargs["max_num_batched_tokens"] = cfg.max_num_batched_tokens or max(2048, cfg.max_model_len)
         kwargs["enable_chunked_prefill"] = cfg.enable_chunked_prefill
+        if cfg.sleep_mode:
+            kwargs["enable_sleep_mode"] = True
         kwargs.update(dict(cfg.extra_engine_args))
         self._engine = LLMEngine.from_engine_args(EngineArgs(**kwargs), enable_multiprocessing=cfg.multiprocessing)
         self.eos_ids = tuple(cfg.eos_token_ids if cfg.eos_token_ids is not None else read_eos_ids(Path(cfg.model)))
@@ -193,6 +205,21 @@ class VLLMActor:
         self._engine.collective_rpc("reload_weights", kwargs={"weights_iterator": items, "is_checkpoint_format": True})
         self.reset_prefix_cache()
         return time.perf_counter() - t0
+
+    def sleep(self) -> int:
+        """Release the engine's memory while training runs (vLLM sleep, ``cfg.sleep_level``); returns the bytes
+        the GPU got back (0 on the CPU, where vLLM's workers ignore sleep and only the scheduler pauses)."""
+        before = _free_gpu_bytes()
+        self._engine.sleep(level=self.cfg.sleep_level)
+        return max(0, _free_gpu_bytes() - before)
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        """Take the memory back (``tags``: ``["weights"]`` / ``["kv_cache"]`` to wake one at a time)."""
+        if self._engine.is_sleeping():
+            self._engine.wake_up(tags)
+
+    def is_sleeping(self) -> bool:
+        return bool(self._engine.is_sleeping())
 
     def reset_prefix_cache(self) -> None:
         """Forget cached KV (e.g. after a weight change); running requests are recomputed."""

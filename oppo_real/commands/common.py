@@ -7,6 +7,9 @@ import argparse
 DEFAULT_TRACE = "oppo-longtail-default"
 DEFAULT_LENGTH_SCALE = 0.1
 DEFAULT_MAX_RESPONSE = 256
+BACKENDS = ("vllm", "torch", "torch-static")  # oppo_real.config.BACKENDS (not imported here: keeps --help light)
+BACKEND_HELP = ("actor generation engine: vllm (continuous batching), torch (per-request decode loop) or torch-static "
+                "(TRL-style static padded batches generated in calls of the step's chunk size C, KV carried across calls)")
 
 
 def cores(text: str) -> tuple[int, ...]:
@@ -17,3 +20,81 @@ def cores(text: str) -> tuple[int, ...]:
     if not vals or min(vals) < 0:
         raise argparse.ArgumentTypeError(f"expected core ids >= 0, got {text!r}")
     return vals
+
+
+def profile_engines(paths, backend: str, quick: bool, cores, log=print):
+    """Time this machine's engines for ``backend`` and fit the cost model: ``(table, hw, report, static)``;
+    ``static`` (the static decoder's per-call overhead, ``StaticCostParams``) is None unless the backend is
+    ``torch-static``, which is profiled with ``oppo_real.profile_static`` (its forwards, calls and sync)."""
+    from oppo_real.profile import ProfileGrid, fit, run_profile
+
+    grid = ProfileGrid.quick() if quick else ProfileGrid()
+    if backend == "torch-static":
+        from oppo_real.profile_static import (
+            StaticProfileGrid,
+            fit_static,
+            run_static_profile,
+        )
+
+        table = run_static_profile(paths, grid, StaticProfileGrid.quick() if quick else StaticProfileGrid(), cores, log)
+        hw, static, report = fit_static(table, cores=len(cores or (0,)))
+        return table, hw, report, static
+    table = run_profile(paths, backend, grid, cores=cores, log=log)
+    hw, report = fit(table, cores=len(cores or (0,)))
+    return table, hw, report, None
+
+
+def save_engine_profile(hw, static, path, meta: dict | None = None) -> None:
+    from oppo_real.profile_static import save_static_profile
+    from oppo_sim.hw.profiles import save_profile
+
+    if static is not None:
+        save_static_profile(hw, static, path, meta)
+    else:
+        save_profile(hw, path, meta=meta)
+
+
+def device_map(text: str):
+    """``--device``: ``cpu``, ``cuda``, ``cuda:N`` or ``gen=cuda:0,score=cuda:1,train=cuda:0``."""
+    from oppo_real.devices import DeviceMap
+    from oppo_sim.core.errors import ConfigError
+
+    try:
+        return DeviceMap.parse(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_device_args(p: argparse.ArgumentParser, verbose: bool = True) -> None:
+    """The device, model-shape and console options shared by ``run``, ``validate`` and ``profile``."""
+    p.add_argument("--device", type=device_map, default=None,
+                   help="cpu (default), cuda, cuda:N, or a per-role map gen=cuda:0,score=cuda:1,train=cuda:0 (bf16 on GPUs)")
+    p.add_argument("--shape", default=None,
+                   help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (see oppo_sim.hw.models)")
+    p.add_argument("--gpu-memory", type=float, default=None, metavar="GB",
+                   help="memory per device for the fit check (default: what the GPU reports; the CPU is not checked)")
+    p.add_argument("--colocate", choices=("sleep", "resident"), default=None,
+                   help="generator on the trainer's GPU: release its memory while training (sleep, default there) or keep it")
+    p.add_argument("--sleep-level", type=int, choices=(1, 2), default=1, help="vLLM sleep level (default 1)")
+    if verbose:
+        p.add_argument("--verbose", action="store_true", help="engine logs (vLLM, Ray, transformers) on the console too")
+
+
+def device_fields(a: argparse.Namespace) -> dict:
+    """``RealConfig`` fields from the shared options: devices, shape (with a task over its whole vocabulary),
+    stated memory, colocation, and the cores (pinned on the CPU, not pinned when a role runs on a GPU)."""
+    from oppo_real.devices import DeviceMap
+    from oppo_real.models.task import TaskConfig
+    from oppo_sim.hw.models import get_model
+
+    dev = a.device or DeviceMap()
+    out = {"devices": dev, "shape": a.shape, "gpu_memory_gb": a.gpu_memory, "colocate": a.colocate,
+           "sleep_level": a.sleep_level}
+    if a.shape:
+        out["task"] = TaskConfig(vocab=get_model(a.shape).vocab)
+    cuda = dev.uses_cuda
+    main = getattr(a, "main_cores", None)
+    score = getattr(a, "score_cores", None)
+    out["main_cores"] = main if main is not None else (None if cuda else (0,))
+    out["score_cores"] = score if score is not None else (None if cuda else (1,))
+    return out

@@ -1,42 +1,131 @@
-"""``oppo-real profile``: time the engines' operations here and fit the simulator's cost model."""
+"""``oppo-real profile``: time the engines' operations here and fit the simulator's cost model; on a GPU,
+each measured call beside the uncalibrated prediction of the GPU table's entry (``oppo_real.profile_gpu``)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from oppo_real.commands.common import (
+    BACKEND_HELP,
+    BACKENDS,
+    device_map,
+    profile_engines,
+    save_engine_profile,
+)
 from oppo_real.commands.common import cores as _cores
 
 
 def add_parser(sub) -> None:
     pr = sub.add_parser("profile", help="time the engines' operations here and fit the simulator's cost model")
-    pr.add_argument("--backend", default="vllm", choices=("vllm", "torch"))
-    pr.add_argument("--cores", type=_cores, default=(0,), help="cores to pin to (default 0)")
+    pr.add_argument("--backend", default=None, choices=BACKENDS, help=BACKEND_HELP + " (default vllm; torch on a GPU)")
+    pr.add_argument("--cores", type=_cores, default=None, help="cores to pin to (default 0 on the CPU)")
     pr.add_argument("--cache", default=None, help="model cache directory")
     pr.add_argument("--quick", action="store_true", help="a small grid (for CI)")
+    pr.add_argument("--device", type=device_map, default=None, help="cpu (default), cuda or cuda:N (the generator's device is profiled)")
+    pr.add_argument("--shape", default=None, help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (default: tiny)")
+    pr.add_argument("--gpu", default=None, help="GPU-table entry to predict with (default: the one matching the device's name)")
+    pr.add_argument("--verbose", action="store_true", help="engine logs on the console too")
     pr.add_argument("--out", default="out/profile", help="directory for measurements.csv, fit.csv, profile.json")
     pr.set_defaults(func=cmd_profile)
 
 
+def _models(a: argparse.Namespace, device: str):
+    from oppo_real.models.tiny import build_models, default_cache_dir
+
+    cache = Path(a.cache) if a.cache else default_cache_dir()
+    if a.shape:
+        from oppo_real.models.shaped import build_shaped_models
+
+        return build_shaped_models(cache, a.shape, device=device)
+    return build_models(cache)
+
+
+def _params(paths) -> float:
+    from oppo_real.profile import model_spec
+
+    return float(model_spec(Path(paths.actor)).params)
+
+
+def _target(device: str, gpu: str | None):
+    """(device name, GPU-table spec or None, total bytes) of the profiled device."""
+    from oppo_real.profile_gpu import table_spec
+    from oppo_sim.hw.hardware import get_gpu
+
+    if device.startswith("cuda"):
+        from oppo_real.devices import DeviceMap, check_available, device_memory
+
+        check_available(DeviceMap(device, device, device))
+        _, total, name = device_memory(device)
+        return name, table_spec(name, total, gpu)
+    return "cpu", (get_gpu(gpu) if gpu else None)
+
 
 def cmd_profile(a: argparse.Namespace) -> int:
-    from oppo_real.models.tiny import build_models, default_cache_dir
-    from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_sim.hw.profiles import save_profile
-
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = build_models(Path(a.cache) if a.cache else default_cache_dir())
-    table = run_profile(paths, a.backend, ProfileGrid.quick() if a.quick else ProfileGrid(), cores=a.cores)
-    table.to_csv(out / "measurements.csv", index=False)
-    hw, report = fit(table, cores=len(a.cores))
-    report.to_csv(out / "fit.csv", index=False)
-    save_profile(hw, out / "profile.json", meta={"backend": a.backend, "cores": list(a.cores), "model": str(paths.actor)})
     import pandas as pd
 
+    from oppo_real.console import Console
+    from oppo_real.profile import ProfileGrid, fit, run_profile
+    from oppo_real.profile_gpu import (
+        error_summary,
+        fit_gpu,
+        gpu_grid,
+        plot_profile,
+        suggested_defaults,
+        with_predictions,
+    )
+    from oppo_sim.hw.profiles import save_profile
+
+    device = (a.device.gen if a.device else "cpu")
+    cuda = device.startswith("cuda")
+    backend = a.backend or ("torch" if cuda else "vllm")
+    cores = a.cores if a.cores is not None else (None if cuda else (0,))
+    name, spec = _target(device, a.gpu)
+    out = Path(a.out)
+    if backend == "torch-static":
+        return _profile_static(a, out, cores)
+    with Console(out, a.verbose) as con:
+        con.print(f"oppo-real profile: {backend} on {name} ({device}), models {a.shape or 'tiny'}"
+                  + (f", predicting with GPU table entry '{spec.id}' and the default cost parameters" if spec else ""))
+        paths = _models(a, device)
+        grid = ProfileGrid.quick() if a.quick else (gpu_grid(_params(paths)) if cuda else ProfileGrid())
+        table = run_profile(paths, backend, grid, cores=cores, log=con.print, device=device)
+        table = with_predictions(table, spec, name, a.shape or "tiny")
+        table.to_csv(out / "measurements.csv", index=False)
+        if cuda:
+            hw, report = fit_gpu(table, spec)
+        else:
+            hw, report = fit(table, cores=len(cores or (0,)))
+        report.to_csv(out / "fit.csv", index=False)
+        meta = {"backend": backend, "device": name, "cores": list(cores or ()), "model": str(paths.actor)}
+        if cuda:
+            meta["suggested_defaults"] = suggested_defaults(hw)
+        save_profile(hw, out / "profile.json", meta=meta)
+        with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+            if spec is not None:
+                con.print("measured vs uncalibrated prediction (" + spec.id + ", default cost parameters):")
+                con.print(error_summary(table).to_string(index=False))
+                plot_profile(table).savefig(out / "profile.png", dpi=110)
+            con.print(report.to_string(index=False))
+        con.print(f"wrote {out}/measurements.csv, fit.csv, profile.json" + (", profile.png" if spec is not None else "")
+                  + f"  (use: oppo-sim run --profile {out}/profile.json)")
+    return 0
+
+
+def _profile_static(a: argparse.Namespace, out: Path, cores) -> int:
+    """The static decoder (TRL-style): its forwards, per-call overhead and sync, plus prefill and training."""
+    import pandas as pd
+
+    from oppo_real.models.tiny import build_models, default_cache_dir
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = build_models(Path(a.cache) if a.cache else default_cache_dir())
+    table, hw, report, static = profile_engines(paths, "torch-static", a.quick, cores)
+    table.to_csv(out / "measurements.csv", index=False)
+    report.to_csv(out / "fit.csv", index=False)
+    save_engine_profile(hw, static, out / "profile.json", {"backend": "torch-static", "cores": list(cores or ()),
+                                                          "model": str(paths.actor)})
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
         print(report.to_string(index=False))
     print(f"wrote {out}/measurements.csv, fit.csv, profile.json  (use: oppo-sim run --profile {out}/profile.json)")
     return 0
-
-

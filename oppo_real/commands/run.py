@@ -7,11 +7,16 @@ import time
 from pathlib import Path
 
 from oppo_real.commands.common import (
+    BACKEND_HELP,
+    BACKENDS,
     DEFAULT_LENGTH_SCALE,
     DEFAULT_MAX_RESPONSE,
     DEFAULT_TRACE,
+    add_device_args,
+    device_fields,
 )
 from oppo_real.commands.common import cores as _cores
+from oppo_real.console import LOG_NAME
 from oppo_sim.cliargs import nonneg_int, positive
 
 
@@ -31,11 +36,13 @@ def add_parser(sub) -> None:
     r.add_argument("--max-response", type=positive(), default=DEFAULT_MAX_RESPONSE, help="max new tokens")
     r.add_argument("--model", default=None, help="a local Hugging Face causal-LM directory to use as the actor")
     r.add_argument("--cache", default=None, help="where built models are cached (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
-    r.add_argument("--backend", default="vllm", choices=("vllm", "torch"), help="actor generation engine")
+    r.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
+    r.add_argument("--gen-batch", type=positive(), default=None,
+                   help="torch-static: rows per generate mini-batch (TRL's local_rollout_forward_batch_size; default: one)")
     r.add_argument("--workers", default="ray", choices=("ray", "local"), help="ray actors (default) or in-process")
     r.add_argument("--ray-address", default=None, help="join an existing Ray cluster")
-    r.add_argument("--main-cores", type=_cores, default=(0,), help="cores of the generate+train pool (default 0)")
-    r.add_argument("--score-cores", type=_cores, default=(1,), help="cores of the scoring pool (default 1)")
+    r.add_argument("--main-cores", type=_cores, default=None, help="cores of the generate+train pool (default 0; none on a GPU)")
+    r.add_argument("--score-cores", type=_cores, default=None, help="cores of the scoring pool (default 1; none on a GPU)")
     r.add_argument("--gpus-per-worker", type=float, default=0.0, help="Ray GPUs per role worker")
     r.add_argument("--temperature", type=float, default=1.0)
     r.add_argument("--ppo-epochs", type=positive(), default=None)
@@ -47,6 +54,8 @@ def add_parser(sub) -> None:
     r.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     r.add_argument("--overwrite", action="store_true", help="start over in an --out that already holds a run")
     r.add_argument("--json", default=None, help="also write the summary JSON here")
+    r.add_argument("--no-checkpoint", action="store_true", help="no checkpoint per step (real-size models: GBs a step)")
+    add_device_args(r)
     r.set_defaults(func=cmd_run)
 
 
@@ -71,7 +80,7 @@ def _ppo(a):
 
 def cmd_run(a: argparse.Namespace) -> int:
     from oppo_real.config import RealConfig
-    from oppo_real.run import run_real
+    from oppo_real.console import Console
     from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.catalog import load_trace
 
@@ -79,36 +88,55 @@ def cmd_run(a: argparse.Namespace) -> int:
     policy = make_policy(a.policy, chunk=a.chunk or 16, delta=2 if a.delta is None else a.delta, budget=a.budget,
                          staleness=a.staleness)
     cfg = RealConfig(
-        batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, model_dir=a.model, cache_dir=a.cache,
+        batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, gen_batch=a.gen_batch, model_dir=a.model, cache_dir=a.cache,
         max_response=a.max_response, length_scale=a.length_scale, temperature=a.temperature, ppo=_ppo(a),
-        workers=a.workers, ray_address=a.ray_address, main_cores=a.main_cores, score_cores=a.score_cores,
-        gpus_per_worker=a.gpus_per_worker,
+        workers=a.workers, ray_address=a.ray_address, gpus_per_worker=a.gpus_per_worker, **device_fields(a),
     )
     out = Path(a.out or f"out/real/{policy.name}")
-    print(f"oppo-real: {policy.label()}, {cfg.backend} on {cfg.workers} workers, B={cfg.batch}, {cfg.steps} steps, "
-          f"lengths {'natural (EOS)' if trace is None else f'forced from {trace.name} x{cfg.length_scale}'}, out {out}",
-          flush=True)
-    t0 = time.time()
-
-    def progress(rec: dict) -> None:
-        chunk = rec["chunk"] if rec["chunk"] is not None else "-"
-        print(f"step {rec['step']:4d}  reward {rec['reward']:.3f}  rm {rec['rm_score']:+.3f}  step {rec['step_time_s']:6.2f} s  "
-              f"gen {rec['generation_s']:5.2f}  score {rec['scoring_s']:5.2f}  train {rec['training_s']:5.2f}  "
-              f"Δ {rec['delta']}  C {chunk}  deferred {rec['deferred']}  stale≤{rec['staleness_max']}", flush=True)
-
-    res = run_real(cfg, policy, trace, out_dir=out, resume=a.resume, overwrite=a.overwrite, on_step=progress)
-    write_outputs(res, out)
-    s = res.summary
-    print(f"done in {time.time() - t0:.0f} s: step {s['step_time_s']:.2f} s (median {s['step_time_median_s']:.2f}), "
-          f"{s['samples_per_s']:.2f} samples/s, utilization "
-          + ", ".join(f"{k} {v:.0%}" for k, v in s["utilization"].items())
-          + f", final reward {s['final_reward']:.3f}")
+    with Console(out, a.verbose) as con:
+        con.print(describe_run(cfg, policy, trace, out))
+        res = run_with_progress(con, cfg, policy, trace, out, resume=a.resume, overwrite=a.overwrite,
+                                checkpoint_steps=not a.no_checkpoint)
+        write_outputs(res, out, con.print)
     if a.json:
         res.write_json(a.json)
     return 0
 
 
-def write_outputs(res, out: Path) -> None:
+def describe_run(cfg, policy, trace, out: Path) -> str:
+    """The configuration line a run starts with."""
+    lengths = "natural (EOS)" if trace is None else f"forced from {trace.name} x{cfg.length_scale}"
+    models = cfg.shape or cfg.model_dir or "tiny"
+    return (f"oppo-real: {policy.label()}, {cfg.backend} on {cfg.workers} workers, devices {cfg.devices.describe()}, "
+            f"models {models}, B={cfg.batch}, {cfg.steps} steps, lengths {lengths}, colocate {cfg.colocate_mode}, out {out}")
+
+
+def step_line(rec: dict) -> str:
+    chunk = rec["chunk"] if rec["chunk"] is not None else "-"
+    return (f"step {rec['step']:4d}  reward {rec['reward']:.3f}  rm {rec['rm_score']:+.3f}  step {rec['step_time_s']:6.2f} s  "
+            f"gen {rec['generation_s']:5.2f}  score {rec['scoring_s']:5.2f}  train {rec['training_s']:5.2f}  "
+            f"Δ {rec['delta']}  C {chunk}  deferred {rec['deferred']}  stale≤{rec['staleness_max']}")
+
+
+def run_with_progress(con, cfg, policy, trace, out, **kw):
+    """``run_real`` with one console line per step and a closing summary line."""
+    from oppo_real.run import run_real
+
+    t0 = time.time()
+    bar = con.progress(cfg.steps, unit="step", desc=policy.name)
+    try:
+        res = run_real(cfg, policy, trace, out_dir=out, on_step=lambda rec: bar.line(step_line(rec)), **kw)
+    finally:
+        bar.close()
+    s = res.summary
+    con.print(f"done in {time.time() - t0:.0f} s: step {s['step_time_s']:.2f} s (median {s['step_time_median_s']:.2f}), "
+              f"{s['samples_per_s']:.2f} samples/s, utilization "
+              + ", ".join(f"{k} {v:.0%}" for k, v in s["utilization"].items())
+              + f", final reward {s['final_reward']:.3f}")
+    return res
+
+
+def write_outputs(res, out: Path, say=print) -> None:
     out.mkdir(parents=True, exist_ok=True)
     res.steps.to_csv(out / "steps.csv", index=False)
     res.timeline.to_csv(out / "timeline.csv", index=False)
@@ -118,7 +146,8 @@ def write_outputs(res, out: Path) -> None:
         trace = res.rollouts[["prompt_tokens", "response_tokens", "reward", "step"]].copy()
         trace["source"] = f"oppo-real {res.summary['policy']}"
         trace.to_csv(out / "rollout_trace.csv.gz", index=False)
-    print(f"wrote {out}/steps.csv, timeline.csv, summary.json, rollouts.csv, rollout_trace.csv.gz")
+    say(f"wrote {out}/steps.csv, timeline.csv, summary.json, rollouts.csv, rollout_trace.csv.gz"
+        + (f", {LOG_NAME}" if (out / LOG_NAME).exists() else ""))
 
 
 def _policy_names() -> tuple[str, ...]:

@@ -6,9 +6,15 @@ import argparse
 from pathlib import Path
 
 from oppo_real.commands.common import (
+    BACKEND_HELP,
+    BACKENDS,
     DEFAULT_LENGTH_SCALE,
     DEFAULT_MAX_RESPONSE,
     DEFAULT_TRACE,
+    add_device_args,
+    device_fields,
+    profile_engines,
+    save_engine_profile,
 )
 from oppo_sim.cliargs import nonneg_int, positive
 
@@ -27,64 +33,111 @@ def add_parser(sub) -> None:
     v.add_argument("--delta", type=nonneg_int, default=2)
     v.add_argument("--profile", default=None, help="a profile.json from `oppo-real profile` (default: profile now)")
     v.add_argument("--quick-profile", action="store_true", help="profile on the small grid")
-    v.add_argument("--backend", default="vllm", choices=("vllm", "torch"))
+    v.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
+    v.add_argument("--gen-batch", type=positive(), default=None, help="torch-static: rows per generate mini-batch")
     v.add_argument("--workers", default="ray", choices=("ray", "local"))
     v.add_argument("--cache", default=None)
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--out", default="out/validate", help="directory for the table, figures and runs")
     v.add_argument("--json", default=None)
+    v.add_argument("--no-checkpoint", action="store_true", help="runs keep no per-step checkpoint under <out>/runs")
+    add_device_args(v)
     v.set_defaults(func=cmd_validate)
 
 
 
-def cmd_validate(a: argparse.Namespace) -> int:
+def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
+    """The hardware profile to predict with: ``--profile``, or profile the engines now on the generator's
+    device (a GPU is fitted against its GPU-table entry, the CPU against a nominal spec)."""
     import pandas as pd
 
-    from oppo_real.config import RealConfig
-    from oppo_real.models.tiny import build_models, default_cache_dir
     from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_real.validation.plots import plot_parity, plot_pred_vs_meas_timelines
-    from oppo_real.validation.run import validate
-    from oppo_sim.core.policies import make_policy
+    from oppo_real.session import build_run_models
     from oppo_sim.hw.profiles import load_profile, save_profile
+
+    if a.profile:
+        from oppo_real.profile_static import load_static_params
+
+        return load_profile(a.profile), load_static_params(a.profile) if cfg.static_engine else None
+    device = cfg.devices.gen
+    paths = build_run_models(cfg)
+    say(f"profiling the engines on {device} ...")
+    if cfg.static_engine:  # the static decoder: its forwards, per-call overhead and sync (oppo_real.profile_static)
+        table, hw, report, static = profile_engines(paths, cfg.backend, a.quick_profile, cfg.main_cores, log=lambda _m: None)
+        table.to_csv(out / "measurements.csv", index=False)
+        report.to_csv(out / "fit.csv", index=False)
+        save_engine_profile(hw, static, out / "profile.json", {"backend": cfg.backend})
+        return hw, static
+    if a.quick_profile:
+        grid = ProfileGrid.quick()
+    elif device.startswith("cuda"):
+        from oppo_real.memfit import run_specs
+        from oppo_real.profile_gpu import gpu_grid
+
+        grid = gpu_grid(run_specs(cfg)[0].params)
+    else:
+        grid = ProfileGrid()
+    table = run_profile(paths, a.backend, grid, cores=cfg.main_cores, log=lambda _m: None, device=device)
+    table.to_csv(out / "measurements.csv", index=False)
+    if device.startswith("cuda"):
+        from oppo_real.devices import device_memory
+        from oppo_real.profile_gpu import fit_gpu, table_spec
+
+        _, total, name = device_memory(device)
+        hw, report = fit_gpu(table, table_spec(name, total))
+    else:
+        hw, report = fit(table)
+    report.to_csv(out / "fit.csv", index=False)
+    save_profile(hw, out / "profile.json")
+    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+        say(report[["op", "n", "eff_compute", "eff_memory", "overhead_s", "mape"]].to_string(index=False))
+    return hw, None
+
+
+def cmd_validate(a: argparse.Namespace) -> int:
+    from oppo_real.config import RealConfig
+    from oppo_real.console import Console
+    from oppo_real.memfit import check_fit, describe
+    from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.catalog import load_trace
 
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
     policies = {n.strip(): make_policy(n.strip(), chunk=a.chunk, delta=a.delta) for n in a.policies.split(",") if n.strip()}
     trace = None if a.trace.lower() == "none" else load_trace(a.trace, max_response=None)
-    cfg = RealConfig(batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, cache_dir=a.cache,
-                     max_response=a.max_response, length_scale=a.length_scale, workers=a.workers)
-    if a.profile:
-        hw = load_profile(a.profile)
-    else:
-        paths = build_models(Path(a.cache) if a.cache else default_cache_dir(), cfg.tiny, cfg.task)
-        print("profiling the engines on this machine ...", flush=True)
-        table = run_profile(paths, a.backend, ProfileGrid.quick() if a.quick_profile else ProfileGrid(),
-                            cores=cfg.main_cores, log=lambda _m: None)
-        table.to_csv(out / "measurements.csv", index=False)
-        hw, report = fit(table)
-        report.to_csv(out / "fit.csv", index=False)
-        save_profile(hw, out / "profile.json")
-        with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
-            print(report[["op", "n", "eff_compute", "eff_memory", "overhead_s", "mape"]].to_string(index=False))
-    v = validate(cfg, policies, hw, trace, warmup=a.warmup, repeat=a.repeat, log=lambda m: print(m, flush=True),
-                 out_dir=out / "runs")
+    cfg = RealConfig(batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, gen_batch=a.gen_batch, cache_dir=a.cache,
+                     max_response=a.max_response, length_scale=a.length_scale, workers=a.workers, **device_fields(a))
+    with Console(out, a.verbose) as con:
+        fits = check_fit(cfg)  # before any model is built or loaded
+        con.print(f"oppo-real validate: {', '.join(policies)} on {cfg.backend} / {cfg.workers} workers, devices "
+                  f"{cfg.devices.describe()}, models {cfg.shape or 'tiny'}, B={cfg.batch}, {cfg.steps} steps"
+                  + (f"; memory {describe(fits)}" if fits else ""))
+        hw, static = _calibrate(cfg, a, out, con.print)
+        return _validate_and_report(cfg, policies, hw, static, trace, a, out, con.print)
+
+
+def _validate_and_report(cfg, policies, hw, static, trace, a, out: Path, say) -> int:
+    import pandas as pd
+
+    from oppo_real.validation.plots import plot_parity, plot_pred_vs_meas_timelines
+    from oppo_real.validation.run import validate
+
+    v = validate(cfg, policies, hw, trace, warmup=a.warmup, repeat=a.repeat, log=say,
+                 out_dir=None if a.no_checkpoint else out / "runs", static_cost=static)
     v.table.to_csv(out / "validation.csv", index=False)
     v.components.to_csv(out / "components.csv", index=False)
     plot_parity(v).savefig(out / "parity.png", dpi=120)
     plot_pred_vs_meas_timelines(v).savefig(out / "timelines.png", dpi=110)
     with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format, "display.max_colwidth", 90):
-        print(v.table.drop(columns=["decision_diff"]).to_string(index=False))
-        print(v.components.to_string(index=False))
+        say(v.table.drop(columns=["decision_diff"]).to_string(index=False))
+        say(v.components.to_string(index=False))
         for _, r in v.table.iterrows():
             if r["decision_diff"]:
-                print(f"{r['policy']}: decision agreement {r['decision_agreement']:.2f}; {r['decision_diff']}")
+                say(f"{r['policy']}: decision agreement {r['decision_agreement']:.2f}; {r['decision_diff']}")
     h = v.headline()
-    print(f"median |step-time error| {h['median_abs_step_err_pct']:.1f}%  (max {h['max_abs_step_err_pct']:.1f}%), "
-          f"median |utilization error| {h['median_abs_util_err_pp']:.1f} pp, "
-          f"median |speedup error| {h['median_abs_speedup_err_pct']:.1f}%, decision agreement >= {h['min_decision_agreement']:.2f}")
-    print(f"wrote {out}/validation.csv, components.csv, parity.png, timelines.png")
+    say(f"median |step-time error| {h['median_abs_step_err_pct']:.1f}%  (max {h['max_abs_step_err_pct']:.1f}%), "
+        f"median |utilization error| {h['median_abs_util_err_pp']:.1f} pp, "
+        f"median |speedup error| {h['median_abs_speedup_err_pct']:.1f}%, decision agreement >= {h['min_decision_agreement']:.2f}")
+    say(f"wrote {out}/validation.csv, components.csv, parity.png, timelines.png")
     if a.json:
         import json
 
@@ -92,5 +145,3 @@ def cmd_validate(a: argparse.Namespace) -> int:
                "decision_agreement": dict(zip(v.table["policy"], v.table["decision_agreement"])), **h}
         Path(a.json).write_text(json.dumps(doc, indent=2) + "\n")
     return 0
-
-

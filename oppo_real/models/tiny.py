@@ -68,7 +68,7 @@ class TinyModelConfig:
 
     def key(self) -> str:
         """Stable short hash of the config (the on-disk cache key)."""
-        return _hash(asdict(self))
+        return stable_hash(asdict(self))
 
     def qwen2_config(self, **overrides: Any):
         """The transformers `Qwen2Config` for this shape (special ids from `oppo_real.models.task`)."""
@@ -113,6 +113,11 @@ class ModelPaths:
         return cls(root=root, reward_fit=dict(meta["reward_fit"]), **paths)
 
 
+def done_file() -> str:
+    """The file a finished model directory holds (its metadata); its presence marks the build complete."""
+    return _DONE_FILE
+
+
 def default_cache_dir() -> Path:
     """``$OPPO_MODEL_CACHE`` or ``~/.cache/oppo/models`` (not created here)."""
     env = os.environ.get("OPPO_MODEL_CACHE")
@@ -126,7 +131,7 @@ def build_models(cache_dir: Path, cfg: TinyModelConfig = TinyModelConfig(), task
     task = task or TaskConfig(vocab=cfg.vocab)
     if task.vocab != cfg.vocab:
         raise ConfigError(f"task vocab ({task.vocab}) differs from model vocab ({cfg.vocab})")
-    root = Path(cache_dir) / f"tiny-{_hash({'v': _FORMAT_VERSION, 'model': asdict(cfg), 'task': asdict(task)})}"
+    root = Path(cache_dir) / f"tiny-{stable_hash({'v': _FORMAT_VERSION, 'model': asdict(cfg), 'task': asdict(task)})}"
     if (root / _DONE_FILE).exists():
         return ModelPaths.load(root)
 
@@ -149,7 +154,7 @@ def build_models(cache_dir: Path, cfg: TinyModelConfig = TinyModelConfig(), task
         return {"paths": {"actor": "actor", "reference": "reference", "reward": "reward", "critic": "critic"},
                 "reward_fit": asdict(fit), "model": asdict(cfg), "task": asdict(task)}
 
-    _build_atomically(root, make)
+    build_atomically(root, make)
     return ModelPaths.load(root)
 
 
@@ -166,7 +171,7 @@ def build_models_from_actor(cache_dir: Path, actor_dir: Path, task: "TaskConfig 
         raise ConfigError(f"task vocab ({task.vocab}) exceeds the actor's vocab ({vocab})")
     stamp = {"v": _FORMAT_VERSION, "actor": str(actor_dir), "mtime": (actor_dir / "config.json").stat().st_mtime,
              "task": asdict(task), "seed": seed}
-    root = Path(cache_dir) / f"from-{actor_dir.name}-{_hash(stamp)}"
+    root = Path(cache_dir) / f"from-{actor_dir.name}-{stable_hash(stamp)}"
     if (root / _DONE_FILE).exists():
         return ModelPaths.load(root)
 
@@ -175,7 +180,7 @@ def build_models_from_actor(cache_dir: Path, actor_dir: Path, task: "TaskConfig 
         return {"paths": {"actor": str(actor_dir), "reference": str(actor_dir), "reward": "reward", "critic": "critic"},
                 "reward_fit": asdict(fit), "task": asdict(task)}
 
-    _build_atomically(root, make)
+    build_atomically(root, make)
     return ModelPaths.load(root)
 
 
@@ -214,7 +219,7 @@ def _make_reward_and_critic(actor_dir: Path, out: Path, task: "TaskConfig", seed
     return fit
 
 
-def _build_atomically(root: Path, make) -> None:
+def build_atomically(root: Path, make) -> None:
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=root.name + ".tmp-", dir=root.parent))
     try:
@@ -247,5 +252,6 @@ def _write_tokenizer(path: Path, vocab: int) -> None:
     fast.save_pretrained(path)
 
 
-def _hash(obj: Any) -> str:
+def stable_hash(obj: Any) -> str:
+    """A short stable hash of a JSON-able object (the model cache's keys)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]

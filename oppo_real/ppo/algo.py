@@ -55,9 +55,19 @@ class PPOConfig:
 # ---------------------------------------------------------------------- model passes
 
 
+def autocast_for(model):
+    """bf16 autocast for a model on a GPU (fp32 master weights, bf16 matmuls: mixed-precision training);
+    a disabled context on the CPU."""
+    p = next(model.parameters(), None)
+    dev = p.device if p is not None else torch.device("cpu")
+    return torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
+
+
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """``[B, T]`` log-probs of each response token under a causal LM (0 elsewhere). Differentiable."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits.float()
+    with autocast_for(model):
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    logits = logits.float()
     logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
     out = torch.zeros_like(input_ids, dtype=logp.dtype)
     out[:, 1:] = logp
@@ -66,7 +76,8 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
 
 def critic_values(critic, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """``[B, T]`` values V(x_<t) at response positions (the scalar head at t-1; 0 elsewhere). Differentiable."""
-    head = critic(input_ids=input_ids, attention_mask=attention_mask).logits[..., 0].float()
+    with autocast_for(critic):
+        head = critic(input_ids=input_ids, attention_mask=attention_mask).logits[..., 0].float()
     out = torch.zeros_like(head)
     out[:, 1:] = head[:, :-1]
     return out * response_mask
@@ -220,11 +231,11 @@ def collate(samples: Sequence[Sample], pad_id: int = 0):
 
 
 def per_token(samples: Sequence[Sample], attr: str, like: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros_like(like, dtype=torch.float32)
+    out = torch.zeros(like.shape, dtype=torch.float32)  # filled on the host, moved once
     for i, s in enumerate(samples):
         p, r = len(s.prompt_ids), len(s.response_ids)
         out[i, p : p + r] = torch.tensor(getattr(s, attr), dtype=torch.float32)
-    return out
+    return out.to(like.device)
 
 
 def make_optimizers(actor, critic, cfg: PPOConfig) -> dict[str, torch.optim.Optimizer]:

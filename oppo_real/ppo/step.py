@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from oppo_real.devices import synchronize
 from oppo_real.messages import TrainBatch
 from oppo_real.ppo.algo import (
     PPOBatch,
@@ -42,18 +43,21 @@ def prepare_batch(actor, critic, samples: Sequence[Sample], cfg: PPOConfig, on_p
     if not samples:
         raise ConfigError("a PPO step needs at least one sample")
     note = on_phase or (lambda *_: None)
-    ids, attn, mask = collate(samples)
+    dev = next(actor.parameters()).device
+    ids, attn, mask = (t.to(dev) for t in collate(samples))
     actor.eval()
     critic.eval()
     t0 = time.time()
     old_logp = token_logprobs(actor, ids, attn, mask)
+    synchronize(str(dev))  # a phase ends when the GPU is done with it
     t1 = time.time()
     note("score", "logprob", t0, t1)
     old_values = critic_values(critic, ids, attn, mask)
+    synchronize(str(dev))
     note("score", "critic", t1, time.time())
     ref_logp = per_token(samples, "ref_logprobs", mask)
     behaviour = per_token(samples, "behaviour_logprobs", mask) if all(s.behaviour_logprobs is not None for s in samples) else None
-    scores = torch.tensor([s.score for s in samples], dtype=torch.float32)
+    scores = torch.tensor([s.score for s in samples], dtype=torch.float32, device=dev)
     rewards = kl_penalized_rewards(scores, old_logp, ref_logp, cfg.kl_coef, mask)
     adv, ret = gae(rewards, old_values, mask, cfg.gamma, cfg.lam)
     if cfg.whiten_advantages:
@@ -67,6 +71,7 @@ def run_ppo_step(actor, critic, optimizers: dict[str, torch.optim.Optimizer], ba
     data = prepare_batch(actor, critic, samples_of(batch), cfg, on_phase)
     t0 = time.time()
     stats = ppo_update(actor, critic, optimizers, data, cfg)
+    synchronize(str(data.input_ids.device))
     if on_phase is not None:
         on_phase("train", "actor", t0, time.time())
     if data.behaviour_logp is not None:

@@ -4,8 +4,9 @@
 from the model directories), the pools (a "main" pool where generation, actor log-probs, critic values
 and training share the cores, a "score" pool with the frozen reward and reference), B, the PPO epochs
 and mini-batches, the generation engine's settings (:class:`oppo_real.config.EngineSettings`: sequences,
-token budget, block size, and the number of KV blocks its byte budget holds), and how the executor's
-torch code batches. :func:`mirror_trace` gives the simulator the same requests in the same order: the
+token budget, block size, and the number of KV blocks its byte budget holds) -- or, for the static
+torch decoder (``--backend torch-static``), the simulator's static engine with the same mini-batch size and
+the profiled per-call overhead -- and how the executor's torch code batches. :func:`mirror_trace` gives the simulator the same requests in the same order: the
 prompts' lengths from the run's prompt sampler, the forced response lengths by the run's own rule
 (:meth:`oppo_real.samples.SampleStore.target_of`), and — when a measured run is given — each sample's
 measured reward-model score, so reward-driven controllers (dynamic Δ) see the rewards the run saw.
@@ -13,6 +14,7 @@ measured reward-model score, so reward-driven controllers (dynamic Δ) see the r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -20,8 +22,11 @@ import pandas as pd
 from oppo_real.config import RealConfig
 from oppo_real.profile import model_spec
 from oppo_real.samples import SampleStore
+from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
+from oppo_sim.engine.static_params import StaticConfig, StaticCostParams
 from oppo_sim.hw.hardware import Hardware
+from oppo_sim.hw.overheads import ExecutorOverheads
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import Trace
 
@@ -50,17 +55,37 @@ def engine_config(cfg: RealConfig, kv_bytes_per_token: int) -> EngineConfig:
     )
 
 
-def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None, dispatch_s: float = 0.0) -> SimConfig:
+def static_engine_config(cfg: RealConfig) -> tuple[EngineKind, StaticConfig]:
+    """The simulated generation engine of the run's backend: continuous batching for vLLM and the
+    per-request torch loop; for the static torch decoder the static engine with its mini-batch size, the
+    KV carried across calls, and the call size left to the driver (each step's C, unchunked without one)."""
+    if not cfg.static_engine:
+        return EngineKind.CONTINUOUS, StaticConfig()
+    return EngineKind.STATIC, StaticConfig(call_tokens=None, gen_batch=cfg.gen_batch, carry_kv=True)
+
+
+def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None,
+                  overheads: ExecutorOverheads | None = None, static_cost: StaticCostParams | None = None) -> SimConfig:
+    """The simulator configuration of the run; ``overheads``: the driver's measured costs; ``static_cost`` (the
+    static decoder's per-call overhead, from the profile's ``meta["static"]``) applies when the run's backend
+    is the static decoder."""
     from oppo_real.ppo.algo import PPOConfig
 
     ppo = cfg.ppo or PPOConfig()
-    actor = model_spec(Path(paths.actor))
+    nb = cfg.devices.dtype_bytes  # bytes per element of each role's dtype (bf16 on a GPU)
+    actor = model_spec(Path(paths.actor), nb("gen"))
+    kind, static = static_engine_config(cfg)
+    engine = engine_config(cfg, actor.kv_bytes_per_token())
+    if kind is EngineKind.STATIC:  # the static decoder's padded cache is bounded by max_model_len, not a block pool
+        engine = replace(engine, num_gpu_blocks_override=1 << 30)
     return SimConfig(
         batch=cfg.batch, steps=steps or cfg.steps, seed=cfg.seed, gpu=hw, actor=actor,
-        reward=model_spec(Path(paths.reward)), critic=model_spec(Path(paths.critic)), placement=cfg.placement(),
-        engine=engine_config(cfg, actor.kv_bytes_per_token()), ppo_epochs=ppo.epochs, minibatches=ppo.minibatches,
+        reward=model_spec(Path(paths.reward), nb("score")), critic=model_spec(Path(paths.critic), nb("train")),
+        placement=cfg.placement(), engine=engine, engine_kind=kind, static=static,
+        static_cost=static_cost or StaticCostParams(), ppo_epochs=ppo.epochs, minibatches=ppo.minibatches,
         max_response=None,
-        # how the executor's torch code batches: streamed chunks one sequence per forward, whole-sequence
-        # scoring and PPO mini-batches padded to the longest sequence; the driver's call overhead per event
-        stream_batching=False, padded_batches=True, dispatch_s=dispatch_s,
+        # how the executor's torch code batches: the streamed chunks of one report in one padded forward,
+        # whole-sequence scoring and PPO mini-batches padded to the longest sequence; the driver's own
+        # time per round trip, step, sample and token (measured by oppo_real.profile_driver)
+        stream_batching=True, padded_batches=True, overheads=overheads or ExecutorOverheads(),
     )

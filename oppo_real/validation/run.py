@@ -30,7 +30,9 @@ from oppo_real.validation.compare import (
 from oppo_real.validation.mirror import mirror_config, mirror_trace
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.results import SimResult
+from oppo_sim.engine.static_params import StaticCostParams
 from oppo_sim.hw.hardware import Hardware
+from oppo_sim.hw.overheads import ExecutorOverheads
 from oppo_sim.pipeline.simulate import simulate
 from oppo_sim.traces.trace import Trace
 
@@ -107,16 +109,21 @@ def _components(names: list[str], labels: list[str], preds: dict, meas: dict) ->
 
 
 def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: Trace | None, warmup: int = 2,
-             repeat: int = 1, log: Callable[[str], None] = print, out_dir: Path | None = None) -> Validation:
+             repeat: int = 1, log: Callable[[str], None] = print, out_dir: Path | None = None,
+             overheads: ExecutorOverheads | None = None, static_cost: StaticCostParams | None = None) -> Validation:
+    """Profile-fitted ``hw`` (and, for the static decoder, its per-call ``static_cost``) -> simulate and run
+    every policy ``repeat`` times -> the predicted-vs-measured table (see the module docstring).
+    ``overheads``: the driver's measured costs (profiled here, on the run's kind of workers, when None)."""
+    from oppo_real.profile_driver import measure_overheads
     from oppo_real.session import build_run_models
-    from oppo_real.workers.placement import measure_dispatch, start_ray
 
     paths = build_run_models(cfg)
-    if cfg.workers == "ray":
-        start_ray(cfg.ray_address)
-    dispatch = measure_dispatch(cfg.workers)
-    log(f"driver dispatch (no-op remote call round trip): {1000 * dispatch:.2f} ms")
-    sim_cfg = mirror_config(cfg, hw, paths, dispatch_s=dispatch)
+    if overheads is None:
+        overheads, rep, _ = measure_overheads(cfg, trace, log=lambda _m: None)
+        log(f"driver overheads: {1e3 * overheads.call_s:.2f} ms per round trip, {1e3 * overheads.step_s:.1f} ms per step, "
+            f"{1e3 * overheads.sample_s:.2f} ms per sample, {1e6 * overheads.token_s:.1f} us per token "
+            f"(fit MAPE {100 * rep['mape']:.0f}%)")
+    sim_cfg = mirror_config(cfg, hw, paths, overheads=overheads, static_cost=static_cost)
     rows = len(trace) if trace is not None else 4096
     names = list(policies)
     pred: dict[str, list[SimResult]] = {n: [] for n in names}

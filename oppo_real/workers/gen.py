@@ -1,5 +1,7 @@
-"""The generation worker: actor generation (vLLM, or plain torch) behind the ``ActorBackend`` contract,
-stepped by the driver up to the next mark (a finish, a chunk boundary, a token budget)."""
+"""The generation worker: actor generation (vLLM, a per-request torch loop, or the static torch decoder)
+behind the ``ActorBackend`` contract, stepped by the driver up to the next mark (a finish, a chunk
+boundary, a token budget). With the static decoder the driver also sets each step's call size C
+(:meth:`GenWorker.set_call_tokens`)."""
 
 from __future__ import annotations
 
@@ -16,12 +18,17 @@ from oppo_real.workers.recorder import Recorder
 @dataclass(frozen=True)
 class GenWorkerConfig:
     actor: str  # HF model dir of the initial actor
-    backend: str = "vllm"  # "vllm" | "torch"
+    backend: str = "vllm"  # "vllm" | "torch" | "torch-static" (oppo_real.config.BACKENDS)
+    gen_batch: int | None = None  # torch-static: rows per mini-batch; None: one
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     max_model_len: int = 1024
     engine: EngineSettings = field(default_factory=EngineSettings)
     cores: tuple[int, ...] | None = None
     pool: str = "main"
+    device: str = "cpu"  # where the actor runs ("cuda:0" under Ray: the worker sees only its GPU)
+    dtype: str = "float32"  # "bfloat16" on a GPU
+    release: bool = False  # free the engine's memory while training runs (vLLM sleep / the torch KV cache)
+    sleep_level: int = 1  # vLLM sleep level
 
 
 class GenWorker(Recorder):
@@ -35,6 +42,7 @@ class GenWorker(Recorder):
         self.gen = self._make_backend()
         self.init_seconds = time.time() - t0
         self.version = 0
+        self.asleep = False
 
     def _make_backend(self):
         cfg = self.cfg
@@ -44,17 +52,39 @@ class GenWorker(Recorder):
             bind = ",".join(map(str, cfg.cores)) if cfg.cores else None
             e = cfg.engine
             return VLLMActor(VLLMActorConfig(
-                model=cfg.actor, sampling=cfg.sampling, max_model_len=cfg.max_model_len, max_num_seqs=e.max_num_seqs,
+                model=cfg.actor, dtype=cfg.dtype, sleep_mode=cfg.release and cfg.device.startswith("cuda"),
+                sleep_level=cfg.sleep_level, sampling=cfg.sampling, max_model_len=cfg.max_model_len, max_num_seqs=e.max_num_seqs,
                 max_num_batched_tokens=e.batched_tokens(cfg.max_model_len), enable_chunked_prefill=e.enable_chunked_prefill,
                 enable_prefix_caching=e.enable_prefix_caching, block_size=e.block_size, kv_cache_bytes=e.kv_cache_bytes,
                 cpu_threads_bind=bind))
         if cfg.backend == "torch":
             from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
 
-            return TorchActor(TorchActorConfig(model=cfg.actor, sampling=cfg.sampling, max_model_len=cfg.max_model_len))
+            return TorchActor(TorchActorConfig(model=cfg.actor, dtype=cfg.dtype, device=cfg.device, sampling=cfg.sampling,
+                                               max_model_len=cfg.max_model_len))
+        if cfg.backend == "torch-static":
+            from oppo_real.backends.torch_static import (
+                TorchStaticActor,
+                TorchStaticConfig,
+            )
+
+            return TorchStaticActor(TorchStaticConfig(model=cfg.actor, dtype=cfg.dtype, device=cfg.device, sampling=cfg.sampling,
+                                                      max_model_len=cfg.max_model_len, gen_batch=cfg.gen_batch))
+        from oppo_real.config import BACKENDS
         from oppo_sim.core.errors import ConfigError
 
-        raise ConfigError(f"unknown actor backend '{cfg.backend}'; known: vllm, torch")
+        if cfg.backend == "lockstep":
+            from oppo_real.backends.lockstep import LockstepActor
+
+            return LockstepActor()
+        raise ConfigError(f"unknown actor backend '{cfg.backend}'; known: {', '.join(BACKENDS)}")
+
+    def set_call_tokens(self, c: int | None) -> None:
+        """The step's chunk size C as the static decoder's tokens per call (None: one call to the longest
+        response); a no-op for engines without calls (vLLM, the per-request torch loop)."""
+        setter = getattr(self.gen, "set_call_tokens", None)
+        if setter is not None:
+            setter(c)
 
     def add(self, reqs: Sequence[GenRequest]) -> None:
         for r in reqs:
@@ -67,6 +97,7 @@ class GenWorker(Recorder):
     def generate(self, step: int, max_iters: int, report_at: dict[str, int] | None = None) -> GenOutput:
         """Step the engine up to ``max_iters`` iterations; return early once a request finishes or a request
         in ``report_at`` has produced that many new tokens during this call (chunk boundary, budget)."""
+        self.wake(step)
         report_at = report_at or {}
         toks: dict[str, list[int]] = {}
         lps: dict[str, list[float]] = {}
@@ -96,8 +127,30 @@ class GenWorker(Recorder):
     def has_unfinished(self) -> bool:
         return self.gen.has_unfinished()
 
+    def sleep(self, step: int) -> int:
+        """Release the engine's memory for the training that follows (timeline activity ``sleep``); returns the
+        bytes released where the backend can tell. A no-op unless the config asks for it or while requests run."""
+        release = getattr(self.gen, "sleep", None)
+        if not self.cfg.release or self.asleep or release is None or self.gen.has_unfinished():
+            return 0
+        t0 = time.time()
+        freed = int(release() or 0)
+        self._rec("sleep", "sleep", step, t0, time.time(), 0)
+        self.asleep = True
+        return freed
+
+    def wake(self, step: int) -> None:
+        """Take the memory back (timeline activity ``wake``); a no-op when awake."""
+        if not self.asleep:
+            return
+        t0 = time.time()
+        self.gen.wake_up()
+        self._rec("wake", "wake", step, t0, time.time(), 0)
+        self.asleep = False
+
     def load_weights(self, step: int, version: int, state_dict: dict) -> float:
-        """Weight sync from the trainer; returns the seconds the engine spent loading."""
+        """Weight sync from the trainer (the engine wakes first if it slept); returns the seconds spent loading."""
+        self.wake(step)
         t0 = time.time()
         secs = self.gen.load_weights(state_dict)
         self._rec("sync", "sync", step, t0, time.time(), 0)

@@ -85,14 +85,15 @@ class LocalHandle(Handle):
 
 
 class RayHandle(Handle):
-    def __init__(self, name: str, cls: type, *args: Any, num_cpus: float = 1, num_gpus: float = 0) -> None:
+    def __init__(self, name: str, cls: type, *args: Any, num_cpus: float = 1, num_gpus: float = 0, strategy: Any = None) -> None:
         import ray
 
         self.name = name
         self._ray = ray
         env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(max(1, int(num_cpus)))}
         remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0)(cls)
-        self.actor = remote.options(name=None, runtime_env={"env_vars": env}).remote(*args)
+        opts: dict[str, Any] = {"scheduling_strategy": strategy} if strategy is not None else {}
+        self.actor = remote.options(name=None, runtime_env={"env_vars": env}, **opts).remote(*args)
         try:  # surface construction errors now, as one line
             ray.get(self.actor.ping.remote(), timeout=START_TIMEOUT_S)
         except Exception as e:
@@ -164,14 +165,46 @@ def stop_ray() -> None:
         return
     if ray.is_initialized():
         ray.shutdown()
+    _GROUPS.clear()
 
 
-def spawn(kind: str, name: str, cls: type, *args: Any, num_cpus: float = 1, num_gpus: float = 0) -> Handle:
+def spawn(kind: str, name: str, cls: type, *args: Any, num_cpus: float = 1, num_gpus: float = 0,
+          bundle: int | None = None, bundles: tuple[dict, ...] = ()) -> Handle:
+    """A worker ``name`` running ``cls(*args)``. Under Ray it asks for ``num_cpus`` and ``num_gpus`` (a
+    fraction where roles share a GPU) and, with ``bundle``, runs in that bundle of the run's GPU placement
+    group (one bundle per GPU, ``bundles``), so the roles mapped to one GPU land on the same one."""
     if kind == "local":
         return LocalHandle(name, cls, *args)
     if kind == "ray":
-        return RayHandle(name, cls, *args, num_cpus=num_cpus, num_gpus=num_gpus)
+        strategy = None
+        if bundle is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            strategy = PlacementGroupSchedulingStrategy(placement_group=gpu_placement_group(bundles),
+                                                        placement_group_bundle_index=bundle)
+        return RayHandle(name, cls, *args, num_cpus=num_cpus, num_gpus=num_gpus, strategy=strategy)
     raise OppoError(f"unknown worker placement '{kind}'; known: ray, local")
+
+
+_GROUPS: dict[tuple, Any] = {}
+
+
+def gpu_placement_group(bundles: tuple[dict, ...]):
+    """The placement group with one bundle per GPU (created once per bundle layout, packed on one node
+    where it fits), as OpenRLHF and verl reserve GPUs for colocated actors."""
+    import ray
+    from ray.util import placement_group
+
+    key = tuple(tuple(sorted(b.items())) for b in bundles)
+    if key not in _GROUPS:
+        pg = placement_group([dict(b) for b in bundles], strategy="PACK")
+        try:
+            ray.get(pg.ready(), timeout=START_TIMEOUT_S)
+        except Exception:
+            raise WorkerError(f"the Ray cluster cannot reserve {len(bundles)} GPU bundle(s) {list(bundles)} within "
+                              f"{START_TIMEOUT_S:.0f} s: does it have the GPUs free?") from None
+        _GROUPS[key] = pg
+    return _GROUPS[key]
 
 
 class Echo:

@@ -17,6 +17,8 @@ class ScoreWorkerConfig:
     reference: str
     cores: tuple[int, ...] | None = None
     pool: str = "score"
+    device: str = "cpu"
+    dtype: str = "float32"  # "bfloat16" on a GPU
 
 
 class ScoreWorker(Recorder):
@@ -27,8 +29,9 @@ class ScoreWorker(Recorder):
         from oppo_real.backends.scorer import IncrementalScorer, ScorerConfig
 
         self._place(cfg.pool, cfg.cores)
-        self.reward = IncrementalScorer(ScorerConfig(kind="reward", model=cfg.reward))
-        self.reference = IncrementalScorer(ScorerConfig(kind="reference", model=cfg.reference))
+        place = dict(dtype=cfg.dtype, device=cfg.device)
+        self.reward = IncrementalScorer(ScorerConfig(kind="reward", model=cfg.reward, **place))
+        self.reference = IncrementalScorer(ScorerConfig(kind="reference", model=cfg.reference, **place))
 
     def open(self, seqs: Sequence[tuple[str, Sequence[int]]]) -> None:
         for sid, prompt in seqs:

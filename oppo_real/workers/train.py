@@ -20,6 +20,9 @@ class TrainWorkerConfig:
     cores: tuple[int, ...] | None = None
     pool: str = "main"
     seed: int = 0
+    device: str = "cpu"  # fp32 master weights here; forwards under bf16 autocast on a GPU
+    export: str = "same"  # the weights for the sync: on the trainer's device ("same") or staged in host memory ("cpu")
+    export_dtype: str | None = None  # the generator's dtype (None: as trained)
 
 
 class TrainWorker(Recorder):
@@ -36,8 +39,9 @@ class TrainWorker(Recorder):
         torch.manual_seed(cfg.seed)
         self.cfg = cfg
         self.ppo_cfg = cfg.ppo or PPOConfig()
-        self.actor = load_causal_lm(Path(cfg.actor))
-        self.critic = load_value_model(Path(cfg.critic))
+        self.device = torch.device(cfg.device)
+        self.actor = load_causal_lm(Path(cfg.actor)).to(self.device)
+        self.critic = load_value_model(Path(cfg.critic)).to(self.device)
         self.opt = make_optimizers(self.actor, self.critic, self.ppo_cfg)
         self.version = 0
 
@@ -54,8 +58,16 @@ class TrainWorker(Recorder):
         return stats
 
     def weights(self, step: int) -> dict:
+        """A copy of the actor's weights for the generator: cast to its dtype, on this device or in host memory."""
+        import torch
+
+        from oppo_real.devices import synchronize
+
         t0 = time.time()
-        sd = {k: v.detach().clone() for k, v in self.actor.state_dict().items()}
+        dt = getattr(torch, self.cfg.export_dtype) if self.cfg.export_dtype else None
+        dev = "cpu" if self.cfg.export == "cpu" else self.device
+        sd = {k: v.detach().to(device=dev, dtype=dt or v.dtype, copy=True) for k, v in self.actor.state_dict().items()}
+        synchronize(str(self.device))
         self._rec("sync", "sync", step, t0, time.time(), 0)
         return sd
 
@@ -71,13 +83,13 @@ class TrainWorker(Recorder):
     def load(self, path: str) -> int:
         import torch
 
-        st = torch.load(path, weights_only=False)
+        st = torch.load(path, weights_only=False, map_location=self.device)
         self.actor.load_state_dict(st["actor"])
         self.critic.load_state_dict(st["critic"])
         self.opt["actor"].load_state_dict(st["opt_actor"])
         self.opt["critic"].load_state_dict(st["opt_critic"])
         self.version = st["version"]
-        torch.set_rng_state(st["torch_rng"])
+        torch.set_rng_state(st["torch_rng"].cpu())
         return self.version
 
 

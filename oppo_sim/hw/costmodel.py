@@ -161,6 +161,7 @@ class CostModel:
     recompute: str = "none"
     flash_attention: bool = True
     sync: SyncPlan = SyncPlan()
+    cross_node: bool = False  # the pool spans nodes: its gradient all-reduce crosses the network (net_bw)
 
     def __post_init__(self) -> None:
         if isinstance(self.zero_stage, bool) or self.zero_stage not in ZERO_STAGES:
@@ -212,7 +213,8 @@ class CostModel:
         t = _roofline(op, flops, nbytes, devices, self.hw) + (minibatches - 1) * op.overhead_s
         if devices > 1:
             transfers = 3.0 if self.zero_stage == 3 else 2.0  # ZeRO-3 also all-gathers the parameters
-            t += minibatches * transfers * (devices - 1) / devices * w / g.link_bw
+            bw = g.net_bw if self.cross_node else g.link_bw  # a ring over nodes runs at its slowest link
+            t += minibatches * transfers * (devices - 1) / devices * w / bw
         return t
 
     def recompute_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:

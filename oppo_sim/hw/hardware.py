@@ -32,6 +32,8 @@ __all__ = [
     "CostParams",
     "OP_KINDS",
     "DEFAULT_COST_PARAMS",
+    "GPU_COST_PARAMS",
+    "default_params",
     "Hardware",
     "get_hardware",
 ]
@@ -206,6 +208,18 @@ DEFAULT_COST_PARAMS = CostParams(
 )
 
 
+GPU_COST_PARAMS: Mapping[str, CostParams] = MappingProxyType({})
+"""Default cost parameters per GPU-table id where a measurement set them (``scripts/gpu_measure.sh``:
+``gpu_summary.json``'s suggested defaults, fitted against that entry's datasheet numbers); other GPUs
+use ``DEFAULT_COST_PARAMS``. Empty until a GPU measurement is taken: README's paper-scale table says
+which measurement its parameters come from."""
+
+
+def default_params(gpu_id: str) -> CostParams:
+    """The default cost parameters of a GPU-table entry (its measured family's, else ``DEFAULT_COST_PARAMS``)."""
+    return GPU_COST_PARAMS.get(str(gpu_id).strip().lower(), DEFAULT_COST_PARAMS)
+
+
 @dataclass(frozen=True)
 class Hardware:
     """A device: nominal spec plus calibrated cost parameters."""
@@ -229,5 +243,5 @@ def get_hardware(gpu: str) -> Hardware:
     is read by ``oppo_sim.hw.profiles.resolve_hardware`` at the command-line boundary)."""
     text = str(gpu).strip()
     if text.lower() in GPUS:
-        return Hardware(GPUS[text.lower()])
+        return Hardware(GPUS[text.lower()], default_params(text))
     raise ConfigError(f"unknown GPU {text!r}; known: {', '.join(GPUS)} (a calibrated .json profile: --profile)")

@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import GPUS, OP_KINDS, CostParams, GPUSpec, Hardware, OpParams
+from oppo_sim.hw.hardware import (
+    GPUS,
+    OP_KINDS,
+    CostParams,
+    GPUSpec,
+    Hardware,
+    OpParams,
+    default_params,
+)
 
 PROFILE_FORMAT = "oppo-profile/1"
 
@@ -201,7 +209,7 @@ def resolve_hardware(gpu_or_profile: str | PathLike | Hardware) -> Hardware:
         return gpu_or_profile
     text = str(gpu_or_profile).strip()
     if text.lower() in GPUS:
-        return Hardware(GPUS[text.lower()])
+        return Hardware(GPUS[text.lower()], default_params(text))
     if text.lower().endswith(".json") or Path(text).exists():
         return load_profile(text)
     raise ConfigError(f"unknown GPU {text!r}; known: {', '.join(GPUS)} (or pass a path to a .json profile)")

@@ -12,6 +12,7 @@ from oppo_sim.engine.static import StaticConfig, StaticCostParams
 from oppo_sim.hw.hardware import Hardware, get_hardware
 from oppo_sim.hw.memory import COLOCATE_MODES, TrainMemoryConfig
 from oppo_sim.hw.models import ModelSpec, get_model
+from oppo_sim.hw.overheads import ExecutorOverheads
 from oppo_sim.hw.sync import SYNC_MECHANISMS
 from oppo_sim.traces.synthetic import RewardCurve
 from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE
@@ -45,7 +46,7 @@ class SimConfig:
     scorer_max_tokens: int = 65536  # tokens per scorer forward batch
     stream_batching: bool = True  # batch streamed chunks of several sequences into one forward (False: one each)
     padded_batches: bool = False  # whole-sequence scoring and training pad every sequence to the batch's longest
-    dispatch_s: float = 0.0  # driver round trip per engine call: generation waits it after each event; unbatched streamed chunks pay it per call
+    overheads: ExecutorOverheads = field(default_factory=ExecutorOverheads)  # the driver's own time (0: ideal driver)
     reward_curve: RewardCurve = field(default_factory=RewardCurve)
     trace_offset: int = 0  # first trace row used (rows are then taken in order, cyclically)
     train_memory: TrainMemoryConfig = field(default_factory=TrainMemoryConfig)  # ZeRO stage, recompute (None = auto)
@@ -64,7 +65,6 @@ class SimConfig:
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
             (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),
             (self.trace_offset >= 0, f"trace_offset must be >= 0, got {self.trace_offset}"),
-            (self.dispatch_s >= 0, f"dispatch_s must be >= 0, got {self.dispatch_s}"),
             (isinstance(self.train_memory, TrainMemoryConfig),
              f"train_memory must be a TrainMemoryConfig, got {type(self.train_memory).__name__}"),
             (self.colocate in COLOCATE_MODES, f"colocate must be one of {', '.join(COLOCATE_MODES)}, got {self.colocate!r}"),

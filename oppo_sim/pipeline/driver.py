@@ -135,7 +135,7 @@ class Pipeline:
             for i in range(pool.n // tp)
         ]
         for r in self.replicas:
-            r.dispatch_s = cfg.dispatch_s
+            r.dispatch_s = cfg.overheads.call_s
 
     def _build_scorers(self) -> None:
         """One scorer per scoring role; the scorers of a pool share the KV memory its roles leave free."""
@@ -225,6 +225,9 @@ class Pipeline:
         for t in range(self.cfg.steps):
             while not ledger.may_start(t):
                 yield self.version_ev
+            ovh = self.cfg.overheads
+            if ovh.step_s or ovh.sample_s:  # the driver plans, launches and keeps its books before generating
+                yield self.env.timeout(ovh.step_s + ovh.sample_s * self.cfg.batch)
             plan = ledger.plan(t)
             rec = StepRecord(t, self.env.now, plan)
             self.records.append(rec)
@@ -247,6 +250,8 @@ class Pipeline:
             acts = m.stopped(left)
             self.machine = None
             rec.admitted, rec.deferred, rec.batch = len(m.admitted), len(m.deferred), m.batch
+            if ovh.token_s:  # the batch's tokens are copied into the scoring and training messages
+                yield self.env.timeout(ovh.token_s * sum(self._sample(s).target for s in m.batch))
             self._apply(acts, t)
 
     def trainer(self):

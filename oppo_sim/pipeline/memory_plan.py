@@ -169,8 +169,9 @@ def generation_kv_blocks(cfg: SimConfig, report: MemoryReport) -> int:
 
 def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
     """One cost model per pool, with the report's training setup and the configuration's sync plan."""
-    t, plan = report.train, sync_plan(cfg)
+    t, plan, nodes = report.train, sync_plan(cfg), pool_nodes(cfg)
     return {
-        p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan)
+        p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan,
+                          cross_node=len(nodes[p.name]) > 1)
         for p in cfg.placement.pools
     }

@@ -60,7 +60,7 @@ class Scorer:
                 new_tok = [width - c for c in ctx_tok]
             secs, flops = cost.prefill_cost(self.model, self.pool.n, new_tok, ctx_tok, scalar_head=self.scalar)
             if one_by_one:  # each streamed chunk is its own remote call to the scorer process
-                secs += self.cfg.dispatch_s
+                secs += self.cfg.overheads.call_s
             job = self.pool.submit(
                 self.pool.all, secs, activity="score", role=self.role, step=items[0][3],
                 tokens=sum(new_tok), flops=flops, recompute_flops=redo,

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from oppo_real.enginecheck_compare import check
-from oppo_real.enginecheck_scenarios import BUILTIN, random_scenario
+from oppo_real.enginecheck.compare import check
+from oppo_real.enginecheck.scenarios import BUILTIN, random_scenario
 
 
 @pytest.fixture(scope="module")

@@ -116,3 +116,24 @@ def test_errors_and_drop(scorers):
     assert "e" not in s.open_ids()
     with pytest.raises(ConfigError):
         ScorerConfig("judge", "x")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_batched_chunks_of_ragged_sequences_equal_one_shot(scorers, kind):
+    """feed_many runs one forward over sequences whose caches and chunks have different lengths (one with no
+    cache yet, one fed nothing this round): every result still equals its one-shot prefill."""
+    s = scorers[kind]
+    seqs = {f"b{i}": _seq(40 + i, n_prompt=5 + 7 * i, n_resp=30 + 5 * i) for i in range(4)}
+    for sid, (p, _) in seqs.items():
+        s.open(sid, p)
+    fed = {sid: 0 for sid in seqs}
+    rounds = [{"b0": 3, "b1": 11, "b2": 1}, {"b0": 9, "b2": 13, "b3": 6}, {"b1": 2, "b3": 17}, {"b0": 40, "b1": 40, "b2": 40, "b3": 40}]
+    for r in rounds:
+        chunks = {}
+        for sid, n in r.items():
+            resp = seqs[sid][1]
+            chunks[sid] = resp[fed[sid]: fed[sid] + n]
+            fed[sid] = min(len(resp), fed[sid] + n)
+        s.feed_many({k: v for k, v in chunks.items() if v})
+    for sid, (p, resp) in seqs.items():
+        _close(s.finish(sid), s.one_shot(p, resp))

@@ -39,7 +39,7 @@ def test_mirror_matches_the_real_requests(models):
     assert list(t.prompt_tokens) == [len(p) for p in PromptSampler(cfg.task, seed=cfg.seed).sample(8)]
     sim_cfg = mirror_config(cfg, __import__("oppo_sim.hw.hardware", fromlist=["get_hardware"]).get_hardware("h100-sxm"), models)
     assert sim_cfg.placement.pool_of("reward") == "score" and sim_cfg.placement.pool_of("train") == "main"
-    assert sim_cfg.padded_batches and not sim_cfg.stream_batching
+    assert sim_cfg.padded_batches and sim_cfg.stream_batching
     # every engine setting comes from the real run's configuration, the KV cache included
     e = cfg.engine
     assert sim_cfg.engine.block_size == e.block_size and sim_cfg.engine.max_num_seqs == e.max_num_seqs

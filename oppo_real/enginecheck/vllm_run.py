@@ -21,7 +21,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from oppo_real.enginecheck import NEW, RESUMED, RUNNING, IterRecord, Scenario, _Workload
+from oppo_real.enginecheck.workload import (
+    NEW,
+    RESUMED,
+    RUNNING,
+    IterRecord,
+    Scenario,
+    _Workload,
+)
 
 
 def _ext(internal_id: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from oppo_real.enginecheck import IterRecord, Scenario, replay_sim
+from oppo_real.enginecheck.workload import IterRecord, Scenario, replay_sim
 
 BOUND = 0.02
 TOTALS = ("iterations", "preemptions", "scheduled_tokens", "tokens_per_iter_mean", "tokens_per_iter_max",
@@ -139,7 +139,7 @@ class CheckResult:
 
 def check(sc: Scenario, model_dir, cores: str | None = None) -> CheckResult:
     """Run ``sc`` on real vLLM and through the simulator (on the blocks vLLM allocated); the comparison."""
-    from oppo_real.enginecheck_vllm import run_vllm
+    from oppo_real.enginecheck.vllm_run import run_vllm
 
     v = run_vllm(sc, model_dir, cores)
     notes = []

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import random
 
-from oppo_real.enginecheck import Deferral, EngineSettings, Scenario, ScenarioRequest
+from oppo_real.enginecheck.workload import (
+    Deferral,
+    EngineSettings,
+    Scenario,
+    ScenarioRequest,
+)
 
 
 def _reqs(*rows: tuple[int, int, int]) -> tuple[ScenarioRequest, ...]:

@@ -1,0 +1,86 @@
+"""Planner speed: configurations per second of wall time for an exhaustive plan of the paper's setup.
+
+Headline: every configuration of a space of >= 500 (8 x H200, Qwen2.5-7B actor and reward, B=112, the
+ServeGen DeepSeek-R1 reasoning trace), each simulated for 100 steps, on ``--processes`` local worker
+processes (default 2, this machine's cores) — the planner's exhaustive path (``Runner.map`` of
+``evaluate``). Configurations that do not fit are refused by the memory check without simulating: the
+figures count them apart. Besides wall time and configurations per second it reports the CPU seconds per
+configuration, and from them what ``--processes`` idle cores would do (the machine may be shared), and
+``--every k`` times every k-th configuration only, for a slow or busy machine (the extrapolation to
+the whole space is then in ``idle_wall_s_whole_space``).
+
+    python benchmarks/bench_plan.py                          # the whole space (~30 min on 2 idle cores)
+    python benchmarks/bench_plan.py --every 4                # a quarter of it
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from oppo_sim.core.placement import paper_placement
+from oppo_sim.explore.parallel import Runner
+from oppo_sim.explore.plan import EvalTask, PlanRequest, evaluate, plan_table
+from oppo_sim.explore.space import default_candidate, space_for
+from oppo_sim.pipeline.config import SimConfig
+
+TRACE = "servegen_deepseek_r1_sampled"
+
+
+def bench_space(base: SimConfig, devices: int):
+    """>= 500 configurations: every layout, split and tp, every policy, C=500, Δ in 8/16/32 (step rule)."""
+    return space_for(base, devices, chunks=(500,), deltas=(8, 16, 32), rules=("step",), budgets=(1024, 4096),
+                     stalenesses=(1, 2))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", default=TRACE)
+    ap.add_argument("--gpu", default="h200")
+    ap.add_argument("--devices", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--every", type=int, default=1, help="evaluate every k-th configuration of the space (default 1: all)")
+    ap.add_argument("--out", default="out/bench_plan")
+    a = ap.parse_args()
+    os.environ.setdefault("OPPO_TRACES", str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
+    base = SimConfig(steps=a.steps, gpu=a.gpu, placement=paper_placement(a.devices))
+    space = bench_space(base, a.devices)
+    size = len(space)
+    req = PlanRequest(space, base, a.trace, search="exhaustive", trials=size)
+    todo = space.candidates()[:: a.every]
+    t0 = time.perf_counter()
+    with Runner(a.processes) as runner, tqdm(total=len(todo), desc="plan", unit="cfg") as bar:
+        rows = runner.map(evaluate, [EvalTask(c, base, req.trace) for c in todo], bar)
+    wall = time.perf_counter() - t0
+    t = plan_table(rows, "samples-per-s", default_candidate(a.devices, base))
+    simulated = int(t["status"].isin(["ok", "over-stale"]).sum())
+    cpu = float(t["cpu_s"].sum())
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t.to_csv(out / "plan.csv", index=False)
+    per_cfg = cpu / len(t)  # CPU seconds per configuration tried (refused ones cost ~0)
+    figures = {
+        "space": size, "every": a.every, "tried": len(t), "simulated": simulated, "refused": len(t) - simulated,
+        "steps": a.steps, "processes": a.processes, "wall_s": round(wall, 1), "configs_per_s": round(len(t) / wall, 3),
+        "simulated_per_s": round(simulated / wall, 3), "cpu_s": round(cpu, 1), "cpu_s_per_config": round(per_cfg, 3),
+        "idle_configs_per_s": round(a.processes / per_cfg, 3),  # what `processes` idle cores would do
+        "idle_wall_s_whole_space": round(size * per_cfg / a.processes, 1), "load_avg_1min": os.getloadavg()[0],
+    }
+    (out / "bench.json").write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))
+    cols = ["rank", "config", "samples_per_s", "speedup", "util_gen", "util_train", "util_score", "staleness_mean"]
+    print(t[t["status"] == "ok"].head(10)[cols].to_string(index=False))
+    paper = t[(t["placement"] == f"shared {a.devices - 1}+1") & (t["status"] == "ok")]
+    if len(paper):
+        print(f"best on the paper's {a.devices - 1}+1: {paper.iloc[0]['config']} {paper.iloc[0]['samples_per_s']:.3f} samples/s "
+              f"(rank {paper.iloc[0]['rank']}); best tried {t['samples_per_s'].max():.3f}")
+
+
+if __name__ == "__main__":
+    main()

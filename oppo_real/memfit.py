@@ -1,0 +1,150 @@
+"""Will the run fit its devices? Checked from the models' shapes before anything is loaded.
+
+Per device of the run's :class:`~oppo_real.devices.DeviceMap`, the roles placed on it hold (bytes, from
+the shapes alone — config.json or the model table, never the weights):
+
+- ``generate``: the actor's weights in the generation dtype, and the KV cache: vLLM's explicit budget, or
+  for the torch decoders what ``2B`` sequences of the longest length need (B in flight plus up to B more
+  under inter-step overlap);
+- ``score``: reward and reference weights, the streamed sequences' KV caches, and the largest transient
+  of whole-sequence scoring (the reference's logits over the batch, bf16 and fp32, and a log-softmax row);
+- ``train``: actor and critic in mixed precision — fp32 master weights (4 bytes per parameter), fp32
+  gradients (4) and Adam's two moments (8): the 16 bytes per parameter of the ZeRO paper's count — and
+  the larger transient of a training step: one mini-batch's activations (``oppo_sim.hw.memory``'s count,
+  logits included) or the no-grad log-prob pass over the whole batch (its logits).
+
+Where generation shares its GPU with training and the generator sleeps (``colocate == "sleep"``), the
+generator's memory and the training step's transients take turns (the simulator's ``generate`` /
+``other`` phases); otherwise both are resident. The check is :class:`oppo_sim.hw.memory.PoolMemory`'s,
+so a refusal reads like the simulator's: one line, the role, the device and the numbers.
+
+The device's memory is the one stated (``RealConfig.gpu_memory_gb``, every device of the map, the CPU
+too: what tests use) or, on a GPU, what the driver reports (``torch.cuda.mem_get_info``): usable =
+``min(free, 0.92 x total)`` (CUDA context, allocator fragmentation). Unstated CPU memory is not checked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from oppo_real.config import RealConfig
+from oppo_real.devices import DeviceMap, check_available, device_memory
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.memory import (
+    ALWAYS,
+    GENERATE,
+    OTHER,
+    PoolMemory,
+    RoleMemory,
+    activation_bytes,
+)
+from oppo_sim.hw.models import ModelSpec, get_model, model_from_hf_config
+
+USABLE_FRACTION = 0.92
+TRAIN_BYTES_PER_PARAM = (4, 4, 8)  # fp32 master weights, fp32 gradients, Adam moments (m, v)
+_GB = 1e9
+
+
+def run_specs(cfg: RealConfig) -> tuple[ModelSpec, ModelSpec]:
+    """(actor shape, reward/critic backbone shape) of the run, read without loading any weights."""
+    if cfg.shape:
+        spec = get_model(cfg.shape)
+        return spec, spec
+    if cfg.model_dir:
+        if not Path(cfg.model_dir).is_dir():
+            raise ConfigError(f"--model {cfg.model_dir}: not a directory")
+        path = Path(cfg.model_dir) / "config.json"
+        if not path.exists():
+            raise ConfigError(f"--model {cfg.model_dir}: no config.json (not a Hugging Face model directory)")
+        spec = model_from_hf_config(json.loads(path.read_text()), id=Path(cfg.model_dir).name or "model")
+        return spec, spec
+    t = cfg.tiny
+    spec = ModelSpec("tiny", "tiny Qwen2", t.layers, t.hidden, t.heads, t.kv_heads, t.intermediate, t.vocab, qkv_bias=True)
+    return spec, spec
+
+
+def seq_tokens(cfg: RealConfig) -> int:
+    return cfg.task.prompt_len_max + cfg.max_response
+
+
+def kv_cache_bytes(cfg: RealConfig, actor: ModelSpec) -> float:
+    """Bytes the generator's KV cache takes: vLLM's explicit budget on the CPU; on a GPU (and for the
+    torch decoders anywhere) what ``2 * batch`` sequences of the longest length need, at least vLLM's budget."""
+    need = 2 * cfg.batch * seq_tokens(cfg) * actor.with_(dtype_bytes=cfg.devices.dtype_bytes("gen")).kv_bytes_per_token()
+    if cfg.backend == "vllm":
+        return float(cfg.engine.kv_cache_bytes if not cfg.devices.is_cuda("gen") else max(need, cfg.engine.kv_cache_bytes))
+    return float(need)
+
+
+def role_memory(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec) -> dict[str, list[RoleMemory]]:
+    """What each role worker holds, per role (``gen``, ``score``, ``train``), as the simulator's RoleMemory."""
+    from oppo_real.ppo.algo import PPOConfig
+
+    dev, s = cfg.devices, seq_tokens(cfg)
+    sleeps = cfg.colocate_mode == "sleep"
+    gb, sb = dev.dtype_bytes("gen"), dev.dtype_bytes("score")
+    gen_phase = GENERATE if sleeps else ALWAYS
+    gen = [RoleMemory("generate", f"actor {actor.id}", gen_phase, weights=actor.params * gb,
+                      activations=kv_cache_bytes(cfg, actor), note="KV cache as activations")]
+    ref_kv = actor.with_(dtype_bytes=sb).kv_bytes_per_token() + reward.with_(dtype_bytes=sb).kv_bytes_per_token()
+    score_logits = cfg.batch * s * actor.vocab * (sb + 4) + s * actor.vocab * 4
+    score = [RoleMemory("score", f"reward {reward.id} + reference {actor.id}", ALWAYS,
+                        weights=reward.params_scalar_head * sb + actor.params * sb,
+                        activations=2 * cfg.batch * s * ref_kv + score_logits, note="streamed KV + scoring logits")]
+    w, g, o = TRAIN_BYTES_PER_PARAM
+    n = actor.params + reward.params_scalar_head
+    ppo = cfg.ppo or PPOConfig()
+    mb = max(1, -(-cfg.batch // ppo.minibatches))
+    tb = dev.dtype_bytes("train")
+    act = max(activation_bytes(actor.with_(dtype_bytes=tb), mb * s, s, "none", flash_attention=dev.is_cuda("train")),
+              cfg.batch * s * actor.vocab * (tb + 8))
+    train = [RoleMemory("train", f"actor {actor.id} + critic {reward.id}", ALWAYS, weights=w * n, grads=g * n,
+                        optimizer=o * n, note="fp32 master weights, Adam"),
+             RoleMemory("train-step", "activations of a PPO step", OTHER if sleeps else ALWAYS, activations=act)]
+    return {"gen": gen, "score": score, "train": train}
+
+
+def _memory_of(device: str, stated_gb: float | None) -> tuple[float, float, str]:
+    """(bytes, usable fraction, name) of ``device``."""
+    if stated_gb is not None:
+        return stated_gb * _GB, USABLE_FRACTION, f"{device} ({stated_gb:g} GB stated)"
+    free, total, name = device_memory(device)
+    return total, min(USABLE_FRACTION, free / total), name
+
+
+def pools(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec) -> list[PoolMemory]:
+    """One ``PoolMemory`` per checked device (every device if memory is stated, else the GPUs)."""
+    roles = role_memory(cfg, actor, reward)
+    dev: DeviceMap = cfg.devices
+    devices = dict.fromkeys(dev.of(r) for r in ("gen", "score", "train"))
+    out = []
+    for d in devices:
+        if cfg.gpu_memory_gb is None and not d.startswith("cuda"):
+            continue
+        mem, util, name = _memory_of(d, cfg.gpu_memory_gb)
+        held = tuple(m for r in dev.roles_on(d) for m in roles[r])
+        out.append(PoolMemory(pool=d, gpu=name, devices=1, mem_bytes=mem, utilization=util, roles=held))
+    return out
+
+
+def check_fit(cfg: RealConfig) -> list[PoolMemory]:
+    """The run's memory per checked device; a one-line ``ConfigError`` with the numbers if one cannot hold
+    its roles. Stated memory is checked before asking whether the GPUs exist (nothing is touched)."""
+    if cfg.gpu_memory_gb is None:
+        check_available(cfg.devices)
+    actor, reward = run_specs(cfg)
+    checked = pools(cfg, actor, reward)
+    for p in checked:
+        err = p.error()
+        if err is not None:
+            raise ConfigError(f"{err} (devices {cfg.devices.describe()}, B={cfg.batch}, sequences up to "
+                              f"{seq_tokens(cfg)} tokens; try a smaller model, B or --max-response, or more devices)")
+    if cfg.gpu_memory_gb is not None:
+        check_available(cfg.devices)
+    return checked
+
+
+def describe(checked: list[PoolMemory]) -> str:
+    """``cuda:0 61.2 of 73.6 GB`` per checked device (the peak phase)."""
+    return ", ".join(f"{p.pool} {p.peak / _GB:.1f} of {p.capacity / _GB:.1f} GB" for p in checked)

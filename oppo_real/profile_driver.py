@@ -1,0 +1,62 @@
+"""Profile what the real executor's driver spends outside the engines: the real :class:`Driver` on workers
+that do no model work (a ``lockstep`` generation backend, null score and train workers), on Ray or in
+process as the runs are. Every step's wall time is then the driver's own — remote round trips, the step
+machine, building requests, batches and records — and is fitted (``oppo_sim.hw.overheads``) against
+the step's generation round trips, samples and tokens."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+import pandas as pd
+
+from oppo_real.config import RealConfig
+from oppo_real.driver import Driver
+from oppo_real.workers import placement
+from oppo_real.workers.gen import GenWorker, GenWorkerConfig
+from oppo_real.workers.null import NullScoreWorker, NullTrainWorker
+from oppo_sim.core.policies import make_policy
+from oppo_sim.hw.overheads import OVERHEAD_COLUMNS, ExecutorOverheads, fit_overheads
+from oppo_sim.traces.trace import Trace
+
+GRID_BATCHES = (4, 8, 16)
+GRID_POLICIES = ("baseline", "oppo")
+
+
+def _handles(workers: str) -> dict:
+    gen = placement.spawn(workers, "gen", GenWorker, GenWorkerConfig(actor="none", backend="lockstep"), num_cpus=0.01)
+    return {"gen": gen,
+            "score": placement.spawn(workers, "score", NullScoreWorker, num_cpus=0.01),
+            "train": placement.spawn(workers, "train", NullTrainWorker, num_cpus=0.01)}
+
+
+def profile_driver(cfg: RealConfig, trace: Trace | None, steps: int = 6, chunk: int = 16, delta: int = 2,
+                   log: Callable[[str], None] = print) -> pd.DataFrame:
+    """One row per measured step (the first of each run left out): its round trips, samples, tokens, seconds."""
+    if cfg.workers == "ray":
+        placement.start_ray(cfg.ray_address)
+    rows = []
+    for name in GRID_POLICIES:
+        for b in GRID_BATCHES:
+            run_cfg = replace(cfg, batch=b, steps=steps)
+            handles = _handles(cfg.workers)
+            try:
+                d = Driver(run_cfg, make_policy(name, chunk=chunk, delta=delta), trace, handles)
+                while d.step < steps:
+                    d.run_step()
+                d.drain()
+            finally:
+                for h in handles.values():
+                    h.kill()
+            for rec in d.records[1:]:
+                rows.append({"policy": name, "batch": b, "calls": rec["gen_calls"], "samples": rec["samples"],
+                             "tokens": rec["tokens"], "seconds": rec["step_time_s"]})
+            log(f"driver profile: {name} B={b}: median step {pd.Series([r['step_time_s'] for r in d.records[1:]]).median() * 1e3:.1f} ms")
+    return pd.DataFrame(rows, columns=["policy", "batch", *OVERHEAD_COLUMNS])
+
+
+def measure_overheads(cfg: RealConfig, trace: Trace | None, log: Callable[[str], None] = print) -> tuple[ExecutorOverheads, dict, pd.DataFrame]:
+    table = profile_driver(cfg, trace, log=log)
+    fit, report = fit_overheads(table)
+    return fit, report, table

@@ -1,0 +1,289 @@
+"""The planner's search space: where each role runs, how generation is split into tensor-parallel
+replicas, which policy runs and with which knobs — as typed frozen values, enumerated with the
+symmetries removed, and turned into the simulator's ``SimConfig`` and ``Policy``.
+
+Placements (``Layout``) of N GPUs, pools laid out contiguously over the nodes in the order given:
+
+============  =====================================================  ==================================
+layout        pools                                                  example (8 GPUs)
+============  =====================================================  ==================================
+colocated     main[N]: every role                                    ``colocated 8``
+shared        main[N-s]: generate + train (critic, actor log-probs);  ``shared 7+1`` (the paper's split)
+              score[s]: the frozen reward and reference models
+split         gen[g]; train[t]: train + critic + log-probs;          ``split 4+3+1``
+              score[s]: reward + reference
+gen-apart     gen[g]; train[t]: train and every scorer               ``gen-apart 4+4``
+============  =====================================================  ==================================
+
+Generation runs ``g / tp`` data-parallel replicas of ``tp`` GPUs; training runs data-parallel under
+ZeRO (the simulator's trainer has no tensor parallelism) with the cheapest ZeRO stage / recomputation
+that fits, chosen per configuration by ``memory_plan.check_fits``; scorers run data-parallel.
+
+What is *not* enumerated, because it cannot be better or is the same configuration twice:
+
+- other pool orders: generation comes first, so it starts on a node boundary (its tensor-parallel
+  groups are as aligned as they can be) and training right after it (they share a node whenever any
+  order lets them, which decides the weight sync path, ``memory_plan.sync_plan``); scoring's position
+  changes nothing the simulator times;
+- ``tp`` that does not divide the actor's attention heads (vLLM refuses it), exceeds a node, or puts
+  a tensor-parallel group across two nodes;
+- a knob on a policy without it (C only multiplies chunked policies, Δ only deferring ones, …);
+- streaming where nothing can be streamed to: in ``colocated`` the frozen scorers share the generators'
+  GPUs, so no chunk reaches them early (``placement.streamed_roles``) — there ``stream`` and ``intra``
+  are ``baseline``, and ``oppo`` and ``chunk-autotune`` are ``dynamic-delta`` (checked by the tests).
+  :meth:`Candidate.canonical` maps such a candidate onto the one kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.placement import Placement, Pool, streamed_roles
+from oppo_sim.core.policies import POLICY_NAMES, DeltaRule, Policy, make_policy
+from oppo_sim.engine.request import EngineConfig
+from oppo_sim.pipeline.config import SimConfig
+
+LAYOUTS: tuple[str, ...] = ("colocated", "shared", "split", "gen-apart")
+DELTA_RULES: tuple[str, ...] = ("step", "proportional")
+CHUNKED = frozenset({"intra", "oppo"})
+DEFERRING = frozenset({"inter", "dynamic-delta", "oppo", "chunk-autotune"})
+RULED = frozenset({"dynamic-delta", "oppo", "chunk-autotune"})
+STREAMING = {"stream": "baseline", "intra": "baseline", "oppo": "dynamic-delta", "chunk-autotune": "dynamic-delta"}
+"""Policy -> what it is where nothing can be streamed to (``colocated``)."""
+
+
+@dataclass(frozen=True)
+class PlacementSpec:
+    """Devices per pool, generation's tensor parallelism ``tp`` and training's sequence parallelism ``sp``
+    (activations split over ``sp`` ranks: what lets prompts of tens of thousands of tokens train; its
+    communication is not timed). ``gen == train`` where they share a pool (``colocated``, ``shared``);
+    ``score`` is 0 where scoring shares a pool."""
+
+    layout: str
+    gen: int
+    train: int
+    score: int
+    tp: int = 1
+    sp: int = 1
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"unknown layout {self.layout!r}; known: {', '.join(LAYOUTS)}")
+        shared = self.layout in ("colocated", "shared")
+        if min(self.gen, self.train, self.tp) < 1 or self.score < 0 or (shared and self.gen != self.train):
+            raise ConfigError(f"bad placement {self}")
+        if (self.score > 0) != (self.layout in ("shared", "split")) or self.gen % self.tp or self.train % self.sp:
+            raise ConfigError(f"bad placement {self}")
+
+    @property
+    def devices(self) -> int:
+        return self.gen + self.score + (0 if self.layout in ("colocated", "shared") else self.train)
+
+    @property
+    def replicas(self) -> int:
+        return self.gen // self.tp
+
+    def placement(self) -> Placement:
+        if self.layout == "colocated":
+            return Placement((Pool("main", self.gen),), reward="main", reference="main")
+        if self.layout == "shared":
+            return Placement((Pool("main", self.gen), Pool("score", self.score)), reference="score")  # = paper_placement
+        if self.layout == "split":
+            return Placement((Pool("gen", self.gen), Pool("train", self.train), Pool("score", self.score)),
+                             generate="gen", critic="train", logprob="train", train="train")
+        return Placement((Pool("gen", self.gen), Pool("train", self.train)), generate="gen", reward="train",
+                         reference="train", critic="train", logprob="train", train="train")
+
+    def label(self) -> str:
+        sizes = {"colocated": (self.gen,), "shared": (self.gen, self.score),
+                 "split": (self.gen, self.train, self.score), "gen-apart": (self.gen, self.train)}[self.layout]
+        return f"{self.layout} {'+'.join(map(str, sizes))}"
+
+    @property
+    def streams(self) -> bool:
+        return bool(streamed_roles(self.placement()))
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy by name with its knobs (None where it has none): chunk C, Δ (Δ0 of a dynamic rule),
+    the Δ rule (``step``: ±1 a step; ``proportional``: ±max(1, Δ/4)), token budget, staleness bound."""
+
+    name: str
+    chunk: int | None = None
+    delta: int | None = None
+    rule: str | None = None
+    budget: int | None = None
+    staleness: int | None = None
+
+    def make(self) -> Policy:
+        rule = None
+        if self.name in RULED:
+            d = 8 if self.delta is None else self.delta
+            rule = DeltaRule(delta0=d, delta_max=max(32, d), proportional=self.rule == "proportional")
+        return make_policy(self.name, chunk=self.chunk, delta=self.delta, rule=rule, budget=self.budget,
+                           staleness=self.staleness)
+
+    def label(self) -> str:
+        label = self.make().label()
+        if self.name == "chunk-autotune":  # its own label omits Δ0
+            label = label[:-1] + f", Δ0={8 if self.delta is None else self.delta})"
+        return label + (", Δ/4 rule" if self.rule == "proportional" else "")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration the planner may try."""
+
+    placement: PlacementSpec
+    policy: PolicySpec
+
+    def canonical(self) -> "Candidate":
+        """The candidate the space keeps for this one (itself unless streaming is void here)."""
+        p = self.policy
+        if self.placement.streams or p.name not in STREAMING:
+            return self
+        name = STREAMING[p.name]
+        if name == "baseline":
+            return replace(self, policy=PolicySpec("baseline"))
+        return replace(self, policy=PolicySpec(name, delta=p.delta, rule=p.rule))
+
+    def config(self, base: SimConfig) -> SimConfig:
+        p = self.placement
+        return replace(base, placement=p.placement(), engine=replace(base.engine, tp=p.tp),
+                       train_memory=replace(base.train_memory, sequence_parallel=p.sp))
+
+    def label(self) -> str:
+        p = self.placement
+        return f"{p.label()} tp{p.tp}{f' sp{p.sp}' if p.sp > 1 else ''} {self.policy.label()}"
+
+
+def default_candidate(devices: int, base: SimConfig | None = None) -> Candidate:
+    """The reference: the synchronous baseline on the default (paper) placement, with ``base``'s generation
+    tp and training sp."""
+    tp = base.engine.tp if base is not None else EngineConfig().tp
+    sp = base.train_memory.sequence_parallel if base is not None else 1
+    return Candidate(PlacementSpec("shared", devices - 1, devices - 1, 1, tp, sp), PolicySpec("baseline"))
+
+
+def _tuple(name: str, values, check, known: tuple = ()) -> tuple:
+    out = tuple(dict.fromkeys((values,) if isinstance(values, (str, int)) else values))
+    bad = [v for v in out if not check(v)]
+    if not out or bad:
+        want = f"one of {', '.join(map(str, known))}" if known else "integers >= 1"
+        raise ConfigError(f"{name}: {'empty' if not out else f'{bad[0]!r} not allowed'}; want {want}")
+    return out
+
+
+@dataclass(frozen=True)
+class PlanSpace:
+    """What the planner searches: ``devices`` GPUs over ``nodes`` nodes (equal shares), the layouts, the
+    policies and each knob's values. ``heads``: the actor's attention (and KV) heads, which ``tp`` must
+    suit; ``tps``: allowed tensor parallelism (None: every one that fits a node); ``sps``: training's
+    sequence parallelism tried (each must divide the training GPUs); ``only``: keep just these device
+    splits (placement labels such as ``"shared 7+1"``, ``"colocated 8"``)."""
+
+    devices: int
+    nodes: int = 1
+    heads: tuple[int, int] = (0, 0)
+    layouts: tuple[str, ...] = LAYOUTS
+    policies: tuple[str, ...] = POLICY_NAMES
+    chunks: tuple[int, ...] = (256, 500, 1024)
+    deltas: tuple[int, ...] = (4, 8, 16, 32)
+    rules: tuple[str, ...] = DELTA_RULES
+    budgets: tuple[int, ...] = (1024, 4096)
+    stalenesses: tuple[int, ...] = (1, 2)
+    tps: tuple[int, ...] | None = None
+    sps: tuple[int, ...] = (1,)
+    only: tuple[str, ...] | None = None
+    max_staleness: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.devices < 2 or self.nodes < 1 or self.devices % self.nodes:
+            raise ConfigError(f"need >= 2 GPUs spread evenly over the nodes, got {self.devices} over {self.nodes}")
+        pos = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1  # noqa: E731
+        for name, known in (("layouts", LAYOUTS), ("policies", POLICY_NAMES), ("chunks", ()), ("deltas", ()),
+                            ("rules", DELTA_RULES), ("budgets", ()), ("stalenesses", ()), ("sps", ())):
+            object.__setattr__(self, name, _tuple(name, getattr(self, name), known.__contains__ if known else pos, known))
+        if self.tps is not None:
+            object.__setattr__(self, "tps", _tuple("tps", self.tps, pos))
+        if self.only is not None:
+            known = {PlacementSpec(layout, *sizes).label() for layout in LAYOUTS for sizes in self.splits(layout)}
+            only = tuple(" ".join(str(x).split()) for x in ((self.only,) if isinstance(self.only, str) else self.only))
+            bad = [x for x in only if x not in known]
+            if bad or not only:
+                raise ConfigError(f"only: {bad[0] if bad else 'empty'!r} is no placement of {self.devices} GPUs; "
+                                  f"e.g. colocated {self.devices}, shared {self.devices - 1}+1")
+            object.__setattr__(self, "only", only)
+        if self.max_staleness is not None and self.max_staleness < 0:
+            raise ConfigError(f"max_staleness must be >= 0, got {self.max_staleness}")
+
+    @property
+    def per_node(self) -> int:
+        return self.devices // self.nodes
+
+    def tp_choices(self, gen: int) -> tuple[int, ...]:
+        """Tensor parallelism for ``gen`` generating GPUs starting at GPU 0 (see the module notes)."""
+        heads, kv = self.heads
+        out = []
+        for tp in range(1, min(gen, self.per_node) + 1):
+            if gen % tp or (self.tps is not None and tp not in self.tps):
+                continue
+            if heads and (heads % tp or (kv % tp and tp % kv)):
+                continue
+            if any(i * tp // self.per_node != ((i + 1) * tp - 1) // self.per_node for i in range(gen // tp)):
+                continue
+            out.append(tp)
+        return tuple(out)
+
+    def splits(self, layout: str) -> list[tuple[int, int, int]]:
+        """(gen, train, score) device counts of ``layout``."""
+        n = self.devices
+        if layout == "colocated":
+            return [(n, n, 0)]
+        if layout == "shared":
+            return [(n - s, n - s, s) for s in range(1, n)]
+        if layout == "gen-apart":
+            return [(g, n - g, 0) for g in range(1, n)]
+        return [(g, t, n - g - t) for g in range(1, n - 1) for t in range(1, n - g)]
+
+    def placements(self) -> list[PlacementSpec]:
+        out = [PlacementSpec(layout, g, t, s, tp, sp) for layout in self.layouts for g, t, s in self.splits(layout)
+               for tp in self.tp_choices(g) for sp in self.sps if t % sp == 0]
+        return out if self.only is None else [p for p in out if p.label() in self.only]
+
+    def policy_specs(self, streams: bool = True) -> list[PolicySpec]:
+        """Every (policy, knobs) point; ``streams=False``: those that stay distinct without streaming."""
+        out: list[PolicySpec] = []
+        for name in self.policies:
+            if not streams and name in STREAMING:
+                continue
+            chunks = self.chunks if name in CHUNKED else (None,)
+            deltas = self.deltas if name in DEFERRING else (None,)
+            rules = self.rules if name in RULED else (None,)
+            budgets = self.budgets if name == "partial-rollout" else (None,)
+            stale = self.stalenesses if name == "async" else (None,)
+            if name == "async" and self.max_staleness is not None:
+                stale = tuple(k for k in stale if k <= self.max_staleness)
+            out += [PolicySpec(name, c, d, r, b, k) for c in chunks for d in deltas for r in rules for b in budgets
+                    for k in stale]
+        return out
+
+    def candidates(self) -> list[Candidate]:
+        """The whole space in a fixed order (placements, then policies), symmetries removed."""
+        with_stream, without = self.policy_specs(True), self.policy_specs(False)
+        return [Candidate(p, s) for p in self.placements() for s in (with_stream if p.streams else without)]
+
+    def __len__(self) -> int:
+        return len(self.candidates())
+
+
+def space_for(base: SimConfig, devices: int, nodes: int = 1, **kwargs) -> PlanSpace:
+    """A space whose ``tp`` choices suit ``base``'s actor."""
+    actor = base.models()["generate"]
+    return PlanSpace(devices=devices, nodes=nodes, heads=(actor.heads, actor.kv_heads), **kwargs)
+
+
+__all__ = ["LAYOUTS", "DELTA_RULES", "PlacementSpec", "PolicySpec", "Candidate", "PlanSpace", "default_candidate",
+           "space_for"]

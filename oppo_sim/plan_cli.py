@@ -1,0 +1,156 @@
+"""``oppo-sim plan``: search placements, tensor parallelism, policies and knobs for the fastest run on
+the GPUs one has, and print the ranked table (``oppo_sim.explore.plan``).
+
+    oppo-sim plan --trace servegen_deepseek_r1_sampled --actor qwen2.5-7b --reward qwen2.5-7b \\
+        --gpus 8xh100-sxm --steps 50 --top 10 --out out/plan
+
+writes ``plan.csv`` (every configuration tried, the refused ones with their reason) and ``pareto.png``
+(throughput against staleness, the Pareto front marked) into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from oppo_sim.cliargs import int_list, nonneg_int, positive, str_list
+
+_GPUS_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$")
+SHOWN = ("rank", "config", "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "util_gen", "util_train",
+         "util_score", "staleness_mean", "staleness_max", "headroom_gb")
+
+
+def gpus_arg(text: str) -> tuple[int, str]:
+    """``COUNTxGPU`` (``8xh100-sxm``; GPU a table id or a calibrated profile ``.json``) -> (count, gpu)."""
+    m = _GPUS_RE.match(text)
+    if not m or int(m.group(1)) < 2:
+        raise argparse.ArgumentTypeError(f"expected COUNTxGPU with COUNT >= 2, e.g. 8xh100-sxm, got {text!r}")
+    return int(m.group(1)), m.group(2)
+
+
+def add_plan_parser(sub) -> None:
+    """Register ``plan`` on the ``oppo-sim`` sub-command parsers."""
+    from oppo_sim.core.policies import POLICY_NAMES
+    from oppo_sim.explore.plan import OBJECTIVES, SEARCHES
+    from oppo_sim.explore.space import DELTA_RULES, LAYOUTS
+    from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
+
+    p = sub.add_parser("plan", help="search placements, tp, policies and knobs for the fastest configuration")
+    p.add_argument("--trace", default=DEFAULT_TRACE, help=f"trace name or file (default {DEFAULT_TRACE})")
+    p.add_argument("--actor", default="qwen2.5-7b")
+    p.add_argument("--reward", default="qwen2.5-7b")
+    p.add_argument("--gpus", type=gpus_arg, default=(8, "h200"), help="COUNTxGPU, e.g. 8xh100-sxm (GPU id or profile .json)")
+    p.add_argument("--nodes", type=positive(), default=1, help="nodes the GPUs are spread over, equally (default 1)")
+    p.add_argument("--steps", type=positive(), default=50, help="PPO steps simulated per configuration (default 50)")
+    p.add_argument("--batch", type=positive(), default=112, help="samples per PPO step B (default 112)")
+    p.add_argument("--max-response", type=positive(), default=DEFAULT_MAX_RESPONSE)
+    p.add_argument("--objective", choices=tuple(OBJECTIVES), default="samples-per-s")
+    p.add_argument("--max-staleness", type=nonneg_int, default=None, help="refuse samples more than k versions stale")
+    p.add_argument("--top", type=positive(), default=10, help="rows of the ranked table printed (default 10)")
+    p.add_argument("--out", default=None, help="folder for plan.csv and pareto.png")
+    p.add_argument("--json", default=None, help="write the whole table as JSON records")
+    s = p.add_argument_group("search")
+    s.add_argument("--search", choices=SEARCHES, default="auto",
+                   help="auto (default): exhaustive if the space has <= --trials configurations, else Optuna TPE")
+    s.add_argument("--trials", type=positive(), default=200, help="distinct configurations Optuna tries (default 200)")
+    s.add_argument("--seed", type=nonneg_int, default=0, help="seed of the search and of the simulations")
+    s.add_argument("--processes", type=positive(), default=None, help="worker processes (default: all cores)")
+    s.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="evaluate on Ray: an existing cluster's ADDRESS, or a local Ray without one")
+    k = p.add_argument_group("search space (comma lists)")
+    k.add_argument("--layouts", type=str_list, default=LAYOUTS, help=f"of {', '.join(LAYOUTS)} (default all)")
+    k.add_argument("--policies", type=str_list, default=POLICY_NAMES, help="default: every policy")
+    k.add_argument("--chunks", type=int_list, default=(256, 500, 1024), help="chunk sizes C (default 256,500,1024)")
+    k.add_argument("--deltas", type=int_list, default=(4, 8, 16, 32), help="Δ / Δ0 values (default 4,8,16,32)")
+    k.add_argument("--rules", type=str_list, default=DELTA_RULES, help=f"Δ rules, of {', '.join(DELTA_RULES)}")
+    k.add_argument("--budgets", type=int_list, default=(1024, 4096), help="partial-rollout token budgets")
+    k.add_argument("--stalenesses", type=int_list, default=(1, 2), help="async staleness bounds k")
+    k.add_argument("--tps", type=int_list, default=None, help="generation tensor parallelism allowed (default: any)")
+    k.add_argument("--sps", type=int_list, default=(1,), help="training sequence parallelism tried (default 1)")
+    k.add_argument("--placements", type=str_list, default=None,
+                   help='only these device splits, e.g. "shared 7+1,colocated 8" (default: all of --layouts)')
+    p.set_defaults(func=cmd_plan)
+
+
+def _request(a: argparse.Namespace):
+    from oppo_sim.core.errors import ConfigError
+    from oppo_sim.core.placement import paper_placement
+    from oppo_sim.explore.plan import PlanRequest
+    from oppo_sim.explore.space import space_for
+    from oppo_sim.hw.profiles import resolve_hardware
+    from oppo_sim.pipeline.config import SimConfig
+
+    count, gpu = a.gpus
+    if count % a.nodes:
+        raise ConfigError(f"{count} GPUs cannot be spread evenly over {a.nodes} nodes")
+    base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(gpu), actor=a.actor,
+                     reward=a.reward, placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes)
+    space = space_for(base, count, a.nodes, layouts=a.layouts, policies=tuple(x.lower() for x in a.policies),
+                      chunks=a.chunks, deltas=a.deltas, rules=a.rules, budgets=a.budgets, stalenesses=a.stalenesses,
+                      tps=a.tps, sps=a.sps, only=a.placements, max_staleness=a.max_staleness)
+    return PlanRequest(space, base, a.trace, a.objective, a.search, a.trials, a.seed)
+
+
+def _print(df: pd.DataFrame) -> None:
+    fmt = {c: "{:.3f}".format for c in df.columns if df[c].dtype.kind == "f"}
+    print(df.to_string(index=False, formatters=fmt, max_colwidth=48))
+
+
+def _report(res, top: int) -> None:
+    from oppo_sim.explore.space import default_candidate
+
+    req, t = res.request, res.table
+    base = req.base
+    n_ok = int((t["status"] == "ok").sum())
+    print(f"plan: {req.space.devices} x {base.gpu_id} over {req.space.nodes} node(s), actor {base.models()['generate'].id}, "
+          f"reward {base.models()['reward'].id}, B={base.batch}, {base.steps} steps of {req.trace}; objective {req.objective}")
+    print(f"space: {res.space_size} configurations; search {res.search}: {len(t)} tried, {n_ok} fit, "
+          f"{int((t['status'] == 'refused').sum())} refused, {int((t['status'] == 'over-stale').sum())} over-stale")
+    default = t[t["config"] == default_candidate(req.space.devices, base).label()]
+    if len(default) and default.iloc[0]["status"] == "refused":
+        print(f"the default placement does not fit: {default.iloc[0]['config']}: {default.iloc[0]['reason']}")
+    ref = res.reference
+    if ref is not None:
+        print(f"reference: {ref['config']} {ref['samples_per_s']:.3f} samples/s (speedup 1)")
+    else:
+        print("reference: no synchronous baseline fits; no speedup column")
+    print()
+    _print(res.ranked(top)[list(SHOWN)])
+    if n_ok:
+        best = res.best
+        print(f"\nbest: {best['config']} ({best['placement']}, {best['replicas']} generation replica(s) of tp {best['tp']}, "
+              f"ZeRO-{best['zero_stage']}, recompute {best['recompute']}, sync over {best['sync']}): "
+              f"{best['samples_per_s']:.3f} samples/s" + (f", {best['speedup']:.2f}x the reference" if ref is not None else ""))
+    refused = t[t["status"] != "ok"]
+    if len(refused):
+        print(f"\nnot ranked: {len(refused)} configurations; most common reasons (all in plan.csv):")
+        for reason, n in refused["reason"].value_counts().head(3).items():
+            print(f"  {n} x {reason}")
+
+
+def cmd_plan(a: argparse.Namespace) -> int:
+    from oppo_sim.explore.plan import run_plan
+
+    req = _request(a)
+    res = run_plan(req, processes=a.processes, progress=sys.stderr.isatty(), use_ray=a.ray is not None,
+                   ray_address=a.ray or None)
+    _report(res, a.top)
+    if a.out:
+        from oppo_sim.explore.plan_plots import plot_pareto
+
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        res.table.to_csv(out / "plan.csv", index=False)
+        plot_pareto(res.table).savefig(out / "pareto.png", dpi=120, bbox_inches="tight")
+        print(f"\ntable: {out / 'plan.csv'}\nfigure: {out / 'pareto.png'}")
+    if a.json:
+        Path(a.json).write_text(res.table.to_json(orient="records", indent=2) + "\n")
+        print(f"json: {a.json}")
+    return 0
+
+
+__all__ = ["add_plan_parser", "cmd_plan", "gpus_arg"]
