@@ -352,3 +352,80 @@ def test_engine_check_comparison_reports_the_first_divergence_and_the_bound():
     assert rec["first_divergence"]["iteration"] == 2 and rec["vllm_kv_peak_blocks"] == 2 and rec["sim_kv_peak_blocks"] == 3
     assert not CheckResult(BUILTIN["no-pressure"], a, a[:1], 64).within_bound  # 1 of 2 iterations: 50% off
     assert "FIRST DIVERGENCE at iteration 2" in res.report()
+
+
+def drain_chains(core, resets=()):
+    """Run the engine as a generation replica drives it: spans one by one, explicit iterations in chains
+    (:meth:`EngineCore.run_chain`, which plans and applies an iteration in one go when it can)."""
+    events, now, resets = [], 0.0, sorted(resets)
+    while True:
+        while resets and resets[0] <= core.iterations:
+            resets.pop(0)
+            core.reset_cache()
+        plan = core.plan()
+        if plan is None:
+            return now, events
+        limit = resets[0] - core.iterations if resets else 256
+        if plan.steady:
+            plan = core.truncate(plan, limit)
+            now += plan.seconds
+            evs = core.commit(plan, now)
+        else:
+            chain = core.run_chain(plan, now, limit)
+            now += chain.seconds
+            evs = chain.events
+        events += [(core.iterations, kind, r.rid) for kind, r in evs]
+        for kind, r in evs:
+            if kind == PAUSE:
+                r.pause_at = None
+                core.add(r)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=workloads, seqs=st.integers(1, 6), blocks=st.integers(8, 80), chunked=st.booleans(),
+       caching=st.booleans(), thr=st.sampled_from([0, 0, 24]), resets=st.lists(st.integers(1, 300), max_size=2))
+def test_chains_decide_as_single_plans(rows, seqs, blocks, chunked, caching, thr, resets):
+    """Chains of explicit iterations (planned and applied in one go when every running request is scheduled
+    in full, the plainly decoding ones advanced lazily) decide exactly what one plan and commit at a time does."""
+    cfg = EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=256, block_size=16, enable_chunked_prefill=chunked,
+                       enable_prefix_caching=caching, long_prefill_token_threshold=thr)
+    cores = []
+    for _ in range(2):
+        core = EngineCore(DC, cfg, blocks)
+        for i, (p, t, pause) in enumerate(rows):
+            r = Req(i, p, t)
+            r.pause_at = pause if pause is not None and pause < t else None
+            try:
+                core.add(r)
+            except ConfigError:
+                pass
+        cores.append(core)
+    t1, e1 = drain_chains(cores[0], resets)
+    t2, e2 = drain(cores[1], resets=resets)
+    assert e1 == e2
+    assert t1 == pytest.approx(t2, rel=1e-9)
+    c1, c2 = cores
+    assert (c1.iterations, c1.preemptions, c1.prefix_hit_tokens) == (c2.iterations, c2.preemptions, c2.prefix_hit_tokens)
+    assert c1.used == 0 and c1.pool.free == c1.capacity
+
+
+@settings(max_examples=200, deadline=None)
+@given(cs=st.lists(st.integers(1, 300), min_size=1, max_size=20), tick=st.integers(0, 50), i=st.integers(0, 100),
+       bs=st.sampled_from([1, 16, 32]))
+def test_lazy_decoders_block_needs_are_a_direct_count(cs, tick, i, bs):
+    """The decoders' block needs from their residue histogram equal the per-request count."""
+    from oppo_sim.engine.decoders import Decoders
+
+    d = Decoders(bs)
+    d.tick = tick
+    for k, c in enumerate(cs):
+        r = Req(k, c + 1, 10_000)
+        r._computed, r._blocks, r._pos = c, -(-c // bs), k + 1
+        d.join(r)
+    direct = sum(-(-(c + i) // bs) - -(-c // bs) for c in cs)
+    assert d.need(i) == direct
+    assert d.need1() == d.need(1)
+    assert d.kv() == sum(cs)
+    free = direct + i % 7
+    m = d.fit(i, free, len(cs))
+    assert d.need(m) <= free and (m == i or d.need(m + 1) > free)
