@@ -130,7 +130,7 @@ class KVBlockPool:
             return NO_HITS
         rem = (1 << h) - 1
         pieces: list[tuple[CachedRun, int, int]] = []
-        for run, a in zip(runs, avail):
+        for run, a in zip(runs, avail, strict=True):
             mine = a & rem
             if mine:
                 rem &= ~mine
