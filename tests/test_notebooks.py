@@ -23,7 +23,7 @@ def test_notebook_runs(path, monkeypatch, tmp_path):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
     # every cell that draws shows its figure as a picture (not "<Figure size ...>"), as JupyterLab would
-    plot_cells = [c for c in nb.cells if c.cell_type == "code" and re.search(r"\bplot(s\.|_)", c.source)]
+    plot_cells = [c for c in nb.cells if c.cell_type == "code" and re.search(r"\bplot(s\.\w+|_\w+)\(", c.source)]
     assert plot_cells
     for c in plot_cells:
         pngs = [o for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
