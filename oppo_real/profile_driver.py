@@ -60,3 +60,30 @@ def measure_overheads(cfg: RealConfig, trace: Trace | None, log: Callable[[str],
     table = profile_driver(cfg, trace, log=log)
     fit, report = fit_overheads(table)
     return fit, report, table
+
+
+def measure_sync(cfg: RealConfig, rounds: int = 6) -> float:
+    """Median seconds of the weight sync as the driver runs it, end to end: the train worker exports the
+    actor's weights, they travel (a Ray object on Ray workers), the generator loads them (and resets its
+    prefix cache). The profile's ``sync`` op times only the last part."""
+    import statistics
+    import time
+
+    from oppo_real.ppo.algo import PPOConfig
+    from oppo_real.session import build_run_models, worker_resources, worker_specs
+
+    if cfg.workers == "ray":
+        placement.start_ray(cfg.ray_address)
+    specs = worker_specs(cfg, build_run_models(cfg), cfg.ppo or PPOConfig())
+    res = worker_resources(cfg)
+    handles = {r: placement.spawn(cfg.workers, r, *specs[r], **res[r]) for r in ("gen", "train")}
+    try:
+        times = []
+        for i in range(rounds + 1):
+            t0 = time.perf_counter()
+            handles["gen"].call("load_weights", i, i + 1, handles["train"].submit("weights", i))
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times[1:])
+    finally:
+        for h in handles.values():
+            h.kill()

@@ -295,3 +295,14 @@ def test_save_profile_rejects_bad_meta(tmp_path):
         save_profile(Hardware(get_gpu("h200")), tmp_path / "x.json", meta={"f": object()})
     with pytest.raises(ConfigError, match="meta"):
         save_profile(Hardware(get_gpu("h200")), tmp_path / "x.json", meta={"f": float("nan")})
+
+
+def test_with_sync_seconds_reproduces_a_measured_sync():
+    from oppo_sim.hw.calibration import with_sync_seconds
+    from oppo_sim.hw.costmodel import CostModel
+    from oppo_sim.hw.models import get_model
+
+    hw, m = Hardware(get_gpu("h100-sxm")), get_model("qwen2.5-0.5b")
+    for seconds in (0.5, 1.5e-3):  # above and below what the transfer alone takes at the default efficiency
+        fitted = with_sync_seconds(hw, m.weight_bytes(), hw.gpu.link_bw, seconds)
+        assert CostModel(fitted).weight_sync(m) == pytest.approx(seconds, rel=1e-9)

@@ -31,6 +31,7 @@ from oppo_real.validation.mirror import mirror_config, mirror_trace
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.results import SimResult
 from oppo_sim.engine.static_params import StaticCostParams
+from oppo_sim.hw.calibration import with_sync_seconds
 from oppo_sim.hw.hardware import Hardware
 from oppo_sim.hw.overheads import ExecutorOverheads
 from oppo_sim.pipeline.simulate import simulate
@@ -110,10 +111,13 @@ def _components(names: list[str], labels: list[str], preds: dict, meas: dict) ->
 
 def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: Trace | None, warmup: int = 2,
              repeat: int = 1, log: Callable[[str], None] = print, out_dir: Path | None = None,
-             overheads: ExecutorOverheads | None = None, static_cost: StaticCostParams | None = None) -> Validation:
+             overheads: ExecutorOverheads | None = None, static_cost: StaticCostParams | None = None,
+             sync_s: float | None = None) -> Validation:
     """Profile-fitted ``hw`` (and, for the static decoder, its per-call ``static_cost``) -> simulate and run
     every policy ``repeat`` times -> the predicted-vs-measured table (see the module docstring).
-    ``overheads``: the driver's measured costs (profiled here, on the run's kind of workers, when None)."""
+    ``overheads``: the driver's measured costs and ``sync_s`` the end-to-end weight sync (both measured here,
+    on the run's kind of workers, when None). The real runs keep no per-step checkpoint: writing one is not a
+    part of the step the simulator models."""
     from oppo_real.profile_driver import measure_overheads
     from oppo_real.session import build_run_models
 
@@ -123,6 +127,13 @@ def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: 
         log(f"driver overheads: {1e3 * overheads.call_s:.2f} ms per round trip, {1e3 * overheads.step_s:.1f} ms per step, "
             f"{1e3 * overheads.sample_s:.2f} ms per sample, {1e6 * overheads.token_s:.1f} us per token "
             f"(fit MAPE {100 * rep['mape']:.0f}%)")
+    if sync_s is None:
+        from oppo_real.profile_driver import measure_sync
+
+        sync_s = measure_sync(cfg)
+        log(f"weight sync end to end (export, transfer, load): {1e3 * sync_s:.1f} ms")
+    actor = mirror_config(cfg, hw, paths).models()["generate"]
+    hw = with_sync_seconds(hw, actor.weight_bytes(), hw.gpu.link_bw, sync_s)
     sim_cfg = mirror_config(cfg, hw, paths, overheads=overheads, static_cost=static_cost)
     rows = len(trace) if trace is not None else 4096
     names = list(policies)
@@ -133,7 +144,7 @@ def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: 
             pol = policies[name]
             log(f"[{name}] run {r + 1}/{repeat}: {cfg.steps} steps for real ...")
             out = (out_dir / name / f"run{r}") if out_dir else None
-            real[name].append(run_real(cfg, pol, trace, out_dir=out, overwrite=True))
+            real[name].append(run_real(cfg, pol, trace, out_dir=out, overwrite=True, checkpoint_steps=False))
             pred[name].append(simulate(mirror_trace(cfg, trace, rows, real[name][-1].rollouts), pol, sim_cfg))
             p, m = measure(pred[name][-1], warmup), measure(real[name][-1], warmup)
             log(f"[{name}] predicted {p['step_s']:.3f} s/step, measured {m['step_s']:.3f} s/step")

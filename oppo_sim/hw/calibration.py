@@ -295,3 +295,16 @@ def fit_profile(
         rows.append(rep.as_row())
     hw = Hardware(spec, replace(defaults, **fitted))
     return hw, pd.DataFrame(rows, columns=REPORT_COLUMNS)
+
+
+def with_sync_seconds(hw: Hardware, transfer_bytes: float, link_bw: float, seconds: float) -> Hardware:
+    """``hw`` whose weight-sync op takes ``seconds`` to move ``transfer_bytes`` over ``link_bw`` (a measured
+    end-to-end sync): the bandwidth efficiency is kept and the fixed part takes the rest; where the
+    transfer alone would already take longer, the efficiency is lowered instead (no overhead)."""
+    op = hw.params.sync
+    transfer = transfer_bytes / (link_bw * op.eff_memory)
+    if seconds >= transfer:
+        new = replace(op, overhead_s=seconds - transfer)
+    else:
+        new = replace(op, overhead_s=0.0, eff_memory=min(1.0, transfer_bytes / (link_bw * seconds)))
+    return replace(hw, params=replace(hw.params, sync=new))
