@@ -12,11 +12,12 @@ def plot_parity(v: Validation):
     t = v.table
     fig = Figure(figsize=(11, 4.8), layout="constrained")
     a, b = fig.subplots(1, 2)
-    a.scatter(t["meas_step_s"], t["pred_step_s"], s=40)
+    a.errorbar(t["meas_step_s"], t["pred_step_s"], fmt="o", ms=6, capsize=3, label="measured median, min-max of the runs",
+               xerr=[t["meas_step_s"] - t["meas_step_min_s"], t["meas_step_max_s"] - t["meas_step_s"]])
     for _, r in t.iterrows():
         a.annotate(r["policy"], (r["meas_step_s"], r["pred_step_s"]), fontsize=8, xytext=(4, 4), textcoords="offset points")
-    lo = 0.8 * min(t["meas_step_s"].min(), t["pred_step_s"].min())
-    hi = 1.2 * max(t["meas_step_s"].max(), t["pred_step_s"].max())
+    lo = 0.8 * min(t["meas_step_min_s"].min(), t["pred_step_s"].min())
+    hi = 1.2 * max(t["meas_step_max_s"].max(), t["pred_step_s"].max())
     a.plot([lo, hi], [lo, hi], "k--", lw=0.8)
     a.fill_between([lo, hi], [lo * 0.95, hi * 0.95], [lo * 1.05, hi * 1.05], color="0.85", label="±5%")
     a.set_xlim(lo, hi)
