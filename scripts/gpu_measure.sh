@@ -39,7 +39,9 @@ fi
 
 stage() {  # stage NAME SECONDS command...: run, log, record the status; never stops the script
     local name="$1" limit="$2"; shift 2
-    if [ "$(elapsed)" -ge "$BUDGET" ]; then say "SKIP $name (budget of ${BUDGET}s spent)"; echo "$name skipped" >> "$OUT/stages/status.txt"; return; fi
+    local left=$(( BUDGET - $(elapsed) - 45 ))   # a stage ends in time for the collect stage
+    if [ "$name" != collect ] && [ "$left" -lt "$limit" ]; then limit=$left; fi
+    if [ "$(elapsed)" -ge "$BUDGET" ] || [ "$limit" -le 0 ]; then say "SKIP $name (budget of ${BUDGET}s spent)"; echo "$name skipped" >> "$OUT/stages/status.txt"; return; fi
     say "START $name: $*"
     timeout "$limit" "$@" >> "$LOG" 2>&1
     local rc=$?
@@ -67,17 +69,17 @@ for shape in $SHAPES; do
     extra=()
     [ "$QUICK" = 1 ] && extra=(--quick --gpu h100-sxm)
     # shellcheck disable=SC2046
-    stage "profile-$shape" 600 "${CLI[@]}" profile --device "$DEVICE" --backend torch $(shape_args "$shape") "${extra[@]}" \
+    stage "profile-$shape" 300 "${CLI[@]}" profile --device "$DEVICE" --backend torch $(shape_args "$shape") "${extra[@]}" \
         --out "$OUT/stages/profile-$shape"
 done
 
 COMMON=(validate --device "$DEVICE" --backend torch --workers local --policies baseline,intra,inter,oppo --no-checkpoint
-        --trace oppo-longtail-default --chunk 64 --delta 4 --warmup 2)
+        --trace oppo-longtail-default --chunk 64 --delta 4)
 size() {  # batch, steps, length scale, max response per shape (sized to fit an 80 GB GPU and the time budget)
     if [ "$QUICK" = 1 ]; then echo "--batch 4 --steps 3 --length-scale 0.1 --max-response 32 --warmup 1"; return; fi
     case "$1" in
-        qwen2.5-0.5b) echo "--batch 16 --steps 10 --length-scale 0.25 --max-response 512" ;;
-        *) echo "--batch 8 --steps 8 --length-scale 0.2 --max-response 256" ;;
+        qwen2.5-0.5b) echo "--batch 16 --steps 6 --warmup 1 --length-scale 0.2 --max-response 256" ;;
+        *) echo "--batch 8 --steps 5 --warmup 1 --length-scale 0.2 --max-response 192" ;;
     esac
 }
 for shape in $SHAPES; do
