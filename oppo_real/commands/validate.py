@@ -115,6 +115,16 @@ def cmd_validate(a: argparse.Namespace) -> int:
         return _validate_and_report(cfg, policies, hw, static, trace, a, out, con.print)
 
 
+def _per_run(v, what: str):
+    """Every run's ``steps`` or ``timeline`` table, predicted and measured, tagged by policy, run and side."""
+    import pandas as pd
+
+    frames = [getattr(r, what).assign(policy=name, run=i, side=side)
+              for side, runs in (("predicted", v.predicted), ("measured", v.measured))
+              for name, rs in runs.items() for i, r in enumerate(rs)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def _validate_and_report(cfg, policies, hw, static, trace, a, out: Path, say) -> int:
     import pandas as pd
 
@@ -125,6 +135,8 @@ def _validate_and_report(cfg, policies, hw, static, trace, a, out: Path, say) ->
                  out_dir=None if a.no_checkpoint else out / "runs", static_cost=static)
     v.table.to_csv(out / "validation.csv", index=False)
     v.components.to_csv(out / "components.csv", index=False)
+    _per_run(v, "steps").to_csv(out / "steps.csv", index=False)
+    _per_run(v, "timeline").to_csv(out / "timeline.csv.gz", index=False)
     plot_parity(v).savefig(out / "parity.png", dpi=120)
     plot_pred_vs_meas_timelines(v).savefig(out / "timelines.png", dpi=110)
     with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format, "display.max_colwidth", 90):
@@ -137,7 +149,7 @@ def _validate_and_report(cfg, policies, hw, static, trace, a, out: Path, say) ->
     say(f"median |step-time error| {h['median_abs_step_err_pct']:.1f}%  (max {h['max_abs_step_err_pct']:.1f}%), "
         f"median |utilization error| {h['median_abs_util_err_pp']:.1f} pp, "
         f"median |speedup error| {h['median_abs_speedup_err_pct']:.1f}%, decision agreement >= {h['min_decision_agreement']:.2f}")
-    say(f"wrote {out}/validation.csv, components.csv, parity.png, timelines.png")
+    say(f"wrote {out}/validation.csv, components.csv, steps.csv, timeline.csv.gz, parity.png, timelines.png")
     if a.json:
         import json
 
