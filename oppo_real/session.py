@@ -107,3 +107,18 @@ class Session:
             except Exception:  # pragma: no cover - best effort at shutdown
                 pass
         self.handles = {}
+        if self.cfg.workers == "local":
+            release_local_memory()
+
+
+def release_local_memory() -> None:
+    """Give back what in-process workers held: their models go with the last reference, and the CUDA
+    allocator's cached blocks are returned to the driver, so the next run in this process (``validate``
+    runs one per policy) sees the device's memory free again."""
+    import gc
+    import sys
+
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()

@@ -82,6 +82,7 @@ class LocalHandle(Handle):
         close = getattr(self.obj, "close", None)
         if callable(close):
             close()
+        self.obj = None  # the worker's models are freed with it (a later call is a WorkerError)
 
 
 class RayHandle(Handle):
