@@ -76,6 +76,7 @@ class RealConfig:
     gpu_memory_gb: float | None = None  # stated memory per device for the fit check (None: ask the GPU)
     colocate: str | None = None  # generator sharing the trainer's GPU: "sleep" | "resident" (None: sleep if shared)
     sleep_level: int = 1  # vLLM sleep level while training (1: weights to host, KV freed; 2: both freed)
+    engine_warmup_s: float = 0.0  # the generator decodes throw-away requests this long first (oppo_real.backends.warmup)
 
     def __post_init__(self) -> None:
         for name in ("batch", "steps", "max_response", "gen_iters_per_call"):
@@ -111,6 +112,8 @@ class RealConfig:
             raise ConfigError(f"gpu_memory_gb must be > 0, got {self.gpu_memory_gb}")
         if self.colocate not in (None, "sleep", "resident"):
             raise ConfigError(f"colocate must be sleep or resident, got {self.colocate!r}")
+        if self.engine_warmup_s < 0:
+            raise ConfigError(f"engine_warmup_s must be >= 0, got {self.engine_warmup_s}")
         if self.sleep_level not in (1, 2):
             raise ConfigError(f"sleep_level must be 1 or 2, got {self.sleep_level}")
 

@@ -63,7 +63,7 @@ def _dtype(device: str) -> tuple[str, int]:
 
 
 def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tuple[int, ...] | None, log,
-                   device: str = "cpu") -> list[dict]:
+                   device: str = "cpu", warmup_s: float = 0.0) -> list[dict]:
     from oppo_real.backends.api import GenRequest, SamplingConfig
 
     dtype, nbytes_el = _dtype(device)
@@ -84,6 +84,9 @@ def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tupl
                                           max_prefill_tokens=max(grid.decode_batch) * (max(grid.decode_kv) + 1)))
     rows: list[dict] = []
     try:
+        from oppo_real.backends.warmup import burn_in
+
+        burn_in(gen, warmup_s, spec.vocab, max(grid.decode_batch), log=log)
         n = 0
         for kv in grid.decode_kv:
             for b in grid.decode_batch:
@@ -199,13 +202,14 @@ def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log, dev
 
 
 def run_profile(paths, backend: str = "vllm", grid: ProfileGrid | None = None, cores: tuple[int, ...] | None = (0,),
-                log: Callable[[str], None] = print, device: str = "cpu") -> pd.DataFrame:
-    """Time every operation on ``device`` (pinned to ``cores``); returns the measurements table."""
+                log: Callable[[str], None] = print, device: str = "cpu", warmup_s: float = 0.0) -> pd.DataFrame:
+    """Time every operation on ``device`` (pinned to ``cores``), after ``warmup_s`` seconds of throw-away
+    decoding (``oppo_real.backends.warmup``); returns the measurements table."""
     from oppo_real.workers.recorder import pin_to_cores
 
     grid = grid or ProfileGrid()
     pin_to_cores(cores)
-    rows = profile_decode(Path(paths.actor), backend, grid, cores, log, device)
+    rows = profile_decode(Path(paths.actor), backend, grid, cores, log, device, warmup_s)
     rows += profile_prefill(Path(paths.reward), grid, log, device)
     rows += profile_train(Path(paths.actor), Path(paths.critic), grid, log, device)
     return pd.DataFrame(rows)

@@ -52,7 +52,8 @@ def worker_specs(cfg: RealConfig, paths, ppo) -> dict[str, tuple[type, Any]]:
     same = cfg.workers == "local" and dev.gen == dev.train
     gen = GenWorkerConfig(actor=str(paths.actor), backend=cfg.backend, gen_batch=cfg.gen_batch, sampling=SamplingConfig(temperature=cfg.temperature, seed=cfg.seed),
                           max_model_len=cfg.max_model_len, engine=engine, cores=cfg.main_cores, device=on["gen"],
-                          dtype=dev.dtype("gen"), release=cfg.colocate_mode == "sleep", sleep_level=cfg.sleep_level)
+                          dtype=dev.dtype("gen"), release=cfg.colocate_mode == "sleep", sleep_level=cfg.sleep_level,
+                          warmup_s=cfg.engine_warmup_s)
     train = TrainWorkerConfig(actor=str(paths.actor), critic=str(paths.critic), ppo=ppo, cores=cfg.main_cores, seed=cfg.seed,
                               device=on["train"], export="same" if same else "cpu",
                               export_dtype=None if dev.dtype("gen") == "float32" else dev.dtype("gen"))

@@ -77,7 +77,8 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
         grid = gpu_grid(run_specs(cfg)[0].params)
     else:
         grid = ProfileGrid()
-    table = run_profile(paths, a.backend, grid, cores=cfg.main_cores, log=lambda _m: None, device=device)
+    table = run_profile(paths, a.backend, grid, cores=cfg.main_cores, log=lambda _m: None, device=device,
+                        warmup_s=cfg.engine_warmup_s)
     table.to_csv(out / "measurements.csv", index=False)
     if device.startswith("cuda"):
         from oppo_real.devices import device_memory

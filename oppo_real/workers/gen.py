@@ -6,6 +6,7 @@ boundary, a token budget). With the static decoder the driver also sets each ste
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -29,6 +30,7 @@ class GenWorkerConfig:
     dtype: str = "float32"  # "bfloat16" on a GPU
     release: bool = False  # free the engine's memory while training runs (vLLM sleep / the torch KV cache)
     sleep_level: int = 1  # vLLM sleep level
+    warmup_s: float = 0.0  # decode throw-away requests for this long at start (once per process; backends.warmup)
 
 
 class GenWorker(Recorder):
@@ -40,6 +42,11 @@ class GenWorker(Recorder):
         self.cfg = cfg
         t0 = time.time()
         self.gen = self._make_backend()
+        if cfg.warmup_s > 0:
+            from oppo_real.backends.warmup import burn_in
+            from oppo_real.profile import model_spec
+
+            burn_in(self.gen, cfg.warmup_s, model_spec(Path(cfg.actor)).vocab, cfg.engine.max_num_seqs)
         self.init_seconds = time.time() - t0
         self.version = 0
         self.asleep = False
