@@ -34,7 +34,8 @@ def burn_in(gen, seconds: float, vocab: int, max_batch: int = 64, prompt: int = 
         return 0.0
     if log:
         log(f"warming the engine for {end - t0:.0f} s (left out of every timing)")
-    sizes = sorted({1, 4, 16, max(1, max_batch)})
+    top = max(1, max_batch)
+    sizes = sorted({min(b, top) for b in (1, 4, 16)} | {top})  # batch sizes up to the engine's largest
     n = 0
     while time.monotonic() < end:
         ids = [f"__warm{n}.{i}" for i in range(sizes[n % len(sizes)])]

@@ -52,7 +52,7 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
     import pandas as pd
 
     from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_real.session import build_run_models
+    from oppo_real.session import build_run_models, release_local_memory
     from oppo_sim.hw.profiles import load_profile, save_profile
 
     if a.profile:
@@ -79,6 +79,7 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
         grid = ProfileGrid()
     table = run_profile(paths, a.backend, grid, cores=cfg.main_cores, log=lambda _m: None, device=device,
                         warmup_s=cfg.engine_warmup_s)
+    release_local_memory()  # the profiled engines' memory, before the runs' fit checks read what is free
     table.to_csv(out / "measurements.csv", index=False)
     if device.startswith("cuda"):
         from oppo_real.devices import device_memory
@@ -116,16 +117,6 @@ def cmd_validate(a: argparse.Namespace) -> int:
         return _validate_and_report(cfg, policies, hw, static, trace, a, out, con.print)
 
 
-def _per_run(v, what: str):
-    """Every run's ``steps`` or ``timeline`` table, predicted and measured, tagged by policy, run and side."""
-    import pandas as pd
-
-    frames = [getattr(r, what).assign(policy=name, run=i, side=side)
-              for side, runs in (("predicted", v.predicted), ("measured", v.measured))
-              for name, rs in runs.items() for i, r in enumerate(rs)]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
 def _validate_and_report(cfg, policies, hw, static, trace, a, out: Path, say) -> int:
     import pandas as pd
 
@@ -136,8 +127,8 @@ def _validate_and_report(cfg, policies, hw, static, trace, a, out: Path, say) ->
                  out_dir=None if a.no_checkpoint else out / "runs", static_cost=static)
     v.table.to_csv(out / "validation.csv", index=False)
     v.components.to_csv(out / "components.csv", index=False)
-    _per_run(v, "steps").to_csv(out / "steps.csv", index=False)
-    _per_run(v, "timeline").to_csv(out / "timeline.csv.gz", index=False)
+    v.runs_table("steps").to_csv(out / "steps.csv", index=False)
+    v.runs_table("timeline").to_csv(out / "timeline.csv.gz", index=False)
     plot_parity(v).savefig(out / "parity.png", dpi=120)
     plot_pred_vs_meas_timelines(v).savefig(out / "timelines.png", dpi=110)
     with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format, "display.max_colwidth", 90):

@@ -53,6 +53,14 @@ class Validation:
     predicted: dict[str, list[SimResult]] = field(default_factory=dict)  # per policy name, one per run
     measured: dict[str, list[RealResult]] = field(default_factory=dict)
 
+    def runs_table(self, what: str) -> pd.DataFrame:
+        """Every run's ``steps`` or ``timeline`` table, predicted and measured, with ``policy``, ``run`` (0-based
+        within the policy) and ``side`` (predicted / measured) columns."""
+        frames = [getattr(r, what).assign(policy=name, run=i, side=side)
+                  for side, runs in (("predicted", self.predicted), ("measured", self.measured))
+                  for name, rs in runs.items() for i, r in enumerate(rs)]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
     def headline(self) -> dict[str, float]:
         t = self.table
         utils = pd.concat([t["util_err_main_pp"].abs(), t["util_err_score_pp"].abs()])

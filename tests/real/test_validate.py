@@ -65,3 +65,10 @@ def test_validate_table_has_every_column(models, tmp_path):
     assert all(math.isfinite(x) for x in h.values())
     assert isinstance(v.table, pd.DataFrame)
     plot_parity(v).savefig(tmp_path / "parity.png")
+    steps = v.runs_table("steps")  # what validate writes as steps.csv: every run, both sides
+    assert len(steps) == 3 * 2 * 2 * cfg.steps
+    assert set(steps["side"]) == {"predicted", "measured"} and set(steps["run"]) == {0, 1}
+    per = steps.groupby(["policy", "side", "run"])["step"].apply(list)
+    assert all(x == list(range(cfg.steps)) for x in per)
+    tl = v.runs_table("timeline")
+    assert {"activity", "start", "end", "policy", "run", "side"} <= set(tl.columns) and (tl["end"] >= tl["start"]).all()
