@@ -40,6 +40,7 @@ class ProfileGrid:
     train_len: tuple[int, ...] = (32, 64, 128)
     repeats: int = 5
     sync_repeats: int = 5
+    decode_warm: int = 1  # decode iterations after a grid point's prefill before its timed ones (steady state)
 
     @classmethod
     def quick(cls) -> "ProfileGrid":
@@ -69,7 +70,7 @@ def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tupl
     dtype, nbytes_el = _dtype(device)
     spec = model_spec(actor_dir, nbytes_el)
     rng = np.random.default_rng(0)
-    max_len = max(1024, max(grid.decode_kv) + grid.repeats + 8)
+    max_len = max(1024, max(grid.decode_kv) + grid.repeats + grid.decode_warm + 8)
     if backend == "vllm":
         from oppo_real.backends.vllm_actor import VLLMActor, VLLMActorConfig
 
@@ -91,12 +92,13 @@ def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tupl
         for kv in grid.decode_kv:
             for b in grid.decode_batch:
                 reqs = [GenRequest(f"p{n}.{i}", tuple(int(x) for x in rng.integers(3, spec.vocab, size=kv)),
-                                   grid.repeats + 2, ignore_eos=True) for i in range(b)]
+                                   grid.repeats + grid.decode_warm + 1, ignore_eos=True) for i in range(b)]
                 n += 1
                 for r in reqs:
                     gen.add(r)
                 gen.step()  # prefill (+ first token): not a decode iteration
-                gen.step()  # warm
+                for _ in range(grid.decode_warm):  # to the steady state of this batch
+                    gen.step()
                 times = []
                 ctx = kv + 1
                 for _ in range(grid.repeats):
@@ -106,7 +108,7 @@ def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tupl
                     ctx += 1
                 while gen.has_unfinished():
                     gen.step()
-                flops, nbytes = CostModel.decode_work(spec, b, b * (kv + 2 + grid.repeats // 2))
+                flops, nbytes = CostModel.decode_work(spec, b, b * (kv + 1 + grid.decode_warm + grid.repeats // 2))
                 rows += _rows("decode", flops, nbytes, times, batch=b, kv=kv)
                 log(f"decode b={b:3d} kv={kv:4d}: {1000 * np.median(times):7.2f} ms")
         # weight sync: the actor's own weights back in

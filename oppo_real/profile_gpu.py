@@ -49,12 +49,15 @@ def table_spec(device_name: str, total_bytes: float | None = None, gpu: str | No
 def gpu_grid(params: float = 0.0):
     """The profile grid at GPU scale: batches to 128 over KV to 2k tokens per sequence, chunks to 2k over
     contexts to 2k, training passes to 8 x 1k tokens (8 x 512 from 1B parameters: the vocabulary's logits
-    and the optimizer state must fit one GPU beside each other)."""
+    and the optimizer state must fit one GPU beside each other). Each decode grid point runs 16 iterations
+    before its 8 timed ones: on an H100 the iterations right after a prefill were the slow, noisy ones
+    (``paper_figs/out/gpu_profile_warm.csv``), and a run spends almost all its iterations in steady state."""
     from oppo_real.profile import ProfileGrid
 
     train_len = (256, 512, 1024) if params < 1e9 else (256, 512)
     return ProfileGrid(decode_batch=(1, 8, 32, 64, 128), decode_kv=(128, 512, 2048), prefill_new=(16, 128, 512, 2048),
-                       prefill_ctx=(0, 512, 2048), train_batch=(2, 4, 8), train_len=train_len, repeats=5, sync_repeats=5)
+                       prefill_ctx=(0, 512, 2048), train_batch=(2, 4, 8), train_len=train_len, repeats=8, sync_repeats=5,
+                       decode_warm=16)
 
 
 def with_predictions(table: pd.DataFrame, spec: GPUSpec | None, device_name: str, model: str) -> pd.DataFrame:

@@ -72,3 +72,18 @@ def test_validate_table_has_every_column(models, tmp_path):
     assert all(x == list(range(cfg.steps)) for x in per)
     tl = v.runs_table("timeline")
     assert {"activity", "start", "end", "policy", "run", "side"} <= set(tl.columns) and (tl["end"] >= tl["start"]).all()
+
+
+def test_decode_profile_times_the_steady_state(models):
+    from pathlib import Path
+
+    from oppo_real.profile import model_spec, profile_decode
+    from oppo_real.profile_gpu import gpu_grid
+    from oppo_sim.hw.costmodel import CostModel
+
+    grid = ProfileGrid(decode_batch=(2,), decode_kv=(16,), repeats=3, decode_warm=4, sync_repeats=1)
+    rows = [r for r in profile_decode(Path(models.actor), "torch", grid, None, lambda _m: None) if r["op"] == "decode"]
+    assert len(rows) == 3  # the timed iterations only, after the prefill and the 4 warm ones
+    flops, nbytes = CostModel.decode_work(model_spec(Path(models.actor)), 2, 2 * (16 + 1 + 4 + 3 // 2))
+    assert all(r["flops"] == flops and r["bytes"] == nbytes for r in rows)  # priced at the timed iterations' KV
+    assert gpu_grid().decode_warm > gpu_grid().repeats  # on a GPU most of a grid point is spent reaching steady state
