@@ -10,7 +10,8 @@ launches), not by the GPU, and no roofline of the GPU predicts it.
     python benchmarks/bench_decode.py                     # tiny model on the CPU (a smoke run)
 
 Prints one row per batch size: median and spread of wall ms/iteration, kernel ms/iteration, launches per
-iteration, and the host-bound share ``1 - kernel / wall``; ``--csv PATH`` writes the table.
+iteration, aten operator calls per iteration (the host's work, on any device), and the host-bound share
+``1 - kernel / wall``; ``--csv PATH`` writes the table.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def _actor(paths, device: str):
 def _fill(actor, batch: int, prompt: int, iters: int, tag: str) -> None:
     from oppo_real.backends.api import GenRequest
 
+    vocab = actor.model.config.vocab_size
     for i in range(batch):
-        actor.add(GenRequest(req_id=f"{tag}-{i}", prompt_ids=tuple((7 * i + j) % 1000 + 10 for j in range(prompt)),
+        actor.add(GenRequest(req_id=f"{tag}-{i}", prompt_ids=tuple(3 + (7 * i + j) % (vocab - 3) for j in range(prompt)),
                              max_new_tokens=10 * iters + 10, ignore_eos=True))
     actor.step()  # the prefill
 
@@ -68,11 +70,12 @@ def measure(actor, batch: int, prompt: int, iters: int, sync) -> dict:
             actor.step()
         sync()
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    aten = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU and e.name.startswith("aten::"))
     kernel_s = sum(e.device_time_total for e in events) / 1e6 / iters if events else float("nan")
     actor.close()
     wall = statistics.median(walls)
     return {"batch": batch, "wall_ms": 1e3 * wall, "wall_min_ms": 1e3 * min(walls), "wall_max_ms": 1e3 * max(walls),
-            "kernel_ms": 1e3 * kernel_s, "launches": len(events) / iters, "host_bound_share": 1 - kernel_s / wall}
+            "kernel_ms": 1e3 * kernel_s, "launches": len(events) / iters, "aten_ops": aten / iters, "host_bound_share": 1 - kernel_s / wall}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,9 +13,10 @@ mask and position ids skip the padding; :mod:`oppo_real.backends.padded_cache`).
 
 So every live request gets one token per step (a request prefilled in this step gets its first token),
 requests can be added mid-flight and aborted at any time, and greedy output does not depend on the
-other rows (each row sees exactly its own tokens at its own positions). Sampling is per request with a
-seeded generator on the model's device (seed from `SamplingConfig` and the request id), temperature 0 =
-greedy, log-probs = log-softmax of the raw logits of the sampled token — as `VLLMActor`. The only host
+other rows (each row sees exactly its own tokens at its own positions). Sampling draws every row at once
+with noise keyed by (request seed from `SamplingConfig` and the request id, position) — so sampled output
+does not depend on the other rows either (`backends.sampling`); temperature 0 = greedy, log-probs =
+log-softmax of the raw logits of the sampled token — as `VLLMActor`. The only host
 synchronisation is one per forward: the sampled tokens and their log-probs.
 
 After `load_weights` every row's KV is stale: the rows are prefilled again from their whole context with
@@ -43,6 +44,7 @@ from oppo_real.backends.api import (
     SamplingConfig,
 )
 from oppo_real.backends.padded_cache import kv_layers, merge_rows, select_rows
+from oppo_real.backends.sampling import row_keys, sample
 from oppo_sim.core.errors import ConfigError
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -73,7 +75,7 @@ class _Live:
     req: GenRequest
     context: list[int]  # prompt + generated so far
     n_generated: int
-    generator: torch.Generator
+    seed: int  # the request's sampling seed (backends.sampling: counter-based noise)
     reason: str | None = None  # finish reason once finished
     aborted: bool = False
 
@@ -110,8 +112,7 @@ class TorchActor:
             raise ConfigError(f"request {req.req_id} is already running")
         if len(req.prompt_ids) >= self.cfg.max_model_len:
             raise ConfigError(f"request {req.req_id}: prompt of {len(req.prompt_ids)} tokens exceeds max_model_len")
-        gen = torch.Generator(device=self.device).manual_seed(self.cfg.sampling.request_seed(req.req_id))
-        st = _Live(req=req, context=list(req.prompt_ids), n_generated=0, generator=gen)
+        st = _Live(req=req, context=list(req.prompt_ids), n_generated=0, seed=self.cfg.sampling.request_seed(req.req_id))
         self._live[req.req_id] = st
         self._waiting.append(st)
 
@@ -232,16 +233,10 @@ class TorchActor:
         return deltas
 
     def _sample(self, logits: torch.Tensor, rows: list[_Live]) -> tuple[torch.Tensor, list[Delta]]:
-        """Sample every row's next token; one host sync for the tokens and their log-probs."""
-        logits = logits.float()
-        logp = torch.log_softmax(logits, dim=-1)
-        temp = self.cfg.sampling.temperature
-        if temp == 0.0:
-            tok = torch.argmax(logits, dim=-1)
-        else:
-            probs = torch.softmax(logits / temp, dim=-1)
-            tok = torch.cat([torch.multinomial(probs[i], 1, generator=s.generator) for i, s in enumerate(rows)])
-        lp = logp.gather(1, tok.unsqueeze(1)).squeeze(1)
+        """Sample every row's next token in one batched draw (``backends.sampling``); one host sync for the
+        tokens and their log-probs."""
+        seeds, positions = row_keys([s.seed for s in rows], [len(s.context) for s in rows], logits.device)
+        tok, lp = sample(logits, self.cfg.sampling.temperature, seeds, positions)
         host = torch.stack([tok.double(), lp.double()]).tolist()
         self.forwards += 1
         return tok, [self._book(s, int(t), float(v)) for s, t, v in zip(rows, host[0], host[1])]

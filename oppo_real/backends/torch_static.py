@@ -23,8 +23,8 @@ padding); the groups are called round-robin; a *call* runs until every row of th
   carrying the KV (``generate`` called again on the concatenated ids).
 
 Greedy output does not depend on C, ``gen_batch`` or the other rows: each row sees exactly its own
-tokens at its own positions. Sampling (temperature > 0) uses a per-request seeded generator on the model's
-device, as `TorchActor` does. One host sync per step (the sampled tokens and their log-probs).
+tokens at its own positions; sampled output (temperature > 0) does not either: every row is drawn at once
+with noise keyed by request seed and position (`backends.sampling`), as `TorchActor` does. One host sync per step (the sampled tokens and their log-probs).
 
 ``record_timings=True`` records each forward and each call boundary in ``timings`` (what
 ``oppo_real.profile_static`` turns into a measurement table); on CUDA it then synchronises around them.
@@ -48,6 +48,7 @@ from oppo_real.backends.api import (
     SamplingConfig,
 )
 from oppo_real.backends.padded_cache import merge_rows, select_rows
+from oppo_real.backends.sampling import row_keys, sample
 from oppo_real.backends.torch_actor import _DTYPES, read_eos_ids
 from oppo_sim.core.errors import ConfigError
 
@@ -86,7 +87,7 @@ class _Seq:
     req: GenRequest
     context: list[int]  # prompt + every token generated so far
     n_generated: int
-    generator: torch.Generator
+    seed: int  # the request's sampling seed (backends.sampling: counter-based noise)
     budget: int = 0  # tokens it may produce in the current call
     made: int = 0  # tokens produced in the current call
     reason: str | None = None  # finish reason (it stays in the batch until the call ends)
@@ -151,8 +152,7 @@ class TorchStaticActor:
             raise ConfigError(f"request {req.req_id} is already running")
         if len(req.prompt_ids) >= self.cfg.max_model_len:
             raise ConfigError(f"request {req.req_id}: prompt of {len(req.prompt_ids)} tokens exceeds max_model_len")
-        gen = torch.Generator(device=self.device).manual_seed(self.cfg.sampling.request_seed(req.req_id))
-        s = _Seq(req=req, context=list(req.prompt_ids), n_generated=0, generator=gen)
+        s = _Seq(req=req, context=list(req.prompt_ids), n_generated=0, seed=self.cfg.sampling.request_seed(req.req_id))
         self._live[req.req_id] = s
         self._waiting.append(s)
 
@@ -361,21 +361,8 @@ class TorchStaticActor:
 
     def _sample(self, logits: torch.Tensor, seqs: list[_Seq], active: list[bool] | None = None) -> torch.Tensor:
         """Sample the next token of every row (rows not ``active`` are ignored); book-keep the active ones."""
-        logits = logits.float()
-        logp = torch.log_softmax(logits, dim=-1)
-        temp = self.cfg.sampling.temperature
-        if temp == 0.0:
-            tok = torch.argmax(logits, dim=-1)
-        else:
-            probs = torch.softmax(logits / temp, dim=-1)
-            picks = []
-            for i, s in enumerate(seqs):
-                if active is None or active[i]:
-                    picks.append(torch.multinomial(probs[i], 1, generator=s.generator))
-                else:
-                    picks.append(torch.zeros(1, dtype=torch.long, device=logits.device))
-            tok = torch.cat(picks)
-        lp = logp.gather(1, tok.unsqueeze(1)).squeeze(1)
+        seeds, positions = row_keys([s.seed for s in seqs], [len(s.context) for s in seqs], logits.device)
+        tok, lp = sample(logits, self.cfg.sampling.temperature, seeds, positions)  # inactive rows: ignored
         host = torch.stack([tok.double(), lp.double()]).tolist()  # the step's one host sync
         for i, s in enumerate(seqs):
             if active is not None and not active[i]:

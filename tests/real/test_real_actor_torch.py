@@ -142,3 +142,21 @@ def test_load_weights_changes_outputs_and_restarts_running_requests(models):
 def test_load_weights_rejects_incomplete_state_dict(greedy_torch):
     with pytest.raises(ConfigError):
         greedy_torch.load_weights({"lm_head.weight": torch.zeros(1)})
+
+
+def test_sampled_output_survives_a_pause_and_other_rows(models):
+    """Counter-based sampling: a request paused and resumed as prompt + tokens so far, with other requests
+    around it, continues exactly as it would have alone (the noise is keyed by seed and position)."""
+    cfg = TorchActorConfig(model=str(models.actor), sampling=SamplingConfig(temperature=1.0, seed=5))
+    alone = run_to_completion(TorchActor(cfg), [GenRequest("r", _prompt(0), 12, ignore_eos=True)])["r"][0]
+    a = TorchActor(cfg)
+    for req in (GenRequest("r", _prompt(0), 12, ignore_eos=True), GenRequest("x", _prompt(4, 9), 20, ignore_eos=True)):
+        a.add(req)
+    got = []
+    while len(got) < 5:
+        got += [t for d in a.step() if d.req_id == "r" for t in d.token_ids]
+    a.abort("r")
+    a.add(GenRequest("r", _prompt(0) + tuple(got), 12 - len(got), ignore_eos=True))
+    while a.has_unfinished():
+        got += [t for d in a.step() if d.req_id == "r" for t in d.token_ids]
+    assert got == list(alone)
