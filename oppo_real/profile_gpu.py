@@ -102,6 +102,7 @@ def suggested_defaults(hw: Hardware) -> dict:
 def plot_profile(table: pd.DataFrame):
     """Measured against the uncalibrated prediction, one panel per op (log-log, the diagonal is exact)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
 
     ops = [op for op in OP_KINDS if op in set(table["op"])]
     fig = Figure(figsize=(4 * max(1, len(ops)), 4), layout="constrained")
@@ -116,5 +117,7 @@ def plot_profile(table: pd.DataFrame):
         ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), title=f"{op}: median err {g['err_pct'].median():+.0f}%",
                xlabel="measured (ms)", ylabel="predicted, default params (ms)")
         ax.legend(fontsize=7)
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_minor_formatter(NullFormatter())  # decade labels only: minor ones overlap on short ranges
     fig.suptitle(f"{table['device'].iloc[0]} vs GPU table '{table['gpu'].iloc[0]}' (uncalibrated)")
     return fig
