@@ -6,8 +6,9 @@
 # Needs: a CUDA GPU, torch >= 2.9 with its transformers (5.x), pandas, numpy, scipy, matplotlib, and simpy
 # (pure Python: if it is not installed, a wheel in ./.whl or $OPPO_WHEELS is put on PYTHONPATH; make one
 # where pip works with `python3 -m pip download --no-deps simpy -d .whl`). No network, no vLLM, no Ray:
-# the torch backend on local workers. Budget: about 20 minutes on one H100 (OPPO_GPU_BUDGET_S, default
-# 1500 s, skips the later stages once spent).
+# the torch backend on local workers. Budget: about 10 minutes per shape on one H100 (OPPO_GPU_BUDGET_S,
+# default 1500 s: each stage is cut to what is left, so the collection always runs; OPPO_GPU_SHAPES picks the
+# shapes). Every process decodes throw-away requests for 45 s before it times anything (--engine-warmup).
 #
 # Stages (each writes its outputs before the next starts; a failed stage is logged and the next runs):
 #   1. environment: torch / transformers / GPU                         -> OUT/stages/env.txt
