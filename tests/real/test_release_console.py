@@ -141,6 +141,11 @@ def test_profile_table_against_the_gpu_table():
     assert np.allclose(p["err_pct"], 100 * (p["pred_default_s"] - t["seconds"]) / t["seconds"])
     s = error_summary(p)
     assert list(s["op"]) == ["decode", "prefill", "train", "sync"] and (s["n"] == 1).all()
+    from oppo_real.profile_gpu import plot_profile
+
+    fig = plot_profile(pd.concat([p, p.assign(model="qwen2.5-1.5b")]))
+    assert len(fig.axes) == 4 and [ax.get_title().split(":")[0] for ax in fig.axes] == ["decode", "prefill", "train", "sync"]
+    assert len(fig.axes[0].collections) == 2  # one series per model
 
 
 def test_measured_family_defaults_replace_the_shipped_ones(monkeypatch):
