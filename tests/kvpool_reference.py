@@ -1,36 +1,10 @@
 """Reference for tests/test_kvpool.py: the KV block pool as it was first written, one object per cached block
-(slow, plainly correct). ``oppo_sim.engine.kvpool`` keeps runs of blocks instead and must decide the same.
+(slow, plainly correct). ``oppo_sim.engine.kvpool`` keeps runs of blocks instead and must decide the same;
+vLLM's rules that both follow (free queue order, prefix-cache hits, lineages) are described there.
 
-The KV-cache block pool of one engine, as vLLM v1 (0.32) keeps it, at block level.
-
-vLLM's ``BlockPool`` (``vllm/v1/core/block_pool.py``) holds ``num_gpu_blocks`` blocks; block 0 is its *null
-block*, so ``num_gpu_blocks - 1`` are usable. Free blocks sit in one queue:
-
-- allocation pops from the **front** and evicts a popped block's prefix-cache hash;
-- a request's blocks are freed in **reverse** order; those without a hash (the partial last block, or all of
-  them without prefix caching) go to the **front** (reused first), hashed ones to the **back** (LRU: evicted
-  last, a sequence's tail before its head);
-- a freed hashed block stays in the prefix cache and counts as free until it is popped;
-- a prefix-cache hit *touches* the block: it leaves the free queue (without eviction).
-
-What is modelled here, and how:
-
-- **Block content.** A full block's hash in vLLM chains every token up to it. Here block ``j`` of a request
-  is identified by ``(lineage, j)``: a request resumed as prompt + tokens so far (vLLM preemption, or
-  ``oppo_real``'s deferral via ``resume_request``) carries exactly its earlier token stream, so it shares its
-  lineage. Two different requests never share content: identical prompts across requests (GRPO-style n
-  samples of one prompt, a shared system prompt) are *not* modelled — each prefills its own blocks.
-- **Anonymous blocks.** Blocks whose content can never be hit again are interchangeable; the queue keeps
-  them as run lengths (ints). Only *cached* blocks of a lineage that may come back (preempted, paused or
-  aborted requests) are objects. A finished request's lineage is dead: its blocks go where vLLM puts them
-  (hashed ones to the back) but anonymously, which changes no later decision.
-- **Held blocks** are counts on the request, except its prefix-cache hits (objects, freed as hashed blocks).
-  A request's own full blocks are hashed at schedule time in vLLM; they can only be hit by the same lineage,
-  which cannot look them up while it runs, so they are materialised when the request frees them.
-
-Duplicate content (a lineage recomputes block ``j`` while an older cached copy of it is still in the queue
-because the hit stopped at an earlier, evicted block) is kept as vLLM keeps it: both copies are cached and a
-lookup returns the older one.
+Here, unlike there: anonymous blocks are run lengths (ints) in the queue, and every *cached* block of a
+lineage that may come back (preempted, paused or aborted requests) is an object of its own. Held blocks
+are counts on the request, except its prefix-cache hits (objects, freed as hashed blocks).
 """
 
 from __future__ import annotations

@@ -52,6 +52,22 @@ def drain(core, now=0.0, single_steps=False, resets=(), readd=True):
                 core.add(r)
 
 
+def loaded_core(rows, cfg, blocks):
+    """An engine with ``rows`` ((prompt, tokens, pause-at) each) added; a request too large for the cache
+    is left out. Returns the engine and the requests it took."""
+    core = EngineCore(DC, cfg, blocks)
+    taken = []
+    for i, (p, t, pause) in enumerate(rows):
+        r = Req(i, p, t)
+        r.pause_at = pause if pause is not None and pause < t else None
+        try:
+            core.add(r)
+        except ConfigError:
+            continue
+        taken.append(r)
+    return core, taken
+
+
 def explicit_log(core):
     """Iteration-by-iteration decisions: [(iteration, ops)] for every explicit iteration."""
     log = []
@@ -109,20 +125,7 @@ def test_jump_ahead_equals_iteration_by_iteration(rows, seqs, blocks, chunked, c
     cfg = EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=256, block_size=16, enable_chunked_prefill=chunked,
                        enable_prefix_caching=caching, long_prefill_token_threshold=thr)
 
-    def build():
-        core = EngineCore(DC, cfg, blocks)
-        rs = []
-        for i, (p, t, pause) in enumerate(rows):
-            r = Req(i, p, t)
-            r.pause_at = pause if pause is not None and pause < t else None
-            try:
-                core.add(r)
-            except ConfigError:
-                continue
-            rs.append(r)
-        return core, rs
-
-    (c1, r1), (c2, r2) = build(), build()
+    (c1, r1), (c2, r2) = loaded_core(rows, cfg, blocks), loaded_core(rows, cfg, blocks)
     t1, e1 = drain(c1, resets=resets)
     t2, e2 = drain(c2, single_steps=True, resets=resets)
     assert e1 == e2
@@ -389,17 +392,7 @@ def test_chains_decide_as_single_plans(rows, seqs, blocks, chunked, caching, thr
     in full, the plainly decoding ones advanced lazily) decide exactly what one plan and commit at a time does."""
     cfg = EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=256, block_size=16, enable_chunked_prefill=chunked,
                        enable_prefix_caching=caching, long_prefill_token_threshold=thr)
-    cores = []
-    for _ in range(2):
-        core = EngineCore(DC, cfg, blocks)
-        for i, (p, t, pause) in enumerate(rows):
-            r = Req(i, p, t)
-            r.pause_at = pause if pause is not None and pause < t else None
-            try:
-                core.add(r)
-            except ConfigError:
-                pass
-        cores.append(core)
+    cores = [loaded_core(rows, cfg, blocks)[0] for _ in range(2)]
     t1, e1 = drain_chains(cores[0], resets)
     t2, e2 = drain(cores[1], resets=resets)
     assert e1 == e2

@@ -18,6 +18,8 @@ about [-2.9, 17.3]: a token whose probability is below ~1e-7 of the top token's 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 _MASK32 = 0xFFFFFFFF
@@ -33,10 +35,16 @@ def _mix(x: torch.Tensor) -> torch.Tensor:
     return x ^ (x >> 16)
 
 
+@functools.lru_cache(maxsize=8)
+def _vocab_keys(vocab: int, device: torch.device) -> torch.Tensor:
+    """The vocabulary's hashed indices: the same every step, so made once per (vocabulary, device)."""
+    return _mix(torch.arange(vocab, device=device, dtype=torch.long) * 2 + 1)
+
+
 def uniforms(seeds: torch.Tensor, positions: torch.Tensor, vocab: int) -> torch.Tensor:
     """``[rows, vocab]`` float32 uniforms in (0, 1), a pure function of (seed, position, vocabulary index)."""
     row = _mix(_mix(seeds.long() & _MASK32) ^ (positions.long() & _MASK32))  # [rows]
-    col = _mix(torch.arange(vocab, device=seeds.device, dtype=torch.long) * 2 + 1)  # [vocab]
+    col = _vocab_keys(vocab, seeds.device)  # [vocab]
     bits = _mix(row[:, None] ^ col[None, :]) >> 8  # 24 bits
     return (bits.float() + 0.5) * (1.0 / (1 << 24))
 

@@ -69,6 +69,17 @@ GPU_WARMUP_S = 45.0
 """Default engine warm-up on a GPU (``oppo_real.backends.warmup``: the first ~50 s of a process ran ~2.4x slower)."""
 
 
+def add_engine_warmup_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine-warmup", type=float, default=None, metavar="S",
+                   help="decode throw-away requests for S seconds before timing (once per process; default 45 on a GPU, 0 on the CPU)")
+
+
+def engine_warmup_s(a: argparse.Namespace, cuda: bool) -> float:
+    """``--engine-warmup``, or its default for the device (``GPU_WARMUP_S`` on a GPU, none on the CPU)."""
+    warm = getattr(a, "engine_warmup", None)
+    return warm if warm is not None else (GPU_WARMUP_S if cuda else 0.0)
+
+
 def add_device_args(p: argparse.ArgumentParser, verbose: bool = True) -> None:
     """The device, model-shape and console options shared by ``run``, ``validate`` and ``profile``."""
     p.add_argument("--device", type=device_map, default=None,
@@ -80,8 +91,7 @@ def add_device_args(p: argparse.ArgumentParser, verbose: bool = True) -> None:
     p.add_argument("--colocate", choices=("sleep", "resident"), default=None,
                    help="generator on the trainer's GPU: release its memory while training (sleep, default there) or keep it")
     p.add_argument("--sleep-level", type=int, choices=(1, 2), default=1, help="vLLM sleep level (default 1)")
-    p.add_argument("--engine-warmup", type=float, default=None, metavar="S",
-                   help="decode throw-away requests for S seconds before timing (once per process; default 45 on a GPU, 0 on the CPU)")
+    add_engine_warmup_arg(p)
     if verbose:
         p.add_argument("--verbose", action="store_true", help="engine logs (vLLM, Ray, transformers) on the console too")
 
@@ -99,8 +109,7 @@ def device_fields(a: argparse.Namespace) -> dict:
     if a.shape:
         out["task"] = TaskConfig(vocab=get_model(a.shape).vocab)
     cuda = dev.uses_cuda
-    warm = getattr(a, "engine_warmup", None)
-    out["engine_warmup_s"] = warm if warm is not None else (GPU_WARMUP_S if cuda else 0.0)
+    out["engine_warmup_s"] = engine_warmup_s(a, cuda)
     main = getattr(a, "main_cores", None)
     score = getattr(a, "score_cores", None)
     out["main_cores"] = main if main is not None else (None if cuda else (0,))

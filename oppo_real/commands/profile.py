@@ -9,7 +9,9 @@ from pathlib import Path
 from oppo_real.commands.common import (
     BACKEND_HELP,
     BACKENDS,
+    add_engine_warmup_arg,
     device_map,
+    engine_warmup_s,
     profile_engines,
     save_engine_profile,
 )
@@ -25,8 +27,7 @@ def add_parser(sub) -> None:
     pr.add_argument("--device", type=device_map, default=None, help="cpu (default), cuda or cuda:N (the generator's device is profiled)")
     pr.add_argument("--shape", default=None, help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (default: tiny)")
     pr.add_argument("--gpu", default=None, help="GPU-table entry to predict with (default: the one matching the device's name)")
-    pr.add_argument("--engine-warmup", type=float, default=None, metavar="S",
-                    help="decode throw-away requests for S seconds before timing (default 45 on a GPU, 0 on the CPU)")
+    add_engine_warmup_arg(pr)
     pr.add_argument("--verbose", action="store_true", help="engine logs on the console too")
     pr.add_argument("--out", default="out/profile", help="directory for measurements.csv, fit.csv, profile.json")
     pr.set_defaults(func=cmd_profile)
@@ -91,10 +92,8 @@ def cmd_profile(a: argparse.Namespace) -> int:
                   + (f", predicting with GPU table entry '{spec.id}' and the default cost parameters" if spec else ""))
         paths = _models(a, device)
         grid = ProfileGrid.quick() if a.quick else (gpu_grid(_params(paths)) if cuda else ProfileGrid())
-        from oppo_real.commands.common import GPU_WARMUP_S
-
-        warm = a.engine_warmup if a.engine_warmup is not None else (GPU_WARMUP_S if cuda else 0.0)
-        table = run_profile(paths, backend, grid, cores=cores, log=con.print, device=device, warmup_s=warm)
+        table = run_profile(paths, backend, grid, cores=cores, log=con.print, device=device,
+                            warmup_s=engine_warmup_s(a, cuda))
         table = with_predictions(table, spec, name, a.shape or "tiny")
         table.to_csv(out / "measurements.csv", index=False)
         if cuda:
