@@ -36,7 +36,7 @@ The rules, each defined here once:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Iterable, Mapping, Protocol
 
 from oppo_sim.core.errors import ConfigError
@@ -56,7 +56,7 @@ from oppo_sim.core.protocol import (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class Track:
     """What the machine knows of one admitted sample, from admission until it is trained."""
 
@@ -73,7 +73,7 @@ class Track:
     scored: set[str] = field(default_factory=set)  # roles whose final answer is computed
 
     def to_json(self) -> dict:
-        d = dict(self.__dict__)
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["streamed"], d["scored"] = sorted(self.streamed), sorted(self.scored)
         return d
 

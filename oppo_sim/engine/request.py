@@ -147,7 +147,7 @@ FINISH, EMIT, PAUSE = "finish", "emit", "pause"
 RUN, ADMIT, PREEMPT = "run", "admit", "preempt"  # scheduling operations of an explicit iteration
 
 
-@dataclass
+@dataclass(slots=True)
 class Plan:
     """What the engine will do next: ``iters`` iterations costing ``seconds`` in total. An explicit iteration
     (``steady`` False) lists its operations in vLLM's order: ``ops`` holds ``(RUN, req, tokens, 0)``,
@@ -170,7 +170,7 @@ class Plan:
     fast: Any = None  # an explicit iteration whose running phase was taken in full (see vllm_step.InFull)
 
 
-@dataclass
+@dataclass(slots=True)
 class Chain:
     """Explicit iterations committed back to back: cumulative end offsets, the last one's events."""
 

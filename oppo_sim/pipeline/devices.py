@@ -20,9 +20,14 @@ from simpy.events import Event, Timeout
 
 
 class Job:
-    __slots__ = ("devices", "remaining", "work", "rate", "done", "start", "meta", "last", "timer")
+    """``work`` seconds (alone) on ``devices``; what it is (activity, role, step) and what it computes (tokens,
+    FLOPs, recompute FLOPs) go to the timeline when it completes."""
 
-    def __init__(self, devices: tuple[int, ...], work: float, done: simpy.Event, start: float, meta: dict[str, Any]):
+    __slots__ = ("devices", "remaining", "work", "rate", "done", "start", "last", "timer",
+                 "activity", "role", "step", "tokens", "flops", "recompute_flops")
+
+    def __init__(self, devices: tuple[int, ...], work: float, done: simpy.Event, start: float, activity: str, role: str,
+                 step: int, tokens: int, flops: float, recompute_flops: float):
         self.devices = devices
         self.work = work
         self.remaining = work
@@ -30,8 +35,13 @@ class Job:
         self.done = done
         self.start = start
         self.last = start
-        self.meta = meta
         self.timer: Timeout | None = None  # the completion in force (rate or work changes supersede it)
+        self.activity = activity
+        self.role = role
+        self.step = step
+        self.tokens = tokens
+        self.flops = flops
+        self.recompute_flops = recompute_flops
 
     def work_done(self, now: float) -> float:
         """Seconds of (solo) work completed by ``now``."""
@@ -45,18 +55,16 @@ class Timeline:
     rows: list[list[Any]] = field(default_factory=list)
     _open: dict[tuple, list[Any]] = field(default_factory=dict)
 
-    def add(self, pool: str, devices: str, meta: dict[str, Any], start: float, end: float) -> None:
-        activity, role, step = meta["activity"], meta.get("role", ""), meta.get("step", -1)
-        key = (pool, devices, activity, role, step)
+    def add(self, pool: str, devices: str, job: Job, end: float) -> None:
+        key = (pool, devices, job.activity, job.role, job.step)
         row = self._open.get(key)
-        if row is not None and abs(row[6] - start) <= 1e-9:
+        if row is not None and abs(row[6] - job.start) <= 1e-9:
             row[6] = end
-            row[7] += meta.get("tokens", 0)
-            row[8] += meta.get("flops", 0.0)
-            row[9] += meta.get("recompute_flops", 0.0)
+            row[7] += job.tokens
+            row[8] += job.flops
+            row[9] += job.recompute_flops
             return
-        row = [pool, devices, activity, role, step, start, end,
-               meta.get("tokens", 0), meta.get("flops", 0.0), meta.get("recompute_flops", 0.0)]
+        row = [pool, devices, job.activity, job.role, job.step, job.start, end, job.tokens, job.flops, job.recompute_flops]
         self._open[key] = row
         self.rows.append(row)
 
@@ -77,11 +85,13 @@ class DevicePool:
         self._busy_since = [0.0] * n
         self.all = tuple(range(n))
         self._names: dict[tuple[int, ...], str] = {}  # devices -> the timeline's name for them
+        self._on_due = self._due  # (bound once: a callback per scheduled completion)
 
     # -- public ---------------------------------------------------------------------------------
-    def submit(self, devices: tuple[int, ...], work: float, **meta: Any) -> Job:
+    def submit(self, devices: tuple[int, ...], work: float, activity: str, role: str = "", step: int = -1,
+               tokens: int = 0, flops: float = 0.0, recompute_flops: float = 0.0) -> Job:
         now = self.env.now
-        job = Job(devices, max(0.0, work), Event(self.env), now, meta)
+        job = Job(devices, max(0.0, work), Event(self.env), now, activity, role, step, tokens, flops, recompute_flops)
         load = self.load
         if len(devices) == 1 and load[devices[0]] == 0:  # alone on its device: full rate
             self.jobs.append(job)
@@ -149,7 +159,7 @@ class DevicePool:
         ev = Timeout(self.env, max(job.remaining, 0.0) / job.rate)
         ev.job = job
         job.timer = ev
-        ev.callbacks.append(self._due)
+        ev.callbacks.append(self._on_due)
 
     def _due(self, ev: Timeout) -> None:
         job = ev.job
@@ -169,7 +179,7 @@ class DevicePool:
         devs = self._names.get(job.devices)
         if devs is None:
             devs = self._names[job.devices] = "all" if len(job.devices) == self.n else ",".join(map(str, job.devices))
-        self.timeline.add(self.name, devs, job.meta, job.start, now)
+        self.timeline.add(self.name, devs, job, now)
         affected = self._sharing(job.devices)
         if affected:
             self._advance(affected, now)

@@ -169,7 +169,13 @@ class Pipeline:
         loads = None  # replicas' loads, kept while only this call's launches change them
         for a in acts:
             kind = type(a)
-            if kind is Launch:
+            if kind is Emit:
+                s = self._sample(a.sid)
+                for role in a.roles:
+                    self.scorers[role].put(s, a.upto, a.final, step, True)
+                if not a.final:
+                    s.req.emit_at = a.next_emit_at
+            elif kind is Launch:
                 req = self._sample(a.sid).req
                 req.emit_at, req.pause_at = a.marks.emit_at, a.marks.pause_at
                 if loads is None:
@@ -177,12 +183,6 @@ class Pipeline:
                 i = loads.index(min(loads))  # the least loaded replica, the first of equals
                 self.replicas[i].add(req)
                 loads[i] = self.replicas[i].load()
-            elif kind is Emit:
-                s = self._sample(a.sid)
-                for role in a.roles:
-                    self.scorers[role].put(s, a.upto, a.final, step, True)
-                if not a.final:
-                    s.req.emit_at = a.next_emit_at
             elif kind is Pause:
                 req = self._sample(a.sid).req  # the engine stopped it at its pause mark
                 req.emit_at = req.pause_at = None

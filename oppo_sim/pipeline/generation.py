@@ -82,7 +82,7 @@ class GenReplica:
                 new = self.core.truncate(plan, min(plan.iters, k + 1))
                 if new is not plan:
                     self._plan = new
-                    self._job.meta.update(tokens=new.tokens, flops=new.flops)
+                    self._job.tokens, self._job.flops = new.tokens, new.flops
                     self.pool.shorten(self._job, new.seconds)
             return
         chain = self._chain
@@ -92,7 +92,8 @@ class GenReplica:
                 self.core.restore(self._snap)
                 new = self.core.run_chain(self.core.plan(), self._chain_start, keep)
                 self._chain = new
-                self._job.meta.update(tokens=new.tokens, flops=new.flops, recompute_flops=new.recompute_flops)
+                job = self._job
+                job.tokens, job.flops, job.recompute_flops = new.tokens, new.flops, new.recompute_flops
                 self.pool.shorten(self._job, new.seconds)
 
     def _run(self):
@@ -112,10 +113,8 @@ class GenReplica:
                 continue
             if plan.steady:
                 self._plan = plan
-                self._job = self.pool.submit(
-                    self.devices, plan.seconds, activity="generate", role="generate", step=self.step,
-                    tokens=plan.tokens, flops=plan.flops, recompute_flops=plan.recompute_flops,
-                )
+                self._job = self.pool.submit(self.devices, plan.seconds, "generate", "generate", self.step,
+                                             plan.tokens, plan.flops, plan.recompute_flops)
                 yield self._job.done
                 plan, self._plan, self._job = self._plan, None, None
                 events = self.core.commit(plan, self.env.now)
@@ -123,10 +122,8 @@ class GenReplica:
                 self._snap = self.core.snapshot()
                 self._chain_start = self.env.now
                 chain = self._chain = self.core.run_chain(plan, self.env.now, CHAIN_MAX_ITERS)
-                self._job = self.pool.submit(
-                    self.devices, chain.seconds, activity="generate", role="generate", step=self.step,
-                    tokens=chain.tokens, flops=chain.flops, recompute_flops=chain.recompute_flops,
-                )
+                self._job = self.pool.submit(self.devices, chain.seconds, "generate", "generate", self.step,
+                                             chain.tokens, chain.flops, chain.recompute_flops)
                 yield self._job.done
                 events = self._chain.events
                 self._chain = self._snap = self._job = None

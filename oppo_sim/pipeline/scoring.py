@@ -75,39 +75,51 @@ class Scorer:
         unbatched = not self.cfg.stream_batching
         items, new_tok, ctx_tok, redo = [], [], [], 0.0
         budget = self.cfg.scorer_max_tokens
-        while self.queue and (not items or budget > 0):
-            if items and unbatched and (one_by_one or self.queue[0][4]):
+        queue, cache, role = self.queue, self.cache, self.role
+        while queue and (not items or budget > 0):
+            if items and unbatched and (one_by_one or queue[0][4]):
                 break  # streamed chunks are prefilled one sequence per forward
-            s, upto, final, step, _streamed = self.queue.popleft()
+            s, upto, final, step, _streamed = queue.popleft()
             total = s.prompt + upto
-            ctx = self.cache.get(s.sid, 0)
+            ctx = cache.get(s.sid, 0)
             n = total - ctx
-            if n <= 0 and not final:
-                continue
+            if n <= 0:
+                if not final:
+                    continue
+                new_tok.append(0)
+                budget -= 1
+            else:
+                new_tok.append(n)
+                budget -= n
             items.append((s, upto, final, step, total))
-            new_tok.append(max(n, 0))
             ctx_tok.append(ctx)
-            high = s.scored.get(self.role, 0)
+            high = s.scored.get(role, 0)
             if high > ctx:  # this sequence's KV was evicted: re-prefilling what was computed before
                 k = min(n, high - ctx)
                 redo += per_token * k + per_pair * (k * ctx + k * (k + 1) / 2.0)
-            budget -= max(n, 1)
         return items, new_tok, ctx_tok, redo
 
     def _settle(self, items) -> None:
         """The forward is done: caches updated (LRU eviction), final scores reported."""
         done = []
+        cache, role = self.cache, self.role
+        cached = self.cached
         for s, _upto, final, _step, total in items:
-            s.scored[self.role] = max(s.scored.get(self.role, 0), total)
-            self.cached -= self.cache.pop(s.sid, 0)
+            scored = s.scored
+            if scored.get(role, 0) < total:
+                scored[role] = total
+            sid = s.sid
+            if sid in cache:
+                cached -= cache.pop(sid)
             if final:
-                done.append(s.sid)
+                done.append(sid)
             else:
-                self.cache[s.sid] = total
-                self.cached += total
-        while self.cached > self.kv_capacity and self.cache:
-            _sid, tok = self.cache.popitem(last=False)  # least recently used sequence loses its KV
-            self.cached -= tok
+                cache[sid] = total
+                cached += total
+        while cached > self.kv_capacity and cache:
+            _sid, tok = cache.popitem(last=False)  # least recently used sequence loses its KV
+            cached -= tok
             self.evictions += 1
+        self.cached = cached
         if done:
             self.on_scored(self.role, done)
