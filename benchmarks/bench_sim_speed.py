@@ -9,8 +9,9 @@ Headline: a 1,000-step run of the Mooncake conversation trace with B=112 on the 
 
 For each: wall time and CPU time (median of ``--repeat`` runs, with the min-max spread), simulated samples per
 second of wall time, wall time per simulated sample, and simulation events (simpy events processed, counted in
-a separate untimed run) per simulated sample. Then how ``simulate()`` scales with B and with the trace's
-maximum response length.
+a separate untimed run) per simulated sample, and what simpy alone takes for that many events (a floor for
+any design with that many events). Then how ``simulate()`` scales with B and with the trace's maximum
+response length.
 
 Every measurement runs in a fresh subprocess pinned to one core (``--cpu``, default 1). ``--trees A B``
 measures several source trees (e.g. a ``git worktree`` of an older commit, then this one), interleaved run by
@@ -72,6 +73,24 @@ def _worker(spec: dict) -> dict:
     return out
 
 
+def _simpy_floor(events: int) -> dict:
+    """What simpy alone takes for ``events`` events: processes that only wait on timeouts (every event also
+    resumes a process and schedules the next one; in a simulation about 40% of events resume a process)."""
+    import simpy
+
+    env = simpy.Environment()
+
+    def wait():
+        while True:
+            yield env.timeout(1.0)
+
+    for _ in range(8):
+        env.process(wait())
+    t0 = time.perf_counter()
+    env.run(until=events / 8 + 0.5)
+    return {"wall_s": time.perf_counter() - t0}
+
+
 def _run_worker(tree: Path, spec: dict) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)], cwd=tree, env=env,
@@ -108,6 +127,7 @@ def _headline(trees: list[Path], steps: int, repeat: int) -> list[dict]:
             for t in trees:
                 runs[(t, "cli")].append(_run_cli(t, policy, steps, 112))
                 runs[(t, "simulate")].append(_run_worker(t, {"policy": policy, "steps": steps, "batch": 112, "count_events": False}))
+        floor = {t: _run_worker(t, {"floor": counts[t]["events"]})["wall_s"] for t in trees}
         samples = steps * 112
         for t in trees:
             for how in ("cli", "simulate"):
@@ -117,7 +137,7 @@ def _headline(trees: list[Path], steps: int, repeat: int) -> list[dict]:
                     "tree": t.name or str(t), "policy": policy, "path": how, "wall_s": wall, "wall_min": wmin, "wall_max": wmax,
                     "cpu_s": cpu, "cpu_min": cmin, "cpu_max": cmax, "samples_per_s": samples / wall,
                     "wall_us_per_sample": 1e6 * wall / samples, "events_per_sample": counts[t]["events"] / samples,
-                    "events": counts[t]["events"], "gen_iterations": counts[t]["gen_iterations"],
+                    "events": counts[t]["events"], "gen_iterations": counts[t]["gen_iterations"], "simpy_floor_s": floor[t],
                 })
     return rows
 
@@ -153,7 +173,8 @@ def main() -> None:
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker is not None:
-        print(json.dumps(_worker(json.loads(a.worker))))
+        spec = json.loads(a.worker)
+        print(json.dumps(_simpy_floor(spec["floor"]) if "floor" in spec else _worker(spec)))
         return
     import pandas as pd
 
@@ -168,8 +189,9 @@ def main() -> None:
     print(f"== headline: {steps} steps, {TRACE}, B=112, H200 x 8 (7 gen+train, 1 score); median of {repeat} "
           f"(min-max), one core")
     cols = ["tree", "policy", "path", "wall_s", "wall_min", "wall_max", "cpu_s", "cpu_min", "cpu_max", "samples_per_s",
-            "wall_us_per_sample", "events_per_sample", "gen_iterations"]
+            "wall_us_per_sample", "events_per_sample", "gen_iterations", "simpy_floor_s"]
     print(head[cols].to_string(index=False, float_format="{:.2f}".format))
+    print("simpy_floor_s: the same number of simpy events with nothing else to do (each resuming a process)")
     if a.json:
         a.json.write_text(head.to_json(orient="records", indent=1))
     if a.skip_scaling:

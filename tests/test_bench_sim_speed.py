@@ -1,0 +1,33 @@
+"""The simulator-speed benchmark runs end to end at a tiny size and reports its figures (timings not asserted)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oppo_sim.traces.catalog import find_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_sim_speed_reports_its_headline_with_the_simpy_floor(tmp_path):
+    try:
+        find_trace("mooncake_conversation")
+    except Exception:
+        pytest.skip("shared public traces (../shared/traces) not available")
+    out = tmp_path / "head.json"
+    p = subprocess.run(
+        [sys.executable, "benchmarks/bench_sim_speed.py", "--steps", "3", "--repeat", "1", "--skip-scaling", "--cpu", "-1",
+         "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "simpy_floor_s" in p.stdout and "events_per_sample" in p.stdout
+    rows = json.loads(out.read_text())
+    assert {(r["policy"], r["path"]) for r in rows} == {(q, how) for q in ("oppo", "baseline") for how in ("cli", "simulate")}
+    for r in rows:
+        assert r["simpy_floor_s"] > 0 and r["wall_s"] > 0
+        assert r["events"] > 3 * 112  # every simulated sample took simulation events
+        assert r["events_per_sample"] == pytest.approx(r["events"] / (3 * 112))
