@@ -82,8 +82,9 @@ class GenReplica:
                 new = self.core.truncate(plan, min(plan.iters, k + 1))
                 if new is not plan:
                     self._plan = new
-                    self._job.tokens, self._job.flops = new.tokens, new.flops
-                    self.pool.shorten(self._job, new.seconds)
+                    job = self._job
+                    job.tokens, job.flops = new.tokens, new.flops
+                    self.pool.shorten(job, new.seconds)
             return
         chain = self._chain
         if chain is not None and len(chain.ends) > 1:
@@ -94,7 +95,7 @@ class GenReplica:
                 self._chain = new
                 job = self._job
                 job.tokens, job.flops, job.recompute_flops = new.tokens, new.flops, new.recompute_flops
-                self.pool.shorten(self._job, new.seconds)
+                self.pool.shorten(job, new.seconds)
 
     def _run(self):
         while True:

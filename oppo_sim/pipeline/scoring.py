@@ -83,20 +83,16 @@ class Scorer:
             total = s.prompt + upto
             ctx = cache.get(s.sid, 0)
             n = total - ctx
-            if n <= 0:
-                if not final:
-                    continue
-                new_tok.append(0)
-                budget -= 1
-            else:
-                new_tok.append(n)
-                budget -= n
+            if n <= 0 and not final:
+                continue
             items.append((s, upto, final, step, total))
+            new_tok.append(max(n, 0))
             ctx_tok.append(ctx)
             high = s.scored.get(role, 0)
             if high > ctx:  # this sequence's KV was evicted: re-prefilling what was computed before
                 k = min(n, high - ctx)
                 redo += per_token * k + per_pair * (k * ctx + k * (k + 1) / 2.0)
+            budget -= max(n, 1)
         return items, new_tok, ctx_tok, redo
 
     def _settle(self, items) -> None:
@@ -105,12 +101,9 @@ class Scorer:
         cache, role = self.cache, self.role
         cached = self.cached
         for s, _upto, final, _step, total in items:
-            scored = s.scored
-            if scored.get(role, 0) < total:
-                scored[role] = total
+            s.scored[role] = max(s.scored.get(role, 0), total)
             sid = s.sid
-            if sid in cache:
-                cached -= cache.pop(sid)
+            cached -= cache.pop(sid, 0)
             if final:
                 done.append(sid)
             else:
