@@ -22,7 +22,7 @@ _LAZY = {
     "simulate": ("oppo_sim.pipeline.simulate", "simulate"),
     "SimConfig": ("oppo_sim.pipeline.config", "SimConfig"),
     "make_policy": ("oppo_sim.core.policies", "make_policy"),
-    "load_trace": ("oppo_sim.traces.trace", "load_trace"),
+    "load_trace": ("oppo_sim.traces.catalog", "load_trace"),
     "plots": ("oppo_sim.explore.plots", None),
 }
 

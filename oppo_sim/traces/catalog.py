@@ -14,17 +14,10 @@ import numpy as np
 import pandas as pd
 
 from oppo_sim.core.errors import ConfigError, TraceError
-from oppo_sim.traces.readers import _detect_format, _read_bytes, read_trace_file
+from oppo_sim.traces.readers import detect_format, read_bytes, read_trace_file
 from oppo_sim.traces.synthetic import synthetic_trace
-from oppo_sim.traces.trace import (
-    _PMF_COLS,
-    _TRACE_FILE_ENDINGS,
-    DEFAULT_MAX_RESPONSE,
-    SUFFIXES,
-    TRACES_ENV,
-    Trace,
-    _strip_trace_suffix,
-)
+from oppo_sim.traces.columns import PMF_COLS, TRACE_FILE_ENDINGS, strip_trace_suffix
+from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, SUFFIXES, TRACES_ENV, Trace
 
 SYNTHETIC_PREFIX = "synthetic:"
 
@@ -67,7 +60,7 @@ def trace_search_path() -> list[Path]:
 
 
 def _is_trace_file(path: Path) -> bool:
-    return path.is_file() and any(path.name.endswith(e) for e in _TRACE_FILE_ENDINGS)
+    return path.is_file() and any(path.name.endswith(e) for e in TRACE_FILE_ENDINGS)
 
 
 def _is_bare_name(name: str) -> bool:
@@ -101,7 +94,7 @@ def find_trace(name: str | Path) -> Path:
             candidate = directory / (text + suffix)
             if candidate.is_file():
                 return candidate
-    names = sorted({_strip_trace_suffix(p.name) for d in search if d.is_dir() for p in d.iterdir()
+    names = sorted({strip_trace_suffix(p.name) for d in search if d.is_dir() for p in d.iterdir()
                     if _is_trace_file(p)})
     hint = f"; available: {', '.join(names[:20])}" if names else ""
     dirs = ", ".join(str(d) for d in search)
@@ -138,19 +131,19 @@ def load_trace(name_or_path: str | Path, *, max_response: int | None = DEFAULT_M
 def _count_rows(path: Path) -> tuple[int | None, str]:
     """(rows, kind) without parsing values; kind is 'requests', 'pmf' or 'unreadable'."""
     try:
-        data = _read_bytes(path)
-        fmt = _detect_format(path, data)
+        data = read_bytes(path)
+        fmt = detect_format(path, data)
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
             pfile = pq.ParquetFile(io.BytesIO(data))
             names = set(pfile.schema_arrow.names)
-            return pfile.metadata.num_rows, ("pmf" if _PMF_COLS <= names else "requests")
+            return pfile.metadata.num_rows, ("pmf" if PMF_COLS <= names else "requests")
         lines = [ln for ln in data.splitlines() if ln.strip()]
         if fmt == "jsonl":
             return len(lines), "requests"
         header = set(lines[0].decode("utf-8-sig", errors="replace").strip().split(",")) if lines else set()
-        return max(len(lines) - 1, 0), ("pmf" if _PMF_COLS <= header else "requests")
+        return max(len(lines) - 1, 0), ("pmf" if PMF_COLS <= header else "requests")
     except Exception:  # a catalog must list broken files too, not fail on them
         return None, "unreadable"
 
@@ -168,7 +161,7 @@ def available_traces() -> pd.DataFrame:
         if not directory.is_dir():
             continue
         for path in sorted(p for p in directory.iterdir() if _is_trace_file(p)):
-            name = _strip_trace_suffix(path.name)
+            name = strip_trace_suffix(path.name)
             rows, kind = _count_rows(path)
             records.append({"name": name, "path": str(path), "rows": rows, "kind": kind, "shadowed": name in seen})
             seen.add(name)

@@ -16,27 +16,27 @@ import numpy as np
 import pandas as pd
 
 from oppo_sim.core.errors import OppoError, TraceError
-from oppo_sim.traces.trace import (
-    _KNOWN_COLS,
-    _PMF_COLS,
-    _PROMPT_COLS,
-    _PROMPT_RULE,
-    _RAW_TIME_RULE,
-    _RESPONSE_COLS,
-    _RESPONSE_RULE,
-    _REWARD_RULE,
-    _STEP_RULE,
-    _TIMESTAMP_COLS,
-    _TIMESTAMP_RULE,
-    Trace,
-    _first,
-    _one_line,
-    _row_number,
-    _Rule,
-    _strip_trace_suffix,
-    _validated,
-    _where,
+from oppo_sim.traces.columns import (
+    KNOWN_COLS,
+    PMF_COLS,
+    PROMPT_COLS,
+    PROMPT_RULE,
+    RAW_TIME_RULE,
+    RESPONSE_COLS,
+    RESPONSE_RULE,
+    REWARD_RULE,
+    STEP_RULE,
+    TIMESTAMP_COLS,
+    TIMESTAMP_RULE,
+    Rule,
+    first_true,
+    one_line,
+    row_number,
+    strip_trace_suffix,
+    validated,
+    where,
 )
+from oppo_sim.traces.trace import Trace
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"
@@ -47,25 +47,25 @@ _PARQUET_MAGIC = b"PAR1"
 # --------------------------------------------------------------------------------------------------
 
 
-def _read_bytes(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes:
     """File contents, gunzipped if they start with the gzip magic (or the name ends in .gz)."""
     try:
         data = path.read_bytes()
     except PermissionError:
         raise TraceError(f"{path}: cannot read file: permission denied") from None
     except OSError as exc:
-        raise TraceError(f"{path}: cannot read file: {_one_line(exc.strerror or exc)}") from None
+        raise TraceError(f"{path}: cannot read file: {one_line(exc.strerror or exc)}") from None
     if data[:2] == _GZIP_MAGIC:
         try:
             return gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(f"{path}: bad gzip data: {_one_line(exc)}") from None
+            raise TraceError(f"{path}: bad gzip data: {one_line(exc)}") from None
     if path.name.endswith(".gz"):
         raise TraceError(f"{path}: name ends in .gz but the file is not gzip-compressed")
     return data
 
 
-def _detect_format(path: Path, data: bytes) -> str:
+def detect_format(path: Path, data: bytes) -> str:
     base = path.name[:-3] if path.name.endswith(".gz") else path.name
     if data[:4] == _PARQUET_MAGIC or base.endswith((".parquet", ".pq")):
         return "parquet"
@@ -98,9 +98,9 @@ def _read_csv(path: Path, data: bytes, limit: int | None) -> tuple[pd.DataFrame,
     except pd.errors.EmptyDataError:
         raise TraceError(f"{path}: empty file") from None
     except Exception as exc:  # pandas raises many types (ParserError, ValueError, ...)
-        raise TraceError(f"{path}: cannot parse as CSV: {_one_line(exc)}") from None
+        raise TraceError(f"{path}: cannot parse as CSV: {one_line(exc)}") from None
     header = [str(c) for c in frame.columns]
-    return frame[[c for c in header if c in _KNOWN_COLS or c in _PMF_COLS]], header, None
+    return frame[[c for c in header if c in KNOWN_COLS or c in PMF_COLS]], header, None
 
 
 def _read_jsonl(path: Path, data: bytes, limit: int | None) -> tuple[pd.DataFrame, list[str], np.ndarray | None]:
@@ -114,11 +114,11 @@ def _read_jsonl(path: Path, data: bytes, limit: int | None) -> tuple[pd.DataFram
         try:
             obj = json.loads(line)
         except ValueError as exc:
-            raise TraceError(f"{path}: row {lineno}: invalid JSON: {_one_line(exc)}") from None
+            raise TraceError(f"{path}: row {lineno}: invalid JSON: {one_line(exc)}") from None
         if not isinstance(obj, dict):
             raise TraceError(f"{path}: row {lineno}: expected a JSON object, got {type(obj).__name__}")
         all_keys.update(dict.fromkeys(obj))
-        records.append({k: v for k, v in obj.items() if k in _KNOWN_COLS or k in _PMF_COLS})
+        records.append({k: v for k, v in obj.items() if k in KNOWN_COLS or k in PMF_COLS})
         lines.append(lineno)
         if limit is not None and len(records) >= limit:
             break
@@ -135,13 +135,13 @@ def _read_parquet(path: Path, data: bytes, limit: int | None) -> tuple[pd.DataFr
 
         pfile = pq.ParquetFile(io.BytesIO(data))
         names = list(pfile.schema_arrow.names)
-        wanted = [c for c in names if c in _KNOWN_COLS or c in _PMF_COLS]
+        wanted = [c for c in names if c in KNOWN_COLS or c in PMF_COLS]
         table = pfile.read(columns=wanted)
         if limit is not None:
             table = table.slice(0, limit)
         frame = table.to_pandas()
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
-        raise TraceError(f"{path}: cannot read as Parquet: {_one_line(exc)}") from None
+        raise TraceError(f"{path}: cannot read as Parquet: {one_line(exc)}") from None
     return frame, names, None
 
 
@@ -173,9 +173,9 @@ def _numeric(series: pd.Series) -> tuple[np.ndarray, np.ndarray | None]:
     return values, np.isnan(values) & ~missing
 
 
-def _column(frame: pd.DataFrame, col: str, source: str, rows: np.ndarray | None, rule: _Rule) -> np.ndarray:
+def _column(frame: pd.DataFrame, col: str, source: str, rows: np.ndarray | None, rule: Rule) -> np.ndarray:
     values, nonnumeric = _numeric(frame[col])
-    return _validated(values, source, col, rule, rows, nonnumeric, frame[col].to_numpy(dtype=object))
+    return validated(values, source, col, rule, rows, nonnumeric, frame[col].to_numpy(dtype=object))
 
 
 def _timestamps(frame: pd.DataFrame, col: str, source: str, rows: np.ndarray | None,
@@ -184,28 +184,28 @@ def _timestamps(frame: pd.DataFrame, col: str, source: str, rows: np.ndarray | N
     seconds from the earliest request."""
     series = frame[col]
     values, nonnumeric = _numeric(series)
-    present = _first(~np.isnan(values) | nonnumeric) if nonnumeric is not None else None
+    present = first_true(~np.isnan(values) | nonnumeric) if nonnumeric is not None else None
     if present is not None and nonnumeric[present]:  # first non-empty cell is text: datetime column
         ts = _datetime_seconds(series, source, col, rows)
     else:
-        ts = _validated(values, source, col, _RAW_TIME_RULE, rows, nonnumeric, series.to_numpy(dtype=object))
+        ts = validated(values, source, col, RAW_TIME_RULE, rows, nonnumeric, series.to_numpy(dtype=object))
         ts = ts / 1000.0 if millis else ts
-    return _validated(ts, source, col, _TIMESTAMP_RULE, rows)
+    return validated(ts, source, col, TIMESTAMP_RULE, rows)
 
 
 def _datetime_seconds(series: pd.Series, source: str, col: str, rows: np.ndarray | None) -> np.ndarray:
-    missing = _first(series.isna().to_numpy())
+    missing = first_true(series.isna().to_numpy())
     if missing is not None:
-        raise TraceError(f"{_where(source, _row_number(missing, rows), col)}: empty cell (missing value)")
+        raise TraceError(f"{where(source, row_number(missing, rows), col)}: empty cell (missing value)")
     parsed = pd.to_datetime(series, errors="coerce")
     if parsed.isna().any():
         try:
             parsed = pd.to_datetime(series, errors="coerce", format="mixed")
         except (ValueError, TypeError):
             pass
-    bad = _first(parsed.isna().to_numpy())
+    bad = first_true(parsed.isna().to_numpy())
     if bad is not None:
-        raise TraceError(f"{_where(source, _row_number(bad, rows), col)}: not a number or datetime "
+        raise TraceError(f"{where(source, row_number(bad, rows), col)}: not a number or datetime "
                          f"{series.iloc[bad]!r}")
     delta = parsed - parsed.min()
     return (delta.dt.total_seconds()).to_numpy(dtype=np.float64)
@@ -214,12 +214,12 @@ def _datetime_seconds(series: pd.Series, source: str, col: str, rows: np.ndarray
 def _frame_to_trace(frame: pd.DataFrame, found: list[str], rows: np.ndarray | None, path: Path) -> Trace:
     source = str(path)
     columns = [str(c) for c in frame.columns]
-    if _PMF_COLS <= set(found) and _pick(found, _PROMPT_COLS) is None:
+    if PMF_COLS <= set(found) and _pick(found, PROMPT_COLS) is None:
         hint = ("load 'servegen_deepseek_r1_sampled' instead (50,000 requests sampled from these distributions)"
                 if "servegen" in path.name else "load a per-request trace instead")
         raise TraceError(f"{source}: this is a length PMF (columns tokens,p_prompt,p_response), not a "
                          f"per-request trace; {hint}")
-    p_col, r_col = _pick(columns, _PROMPT_COLS), _pick(columns, _RESPONSE_COLS)
+    p_col, r_col = _pick(columns, PROMPT_COLS), _pick(columns, RESPONSE_COLS)
     if p_col is None or r_col is None:
         missing = "prompt_tokens" if p_col is None else "response_tokens"
         raise TraceError(f"{source}: missing required column '{missing}' (need prompt_tokens,response_tokens "
@@ -227,17 +227,17 @@ def _frame_to_trace(frame: pd.DataFrame, found: list[str], rows: np.ndarray | No
                          f"found columns: {', '.join(found) if found else '(none)'}")
     if len(frame) == 0:
         raise TraceError(f"{source}: no data rows")
-    prompt = _column(frame, p_col, source, rows, _PROMPT_RULE)
-    response = _column(frame, r_col, source, rows, _RESPONSE_RULE)
+    prompt = _column(frame, p_col, source, rows, PROMPT_RULE)
+    response = _column(frame, r_col, source, rows, RESPONSE_RULE)
     optional: dict[str, np.ndarray] = {}
-    t_col = _pick(columns, _TIMESTAMP_COLS)
+    t_col = _pick(columns, TIMESTAMP_COLS)
     if t_col is not None:
         optional["timestamp"] = _timestamps(frame, t_col, source, rows, millis=(p_col == "input_length"))
     if "reward" in columns:
-        optional["reward"] = _column(frame, "reward", source, rows, _REWARD_RULE)
+        optional["reward"] = _column(frame, "reward", source, rows, REWARD_RULE)
     if "step" in columns:
-        optional["step"] = _column(frame, "step", source, rows, _STEP_RULE)
-    name = _strip_trace_suffix(path.name)
+        optional["step"] = _column(frame, "step", source, rows, STEP_RULE)
+    name = strip_trace_suffix(path.name)
     return Trace(name=name, source=source, prompt_tokens=prompt, response_tokens=response, **optional)
 
 
@@ -245,13 +245,13 @@ def _frame_to_trace(frame: pd.DataFrame, found: list[str], rows: np.ndarray | No
 
 def read_trace_file(path: Path, limit: int | None = None) -> Trace:
     """The trace in ``path`` (its first ``limit`` rows), validated."""
-    data = _read_bytes(path)
+    data = read_bytes(path)
     if not data.strip():
         raise TraceError(f"{path}: empty file")
-    frame, found, rows = _READERS[_detect_format(path, data)](path, data, limit)
+    frame, found, rows = _READERS[detect_format(path, data)](path, data, limit)
     try:
         return _frame_to_trace(frame, found, rows, path)
     except OppoError:
         raise
     except Exception as exc:  # safety net: a pandas/numpy error on odd input must still be one line
-        raise TraceError(f"{path}: cannot interpret trace: {_one_line(exc)}") from None
+        raise TraceError(f"{path}: cannot interpret trace: {one_line(exc)}") from None

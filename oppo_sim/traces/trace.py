@@ -34,6 +34,16 @@ import numpy as np
 import pandas as pd
 
 from oppo_sim.core.errors import ConfigError, TraceError
+from oppo_sim.traces.columns import (
+    OPTIONAL_FIELDS,
+    PROMPT_RULE,
+    RESPONSE_RULE,
+    REWARD_RULE,
+    STEP_RULE,
+    TIMESTAMP_RULE,
+    first_true,
+    validated,
+)
 
 DEFAULT_MAX_RESPONSE: int = 8192
 """Generation cap (max new tokens per response) that :func:`load_trace` applies unless told otherwise."""
@@ -46,129 +56,6 @@ TRACES_ENV: str = "OPPO_TRACES"
 
 SUFFIXES: tuple[str, ...] = ("", ".csv.gz", ".csv", ".jsonl.gz", ".jsonl", ".parquet")
 """Suffixes tried, in order, when a bare trace name is looked up on the search path."""
-
-_TRACE_FILE_ENDINGS: tuple[str, ...] = (
-    ".csv.gz", ".csv", ".jsonl.gz", ".jsonl", ".json.gz", ".json", ".parquet.gz", ".parquet", ".pq",
-)
-_GZIP_MAGIC = b"\x1f\x8b"
-_PARQUET_MAGIC = b"PAR1"
-_MAX_EXACT_INT = 2**53
-
-# Column aliases, canonical name first.
-_PROMPT_COLS = ("prompt_tokens", "ContextTokens", "input_length")
-_RESPONSE_COLS = ("response_tokens", "GeneratedTokens", "output_length")
-_TIMESTAMP_COLS = ("timestamp", "TIMESTAMP")
-_REWARD_COLS = ("reward",)
-_STEP_COLS = ("step",)
-_KNOWN_COLS = frozenset(_PROMPT_COLS + _RESPONSE_COLS + _TIMESTAMP_COLS + _REWARD_COLS + _STEP_COLS)
-_PMF_COLS = frozenset({"tokens", "p_prompt", "p_response"})
-_OPTIONAL_FIELDS = ("timestamp", "reward", "step")
-
-
-def _strip_trace_suffix(filename: str) -> str:
-    for ending in _TRACE_FILE_ENDINGS:
-        if filename.endswith(ending) and len(filename) > len(ending):
-            return filename[: -len(ending)]
-    return filename
-
-
-
-# --------------------------------------------------------------------------------------------------
-# Array validation helpers (shared by the file loader and Trace.__post_init__)
-# --------------------------------------------------------------------------------------------------
-
-
-def _one_line(text: object) -> str:
-    """Collapse an exception text to a single line."""
-    return " ".join(str(text).split())
-
-
-def _where(source: str, row: int, column: str) -> str:
-    return f"{source}: row {row}, column '{column}'"
-
-
-def _first(mask: np.ndarray) -> int | None:
-    """Index of the first True in ``mask`` (vectorised), or None."""
-    if not mask.any():
-        return None
-    return int(np.argmax(mask))
-
-
-def _row_number(index: int, rows: np.ndarray | None) -> int:
-    """1-based row number shown to the user for 0-based array position ``index``."""
-    return int(rows[index]) if rows is not None else index + 1
-
-
-@dataclass(frozen=True)
-class _Rule:
-    """How a column is validated: integer or float, lower bound, noun used in messages."""
-
-    integer: bool
-    minimum: float | None
-    what: str
-
-
-_PROMPT_RULE = _Rule(True, 1, "prompt")
-_RESPONSE_RULE = _Rule(True, 1, "response")
-_STEP_RULE = _Rule(True, 0, "step")
-_TIMESTAMP_RULE = _Rule(False, 0.0, "timestamp")
-_REWARD_RULE = _Rule(False, None, "reward")
-_RAW_TIME_RULE = _Rule(False, None, "timestamp")  # before unit conversion; range checked afterwards
-
-
-def _below_message(value: float, rule: _Rule) -> str:
-    if value < 0:
-        noun = "length" if rule.what in ("prompt", "response") else rule.what
-        return f"negative {noun} {value}"
-    return f"zero-length {rule.what} (every request needs >= 1 token)"
-
-
-def _validated(values: Any, source: str, column: str, rule: _Rule, rows: np.ndarray | None = None,
-               nonnumeric: np.ndarray | None = None, raw: Any = None) -> np.ndarray:
-    """Check a column and return it as int64 (``rule.integer``) or float64.
-
-    Vectorised: every problem (non-numeric text, empty cell, non-integer, too large, below the
-    minimum) is found with numpy masks and the earliest bad row is reported as a one-line TraceError.
-    ``nonnumeric`` marks cells whose text was not a number (their value is NaN); ``raw`` holds the
-    original cells for the message.
-    """
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise TraceError(f"{source}: column '{column}' must be 1-D, got shape {arr.shape}")
-    if arr.dtype.kind == "b":
-        nonnumeric, raw = np.ones(len(arr), dtype=bool), arr
-    if arr.dtype.kind == "i" and nonnumeric is None:  # fast path: already integers
-        out = arr.astype(np.int64) if rule.integer else arr.astype(np.float64)
-        bad = None if rule.minimum is None else _first(out < rule.minimum)
-        if bad is not None:
-            raise TraceError(f"{_where(source, _row_number(bad, rows), column)}: {_below_message(out[bad], rule)}")
-        return out
-    try:
-        arr = arr.astype(np.float64)
-    except (TypeError, ValueError):
-        raise TraceError(f"{source}: column '{column}' must be numeric, got dtype {arr.dtype}") from None
-    nonnum = np.zeros(len(arr), dtype=bool) if nonnumeric is None else nonnumeric
-    raw_values = arr if raw is None else np.asarray(raw, dtype=object)
-    nan = np.isnan(arr)
-    finite = np.isfinite(arr)
-    with np.errstate(invalid="ignore"):
-        bad_number = ~nan & (~finite | (arr != np.floor(arr))) if rule.integer else ~nan & ~finite
-        too_big = finite & (np.abs(arr) >= _MAX_EXACT_INT) if rule.integer else np.zeros(len(arr), dtype=bool)
-        below = finite & (arr < rule.minimum) if rule.minimum is not None else np.zeros(len(arr), dtype=bool)
-    checks = [
-        (nonnum, lambda i: f"non-{'integer' if rule.integer else 'numeric'} value {raw_values[i]!r}"),
-        (nan & ~nonnum, lambda i: "empty cell (missing value)"),
-        (bad_number, lambda i: (f"non-integer value {arr[i].item()!r}" if rule.integer
-                                else f"non-finite value {arr[i].item()!r}")),
-        (too_big, lambda i: f"value too large {arr[i]:.0f}"),
-        (below, lambda i: _below_message(int(arr[i]) if rule.integer else arr[i].item(), rule)),
-    ]
-    combined = np.logical_or.reduce([mask for mask, _ in checks])
-    bad = _first(combined)
-    if bad is not None:
-        message = next(describe(bad) for mask, describe in checks if mask[bad])
-        raise TraceError(f"{_where(source, _row_number(bad, rows), column)}: {message}")
-    return arr.astype(np.int64) if rule.integer else arr
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
@@ -212,8 +99,8 @@ class Trace:
 
     def __post_init__(self) -> None:
         src = self.source or self.name
-        prompt = _validated(self.prompt_tokens, src, "prompt_tokens", _PROMPT_RULE)
-        response = _validated(self.response_tokens, src, "response_tokens", _RESPONSE_RULE)
+        prompt = validated(self.prompt_tokens, src, "prompt_tokens", PROMPT_RULE)
+        response = validated(self.response_tokens, src, "response_tokens", RESPONSE_RULE)
         n = len(prompt)
         if n == 0:
             raise TraceError(f"{src}: trace has no rows")
@@ -224,11 +111,11 @@ class Trace:
         self._init_cap(src, n)
 
     def _init_optional(self, src: str, n: int) -> None:
-        rules = {"timestamp": _TIMESTAMP_RULE, "reward": _REWARD_RULE, "step": _STEP_RULE}
+        rules = {"timestamp": TIMESTAMP_RULE, "reward": REWARD_RULE, "step": STEP_RULE}
         for key, rule in rules.items():
             value = getattr(self, key)
             if value is not None:
-                checked = _validated(value, src, key, rule)
+                checked = validated(value, src, key, rule)
                 _check_length(checked, n, src, key)
                 object.__setattr__(self, key, _frozen(checked))
 
@@ -238,7 +125,7 @@ class Trace:
             if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
                 raise ConfigError(f"{src}: max_response must be an integer >= 1 or None, got {cap!r}")
             object.__setattr__(self, "max_response", int(cap))
-            over = _first(self.response_tokens > cap)
+            over = first_true(self.response_tokens > cap)
             if over is not None:
                 raise TraceError(f"{src}: row {over + 1}, column 'response_tokens': "
                                  f"{self.response_tokens[over]} exceeds max_response {cap}")
@@ -298,7 +185,7 @@ class Trace:
         if n >= len(self):
             return self
         sl = slice(0, int(n))
-        opt = {k: (None if getattr(self, k) is None else getattr(self, k)[sl]) for k in _OPTIONAL_FIELDS}
+        opt = {k: (None if getattr(self, k) is None else getattr(self, k)[sl]) for k in OPTIONAL_FIELDS}
         if self.clipped is not None:
             clipped, n_clipped = self.clipped[sl], int(self.clipped[sl].sum())
         else:  # unknown which rows were cut: count rows sitting at the cap (upper bound)
@@ -315,7 +202,7 @@ class Trace:
             "prompt_tokens": np.array(self.prompt_tokens),
             "response_tokens": np.array(self.response_tokens),
         }
-        for key in _OPTIONAL_FIELDS:
+        for key in OPTIONAL_FIELDS:
             value = getattr(self, key)
             if value is not None:
                 data[key] = np.array(value)
