@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 
-.PHONY: setup setup-real run test test-sim bench bench-real figs validate notebooks clean
+.PHONY: setup setup-real run test test-sim bench bench-real figs validate notebooks docs results clean
 
 $(BIN)/oppo-sim: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -44,5 +44,14 @@ validate: setup-real
 notebooks: setup
 	$(BIN)/python scripts/make_notebooks.py
 
+# the docs site into site/ (generated CLI reference and tables first); results: re-run the docs' experiments
+docs: setup
+	$(BIN)/python scripts/make_docs.py
+	$(BIN)/mkdocs build --strict
+
+results: setup
+	$(BIN)/python scripts/make_results.py
+	$(BIN)/python scripts/make_docs.py
+
 clean:
-	rm -rf $(OUT) .pytest_cache
+	rm -rf $(OUT) .pytest_cache site

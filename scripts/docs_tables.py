@@ -1,0 +1,166 @@
+"""The result tables of the docs, each rendered from one committed output (``scripts/make_docs.py`` puts
+them into the pages). A table here formats; it never types a number."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "paper_figs" / "out"
+RESULTS = ROOT / "docs" / "results"
+
+
+def _md(df: pd.DataFrame) -> str:
+    return df.to_markdown(index=False, tablefmt="pipe", disable_numparse=True)
+
+
+def _x(v: float) -> str:
+    return f"{v:.2f}×"
+
+
+def _pct(v: float) -> str:
+    return f"{v * 100:.0f}%"
+
+
+def _signed(v: float) -> str:
+    return f"{v:+.0f}%".replace("-", "−")
+
+
+def predictions() -> str:
+    """Speedup over the baseline per trace and policy, the paper's setup (``docs/results/predictions.csv``)."""
+    p = pd.read_csv(RESULTS / "predictions.csv")
+    rows = []
+    for trace, g in p.groupby("trace", sort=False):
+        by = g.set_index("policy")
+        base, oppo = by.loc["baseline"], by.loc["oppo"]
+        setting = f"ZeRO-{base.zero_stage}" + ("" if base.recompute == "none" else f", {base.recompute} recompute")
+        rows.append({"trace": f"`{trace}`", "oppo": f"**{_x(oppo.speedup)}**", "inter": _x(by.loc["inter", "speedup"]),
+                     "intra": _x(by.loc["intra", "speedup"]), "async": _x(by.loc["async", "speedup"]),
+                     "utilization baseline → oppo": f"{_pct(base.utilization_overall)} → {_pct(oppo.utilization_overall)} "
+                                                    f"({_x(oppo.utilization_overall / base.utilization_overall)})",
+                     "baseline s/step": f"{base.step_time_s:.1f}", "trainer (memory check)": setting,
+                     "longest sequence": f"{base.max_seq_tokens:,}"})
+    labels = ", ".join(f"`{lab}`" for lab in p.drop_duplicates("policy")["label"])
+    return (_md(pd.DataFrame(rows)) + f"\n\nPolicies {labels}; {int(p.steps.iloc[0])} steps each; "
+            f"command per trace: `{p.command.iloc[0]}` (with that trace).")
+
+
+def _validation(path: Path) -> str:
+    v = pd.read_csv(path)
+    rows = []
+    for r in v.itertuples():
+        rows.append({
+            "policy": r.policy, "predicted s/step": f"{r.pred_step_s:.3f}",
+            f"measured s/step (min–max of {r.runs})": f"{r.meas_step_s:.3f} ({r.meas_step_min_s:.3f}–{r.meas_step_max_s:.3f})",
+            "error": _signed(r.step_err_pct), "speedup pred / meas": f"{r.pred_speedup:.2f} / {r.meas_speedup:.2f}",
+            "util main pred / meas": f"{_pct(r.pred_util_main)} / {_pct(r.meas_util_main)}",
+            "util score pred / meas": f"{_pct(r.pred_util_score)} / {_pct(r.meas_util_score)}",
+            "decisions": f"{r.decision_agreement:.2f}",
+        })
+    util = pd.concat([v.util_err_main_pp.abs(), v.util_err_score_pp.abs()])
+    summary = (f"Median |step-time error| {v.step_err_pct.abs().median():.1f}%, median |utilization error| "
+               f"{util.median():.1f} pp, median |speedup error| {v.speedup_err_pct.abs().median():.1f}%, "
+               f"decision agreement {v.decision_agreement.min():.2f}–{v.decision_agreement.max():.2f}.")
+    return _md(pd.DataFrame(rows)) + "\n\n" + summary
+
+
+def parity() -> str:
+    """The committed CPU validation (``paper_figs/out/parity.csv``)."""
+    return _validation(OUT / "parity.csv")
+
+
+def parity_run_a() -> str:
+    """The earlier validation run the same afternoon (``paper_figs/out/validation_runs/run_a_validation.csv``)."""
+    return _validation(OUT / "validation_runs" / "run_a_validation.csv")
+
+
+def paper_vs_ours() -> str:
+    """The paper's figures beside ours (``paper_figs/out/paper_vs_ours.md``, written by ``paper_vs_ours_table.py``)."""
+    return (OUT / "paper_vs_ours.md").read_text().strip()
+
+
+def gpu_validation() -> str:
+    """The H100 validation (``paper_figs/out/gpu_validation.csv``)."""
+    v = pd.read_csv(OUT / "gpu_validation.csv")
+    rows = [{"model": r.model, "policy": r.policy, "runs": r.runs, "predicted s/step": f"{r.pred_step_s:.2f}",
+             "measured s/step": f"{r.meas_step_s:.2f}", "error": _signed(r.step_err_pct),
+             "speedup pred / meas": f"{r.pred_speedup:.2f} / {r.meas_speedup:.2f}",
+             "decisions": f"{r.decision_agreement:.2f}"} for r in v.itertuples()]
+    return _md(pd.DataFrame(rows))
+
+
+def gpu_fit() -> str:
+    """The cost model fitted to the H100 profile (``paper_figs/out/gpu_fit.csv``)."""
+    f = pd.read_csv(OUT / "gpu_fit.csv")
+    rows = [{"model": r.model, "op": r.op, "calls": r.n, "MAPE": _pct(r.mape),
+             "r²": "" if pd.isna(r.r2) else f"{r.r2:.2f}", "fitted overhead": f"{r.overhead_s * 1e3:.1f} ms",
+             "note": "" if pd.isna(r.note) else r.note} for r in f.itertuples()]
+    return _md(pd.DataFrame(rows))
+
+
+def _plan_row(r, rank: str, note: str = "") -> dict:
+    return {"rank": rank, "configuration": f"{r.config}{note}", "samples/s": f"{r.samples_per_s:.2f}",
+            "speedup": _x(r.speedup), "mean staleness": f"{r.staleness_mean:.2f}",
+            "headroom": f"{r.headroom_gb:.0f} GB", "trainer": f"ZeRO-{r.zero_stage}, sp{r.sp}, recompute {r.recompute}"}
+
+
+def _plan(name: str, top: int, split: str | None = None) -> str:
+    p = pd.read_csv(RESULTS / f"{name}.csv")
+    ok = p[p.status == "ok"].sort_values("rank")
+    rows = [_plan_row(r, str(int(r.rank))) for r in ok.head(top).itertuples()]
+    text = (f"`{p.command.iloc[0]}`: {len(p)} configurations tried, {len(ok)} fit "
+            f"({len(p) - len(ok)} refused by the memory check).")
+    if split is not None:
+        q = pd.read_csv(RESULTS / f"{split}.csv")
+        q_ok = q[q.status == "ok"].sort_values("rank")
+        best = next(q_ok.itertuples())
+        rows.append(_plan_row(best, "—", f" — best of {len(q_ok)} on {best.placement}"))
+        text += f" The split's row: `{q.command.iloc[0]}`."
+        text += (f" The best configuration is {ok.samples_per_s.iloc[0] / best.samples_per_s:.2f}× the best on "
+                 f"{best.placement}.")
+    ref = p[p.is_reference]
+    if len(ref) and not ref.index.isin(ok.head(top).index).any():
+        rows.append(_plan_row(next(ref.itertuples()), "—", " (the reference)"))
+    return _md(pd.DataFrame(rows)) + "\n\n" + text
+
+
+def plan_paper() -> str:
+    """The planner on the paper's setup (``docs/results/plan_paper.csv``, best on 7+1 from ``plan_paper_7p1.csv``)."""
+    return _plan("plan_paper", top=5, split="plan_paper_7p1")
+
+
+def plan_32b() -> str:
+    """The planner on a 32B actor over two nodes (``docs/results/plan_32b.csv``)."""
+    return _plan("plan_32b", top=4)
+
+
+def _first_line(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    first = " ".join(doc.split("\n\n")[0].split())
+    first = first.split(". ")[0].rstrip(".").replace("``", "`")
+    for sep in (": ", " — ", "; ", " ("):
+        if len(first) > 110 and sep in first[30:]:
+            first = first[: 30 + first[30:].index(sep)]
+    return (first if len(first) <= 130 else first[:127] + "…").replace("|", "\\|")
+
+
+def layout() -> str:
+    """One line per module of both packages, from the first sentence of its docstring."""
+    rows = []
+    for pkg in ("oppo_sim", "oppo_real"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            if path.name == "__init__.py" and path.stat().st_size == 0:
+                continue
+            rows.append({"module": f"`{path.relative_to(ROOT).as_posix()}`", "what it holds": _first_line(path)})
+    return _md(pd.DataFrame(rows))
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "layout": layout,
+    "predictions": predictions, "parity": parity, "parity-run-a": parity_run_a, "paper-vs-ours": paper_vs_ours,
+    "gpu-validation": gpu_validation, "gpu-fit": gpu_fit, "plan-paper": plan_paper, "plan-32b": plan_32b,
+}
