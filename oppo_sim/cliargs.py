@@ -29,6 +29,14 @@ def positive(kind=int):
     return parse
 
 
+def integer(text: str) -> int:
+    """Any integer: for values whose range the config they reach checks (one rule in one place)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
 def nonneg_int(text: str) -> int:
     try:
         v = int(text)
