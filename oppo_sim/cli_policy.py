@@ -27,7 +27,7 @@ from oppo_sim.explore.sweep import CHUNK_POLICIES, DELTA_POLICIES
 @dataclass(frozen=True)
 class Knob:
     """An option (``dest``), the ``make_policy`` keyword it sets (None: a config setting), the policies
-    that use it, and why another policy does not."""
+    that use it, and what a policy without it lacks."""
 
     dest: str
     keyword: str | None
