@@ -20,7 +20,7 @@ import pandas as pd
 
 from oppo_sim.cli_policy import add_policy_args, check_policy_flags, policy_options
 from oppo_sim.cli_setup import add_engine_args, add_setup_args, sim_config
-from oppo_sim.cliargs import Parser, int_list, nonneg_int, positive, run_command, str_list
+from oppo_sim.cliargs import Parser, int_list, nonneg_int, on_off, positive, run_command, str_list
 
 DEFAULT_COMPARE = ("baseline", "stream", "intra", "inter", "oppo")
 
@@ -163,7 +163,10 @@ def cmd_replay(a: argparse.Namespace) -> int:
     from oppo_sim.traces.catalog import load_trace
 
     engine = EngineConfig(max_num_seqs=a.max_num_seqs, max_num_batched_tokens=a.max_batched_tokens,
-                          block_size=a.block_size, gpu_memory_utilization=a.gpu_mem_util, tp=a.tp)
+                          block_size=a.block_size, gpu_memory_utilization=a.gpu_mem_util, tp=a.tp,
+                          enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=a.enable_prefix_caching,
+                          long_prefill_token_threshold=a.long_prefill_token_threshold,
+                          num_gpu_blocks_override=a.num_gpu_blocks_override)
     from oppo_sim.hw.profiles import resolve_hardware
 
     cfg = ReplayConfig(gpu=resolve_hardware(a.profile or a.gpu), model=a.model, engine=engine, limit=a.limit or None,
@@ -259,11 +262,20 @@ def _add_replay_parser(sub) -> None:
     rp.add_argument("--tp", type=positive(), default=E.tp, help="tensor parallelism (default %(default)s)")
     rp.add_argument("--max-num-seqs", type=positive(), default=E.max_num_seqs,
                     help="sequences per iteration (default %(default)s)")
-    rp.add_argument("--max-num-batched-tokens", "--max-batched-tokens", dest="max_batched_tokens", type=positive(),
+    rp.add_argument("--max-num-batched-tokens", "--max-batched-tokens", dest="max_batched_tokens", type=positive(), metavar="N",
                     default=8192, help="token budget per iteration (default %(default)s, vLLM's OpenAI server)")
     rp.add_argument("--block-size", type=positive(), default=E.block_size, help="KV block size in tokens (default %(default)s)")
     rp.add_argument("--gpu-memory-utilization", "--gpu-mem-util", dest="gpu_mem_util", type=positive(float),
-                    default=E.gpu_memory_utilization, help="usable fraction of device memory (default %(default)s)")
+                    default=E.gpu_memory_utilization, metavar="FRACTION",
+                    help="usable fraction of device memory (default %(default)s)")
+    rp.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=E.enable_chunked_prefill,
+                    help=f"split long prefills over iterations (default {on_off(E.enable_chunked_prefill)})")
+    rp.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=E.enable_prefix_caching,
+                    help=f"reuse cached full KV blocks (default {on_off(E.enable_prefix_caching)})")
+    rp.add_argument("--long-prefill-token-threshold", type=nonneg_int, default=E.long_prefill_token_threshold,
+                    help="most prefill tokens of one request per iteration (default %(default)s = off)")
+    rp.add_argument("--num-gpu-blocks-override", type=positive(), default=None,
+                    help="KV blocks instead of sizing the KV cache from memory (default: from memory)")
     rp.add_argument("--limit", type=nonneg_int, default=1000, help="first N requests (default %(default)s; 0 = all)")
     rp.add_argument("--time-scale", type=positive(float), default=1.0, help="multiply inter-arrival times (default %(default)s)")
     rp.add_argument("--rate", type=positive(float), default=None,

@@ -10,15 +10,18 @@ import argparse
 from dataclasses import dataclass
 from typing import Iterable
 
-from oppo_sim.cliargs import int_list, integer
+from oppo_sim.cliargs import flag_name, int_list, integer, on_off
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import (
+    POLICY_NAMES,
     Async,
     ChunkAutotune,
     DeltaRule,
     Inter,
     Intra,
     PartialRollout,
+    make_policy,
+    policy_uses_chunks,
 )
 from oppo_sim.explore.space import RULED, STREAMING
 from oppo_sim.explore.sweep import CHUNK_POLICIES, DELTA_POLICIES
@@ -50,9 +53,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("chunk_candidates", "candidates", frozenset({"chunk-autotune"}), "no chunk autotuning"),
     Knob("autotune_every", "every", frozenset({"chunk-autotune"}), "no chunk autotuning"),
     Knob("stream_batching", None, frozenset(STREAMING), "nothing streamed to the scorers"),
+    Knob("call_tokens", None, frozenset(n for n in POLICY_NAMES if not policy_uses_chunks(make_policy(n))),
+         "its chunk size C is the static engine's call length"),
 )
-"""Every policy-dependent option of ``run``/``compare``/``sweep`` (``--stream-batching`` is a ``SimConfig``
-setting, in ``cli_setup``, that only streaming policies use)."""
+"""Every policy-dependent option of ``run``/``compare``/``sweep``/``plan``. ``--[no-]stream-batching`` and
+``--call-tokens`` are config settings (``cli_setup``) that only some policies use: the streaming ones, and
+those without a chunk size C (a chunked policy's C sets each static ``generate`` call)."""
 
 
 def add_policy_args(p: argparse.ArgumentParser, grid: bool = False) -> None:
@@ -76,7 +82,7 @@ def add_policy_args(p: argparse.ArgumentParser, grid: bool = False) -> None:
                    help=f"Δ rule: Δ step down otherwise (default {r.dec})")
     k.add_argument("--delta-proportional", action=argparse.BooleanOptionalAction, default=None,
                    help="Δ rule: step by max(1, Δ/4) both ways, as the paper's pseudocode, instead of --delta-inc/"
-                        f"--delta-dec (default {'on' if r.proportional else 'off'})")
+                        f"--delta-dec (default {on_off(r.proportional)})")
     k.add_argument("--budget", type=integer, default=None,
                    help=f"partial-rollout: tokens a response generates per step (default {PartialRollout.budget})")
     k.add_argument("--staleness", type=integer, default=None,
@@ -88,11 +94,6 @@ def add_policy_args(p: argparse.ArgumentParser, grid: bool = False) -> None:
                    help=f"chunk-autotune: steps between tuning rounds (default {ChunkAutotune.every})")
 
 
-def _flag(knob: Knob, a: argparse.Namespace) -> str:
-    name = "--" + knob.dest.replace("_", "-")
-    return name.replace("--", "--no-", 1) if getattr(a, knob.dest) is False else name
-
-
 def check_policy_flags(a: argparse.Namespace, policies: Iterable[str]) -> None:
     """A knob given while none of ``policies`` uses it -> one-line ConfigError."""
     names = [p.strip().lower() for p in policies]
@@ -102,7 +103,7 @@ def check_policy_flags(a: argparse.Namespace, policies: Iterable[str]) -> None:
         which = (f"policy '{names[0]}'" if len(names) == 1
                  else "policies " + ", ".join(f"'{n}'" for n in names))
         users = "/".join(sorted(knob.users))
-        raise ConfigError(f"{_flag(knob, a)} is not used by {which} ({knob.why}); drop it or choose {users}")
+        raise ConfigError(f"{flag_name(knob.dest, getattr(a, knob.dest))} is not used by {which} ({knob.why}); drop it or choose {users}")
 
 
 def policy_options(a: argparse.Namespace) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from oppo_sim.cliargs import nonneg_int, positive
+from oppo_sim.cliargs import flag_name, nonneg_float, nonneg_int, on_off, positive
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
@@ -25,16 +25,6 @@ CONTINUOUS_ONLY: tuple[str, ...] = ("max_num_seqs", "max_num_batched_tokens", "e
 """``EngineConfig`` settings only the continuous (vLLM-style) engine uses; the static engine runs padded batches."""
 STATIC_ONLY: tuple[str, ...] = ("gen_batch", "call_tokens", "carry_kv", "call_overhead")
 """Settings of the static (TRL-style) engine only."""
-
-
-def nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return v
 
 
 def add_setup_args(p: argparse.ArgumentParser) -> None:
@@ -91,7 +81,7 @@ def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
         g.add_argument("--tp", type=positive(), default=e.tp,
                        help="tensor parallelism of each generation replica (default %(default)s)")
     g.add_argument("--gpu-memory-utilization", "--gpu-mem-util", dest="gpu_mem_util", type=positive(float),
-                   default=e.gpu_memory_utilization,
+                   default=e.gpu_memory_utilization, metavar="FRACTION",
                    help="usable fraction of device memory, weights + KV cache (default %(default)s)")
     g.add_argument("--block-size", type=positive(), default=None, help=f"KV block size in tokens (default {e.block_size})")
     g.add_argument("--num-gpu-blocks-override", type=positive(), default=None,
@@ -101,9 +91,9 @@ def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
     g.add_argument("--max-num-batched-tokens", type=positive(), default=None,
                    help=f"continuous engine: token budget per iteration (default {e.max_num_batched_tokens})")
     g.add_argument("--enable-chunked-prefill", action=BOOL, default=None,
-                   help=f"continuous engine: split long prefills over iterations (default {_on(e.enable_chunked_prefill)})")
+                   help=f"continuous engine: split long prefills over iterations (default {on_off(e.enable_chunked_prefill)})")
     g.add_argument("--enable-prefix-caching", action=BOOL, default=None,
-                   help=f"continuous engine: reuse cached full KV blocks (default {_on(e.enable_prefix_caching)})")
+                   help=f"continuous engine: reuse cached full KV blocks (default {on_off(e.enable_prefix_caching)})")
     g.add_argument("--long-prefill-token-threshold", type=nonneg_int, default=None,
                    help=f"continuous engine: most prefill tokens of one request per iteration "
                         f"(default {e.long_prefill_token_threshold} = off)")
@@ -111,8 +101,8 @@ def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
                    help="static engine: rows per generation mini-batch, TRL's local_rollout_forward_batch_size "
                         "(default: one batch)")
     g.add_argument("--call-tokens", type=positive(), default=None,
-                   help="static engine: tokens per generate call (default: the policy's chunk size C, else one call "
-                        "to the longest response)")
+                   help="static engine: tokens per generate call of a policy without a chunk size C (a chunked "
+                        "policy's C sets it) (default: one call to the longest response)")
     g.add_argument("--carry-kv", action=BOOL, default=None,
                    help="static engine: keep the KV cache across calls; --no-carry-kv re-prefills every call (default on)")
     g.add_argument("--call-overhead", type=nonneg_float, default=None,
@@ -121,25 +111,16 @@ def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
     s = p.add_argument_group("scoring")
     s.add_argument("--stream-batching", action=BOOL, default=None,
                    help=f"streamed chunks of several sequences share one scorer forward; --no-stream-batching: one "
-                        f"forward each (default {_on(SimConfig.stream_batching)}; streaming policies only)")
+                        f"forward each (default {on_off(SimConfig.stream_batching)}; streaming policies only)")
     s.add_argument("--scorer-max-tokens", type=positive(), default=None,
                    help=f"tokens per scorer forward batch (default {SimConfig.scorer_max_tokens})")
     s.add_argument("--padded-batches", action=BOOL, default=None,
                    help=f"whole-sequence scoring and training pad every sequence to the batch's longest "
-                        f"(default {_on(SimConfig.padded_batches)})")
-
-
-def _on(flag: bool) -> str:
-    return "on" if flag else "off"
+                        f"(default {on_off(SimConfig.padded_batches)})")
 
 
 def _given(a: argparse.Namespace, names) -> dict:
     return {n: getattr(a, n) for n in names if getattr(a, n, None) is not None}
-
-
-def _flag(dest: str, a: argparse.Namespace) -> str:
-    name = "--" + dest.replace("_", "-")
-    return name.replace("--", "--no-", 1) if getattr(a, dest) is False else name
 
 
 def check_engine_flags(a: argparse.Namespace) -> None:
@@ -148,7 +129,7 @@ def check_engine_flags(a: argparse.Namespace) -> None:
     for dest in wrong:
         if getattr(a, dest, None) is not None:
             other = next(k for k in ENGINES if k != a.engine)
-            raise ConfigError(f"{_flag(dest, a)} is not used by engine '{a.engine}' (it is a setting of the {other} "
+            raise ConfigError(f"{flag_name(dest, getattr(a, dest))} is not used by engine '{a.engine}' (it is a setting of the {other} "
                               f"engine); drop it or choose --engine {other}")
 
 

@@ -47,6 +47,17 @@ def nonneg_int(text: str) -> int:
     return v
 
 
+def nonneg_float(text: str) -> float:
+    """A number >= 0 (NaN refused)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
 def int_list(text: str) -> tuple[int, ...]:
     try:
         vals = tuple(int(x) for x in text.split(",") if x.strip())
@@ -62,6 +73,15 @@ def str_list(text: str) -> tuple[str, ...]:
     if not vals:
         raise argparse.ArgumentTypeError("empty list")
     return vals
+
+
+def flag_name(dest: str, value) -> str:
+    """The option a user gave for ``dest``: ``--no-x`` for a ``BooleanOptionalAction`` set to False, else ``--x``."""
+    return ("--no-" if value is False else "--") + dest.replace("_", "-")
+
+
+def on_off(flag: bool) -> str:
+    return "on" if flag else "off"
 
 
 def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:

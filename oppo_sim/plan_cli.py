@@ -70,8 +70,9 @@ def add_plan_parser(sub) -> None:
     s.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                    help="evaluate on Ray: an existing cluster's ADDRESS, or a local Ray without one (default: no Ray)")
     k = p.add_argument_group("search space (comma lists)")
-    k.add_argument("--layouts", type=str_list, default=",".join(LAYOUTS), help="of those (default %(default)s)")
-    k.add_argument("--policies", type=str_list, default=",".join(POLICY_NAMES), help="default %(default)s")
+    k.add_argument("--layouts", type=str_list, default=",".join(LAYOUTS), help="placement layouts tried (default %(default)s)")
+    k.add_argument("--policies", type=str_list, default=",".join(POLICY_NAMES),
+                   help="policies tried (default %(default)s)")
     k.add_argument("--chunks", type=int_list, default="256,500,1024", help="chunk sizes C (default %(default)s)")
     k.add_argument("--deltas", type=int_list, default="4,8,16,32", help="Δ / Δ0 values (default %(default)s)")
     k.add_argument("--rules", type=str_list, default=",".join(DELTA_RULES), help="Δ rules (default %(default)s)")

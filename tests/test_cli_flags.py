@@ -93,7 +93,7 @@ def test_help_of_none_defaults_names_the_class_default():
     (["--num-gpu-blocks-override", "5000"], lambda c: c.engine.num_gpu_blocks_override, 5000),
     (["--tp", "1"], lambda c: c.engine.tp, 1),
     (["--engine", "static", "--gen-batch", "8"], lambda c: c.static.gen_batch, 8),
-    (["--engine", "static", "--call-tokens", "128"], lambda c: c.static.call_tokens, 128),
+    (["--engine", "static", "--call-tokens", "128", "--policy", "inter"], lambda c: c.static.call_tokens, 128),
     (["--engine", "static", "--no-carry-kv"], lambda c: c.static.carry_kv, False),
     (["--engine", "static", "--call-overhead", "0.5"], lambda c: c.static_cost.call_overhead_s, 0.5),
     (["--engine", "static", "--call-overhead", "0"], lambda c: c.static_cost.call_overhead_s, 0.0),
@@ -178,6 +178,27 @@ def test_replay_takes_vllm_names_and_the_old_ones():
     assert parse("replay", "--trace", "x", "--gpu-memory-utilization", "0.5").gpu_mem_util == 0.5
 
 
+def test_replay_engine_settings_reach_the_engine(monkeypatch, capsys, tmp_path):
+    import oppo_sim.pipeline.replay as replay_mod
+
+    seen = {}
+
+    def fake_replay(trace, cfg):
+        seen["cfg"] = cfg
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(replay_mod, "replay", fake_replay)
+    csv = tmp_path / "t.csv"
+    csv.write_text("prompt_tokens,response_tokens,timestamp\n10,5,0\n12,6,0.1\n")
+    code = main(["replay", "--trace", str(csv), "--model", "qwen2.5-0.5b", "--no-enable-chunked-prefill",
+                 "--no-enable-prefix-caching", "--long-prefill-token-threshold", "64", "--num-gpu-blocks-override", "99",
+                 "--max-num-batched-tokens", "1024", "--max-num-seqs", "8"])
+    assert code == 2 and "stop here" in capsys.readouterr().err
+    e = seen["cfg"].engine
+    assert (e.enable_chunked_prefill, e.enable_prefix_caching, e.long_prefill_token_threshold) == (False, False, 64)
+    assert (e.num_gpu_blocks_override, e.max_num_batched_tokens, e.max_num_seqs) == (99, 1024, 8)
+
+
 # -- end to end: the static engine from the command line -----------------------------------------------
 
 
@@ -211,6 +232,7 @@ def test_run_on_the_static_engine_differs_from_continuous(capsys, tmp_path):
     (["run", "--engine", "static", "--max-num-seqs", "4"], "--max-num-seqs is not used by engine 'static'"),
     (["run", "--engine", "static", "--no-enable-prefix-caching"], "--no-enable-prefix-caching is not used by engine"),
     (["run", "--gen-batch", "4"], "--gen-batch is not used by engine 'continuous'"),
+    (["run", "--engine", "static", "--policy", "oppo", "--call-tokens", "64"], "--call-tokens is not used by policy 'oppo'"),
     (["run", "--call-overhead", "0.1"], "--call-overhead is not used by engine 'continuous'"),
     (["plan", "--policies", "baseline,inter", "--stream-batching"], "--stream-batching is not used by policies"),
     (["plan", "--engine", "static", "--max-num-batched-tokens", "4096"], "is not used by engine 'static'"),
