@@ -287,6 +287,12 @@ def _add_replay_parser(sub) -> None:
     rp.set_defaults(func=cmd_replay)
 
 
+def subcommand_parsers(parser: argparse.ArgumentParser | None = None) -> dict[str, argparse.ArgumentParser]:
+    """``{sub-command: its parser}`` of ``parser`` (default: :func:`build_parser`'s), for a CLI reference."""
+    p = parser or build_parser()
+    return {name: sp for a in p._actions if isinstance(a, argparse._SubParsersAction) for name, sp in a.choices.items()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     return run_command(build_parser(), argv)
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from oppo_sim.cli import build_parser, main
+from oppo_sim.cli import build_parser, main, subcommand_parsers
 from oppo_sim.cli_policy import policy_options
 from oppo_sim.cli_setup import sim_config
 from oppo_sim.core.errors import ConfigError
@@ -28,9 +28,7 @@ SMALL = ["--steps", "3", "--batch", "16", "--actor", "qwen2.5-0.5b", "--reward",
 
 
 def subparsers() -> dict[str, argparse.ArgumentParser]:
-    p = build_parser()
-    (sub,) = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
-    return dict(sub.choices)
+    return subcommand_parsers(build_parser())
 
 
 def parse(*args: str) -> argparse.Namespace:
@@ -103,6 +101,18 @@ def test_help_of_none_defaults_names_the_class_default():
 ])
 def test_engine_and_scoring_flags_reach_the_config(args, get, want):
     assert get(sim_config(parse("run", *args))) == want
+
+
+def test_static_call_overhead_comes_from_the_profile_unless_given(tmp_path):
+    from oppo_sim.hw.profiles import resolve_hardware, save_profile
+
+    path = tmp_path / "p.json"
+    save_profile(resolve_hardware("h200"), path, meta={"static": {"call_overhead_s": 0.125}})
+    assert sim_config(parse("run", "--engine", "static", "--profile", str(path))).static_cost.call_overhead_s == 0.125
+    assert sim_config(parse("run", "--engine", "static", "--gpu", str(path))).static_cost.call_overhead_s == 0.125
+    given = parse("run", "--engine", "static", "--profile", str(path), "--call-overhead", "0.5")
+    assert sim_config(given).static_cost.call_overhead_s == 0.5
+    assert sim_config(parse("run", "--engine", "static")).static_cost.call_overhead_s == DEFAULT_CALL_OVERHEAD_S
 
 
 def test_engine_settings_left_out_keep_the_config_defaults():
@@ -303,3 +313,16 @@ def test_make_policy_keeps_explicit_values_and_defaults_the_rest():
         delta0=4, delta_max=4, dec=0, proportional=True)
     assert make_policy("oppo").rule == DeltaRule()
     assert make_policy("oppo", delta=8, rule=DeltaRule(window=2)).rule.window == 2  # same Δ0: no conflict
+
+
+def test_the_parser_builds_without_side_effects(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import oppo_sim.cli as c; p = c.build_parser(); assert set(c.subcommand_parsers(p)) >= {'run', 'plan'}"
+    root = Path(__file__).resolve().parents[1]
+    env = {"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written
