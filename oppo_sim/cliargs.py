@@ -29,12 +29,31 @@ def positive(kind=int):
     return parse
 
 
+def integer(text: str) -> int:
+    """Any integer: for values whose range the config they reach checks (one rule in one place)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
 def nonneg_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
+def nonneg_float(text: str) -> float:
+    """A number >= 0 (NaN refused)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return v
 
@@ -54,6 +73,15 @@ def str_list(text: str) -> tuple[str, ...]:
     if not vals:
         raise argparse.ArgumentTypeError("empty list")
     return vals
+
+
+def flag_name(dest: str, value) -> str:
+    """The option a user gave for ``dest``: ``--no-x`` for a ``BooleanOptionalAction`` set to False, else ``--x``."""
+    return ("--no-" if value is False else "--") + dest.replace("_", "-")
+
+
+def on_off(flag: bool) -> str:
+    return "on" if flag else "off"
 
 
 def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from oppo_sim.cli_policy import check_policy_flags
+from oppo_sim.cli_setup import add_engine_args, engine_fields
 from oppo_sim.cliargs import int_list, nonneg_int, positive, str_list
 
 _GPUS_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$")
@@ -40,39 +42,49 @@ def add_plan_parser(sub) -> None:
     from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
 
     p = sub.add_parser("plan", help="search placements, tp, policies and knobs for the fastest configuration")
-    p.add_argument("--trace", default=DEFAULT_TRACE, help=f"trace name or file (default {DEFAULT_TRACE})")
-    p.add_argument("--actor", default="qwen2.5-7b")
-    p.add_argument("--reward", default="qwen2.5-7b")
-    p.add_argument("--gpus", type=gpus_arg, default=(8, "h200"), help="COUNTxGPU, e.g. 8xh100-sxm (GPU id or profile .json)")
-    p.add_argument("--nodes", type=positive(), default=1, help="nodes the GPUs are spread over, equally (default 1)")
-    p.add_argument("--steps", type=positive(), default=50, help="PPO steps simulated per configuration (default 50)")
-    p.add_argument("--batch", type=positive(), default=112, help="samples per PPO step B (default 112)")
-    p.add_argument("--max-response", type=positive(), default=DEFAULT_MAX_RESPONSE)
-    p.add_argument("--objective", choices=tuple(OBJECTIVES), default="samples-per-s")
-    p.add_argument("--max-staleness", type=nonneg_int, default=None, help="refuse samples more than k versions stale")
-    p.add_argument("--top", type=positive(), default=10, help="rows of the ranked table printed (default 10)")
-    p.add_argument("--out", default=None, help="folder for plan.csv and pareto.png")
-    p.add_argument("--json", default=None, help="write the whole table as JSON records")
+    p.add_argument("--trace", default=DEFAULT_TRACE, help="trace name or file (default %(default)s)")
+    p.add_argument("--actor", default="qwen2.5-7b", help="actor model id (default %(default)s)")
+    p.add_argument("--reward", default="qwen2.5-7b", help="reward model id (default %(default)s); the critic has its shape")
+    p.add_argument("--gpus", type=gpus_arg, default="8xh200",
+                   help="COUNTxGPU, e.g. 8xh100-sxm (GPU id or profile .json) (default %(default)s)")
+    p.add_argument("--nodes", type=positive(), default=1, help="nodes the GPUs are spread over, equally (default %(default)s)")
+    p.add_argument("--steps", type=positive(), default=50, help="PPO steps simulated per configuration (default %(default)s)")
+    p.add_argument("--batch", type=positive(), default=112, help="samples per PPO step B (default %(default)s)")
+    p.add_argument("--max-response", type=positive(), default=DEFAULT_MAX_RESPONSE,
+                   help="generation cap, max new tokens (default %(default)s)")
+    p.add_argument("--objective", choices=tuple(OBJECTIVES), default="samples-per-s",
+                   help="what the ranking maximises (default %(default)s)")
+    p.add_argument("--max-staleness", type=nonneg_int, default=None,
+                   help="refuse samples more than k versions stale (default: no bound)")
+    p.add_argument("--top", type=positive(), default=10, help="rows of the ranked table printed (default %(default)s)")
+    p.add_argument("--out", default=None, help="folder for plan.csv and pareto.png (default: not written)")
+    p.add_argument("--json", default=None, help="write the whole table as JSON records (default: not written)")
     s = p.add_argument_group("search")
     s.add_argument("--search", choices=SEARCHES, default="auto",
-                   help="auto (default): exhaustive if the space has <= --trials configurations, else Optuna TPE")
-    s.add_argument("--trials", type=positive(), default=200, help="distinct configurations Optuna tries (default 200)")
-    s.add_argument("--seed", type=nonneg_int, default=0, help="seed of the search and of the simulations")
+                   help="auto: exhaustive if the space has <= --trials configurations, else Optuna TPE "
+                        "(default %(default)s)")
+    s.add_argument("--trials", type=positive(), default=200,
+                   help="distinct configurations Optuna tries (default %(default)s)")
+    s.add_argument("--seed", type=nonneg_int, default=0, help="seed of the search and of the simulations (default %(default)s)")
     s.add_argument("--processes", type=positive(), default=None, help="worker processes (default: all cores)")
     s.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                   help="evaluate on Ray: an existing cluster's ADDRESS, or a local Ray without one")
+                   help="evaluate on Ray: an existing cluster's ADDRESS, or a local Ray without one (default: no Ray)")
     k = p.add_argument_group("search space (comma lists)")
-    k.add_argument("--layouts", type=str_list, default=LAYOUTS, help=f"of {', '.join(LAYOUTS)} (default all)")
-    k.add_argument("--policies", type=str_list, default=POLICY_NAMES, help="default: every policy")
-    k.add_argument("--chunks", type=int_list, default=(256, 500, 1024), help="chunk sizes C (default 256,500,1024)")
-    k.add_argument("--deltas", type=int_list, default=(4, 8, 16, 32), help="Δ / Δ0 values (default 4,8,16,32)")
-    k.add_argument("--rules", type=str_list, default=DELTA_RULES, help=f"Δ rules, of {', '.join(DELTA_RULES)}")
-    k.add_argument("--budgets", type=int_list, default=(1024, 4096), help="partial-rollout token budgets")
-    k.add_argument("--stalenesses", type=int_list, default=(1, 2), help="async staleness bounds k")
-    k.add_argument("--tps", type=int_list, default=None, help="generation tensor parallelism allowed (default: any)")
-    k.add_argument("--sps", type=int_list, default=(1,), help="training sequence parallelism tried (default 1)")
+    k.add_argument("--layouts", type=str_list, default=",".join(LAYOUTS), help="placement layouts tried (default %(default)s)")
+    k.add_argument("--policies", type=str_list, default=",".join(POLICY_NAMES),
+                   help="policies tried (default %(default)s)")
+    k.add_argument("--chunks", type=int_list, default="256,500,1024", help="chunk sizes C (default %(default)s)")
+    k.add_argument("--deltas", type=int_list, default="4,8,16,32", help="Δ / Δ0 values (default %(default)s)")
+    k.add_argument("--rules", type=str_list, default=",".join(DELTA_RULES), help="Δ rules (default %(default)s)")
+    k.add_argument("--budgets", type=int_list, default="1024,4096",
+                   help="partial-rollout token budgets (default %(default)s)")
+    k.add_argument("--stalenesses", type=int_list, default="1,2", help="async staleness bounds k (default %(default)s)")
+    k.add_argument("--tps", type=int_list, default=None,
+                   help="generation tensor parallelism allowed (default: any that divides the heads and fits a node)")
+    k.add_argument("--sps", type=int_list, default="1", help="training sequence parallelism tried (default %(default)s)")
     k.add_argument("--placements", type=str_list, default=None,
                    help='only these device splits, e.g. "shared 7+1,colocated 8" (default: all of --layouts)')
+    add_engine_args(p, tp=False)  # every configuration runs this engine with these settings (tp: --tps)
     p.set_defaults(func=cmd_plan)
 
 
@@ -87,9 +99,12 @@ def _request(a: argparse.Namespace):
     count, gpu = a.gpus
     if count % a.nodes:
         raise ConfigError(f"{count} GPUs cannot be spread evenly over {a.nodes} nodes")
+    policies = tuple(x.lower() for x in a.policies)
+    check_policy_flags(a, policies)  # --[no-]stream-batching with no streaming policy in the space
     base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(gpu), actor=a.actor,
-                     reward=a.reward, placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes)
-    space = space_for(base, count, a.nodes, layouts=a.layouts, policies=tuple(x.lower() for x in a.policies),
+                     reward=a.reward, placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes,
+                     **engine_fields(a, gpu))
+    space = space_for(base, count, a.nodes, layouts=a.layouts, policies=policies,
                       chunks=a.chunks, deltas=a.deltas, rules=a.rules, budgets=a.budgets, stalenesses=a.stalenesses,
                       tps=a.tps, sps=a.sps, only=a.placements, max_staleness=a.max_staleness)
     return PlanRequest(space, base, a.trace, a.objective, a.search, a.trials, a.seed)

@@ -353,31 +353,39 @@ POLICY_NAMES: tuple[str, ...] = (
 
 
 def make_policy(
-    name: str,
-    *,
-    chunk: int | None = None,
-    delta: int | None = None,
-    rule: DeltaRule | None = None,
-    budget: int | None = None,
-    staleness: int | None = None,
-    candidates: tuple[int, ...] | None = None,
-    every: int | None = None,
+    name: str, *, chunk: int | None = None, delta: int | None = None, rule: DeltaRule | None = None,
+    budget: int | None = None, staleness: int | None = None, candidates: tuple[int, ...] | None = None,
+    every: int | None = None, delta_min: int | None = None, delta_max: int | None = None, window: int | None = None,
+    inc: int | None = None, dec: int | None = None, proportional: bool | None = None,
 ) -> Policy:
-    """Build a policy by name with the common knobs (CLI and sweeps use this)."""
+    """Build a policy by name with the common knobs (CLI and sweeps use this). A knob left None takes the
+    policy's default; a given one is used as given (0 included) and checked by the policy. ``delta`` is Δ of
+    inter/partial-rollout and Δ0 of the reward-slope rule, whose other fields (``delta_min`` … ``proportional``,
+    :class:`DeltaRule`'s names) come one by one or as a whole ``rule``; Δmax, unless given, is raised to Δ0."""
     key = name.strip().lower()
-    r = rule or DeltaRule(**({"delta0": delta, "delta_max": max(32, delta)} if delta is not None else {}))
+    fields = {k: v for k, v in dict(delta_min=delta_min, delta_max=delta_max, window=window, inc=inc, dec=dec,
+                                    proportional=proportional).items() if v is not None}
+
+    def r() -> DeltaRule:
+        if rule is not None and (fields or delta not in (None, rule.delta0)):
+            raise ConfigError("give the Δ rule either whole (rule) or as delta and its fields, not both")
+        d0 = DeltaRule.delta0 if delta is None else delta
+        return rule or DeltaRule(**{"delta0": d0, "delta_max": max(DeltaRule.delta_max, d0), **fields})
+
+    def given(**kw):  # the policy's own default for every knob left None
+        return {k: tuple(v) if k == "candidates" else v for k, v in kw.items() if v is not None}
+
     builders: dict[str, Callable[[], Policy]] = {
         "baseline": Baseline,
         "stream": Stream,
-        "intra": lambda: Intra(chunk=chunk or 500),
-        "inter": lambda: Inter(delta=8 if delta is None else delta),
-        "dynamic-delta": lambda: DynamicDelta(rule=r),
-        "oppo": lambda: Oppo(chunk=chunk or 500, rule=r),
-        "chunk-autotune": lambda: ChunkAutotune(
-            inner=Oppo(chunk=chunk or 500, rule=r), candidates=candidates or (128, 256, 512), every=every or 50
-        ),
-        "partial-rollout": lambda: PartialRollout(budget=budget or 1024, delta=0 if delta is None else delta),
-        "async": lambda: Async(staleness=staleness or 1),
+        "intra": lambda: Intra(**given(chunk=chunk)),
+        "inter": lambda: Inter(**given(delta=delta)),
+        "dynamic-delta": lambda: DynamicDelta(rule=r()),
+        "oppo": lambda: Oppo(rule=r(), **given(chunk=chunk)),
+        "chunk-autotune": lambda: ChunkAutotune(inner=Oppo(rule=r(), **given(chunk=chunk)),
+                                                **given(candidates=candidates, every=every)),
+        "partial-rollout": lambda: PartialRollout(**given(budget=budget, delta=delta)),
+        "async": lambda: Async(**given(staleness=staleness)),
     }
     if key not in builders:
         raise ConfigError(f"unknown policy '{name}'; known: {', '.join(POLICY_NAMES)}")

@@ -85,9 +85,10 @@ class SweepPoint:
     gpu: str
     config: SimConfig = field(repr=False, default_factory=SimConfig)
     trace_source: str = field(default="", repr=False, compare=False)
+    options: tuple[tuple[str, Any], ...] = field(default=(), repr=False)  # SweepGrid.options
 
     def make_policy(self) -> Policy:
-        return make_policy(self.policy, chunk=self.chunk, delta=self.delta)
+        return make_policy(self.policy, chunk=self.chunk, delta=self.delta, **dict(self.options))
 
     @property
     def label(self) -> str:
@@ -105,6 +106,7 @@ class SweepGrid:
     traces: tuple[str, ...] = ("oppo-longtail-default",)
     gpus: tuple[str | Hardware, ...] = ("h200",)  # GPU-table ids or resolved (calibrated) Hardware
     base: SimConfig = field(default_factory=SimConfig)
+    options: tuple[tuple[str, Any], ...] = ()  # further make_policy knobs of every point: (("window", 3), ...)
 
     def __post_init__(self) -> None:
         norm = {
@@ -125,8 +127,9 @@ class SweepGrid:
         for d in self.deltas:
             if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
                 raise ConfigError(f"SweepGrid.deltas must be integers >= 0, got {d!r}")
+        object.__setattr__(self, "options", tuple(dict(self.options).items()))
         for p in self.policies:
-            make_policy(p)  # ConfigError listing the known names
+            make_policy(p, **dict(self.options))  # ConfigError listing the known names, or a bad knob
         for g in self.gpus:
             if not isinstance(g, Hardware):
                 get_hardware(g)  # ConfigError listing the known GPUs (profiles are resolved by the caller)
@@ -150,7 +153,7 @@ class SweepGrid:
                             d = None if delta is None else int(delta)
                             gid = gpu.id if isinstance(gpu, Hardware) else gpu
                             key = (policy, c, d, trace, gid)
-                            out.setdefault(key, SweepPoint(policy, c, d, trace, gid, cfg, source))
+                            out.setdefault(key, SweepPoint(policy, c, d, trace, gid, cfg, source, self.options))
         return list(out.values())
 
     def __len__(self) -> int:

@@ -1,0 +1,190 @@
+"""``oppo-sim``'s workload, hardware, memory, generation-engine and scoring options, and the ``SimConfig``
+they build (``run``, ``compare``, ``sweep``; ``plan`` takes the engine and scoring ones).
+
+An option whose default belongs to a config class has ``default=None`` (a sentinel: "not given") and names
+the class's default in its help; only given values reach the config, so the class stays the one place of
+each default, and an engine setting given for the engine that does not have it is an error
+(:func:`check_engine_flags`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from oppo_sim.cliargs import flag_name, nonneg_float, nonneg_int, on_off, positive
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.engine.factory import EngineKind
+from oppo_sim.engine.request import EngineConfig
+from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
+from oppo_sim.pipeline.config import SimConfig
+
+ENGINES: tuple[str, ...] = tuple(k.value for k in EngineKind)
+BOOL = argparse.BooleanOptionalAction
+
+CONTINUOUS_ONLY: tuple[str, ...] = ("max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
+                                    "enable_prefix_caching", "long_prefill_token_threshold")
+"""``EngineConfig`` settings only the continuous (vLLM-style) engine uses; the static engine runs padded batches."""
+STATIC_ONLY: tuple[str, ...] = ("gen_batch", "call_tokens", "carry_kv", "call_overhead")
+"""Settings of the static (TRL-style) engine only."""
+
+
+def add_setup_args(p: argparse.ArgumentParser) -> None:
+    """Workload, hardware, memory and weight-sync options (the OPPO paper's setup by default)."""
+    from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
+
+    g = p.add_argument_group("workload and hardware (defaults: the OPPO paper's setup)")
+    g.add_argument("--trace", default=DEFAULT_TRACE, help="trace name on the search path or a file (default %(default)s)")
+    g.add_argument("--steps", type=positive(), default=20, help="PPO steps to simulate (default %(default)s)")
+    g.add_argument("--batch", type=positive(), default=112, help="samples trained per step, B (default %(default)s)")
+    g.add_argument("--gpu", default="h200",
+                   help="GPU id (h200, h100-sxm, a100-80gb, ...) or a calibrated .json profile (default %(default)s)")
+    g.add_argument("--profile", default=None, help="calibrated hardware profile (.json); overrides --gpu (default: none)")
+    g.add_argument("--actor", default="qwen2.5-7b", help="actor model id (default %(default)s)")
+    g.add_argument("--reward", default="qwen2.5-7b", help="reward model id (default %(default)s); the critic has its shape")
+    g.add_argument("--placement", default="paper",
+                   help="paper (N-1 generate+train, 1 scores), colocated, disaggregated (default %(default)s)")
+    g.add_argument("--devices", type=positive(), default=8,
+                   help="GPUs in total for the paper/colocated placements (default %(default)s)")
+    g.add_argument("--max-response", type=nonneg_int, default=DEFAULT_MAX_RESPONSE,
+                   help="generation cap, max new tokens (default %(default)s; 0 = no cap)")
+    g.add_argument("--ppo-epochs", type=positive(), default=4, help="PPO epochs per step (default %(default)s, as TRL)")
+    g.add_argument("--minibatches", type=positive(), default=1, help="mini-batches per epoch (default %(default)s, as TRL)")
+    g.add_argument("--contention", type=float, default=0.0,
+                   help="slowdown factor when jobs share a device (default %(default)s)")
+    g.add_argument("--seed", type=nonneg_int, default=0,
+                   help="seed of every random choice: synthetic rewards, synthetic traces (default %(default)s)")
+    m = p.add_argument_group("memory and weight sync (a configuration that does not fit is refused)")
+    m.add_argument("--zero", choices=("auto", "0", "1", "2", "3"), default="auto",
+                   help="ZeRO stage of the trainer (default %(default)s: 2, else 3, whichever fits first)")
+    m.add_argument("--recompute", choices=("auto", "none", "selective", "full"), default="auto",
+                   help="activation recomputation (default %(default)s: none, else selective/full, whichever fits first)")
+    m.add_argument("--eager-attention", action="store_true",
+                   help="attention stores its s x s scores, no FlashAttention (default off)")
+    m.add_argument("--micro-batch-tokens", type=positive(), default=None,
+                   help="tokens per training micro-batch (default: one longest sequence)")
+    m.add_argument("--sp", type=positive(), default=1, help="sequence parallelism of the trainer (default %(default)s)")
+    m.add_argument("--colocate", choices=("sleep", "resident"), default="sleep",
+                   help="generation sharing GPUs: engine and trainer take turns (sleep) or both stay resident "
+                        "(default %(default)s)")
+    m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
+    m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
+                   help="weight sync path (default %(default)s: nvlink within a node, network across nodes)")
+
+
+def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
+    """The generation engine, its settings (vLLM's names), and how the scorers batch."""
+    e = EngineConfig
+    g = p.add_argument_group("generation engine (settings named as vLLM's engine arguments)")
+    g.add_argument("--engine", choices=ENGINES, default=EngineKind.CONTINUOUS.value,
+                   help="continuous: vLLM-style continuous batching; static: TRL-style padded batches generated in "
+                        "calls of C tokens (default %(default)s)")
+    if tp:
+        g.add_argument("--tp", type=positive(), default=e.tp,
+                       help="tensor parallelism of each generation replica (default %(default)s)")
+    g.add_argument("--gpu-memory-utilization", "--gpu-mem-util", dest="gpu_mem_util", type=positive(float),
+                   default=e.gpu_memory_utilization, metavar="FRACTION",
+                   help="usable fraction of device memory, weights + KV cache (default %(default)s)")
+    g.add_argument("--block-size", type=positive(), default=None, help=f"KV block size in tokens (default {e.block_size})")
+    g.add_argument("--num-gpu-blocks-override", type=positive(), default=None,
+                   help="KV blocks per replica instead of sizing the KV cache from memory (default: from memory)")
+    g.add_argument("--max-num-seqs", type=positive(), default=None,
+                   help=f"continuous engine: sequences per iteration (default {e.max_num_seqs})")
+    g.add_argument("--max-num-batched-tokens", type=positive(), default=None,
+                   help=f"continuous engine: token budget per iteration (default {e.max_num_batched_tokens})")
+    g.add_argument("--enable-chunked-prefill", action=BOOL, default=None,
+                   help=f"continuous engine: split long prefills over iterations (default {on_off(e.enable_chunked_prefill)})")
+    g.add_argument("--enable-prefix-caching", action=BOOL, default=None,
+                   help=f"continuous engine: reuse cached full KV blocks (default {on_off(e.enable_prefix_caching)})")
+    g.add_argument("--long-prefill-token-threshold", type=nonneg_int, default=None,
+                   help=f"continuous engine: most prefill tokens of one request per iteration "
+                        f"(default {e.long_prefill_token_threshold} = off)")
+    g.add_argument("--gen-batch", type=positive(), default=None,
+                   help="static engine: rows per generation mini-batch, TRL's local_rollout_forward_batch_size "
+                        "(default: one batch)")
+    g.add_argument("--call-tokens", type=positive(), default=None,
+                   help="static engine: tokens per generate call of a policy without a chunk size C (a chunked "
+                        "policy's C sets it) (default: one call to the longest response)")
+    g.add_argument("--carry-kv", action=BOOL, default=None,
+                   help="static engine: keep the KV cache across calls; --no-carry-kv re-prefills every call (default on)")
+    g.add_argument("--call-overhead", type=nonneg_float, default=None,
+                   help=f"static engine: seconds per generate call beyond its forwards (default: the profile's fitted "
+                        f"value, else {DEFAULT_CALL_OVERHEAD_S})")
+    s = p.add_argument_group("scoring")
+    s.add_argument("--stream-batching", action=BOOL, default=None,
+                   help=f"streamed chunks of several sequences share one scorer forward; --no-stream-batching: one "
+                        f"forward each (default {on_off(SimConfig.stream_batching)}; streaming policies only)")
+    s.add_argument("--scorer-max-tokens", type=positive(), default=None,
+                   help=f"tokens per scorer forward batch (default {SimConfig.scorer_max_tokens})")
+    s.add_argument("--padded-batches", action=BOOL, default=None,
+                   help=f"whole-sequence scoring and training pad every sequence to the batch's longest "
+                        f"(default {on_off(SimConfig.padded_batches)})")
+
+
+def _given(a: argparse.Namespace, names) -> dict:
+    return {n: getattr(a, n) for n in names if getattr(a, n, None) is not None}
+
+
+def check_engine_flags(a: argparse.Namespace) -> None:
+    """An engine setting given for the engine that does not have it -> one-line ConfigError."""
+    wrong = CONTINUOUS_ONLY if a.engine == EngineKind.STATIC.value else STATIC_ONLY
+    for dest in wrong:
+        if getattr(a, dest, None) is not None:
+            other = next(k for k in ENGINES if k != a.engine)
+            raise ConfigError(f"{flag_name(dest, getattr(a, dest))} is not used by engine '{a.engine}' (it is a setting of the {other} "
+                              f"engine); drop it or choose --engine {other}")
+
+
+def engine_fields(a: argparse.Namespace, hardware: str) -> dict:
+    """``SimConfig`` keywords of the engine and scoring options: only what was given, defaults otherwise.
+    ``hardware``: the GPU id or profile the run uses (a profile's fitted static per-call overhead applies)."""
+    from oppo_sim.engine.static_params import StaticConfig, StaticCostParams
+
+    check_engine_flags(a)
+    engine = EngineConfig(gpu_memory_utilization=a.gpu_mem_util, **_given(a, (
+        "tp", "block_size", "num_gpu_blocks_override", *CONTINUOUS_ONLY)))
+    static = _given(a, ("gen_batch", "call_tokens", "carry_kv"))
+    out = {"engine": engine, "engine_kind": a.engine, "static": StaticConfig(**static),
+           **_given(a, ("stream_batching", "scorer_max_tokens", "padded_batches"))}
+    if a.engine == EngineKind.STATIC.value:
+        if str(hardware).lower().endswith(".json"):  # a profile: its fitted per-call overhead
+            from oppo_sim.hw.profiles import read_profile
+
+            out["static_cost"] = StaticCostParams.from_meta(read_profile(hardware)[1])
+        if a.call_overhead is not None:
+            out["static_cost"] = StaticCostParams(call_overhead_s=a.call_overhead)
+    return out
+
+
+def sim_config(a: argparse.Namespace) -> SimConfig:
+    """The ``SimConfig`` of ``run``/``compare``/``sweep``'s options."""
+    from oppo_sim.core.placement import (
+        colocated_placement,
+        disaggregated_placement,
+        paper_placement,
+    )
+    from oppo_sim.hw.memory import TrainMemoryConfig
+    from oppo_sim.hw.profiles import resolve_hardware
+
+    place = a.placement.strip().lower()
+    if place == "paper":
+        placement = paper_placement(a.devices)
+    elif place == "colocated":
+        placement = colocated_placement(a.devices)
+    elif place == "disaggregated":
+        placement = disaggregated_placement()
+    else:
+        raise ConfigError(f"unknown placement '{a.placement}'; known: paper, colocated, disaggregated")
+    if place == "paper" and a.devices < 2:
+        raise ConfigError("the paper placement needs at least 2 devices (one scores)")
+    return SimConfig(
+        batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(a.profile or a.gpu), actor=a.actor,
+        reward=a.reward, placement=placement, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches,
+        max_response=a.max_response or None, contention=a.contention,
+        train_memory=TrainMemoryConfig(
+            zero_stage=None if a.zero == "auto" else int(a.zero), recompute=None if a.recompute == "auto" else a.recompute,
+            flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
+        ),
+        colocate=a.colocate, nodes=a.nodes, sync=a.sync, **engine_fields(a, a.profile or a.gpu),
+    )
+
+
+__all__ = ["ENGINES", "add_engine_args", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config"]
