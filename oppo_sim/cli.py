@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
 from oppo_sim.cli_policy import add_policy_args, check_policy_flags, policy_options
 from oppo_sim.cli_setup import add_engine_args, add_setup_args, sim_config
-from oppo_sim.cliargs import Parser, int_list, nonneg_int, on_off, positive, run_command, str_list
+from oppo_sim.cliargs import Parser, int_list, nonneg_int, on_off, output, positive, run_command, str_list
 
 DEFAULT_COMPARE = ("baseline", "stream", "intra", "inter", "oppo")
 
@@ -83,16 +82,16 @@ def cmd_run(a: argparse.Namespace) -> int:
     if len(res.steps) > 10:
         print(f"... {len(res.steps) - 10} more steps")
     if a.steps_csv:
-        res.steps.to_csv(a.steps_csv, index=False)
+        res.steps.to_csv(output(a.steps_csv), index=False)
     if a.timeline_csv:
-        res.timeline.to_csv(a.timeline_csv, index=False)
+        res.timeline.to_csv(output(a.timeline_csv), index=False)
     if a.plot:
         from oppo_sim.explore.plots import plot_timeline
 
-        plot_timeline(res, steps=(0, min(3, len(res.steps) - 1))).savefig(a.plot, dpi=120, bbox_inches="tight")
+        plot_timeline(res, steps=(0, min(3, len(res.steps) - 1))).savefig(output(a.plot), dpi=120, bbox_inches="tight")
         print(f"figure: {a.plot}")
     if a.json:
-        res.write_json(a.json)
+        res.write_json(output(a.json))
         print(f"json: {a.json}")
     return 0
 
@@ -125,13 +124,13 @@ def cmd_compare(a: argparse.Namespace) -> int:
     if a.plot:
         from oppo_sim.explore.plots import plot_compare
 
-        plot_compare(results).savefig(a.plot, dpi=120, bbox_inches="tight")
+        plot_compare(results).savefig(output(a.plot), dpi=120, bbox_inches="tight")
         print(f"figure: {a.plot}")
     if a.json:
         out = {"trace": trace.name, "gpu": cfg.gpu_id, "batch": cfg.batch, "steps": cfg.steps,
                "policies": {name: r.to_json() for name, r in results.items()},
                "speedup": dict(zip(names, df["speedup"].tolist()))}
-        Path(a.json).write_text(json.dumps(out, indent=2) + "\n")
+        output(a.json).write_text(json.dumps(out, indent=2) + "\n")
         print(f"json: {a.json}")
     return 0
 
@@ -152,7 +151,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         save_table(df, a.out)
         print(f"table: {a.out}")
     if a.json:
-        Path(a.json).write_text(df.to_json(orient="records", indent=2) + "\n")
+        output(a.json).write_text(df.to_json(orient="records", indent=2) + "\n")
         print(f"json: {a.json}")
     return 0
 
@@ -178,9 +177,9 @@ def cmd_replay(a: argparse.Namespace) -> int:
           f"{s['kv_blocks']} KV blocks")
     _print_table(pd.DataFrame([{k: v for k, v in s.items() if k not in ("gpu", "model", "tp", "kv_blocks")}]))
     if a.requests_csv:
-        res.requests.to_csv(a.requests_csv, index=False)
+        res.requests.to_csv(output(a.requests_csv), index=False)
     if a.json:
-        Path(a.json).write_text(json.dumps(s, indent=2) + "\n")
+        output(a.json).write_text(json.dumps(s, indent=2) + "\n")
         print(f"json: {a.json}")
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from oppo_sim.core.errors import OppoError
@@ -82,6 +83,14 @@ def flag_name(dest: str, value) -> str:
 
 def on_off(flag: bool) -> str:
     return "on" if flag else "off"
+
+
+def output(path) -> Path:
+    """An output file a command was asked to write: its folder is made if missing (``--plot out/x.png``
+    on a fresh checkout must not fail on the missing ``out/``)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return p
 
 
 def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from oppo_sim.cli_policy import check_policy_flags
 from oppo_sim.cli_setup import add_engine_args, engine_fields
-from oppo_sim.cliargs import int_list, nonneg_int, positive, str_list
+from oppo_sim.cliargs import int_list, nonneg_int, output, positive, str_list
 
 _GPUS_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$")
 SHOWN = ("rank", "config", "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "util_gen", "util_train",
@@ -163,7 +163,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
         plot_pareto(res.table).savefig(out / "pareto.png", dpi=120, bbox_inches="tight")
         print(f"\ntable: {out / 'plan.csv'}\nfigure: {out / 'pareto.png'}")
     if a.json:
-        Path(a.json).write_text(res.table.to_json(orient="records", indent=2) + "\n")
+        output(a.json).write_text(res.table.to_json(orient="records", indent=2) + "\n")
         print(f"json: {a.json}")
     return 0
 

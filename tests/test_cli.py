@@ -81,3 +81,12 @@ def test_entry_point_argparse_errors_are_one_line():
     p = subprocess.run([sys.executable, "-m", "oppo_sim.cli", "run", "--batch", "-1"], capture_output=True, text=True)
     assert p.returncode == 2
     assert p.stderr.strip().count("\n") == 0 and "--batch" in p.stderr
+
+
+def test_outputs_go_into_folders_that_do_not_exist_yet(capsys, tmp_path):
+    out = tmp_path / "new" / "deeper"
+    rc = main(["run", "--steps", "2", "--batch", "8", "--actor", "qwen2.5-0.5b", "--reward", "qwen2.5-0.5b",
+               "--json", str(out / "run.json"), "--plot", str(out / "t.png"), "--steps-csv", str(out / "s.csv")])
+    assert rc == 0
+    assert json.loads((out / "run.json").read_text())["steps"] == 2
+    assert (out / "t.png").stat().st_size > 0 and (out / "s.csv").exists()

@@ -293,6 +293,7 @@ def save_table(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write a sweep table as CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``), chosen by suffix."""
     p = Path(path)
     name = p.name.lower()
+    p.parent.mkdir(parents=True, exist_ok=True)
     if name.endswith((".csv", ".csv.gz")):
         df.to_csv(p, index=False)
     elif name.endswith(".parquet"):
