@@ -227,3 +227,16 @@ def test_a_request_paused_and_refilled_twice_in_one_step_is_resumed_once():
     assert resumes.count(0) >= 2 and resumes.count(1) >= 2  # the case: each resumed more than once
     assert ledger.decision(0).resumed == (0, 1)
     assert ledger.decision(0).admitted == (0, 1)
+
+
+def test_the_table_survives_a_checkpoint():
+    import json
+
+    ledger = drive(Inter(delta=4), LENGTHS, 2, 3)
+    doc = json.loads(json.dumps(ledger.to_json()))
+    again = Ledger(Inter(delta=4), 2, ROLES, STREAMED, lambda sid: LENGTHS[sid % len(LENGTHS)])
+    again.load_json(doc)
+    assert again.conservation == ledger.conservation and len(again.conservation) == 3
+    del doc["conservation"]  # a checkpoint written before the table existed
+    again.load_json(doc)
+    assert again.conservation == []
