@@ -48,6 +48,12 @@ def test_conservation_batch_size_and_utilization(trace, policy):
     admitted = {sid for sids in d["admitted"] for sid in sids}
     assert set(trained) <= admitted and len(admitted) == s["admitted"]
     assert set(d["deferred"].iloc[-1]).isdisjoint(trained)
+    # ... and as the conservation table counts it, step by step, from where each sample is held
+    c = r.conservation
+    assert list(c["step"]) == list(range(SMALL.steps)) and c["balanced"].all()
+    assert c["admitted_total"].iloc[-1] == s["admitted"] and c["trained_total"].iloc[-1] == s["samples_trained"]
+    held = c[["in_batch", "generating", "paused", "deferred", "ready"]].iloc[-1].sum()
+    assert held == s["in_flight_end"] == len(admitted - set(trained))
     # every step trains exactly B samples
     assert len(r.steps) == SMALL.steps
     assert (r.steps["samples"] == SMALL.batch).all()

@@ -121,3 +121,27 @@ def test_make_policy_by_name(name):
 def test_bad_policy_config_is_a_config_error(bad):
     with pytest.raises(ConfigError):
         bad()
+
+
+@pytest.mark.parametrize("make", [
+    lambda rule: DynamicDelta(rule=rule), lambda rule: Oppo(rule=rule), lambda rule: ChunkAutotune(inner=Oppo(rule=rule)),
+], ids=["dynamic-delta", "oppo", "chunk-autotune"])
+def test_a_delta_window_of_100_keeps_the_rewards_it_reads(make):
+    """The Δ rule reads window + 1 mean rewards: with a window of 100 (more than any fixed history of 64), Δ
+    must still move once 101 rewards are in, and keep following the trend."""
+    p = make(DeltaRule(delta0=4, delta_min=0, delta_max=40, window=100))
+    s, deltas, kept = p.initial_state(), [], []
+    for i in range(130):
+        s = p.update(s, outcome(i, i / 100.0))  # rising reward
+        deltas.append(s.delta)
+        kept.append(len(s.rewards))
+    assert deltas[:100] == [4] * 100  # the window is not full yet
+    assert deltas[100:] == list(range(5, 35))  # one up per step from the 101st reward on
+    assert kept == [min(i + 1, 101) for i in range(130)] and p.rewards_kept() == 101
+
+
+def test_policies_without_a_delta_rule_keep_no_rewards():
+    for p in (Baseline(), Inter(delta=2), PartialRollout(), Async(), ChunkAutotune(inner=Intra())):
+        s = p.update(p.initial_state(), outcome(0, 0.5))
+        assert p.rewards_kept() == 0 and s.rewards == ()
+    assert DynamicDelta(rule=DeltaRule(window=3)).update(PolicyState(), outcome(0, 0.5)).rewards == (0.5,)

@@ -13,9 +13,14 @@ the decisions each step made. Both drivers use it the same way::
 Rules that live here: the **staleness gate** (:meth:`Ledger.may_start`: generation of step t starts
 once the policy version is at least t - k), **staleness** of a trained sample (step - version that
 admitted it), and **step time** (:meth:`Ledger.complete`: from the previous step's end, or from the
-step's own start for the first step and the first after a restart). Nothing is lost: every admitted
-sample is trained exactly once or still in flight (:meth:`Ledger.in_flight`), and the decisions table
-(:meth:`Ledger.decisions_frame`) shows it.
+step's own start for the first step and the first after a restart), and **conservation**
+(:meth:`Ledger.check_conservation`, run by :meth:`Ledger.complete` for every step): every admitted
+sample is trained exactly once or in exactly one state (in a batch not trained yet, generating,
+paused, deferred, finished but untrained), counted from the containers that hold it, and every sample
+deferred at a step's end is resumed at the next step's start. The per-step accounting is the
+conservation table (:meth:`Ledger.conservation_frame`); a step that breaks it raises
+:class:`ConservationError` (a bug, not bad input). The decisions table (:meth:`Ledger.decisions_frame`)
+names the samples.
 """
 
 from __future__ import annotations
@@ -36,6 +41,53 @@ from oppo_sim.core.stepmachine import StepMachine, Track
 DECISION_FIELDS = ("step", "admitted", "resumed", "deferred", "trained", "delta", "chunk", "staleness")
 """Columns of the decisions table: sample ids admitted fresh, resumed, deferred at the step's end and
 trained; the Δ and C in force; the staleness of each trained sample."""
+
+
+CONSERVATION_FIELDS = (
+    "step", "admitted_total", "trained_total", "trained", "in_batch", "generating", "paused", "deferred", "ready",
+    "lost", "duplicated", "stray", "unresumed", "balanced",
+)
+"""Columns of the conservation table, one row per trained step (see :class:`Conservation`)."""
+
+STATES = ("trained", "in_batch", "generating", "paused", "deferred", "ready")
+"""The states an admitted sample is in once a step has trained, each read from its own container."""
+
+
+class ConservationError(RuntimeError):
+    """A sample was lost, held twice or not resumed: a bug in the step machine or a driver, not bad input."""
+
+
+@dataclass(frozen=True)
+class Conservation:
+    """Where every admitted sample is once step ``step`` has trained (:meth:`Ledger.check_conservation`).
+
+    The six state counts are read from the containers that hold the samples. ``balanced`` holds when no
+    sample is lost, duplicated or stray, none is unresumed, and admitted_total = trained_total + in_batch +
+    generating + paused + deferred + ready."""
+
+    step: int
+    admitted_total: int
+    trained_total: int  # trained by this step and every step before it
+    trained: int  # in this step's batch
+    in_batch: int  # in a later step's batch, formed but not trained yet (asynchronous plans)
+    generating: int  # generating in a step that has not stopped yet (asynchronous plans)
+    paused: int  # paused in a step that has not stopped yet (deferred when it stops)
+    deferred: int  # deferred at the end of the latest stopped step: the next step resumes them at its start
+    ready: int  # finished and in no batch yet (carried to a later batch)
+    lost: tuple[int, ...]  # admitted and not trained, but in no state
+    duplicated: tuple[int, ...]  # in more than one state
+    stray: tuple[int, ...]  # in a state but trained already (or never admitted)
+    unresumed: tuple[int, ...]  # deferred at the end of step - 1, not resumed by step
+    balanced: bool
+
+    def describe(self) -> str:
+        states = " + ".join(f"{getattr(self, k)} {k}" for k in STATES[1:])
+        out = f"step {self.step}: {self.admitted_total} admitted vs {self.trained_total} trained + {states}"
+        for name, sids in (("lost", self.lost), ("in two states", self.duplicated), ("trained or never admitted",
+                           self.stray), (f"deferred at step {self.step - 1}'s end and not resumed", self.unresumed)):
+            if sids:
+                out += f"; {name}: {list(sids)}"
+        return out
 
 
 @dataclass(frozen=True)
@@ -68,6 +120,7 @@ class Ledger:
         self.ready: list[int] = []
         self.open: dict[int, StepMachine] = {}  # steps whose batch is not trained yet
         self.decisions: list[StepDecisions] = []
+        self.conservation: list[Conservation] = []  # one row per trained step
         self.trained_total = 0
         self.last_end: float | None = None
         self.log: list[tuple[int, Action]] | None = None  # set to a list to record every action, by step
@@ -105,7 +158,12 @@ class Ledger:
         return acts
 
     def complete(self, step: int, start: float, end: float, mean_reward: float) -> StepOutcome:
-        """Step ``step`` trained and synced at ``end``: the policy learns its outcome, the version moves on."""
+        """Step ``step`` trained and synced at ``end``: its conservation is checked (raises
+        :class:`ConservationError` if broken), the policy learns its outcome, the version moves on."""
+        row = self.check_conservation(step)
+        self.conservation.append(row)
+        if not row.balanced:
+            raise ConservationError(row.describe())
         m = self.open.pop(step)
         prev = self.last_end if self.last_end is not None else start
         self.last_end = end
@@ -147,6 +205,47 @@ class Ledger:
         """Admitted samples not trained yet (deferred, finished, generating or in a batch in training)."""
         return len(self.tracks)
 
+    # -- conservation ---------------------------------------------------------------------------
+    def check_conservation(self, step: int) -> Conservation:
+        """Account for every admitted sample once step ``step`` has trained (before :meth:`complete` forgets
+        its batch). Each state is read from the container that holds it: this step's batch, the formed
+        batches of later steps, what a step not stopped yet has generating or paused, the deferred and the
+        finished-but-untrained lists — never from the number of tracks, which only names the admitted
+        samples not trained yet. Checks (a) each of those is in exactly one state and nothing else is,
+        (b) every sample deferred at the end of step - 1 was resumed by step (a step resumes *every* deferred
+        sample at its start; one that still does not finish is deferred again at its end, it is never carried
+        without being resumed), (c) admitted = trained + the other states."""
+        held: dict[str, list[int]] = {k: [] for k in STATES}
+        held["deferred"], held["ready"] = list(self.deferred), list(self.ready)
+        for t, m in self.open.items():
+            if m.batch is not None:
+                held["trained" if t == step else "in_batch"].extend(m.batch)
+            else:
+                held["generating"].extend(m.active)
+                held["paused"].extend(m.paused)
+        seen: dict[int, int] = {}
+        for sids in held.values():
+            for sid in sids:
+                seen[sid] = seen.get(sid, 0) + 1
+        tracks = self.tracks
+        lost = tuple(sorted(s for s in tracks if s not in seen))
+        duplicated = tuple(sorted(s for s, n in seen.items() if n > 1))
+        stray = tuple(sorted(s for s in seen if s not in tracks))
+        prev, cur = self._decision(step - 1), self._decision(step)
+        resumed = set(cur.resumed) if cur is not None else set()
+        unresumed = tuple(s for s in (prev.deferred if prev is not None else ()) if s not in resumed)
+        n = {k: len(v) for k, v in held.items()}
+        trained_total = self.trained_total + n["trained"]
+        adds_up = self.next_sid == trained_total + sum(n[k] for k in STATES[1:])
+        return Conservation(step, self.next_sid, trained_total, *(n[k] for k in STATES), lost, duplicated, stray,
+                            unresumed, adds_up and not (lost or duplicated or stray or unresumed))
+
+    def conservation_frame(self):
+        import pandas as pd
+
+        rows = [tuple(getattr(c, f) for f in CONSERVATION_FIELDS) for c in self.conservation]
+        return pd.DataFrame(rows, columns=list(CONSERVATION_FIELDS))
+
     # -- decisions ------------------------------------------------------------------------------
     def record(self, m: StepMachine) -> None:
         batch = m.batch or ()
@@ -156,7 +255,13 @@ class Ledger:
         ))
 
     def decision(self, step: int) -> StepDecisions:
-        return next(d for d in reversed(self.decisions) if d.step == step)
+        d = self._decision(step)
+        if d is None:
+            raise KeyError(f"no decisions recorded for step {step}")
+        return d
+
+    def _decision(self, step: int) -> StepDecisions | None:
+        return next((d for d in reversed(self.decisions) if d.step == step), None)
 
     def decisions_frame(self):
         import pandas as pd
@@ -172,6 +277,7 @@ class Ledger:
             "state": asdict(self.state), "version": self.version, "next_sid": self.next_sid,
             "tracks": [t.to_json() for t in self.tracks.values()], "deferred": self.deferred, "ready": self.ready,
             "decisions": [asdict(d) for d in self.decisions], "trained_total": self.trained_total,
+            "conservation": [asdict(c) for c in self.conservation],
         }
 
     def load_json(self, doc: Mapping) -> None:
@@ -183,5 +289,7 @@ class Ledger:
         self.deferred, self.ready = list(doc["deferred"]), list(doc["ready"])
         self.decisions = [StepDecisions(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
                           for d in doc["decisions"]]
+        self.conservation = [Conservation(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})
+                             for c in doc.get("conservation", ())]  # (checkpoints written before it had none)
         self.trained_total = doc["trained_total"]
         self.restarted()

@@ -23,6 +23,11 @@ from typing import Callable, ClassVar
 from oppo_sim.core.errors import ConfigError
 
 
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ConfigError(msg)
+
+
 class Streaming(str, enum.Enum):
     """How generated tokens reach the (frozen, separately placed) scorers during generation."""
 
@@ -55,14 +60,10 @@ class StepPlan:
     delta: int = 0  # Δ in force (reported)
 
     def __post_init__(self) -> None:
-        if self.admit < 0:
-            raise ConfigError(f"plan admits {self.admit} prompts; must be >= 0")
-        if self.streaming is Streaming.CHUNKED and (self.chunk is None or self.chunk < 1):
-            raise ConfigError("chunked streaming needs a chunk size C >= 1")
-        if self.token_budget is not None and self.token_budget < 1:
-            raise ConfigError(f"token budget must be >= 1, got {self.token_budget}")
-        if self.max_staleness < 0:
-            raise ConfigError(f"staleness bound must be >= 0, got {self.max_staleness}")
+        _check(self.admit >= 0, f"plan admits {self.admit} prompts; must be >= 0")
+        _check(self.streaming is not Streaming.CHUNKED or (self.chunk or 0) >= 1, "chunked streaming needs a chunk size C >= 1")
+        _check(self.token_budget is None or self.token_budget >= 1, f"token budget must be >= 1, got {self.token_budget}")
+        _check(self.max_staleness >= 0, f"staleness bound must be >= 0, got {self.max_staleness}")
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,6 @@ class PolicyState:
     tune_trials: tuple[tuple[int, float], ...] = ()  # (C, step time) measured in the current tuning round
 
 
-def _check(cond: bool, msg: str) -> None:
-    if not cond:
-        raise ConfigError(msg)
-
-
 class Policy:
     """Base class. Subclasses are frozen dataclasses holding the policy's parameters."""
 
@@ -102,8 +98,13 @@ class Policy:
     def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
         raise NotImplementedError
 
+    def rewards_kept(self) -> int:
+        """How many of the latest mean rewards :meth:`update` keeps: as many as the policy's Δ rule reads."""
+        return 0
+
     def update(self, state: PolicyState, outcome: StepOutcome) -> PolicyState:
-        return replace(state, rewards=(*state.rewards, outcome.mean_reward)[-64:])
+        n = self.rewards_kept()
+        return replace(state, rewards=(*state.rewards, outcome.mean_reward)[-n:] if n else ())
 
     def label(self) -> str:
         return self.name
@@ -174,12 +175,8 @@ class Inter(Policy):
 
 
 def _inter_plan(delta: int, ctx: StepContext, **extra) -> StepPlan:
-    return StepPlan(
-        admit=_fill_to(ctx, ctx.batch + delta),
-        end_after=max(0, ctx.batch - ctx.carried_finished),
-        delta=delta,
-        **extra,
-    )
+    return StepPlan(admit=_fill_to(ctx, ctx.batch + delta), end_after=max(0, ctx.batch - ctx.carried_finished), delta=delta,
+                    **extra)
 
 
 @dataclass(frozen=True)
@@ -202,12 +199,16 @@ class DeltaRule:
         _check(self.window >= 1, f"window must be >= 1, got {self.window}")
         _check(self.inc >= 0 and self.dec >= 0, "inc and dec must be >= 0")
 
+    @property
+    def history(self) -> int:  # mean rewards the rule reads: a window of slopes needs window + 1 of them
+        return self.window + 1
+
 
 def next_delta(rule: DeltaRule, delta: int, rewards: tuple[float, ...]) -> int:
     """Δ for the next step given the mean-reward history (oldest first)."""
-    if len(rewards) < rule.window + 1:
+    if len(rewards) < rule.history:
         return delta
-    recent = rewards[-(rule.window + 1) :]
+    recent = rewards[-rule.history :]
     slope = sum(b - a for a, b in zip(recent, recent[1:])) / rule.window
     step_up = max(1, delta // 4) if rule.proportional else rule.inc
     step_down = max(1, delta // 4) if rule.proportional else rule.dec
@@ -228,6 +229,9 @@ class DynamicDelta(Policy):
 
     def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
         return _inter_plan(state.delta, ctx)
+
+    def rewards_kept(self) -> int:
+        return self.rule.history
 
     def update(self, state: PolicyState, outcome: StepOutcome) -> PolicyState:
         s = super().update(state, outcome)
@@ -253,6 +257,9 @@ class Oppo(Policy):
 
     def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
         return _inter_plan(state.delta, ctx, streaming=Streaming.CHUNKED, chunk=state.chunk or self.chunk)
+
+    def rewards_kept(self) -> int:
+        return self.rule.history
 
     def update(self, state: PolicyState, outcome: StepOutcome) -> PolicyState:
         s = Policy.update(self, state, outcome)
@@ -288,6 +295,9 @@ class ChunkAutotune(Policy):
         k = self._trial_index(ctx.step)
         chunk = self.candidates[k] if k is not None else state.chunk
         return self.inner.plan(replace(state, chunk=chunk), ctx)
+
+    def rewards_kept(self) -> int:
+        return self.inner.rewards_kept()
 
     def update(self, state: PolicyState, outcome: StepOutcome) -> PolicyState:
         s = self.inner.update(state, outcome)

@@ -35,6 +35,8 @@ class SimResult:
     summary: dict[str, Any]
     meta: dict[str, Any] = field(default_factory=dict)
     decisions: pd.DataFrame = field(default_factory=pd.DataFrame)  # per step: sample ids admitted/resumed/deferred/trained, Δ, C, staleness
+    # per trained step: where every admitted sample is (oppo_sim.core.ledger.CONSERVATION_FIELDS); every row balanced
+    conservation: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def to_json(self) -> dict[str, Any]:
         return {**_jsonable(self.summary), "meta": _jsonable(self.meta)}

@@ -27,7 +27,11 @@ The rules, each defined here once:
 - **end of generation** (:meth:`StepMachine._check_end`): once ``end_after`` responses finished, or
   nothing is generating;
 - **deferral order**: responses paused in this step (in pause order), then the unfinished ones in the
-  order they were launched;
+  order they were launched; the next step resumes every one of them at its start, in that order (none
+  is carried without being resumed; :meth:`oppo_sim.core.ledger.Ledger.check_conservation` checks it);
+- **resumed** (the decisions' ``resumed``): the requests launched with the tokens they had, each once per
+  step in the order first resumed — the deferred ones at the start, then those a refill resumes (a
+  request paused and refilled again in the same step is not listed twice);
 - **simultaneous finishes** (:meth:`StepMachine.report`): progress reported together is applied in
   sample-id order, so "the first B to finish" has one tie-break;
 - **the batch** (:meth:`StepMachine.stopped`): the first B finished samples not yet trained, in finish
@@ -116,7 +120,7 @@ class StepMachine:
         self.refilled = 0
         self.ended = False
         self.admitted: list[int] = []
-        self.resumed: list[int] = []
+        self.resumed: dict[int, None] = {}  # an ordered set: a request refilled twice is resumed once
         self.deferred: tuple[int, ...] = ()
         self.batch: tuple[int, ...] | None = None
         self.pending: dict[int, set[str]] = {}
@@ -161,6 +165,7 @@ class StepMachine:
         for sid, g in progress.items():
             tracks[sid].generated = g
         self.deferred = tuple(self.paused + list(self.active))
+        self.paused = []
         self.active.clear()
         for sid in self.deferred:
             tracks[sid].pause_at = tracks[sid].emit_at = None
@@ -198,7 +203,10 @@ class StepMachine:
     def _launch(self, sid: int, fresh: bool) -> Launch:
         tr = self.ledger.tracks[sid]
         self.active[sid] = None
-        (self.admitted if fresh else self.resumed).append(sid)
+        if fresh:
+            self.admitted.append(sid)
+        else:
+            self.resumed[sid] = None
         return Launch(sid, fresh, tr.generated, self.marks(tr))
 
     def _progress(self, ev: Progress) -> list[Action]:

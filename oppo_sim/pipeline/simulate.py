@@ -100,4 +100,5 @@ def _result(p: Pipeline) -> SimResult:
         "max_response": p.cfg.max_response,
         "clipped_rows": p.trace.n_clipped,
     }
-    return SimResult(steps, timeline, summary, meta, decisions=p.ledger.decisions_frame())
+    return SimResult(steps, timeline, summary, meta, decisions=p.ledger.decisions_frame(),
+                     conservation=p.ledger.conservation_frame())
