@@ -14,16 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from oppo_sim.core.ledger import STATES, ConservationError, Ledger
-from oppo_sim.core.policies import (
-    POLICY_NAMES,
-    Inter,
-    PartialRollout,
-    Policy,
-    PolicyState,
-    StepContext,
-    StepPlan,
-    make_policy,
-)
+from oppo_sim.core.policies import POLICY_NAMES, Inter, PartialRollout, Policy, make_policy
+from oppo_sim.core.stepplan import PolicyState, StepContext, StepPlan
 from oppo_sim.core.protocol import Launch, Progress
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline

@@ -23,14 +23,8 @@ from oppo_real.workers.null import NullScoreWorker, NullTrainWorker
 from oppo_real.workers.placement import LocalHandle
 from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import Placement, Pool
-from oppo_sim.core.policies import (
-    Policy,
-    PolicyState,
-    StepContext,
-    StepOutcome,
-    StepPlan,
-    make_policy,
-)
+from oppo_sim.core.policies import Policy, make_policy
+from oppo_sim.core.stepplan import PolicyState, StepContext, StepOutcome, StepPlan
 from oppo_sim.core.protocol import (
     Emit,
     EndGeneration,

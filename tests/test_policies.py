@@ -20,13 +20,10 @@ from oppo_sim.core.policies import (
     Intra,
     Oppo,
     PartialRollout,
-    PolicyState,
-    StepContext,
-    StepOutcome,
-    Streaming,
     make_policy,
     next_delta,
 )
+from oppo_sim.core.stepplan import PolicyState, StepContext, StepOutcome, Streaming
 
 
 def outcome(step, reward, t=1.0):

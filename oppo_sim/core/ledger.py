@@ -28,13 +28,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
-from oppo_sim.core.policies import (
-    Policy,
-    PolicyState,
-    StepContext,
-    StepOutcome,
-    StepPlan,
-)
+from oppo_sim.core.policies import Policy
+from oppo_sim.core.stepplan import PolicyState, StepContext, StepOutcome, StepPlan
 from oppo_sim.core.protocol import Action
 from oppo_sim.core.stepmachine import StepMachine, Track
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, fields
 from typing import Iterable, Mapping, Protocol
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.core.policies import StepPlan, Streaming
+from oppo_sim.core.stepplan import StepPlan, Streaming
 from oppo_sim.core.protocol import (
     Action,
     Defer,

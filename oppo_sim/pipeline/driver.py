@@ -27,7 +27,8 @@ import simpy
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import SCORING_ROLES, streamed_roles
-from oppo_sim.core.policies import Policy, StepPlan
+from oppo_sim.core.policies import Policy
+from oppo_sim.core.stepplan import StepPlan
 from oppo_sim.core.protocol import (
     Action,
     Defer,
