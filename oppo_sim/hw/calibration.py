@@ -341,7 +341,8 @@ def with_collective_busbw(hw: Hardware, busbw: float, latency_s: float | None = 
     ``all_reduce_perf`` prints at large sizes (``NCCL_ALGO=Ring``) on the node's GPUs; ``latency_s``, if
     given, replaces the per-call overhead (its small-size time)."""
     if not (isinstance(busbw, (int, float)) and 0 < busbw <= hw.gpu.link_bw):
-        raise ConfigError(f"with_collective_busbw: busbw must be in (0, link_bw = {hw.gpu.link_bw:.3g}] bytes/s, got {busbw!r}")
+        raise ConfigError(f"with_collective_busbw: busbw must be in (0, link_bw = {hw.gpu.link_bw:.3g}] bytes/s "
+                          f"(one direction), got {busbw!r}")
     p = hw.params.collective
     new = replace(p, eff_memory=busbw / hw.gpu.link_bw, overhead_s=p.overhead_s if latency_s is None else latency_s)
     return replace(hw, params=replace(hw.params, collective=new))

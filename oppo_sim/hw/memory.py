@@ -40,11 +40,11 @@ Sequence parallelism enters only as ``TrainMemoryConfig.sequence_parallel``, a d
 
 **Pools and phases.** Every number is bytes per device (capacities as the device reports them, see
 ``oppo_sim.hw.hardware``); every printed figure and every summary number is in GiB (``GiB`` = 2**30 B).
-A pool's usable memory is ``mem_bytes × gpu_memory_utilization`` (the rest: CUDA context, NCCL buffers, allocator fragmentation). Roles are
-resident ``always`` or only in a phase: where generation shares GPUs with other roles and the engine
-sleeps (``colocate="sleep"``), generation (``generate`` phase) and everything else (``other`` phase) take
-turns; the tightest phase sets the pool's peak, and the generation engine's KV cache is what its phase
-leaves (``PoolMemory.kv_cache``). Headroom = usable − peak: memory no phase commits to weights, states or
+A pool's usable memory is ``mem_bytes × gpu_memory_utilization`` (the rest: CUDA context, NCCL buffers,
+allocator fragmentation). Roles are resident ``always`` or only in a phase: where generation shares
+GPUs with other roles and the engine sleeps (``colocate="sleep"``), generation (``generate`` phase) and
+everything else (``other`` phase) take turns; the tightest phase sets the pool's peak, and the generation
+engine's KV cache is what its phase leaves (``PoolMemory.kv_cache``). Headroom = usable − peak: memory no phase commits to weights, states or
 activations (where everything is resident, the generation engine's KV cache is exactly that).
 """
 

@@ -1,8 +1,9 @@
 """Hardware profiles: JSON files holding a device spec and its calibrated cost parameters
 (format ``oppo-profile/2``: the units of ``oppo_sim.hw.hardware``, bandwidths one direction per GPU and
-memory in bytes as the device reports it; ``/1`` files predate that convention and are refused), a nominal spec for the local CPU to calibrate against, and
-:func:`resolve_hardware` — the one place where a command line's ``--gpu``/``--profile`` text becomes a
-:class:`Hardware` (a GPU-table id, or a path to a profile)."""
+memory in bytes as the device reports it; ``/1`` files predate that convention and are refused), a
+nominal spec for the local CPU to calibrate against, and :func:`resolve_hardware` — the one place where a
+command line's ``--gpu``/``--profile`` text becomes a :class:`Hardware` (a GPU-table id, or a path to a
+profile)."""
 
 from __future__ import annotations
 
