@@ -313,3 +313,14 @@ def test_run_prints_headroom_per_pool(capsys):
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("memory headroom per device:"))
     assert "main " in line and "score " in line and "KV cache" in line and "ZeRO-3" in line and "over host" in line
+    assert "GiB" in line and " GB" not in line
+
+
+def test_engine_refusal_prints_gib():
+    from oppo_sim.engine.request import EngineConfig, kv_blocks_for
+
+    gpu = get_hardware("rtx-4090").gpu  # 24,564 MiB = 24.0 GiB; 90% usable
+    with pytest.raises(ConfigError) as e:
+        kv_blocks_for(get_model("qwen2.5-14b").weight_bytes(), 1, gpu.mem_bytes, EngineConfig(), "rtx-4090")
+    msg = str(e.value)
+    assert "(27.5 GiB of weights)" in msg and "(1 x 24.0 GiB x 0.9)" in msg and " GB" not in msg, msg

@@ -7,11 +7,12 @@ parameters. A calibrated CPU is just another ``Hardware`` (see ``oppo_sim.hw.cal
 
 Units — the one convention of the whole package:
 
-- **Bandwidth** (``mem_bw``, ``link_bw``, ``host_bw``, ``net_bw``): bytes per second that ONE GPU moves
-  in ONE direction. Vendors quote NVLink and PCIe with both directions summed (H100 "NVLink 900 GB/s" is
-  450 GB/s each way; PCIe 4.0 x16 "64 GB/s" is 32 GB/s each way): the table halves those figures. NICs
-  are quoted per direction already (400 Gb/s NDR InfiniBand = 50e9 B/s each way). Printed as GB/s
-  (1e9 B/s), as datasheets and nccl-tests print them.
+- **Bandwidth**, bytes per second. Links (``link_bw`` to the node's other GPUs, ``host_bw`` to host
+  memory, ``net_bw`` to other nodes): what ONE GPU moves in ONE direction. Vendors quote NVLink and PCIe
+  with both directions summed (H100 "NVLink 900 GB/s" is 450 GB/s each way; PCIe 4.0 x16 "64 GB/s" is
+  32 GB/s each way): the table halves those figures. NICs are quoted per direction already (400 Gb/s NDR
+  InfiniBand = 50e9 B/s each way). ``mem_bw`` is the device memory's datasheet figure (reads and writes
+  together). Printed as GB/s (1e9 B/s), as datasheets and nccl-tests print them.
 - **Memory capacity** (``mem_bytes`` and every byte count of ``oppo_sim.hw.memory``): bytes as the
   device reports them (``nvidia-smi --query-gpu=memory.total`` in MiB x ``MiB``): an "80GB" H100 holds
   81,559 MiB = 79.6 GiB = 85.5e9 B. Every printed memory figure is in GiB (``GiB`` = 2**30 B) and says
