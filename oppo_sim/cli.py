@@ -50,10 +50,10 @@ def _row(res) -> dict:
 
 
 def _memory_line(s: dict) -> str:
-    """Headroom per pool (GB per device), the KV cache generation gets, the training setup and sync path."""
+    """Headroom per pool (GiB per device), the KV cache generation gets, the training setup and sync path."""
     pools = ", ".join(
-        f"{pool} {gb:.1f} GB" + (f" (KV cache {s['kv_cache_gb'][pool]:.1f} GB)" if pool in s["kv_cache_gb"] else "")
-        for pool, gb in s["memory_headroom_gb"].items()
+        f"{pool} {gib:.1f} GiB" + (f" (KV cache {s['kv_cache_gib'][pool]:.1f} GiB)" if pool in s["kv_cache_gib"] else "")
+        for pool, gib in s["memory_headroom_gib"].items()
     )
     return (f"memory headroom per device: {pools}; trainer ZeRO-{s['zero_stage']}, recompute {s['recompute']} "
             f"(longest sequence {s['max_seq_tokens']:,} tokens); weight sync over {s['sync_mechanism']}")

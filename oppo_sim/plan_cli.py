@@ -23,7 +23,7 @@ from oppo_sim.cliargs import int_list, nonneg_int, output, positive, str_list
 
 _GPUS_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$")
 SHOWN = ("rank", "config", "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "util_gen", "util_train",
-         "util_score", "staleness_mean", "staleness_max", "headroom_gb")
+         "util_score", "staleness_mean", "staleness_max", "headroom_gib")
 
 
 def gpus_arg(text: str) -> tuple[int, str]:

@@ -203,7 +203,7 @@ PLAN = [
         "    print('servegen_deepseek_r1_sampled not found:', e)\n"
         "    TRACE = DEFAULT_TRACE\n"
         "COLS = ['rank', 'config', 'samples_per_s', 'speedup', 'step_time_s', 'util_gen', 'util_train', 'util_score',\n"
-        "        'staleness_mean', 'headroom_gb']\n"
+        "        'staleness_mean', 'headroom_gib']\n"
         "pd.set_option('display.width', 200)\n"
         "pd.set_option('display.max_colwidth', 60)"
     ),

@@ -14,7 +14,10 @@ from oppo_sim.hw.calibration import (
     fit_profile,
     predict_seconds,
     validate_measurements,
+    with_collective_busbw,
+    with_collective_seconds,
 )
+from oppo_sim.hw.costmodel import CostModel, DecodeCost
 from oppo_sim.hw.hardware import (
     DEFAULT_COST_PARAMS,
     CostParams,
@@ -37,6 +40,7 @@ TRUTH = CostParams(
     prefill=OpParams(0.61, 0.55, 1.5e-3),
     train=OpParams(0.35, 0.80, 7e-3),
     sync=OpParams(1.0, 0.45, 0.02),
+    collective=OpParams(1.0, 0.85, 1.2e-5),
 )
 
 
@@ -54,6 +58,9 @@ def _work_grid() -> pd.DataFrame:
             rows.append(("prefill", 1, m.forward_flops(n, 0, scalar_head=True), m.weight_bytes(True) + n * kv))
             rows.append(("train", 2, 3 * m.forward_flops(n), 2 * 3 * m.weight_bytes() + 16 * m.params))
         rows.append(("sync", 1, 0.0, m.weight_bytes()))
+    for size in [1e5, 1e6, 1e7, 1e8, 1e9]:  # all-reduces, as nccl-tests times them: bus bytes per GPU
+        for n in [2, 8]:
+            rows.append(("collective", n, *CostModel.allreduce_work(size, n)))
     return pd.DataFrame(rows, columns=["op", "devices", "flops", "bytes"])
 
 
@@ -82,13 +89,16 @@ def test_fit_profile_recovers_truth(gid):
     hw, report = fit_profile(df, spec)
     assert hw.gpu is spec
     assert list(report.columns) == REPORT_COLUMNS
-    assert list(report.op) == ["decode", "prefill", "train", "sync"]
+    assert list(report.op) == ["decode", "prefill", "train", "sync", "collective"]
     for op in ["decode", "prefill", "train"]:
         _close(hw.params.op(op), TRUTH.op(op), rel=0.04)
     sync = hw.params.sync
     assert sync.eff_memory == pytest.approx(0.45, rel=0.04)
     assert sync.overhead_s == pytest.approx(0.02, rel=0.1)
     assert sync.eff_compute == 1.0  # no FLOPs: default kept
+    coll = hw.params.collective  # the all-reduce efficiency and latency come through the profile fit
+    assert coll.eff_memory == pytest.approx(0.85, rel=0.04) and coll.overhead_s == pytest.approx(1.2e-5, rel=0.1)
+    assert coll.eff_compute == 1.0
     assert (report.mape < 0.02).all()
     assert (report.r2 > 0.99).all()
 
@@ -97,7 +107,7 @@ def test_fit_exact_without_noise():
     spec = get_gpu("h200")
     df = _measure(_work_grid(), spec, TRUTH, noise=0.0)
     hw, report = fit_profile(df, spec)
-    for op in ["decode", "prefill", "train", "sync"]:
+    for op in ["decode", "prefill", "train", "sync", "collective"]:
         _close(hw.params.op(op), TRUTH.op(op), rel=1e-4)
     assert (report.mape < 1e-5).all()
 
@@ -154,6 +164,7 @@ def test_absent_ops_keep_defaults():
     assert hw.params.decode == DEFAULT_COST_PARAMS.decode
     assert hw.params.train == DEFAULT_COST_PARAMS.train
     assert hw.params.sync == DEFAULT_COST_PARAMS.sync
+    assert hw.params.collective == DEFAULT_COST_PARAMS.collective
     _close(hw.params.prefill, TRUTH.prefill, rel=1e-4)
 
 
@@ -207,9 +218,9 @@ def test_profile_round_trip_exact(tmp_path):
     assert resolve_hardware(path) == hw
     assert resolve_hardware(str(path)) == hw
     doc = json.loads(path.read_text())
-    assert doc["format"] == "oppo-profile/1"
+    assert doc["format"] == "oppo-profile/2"
     assert set(doc) == {"format", "gpu", "params", "meta"}
-    assert set(doc["params"]) == {"decode", "prefill", "train", "sync"}
+    assert set(doc["params"]) == {"decode", "prefill", "train", "sync", "collective"}
 
 
 def test_cpu_profile_round_trip(tmp_path):
@@ -231,11 +242,11 @@ def _write(tmp_path, doc) -> str:
 
 def _good_doc() -> dict:
     return {
-        "format": "oppo-profile/1",
-        "gpu": {"id": "h200", "name": "H200", "peak_flops": 989e12, "mem_bw": 4.8e12, "mem_bytes": 141e9,
-                "link_bw": 900e9, "source": "test"},
+        "format": "oppo-profile/2",
+        "gpu": {"id": "h200", "name": "H200", "peak_flops": 989e12, "mem_bw": 4.8e12, "mem_bytes": 143_771 * 2**20,
+                "link_bw": 450e9, "source": "test"},
         "params": {op: {"eff_compute": 0.5, "eff_memory": 0.5, "overhead_s": 0.001}
-                   for op in ["decode", "prefill", "train", "sync"]},
+                   for op in ["decode", "prefill", "train", "sync", "collective"]},
         "meta": {},
     }
 
@@ -256,7 +267,8 @@ def _edit(path: list, value=None, delete=False):
 @pytest.mark.parametrize(
     "edit, match",
     [
-        (_edit(["format"], "oppo-profile/2"), "field 'format' must be 'oppo-profile/1'"),
+        (_edit(["format"], "oppo-profile/3"), "field 'format' must be 'oppo-profile/2'"),
+        (_edit(["format"], "oppo-profile/1"), "'oppo-profile/1' predates 'oppo-profile/2'.*one direction"),
         (_edit(["gpu"], delete=True), "missing field 'gpu'"),
         (_edit(["gpu", "mem_bw"], delete=True), "missing field 'gpu.mem_bw'"),
         (_edit(["gpu", "mem_bw"], "fast"), "field 'gpu.mem_bw' must be a number"),
@@ -276,6 +288,12 @@ def test_load_profile_errors(tmp_path, edit, match):
         load_profile(path)
     msg = str(e.value)
     assert "\n" not in msg and "p.json" in msg
+
+
+def test_profile_without_collective_keeps_its_default(tmp_path):
+    doc = _good_doc()
+    del doc["params"]["collective"]
+    assert load_profile(_write(tmp_path, doc)).params.collective == DEFAULT_COST_PARAMS.collective
 
 
 def test_load_profile_file_errors(tmp_path):
@@ -303,6 +321,30 @@ def test_with_sync_seconds_reproduces_a_measured_sync():
     from oppo_sim.hw.models import get_model
 
     hw, m = Hardware(get_gpu("h100-sxm")), get_model("qwen2.5-0.5b")
-    for seconds in (0.5, 1.5e-3):  # above and below what the transfer alone takes at the default efficiency
+    # 0.99e9 B over 450e9 B/s at 0.6 take 3.66 ms: a slower sync raises the overhead, a faster one the efficiency
+    for seconds in (0.5, 3e-3):
         fitted = with_sync_seconds(hw, m.weight_bytes(), hw.gpu.link_bw, seconds)
         assert CostModel(fitted).weight_sync(m) == pytest.approx(seconds, rel=1e-9)
+    with pytest.raises(ConfigError, match="seconds must be a positive"):
+        with_sync_seconds(hw, m.weight_bytes(), hw.gpu.link_bw, 0.0)
+
+
+def test_with_collective_seconds_reproduces_a_measured_allreduce():
+    hw, m = Hardware(get_gpu("h100-sxm")), get_model("qwen2.5-7b")
+    nbytes = 256 * m.hidden * m.dtype_bytes  # one tensor-parallel all-reduce of a 256-token iteration
+    for seconds in (1e-4, 8e-6):  # slower: more overhead; faster than the default efficiency: a higher one
+        fitted = with_collective_seconds(hw, nbytes, 4, seconds)
+        assert DecodeCost(m, fitted, 4).comm(256) == pytest.approx(2 * m.layers * seconds, rel=1e-9)
+    with pytest.raises(ConfigError, match="devices must be an integer >= 2"):
+        with_collective_seconds(hw, nbytes, 1, 1e-4)
+
+
+def test_with_collective_busbw_sets_the_efficiency():
+    hw = Hardware(get_gpu("h100-sxm"))
+    fitted = with_collective_busbw(hw, 370e9, latency_s=2e-5)  # nccl-tests' ring busbw on NVLink 4
+    assert fitted.params.collective == OpParams(1.0, 370e9 / 450e9, 2e-5)
+    assert fitted.params.sync == hw.params.sync and fitted.gpu is hw.gpu
+    assert with_collective_busbw(hw, 225e9).params.collective.overhead_s == hw.params.collective.overhead_s
+    for bad in (0.0, 900e9):  # above the one-direction link: a both-directions figure, refused
+        with pytest.raises(ConfigError, match="busbw must be in"):
+            with_collective_busbw(hw, bad)

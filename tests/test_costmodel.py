@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from oppo_sim.hw.costmodel import CostModel, DecodeCost, _sum_max_lines
-from oppo_sim.hw.hardware import GPUS, Hardware, get_hardware
+from oppo_sim.hw.hardware import GPUS, Hardware, OpParams, get_hardware
 from oppo_sim.hw.models import MODELS, get_model
 
 H100 = get_hardware("h100-sxm")
@@ -88,3 +90,39 @@ def test_prefill_cost_flops_match_model_formula(rows, scalar):
     ctx = [float(c) for _, c in rows]
     _, flops = cm.prefill_cost(M7, 1, new, ctx, scalar_head=scalar)
     assert flops == pytest.approx(cm.prefill_flops(M7, np.array(new), np.array(ctx), scalar), rel=1e-9)
+
+
+def _with_collective(hw: Hardware, eff: float, latency: float) -> Hardware:
+    return dataclasses.replace(hw, params=dataclasses.replace(hw.params, collective=OpParams(1.0, eff, latency)))
+
+
+def test_tp_allreduce_is_a_ring_over_the_one_direction_link():
+    dc = DecodeCost(M7, H100, 4)
+    c = H100.params.collective
+    one = c.overhead_s + 2 * 3 / 4 * 256 * M7.hidden * M7.dtype_bytes / (450e9 * c.eff_memory)
+    assert dc.comm(256) == pytest.approx(2 * M7.layers * one, rel=1e-12)  # two all-reduces per layer
+    assert DecodeCost(M7, H100, 1).comm(256) == 0.0
+
+
+@pytest.mark.parametrize("tokens", [1, 256, 8192])
+def test_tp_allreduce_time_scales_with_one_over_the_collective_efficiency(tokens):
+    no_latency = {eff: DecodeCost(M7, _with_collective(H100, eff, 0.0), 8).comm(tokens) for eff in (0.9, 0.45)}
+    assert no_latency[0.45] == pytest.approx(2 * no_latency[0.9], rel=1e-12)
+    assert DecodeCost(M7, _with_collective(H100, 0.9, 1e-5), 8).comm(tokens) == pytest.approx(
+        no_latency[0.9] + 2 * M7.layers * 1e-5, rel=1e-12)
+
+
+@pytest.mark.parametrize("zero_stage, cross_node", [(2, False), (3, False), (2, True)])
+def test_gradient_allreduce_uses_the_collective_efficiency(zero_stage, cross_node):
+    seqs = np.full(16, 100.0)
+    w = M7.weight_bytes()
+    bw = H100.gpu.net_bw if cross_node else H100.gpu.link_bw
+    bus = (3.0 if zero_stage == 3 else 2.0) * 7 / 8 * w  # all-reduce, plus ZeRO-3's parameter all-gather
+    cms = {eff: CostModel(_with_collective(H100, eff, 0.0), zero_stage=zero_stage, cross_node=cross_node)
+           for eff in (0.8, 0.4)}
+    for eff, cm in cms.items():
+        assert cm.gradient_sync(w, 8) == pytest.approx(bus / (bw * eff), rel=1e-12)
+        assert cm.gradient_sync(w, 1) == 0.0
+    # training pays it once per optimizer step (4 minibatches), and nothing else depends on the efficiency
+    slower = cms[0.4].train(M7, 8, seqs, 4) - cms[0.8].train(M7, 8, seqs, 4)
+    assert slower == pytest.approx(4 * bus / bw * (1 / 0.4 - 1 / 0.8), rel=1e-9)

@@ -15,27 +15,38 @@ from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail
 
 TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 
+# All five moved when the GPU table took one unit convention and the all-reduces a calibratable efficiency
+# (oppo_sim.hw.hardware): bandwidths one direction per GPU (NVLink 4 450e9 B/s, was the quoted 900e9; NVLink
+# 3 300e9, was 600e9), memory as nvidia-smi reports it (H200 143,771 MiB = 150.8e9 B, was 141e9; A100-80GB
+# 81,920 MiB = 85.9e9 B, was 80e9), and the gradient all-reduce at the `collective` op's 0.8 of the link
+# plus 8 us a call (was 1.0, no latency). Generation is unchanged (same iteration counts). The links alone:
+# the 7B NVLink weight sync takes 106.4 ms (was 78.2) and a gradient all-reduce over 7 H200s 72.5 ms (was
+# 29.0), +0.3639 s a step for baseline, oppo and partial-rollout (+0.52%, +1.29%, +1.31%: 69.8476 -> 70.2115,
+# 28.3033 -> 28.6673, 27.8521 -> 28.2161 s), where the memory moves nothing. inter: the larger A100 memory
+# lets ZeRO-2 with full recomputation fit (was ZeRO-3: no parameter all-gather, -0.18 s), the links add
+# 0.58 s: 99.6462 -> 100.0459 s (+0.40%). async: the 3-GPU training pool fits with ZeRO-3 and no
+# recomputation (was ZeRO-2 with full recomputation, -1.77 s), the links add 0.11 s: 60.6821 -> 59.0254 s (-2.73%).
 GOLDEN = [
-    ("baseline", SimConfig(steps=5), 69.84755422853974, {"main": 0.5414930717808313, "score": 0.07438428102496171}, 112106),
+    ("baseline", SimConfig(steps=5), 70.2115096837812, {"main": 0.5438698344874439, "score": 0.07399869517179918}, 112106),
     # oppo and inter moved (+0.046% / +0.089% step time, 28.2903 -> 28.3033 s and 86.6171 -> 86.6948 s) when
     # the step machine made three rules one for simulator and executor: the deferral order (paused, then
     # unfinished in launch order; was per replica, running then waiting), generation stops without
     # starting another iteration once the machine ends it (the simulator used to run one more), and a
     # step is planned after its staleness gate (a synchronous step's plan sees the step before it).
-    ("oppo", SimConfig(steps=5), 28.30333138584072, {"main": 0.9796015923365076, "score": 0.19518888261774875}, 69542),
+    ("oppo", SimConfig(steps=5), 28.667286841082216, {"main": 0.9798605673761938, "score": 0.19271079464852336}, 69542),
     # inter and async moved when the memory check started choosing the trainer's setting: 8B actor + 8B critic
     # on 7 x A100-80GB with sequences up to 8,892 tokens fit only with ZeRO-3 and full recomputation (+14.9%
     # step time: one more forward per training pass); 7B + 7B on the 3-GPU training pool of the
     # disaggregated placement needs full recomputation (+3.0%; async hides most of it): 86.6948 -> 99.6462 s
     # and 58.7321 -> 60.5023 s. Generation is unchanged (same iteration counts).
-    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 99.64617387627152,
-     {"main": 0.8478720577825993, "score": 0.1632340758094983}, 69862),
-    ("partial-rollout", SimConfig(steps=5, batch=64), 27.8521274603966, {"main": 0.6421263760173506, "score": 0.08676541310951563}, 52437),
+    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 100.04594049626898,
+     {"main": 0.8484799352533469, "score": 0.1625818201114552}, 69862),
+    ("partial-rollout", SimConfig(steps=5, batch=64), 28.216082915638093, {"main": 0.6467425397182073, "score": 0.08564623772567849}, 52437),
     # async moved again (+0.3%, 60.5023 -> 60.6821 s) when the simulated engine started resetting its prefix
     # cache at each weight sync, as the real vLLM executor does: the requests generating while the new weights
     # arrive are recomputed. (The other goldens generate nothing during a sync: unchanged.)
-    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 60.68211466536279,
-     {"gen": 0.5442861400744917, "train": 0.6590632754385798, "score": 0.08561929872242173}, 85488),
+    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.02540882447786,
+     {"gen": 0.5603389663874504, "train": 0.5245472691451488, "score": 0.08802243315403087}, 85488),
 ]
 
 

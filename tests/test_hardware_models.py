@@ -13,9 +13,13 @@ from oppo_sim.hw.hardware import (
     GPUS,
     OP_KINDS,
     CostParams,
+    GiB,
     GPUSpec,
     Hardware,
+    MiB,
     OpParams,
+    allreduce_seconds,
+    collective_seconds,
     get_gpu,
     get_hardware,
 )
@@ -39,21 +43,43 @@ def test_gpu_table_complete_and_read_only():
 
 
 @pytest.mark.parametrize(
-    "gid, peak, bw, mem, link",
-    [
-        ("a100-40gb", 312e12, 1555e9, 40e9, 600e9),
-        ("a100-80gb", 312e12, 2039e9, 80e9, 600e9),
-        ("h100-sxm", 989e12, 3350e9, 80e9, 900e9),
-        ("h200", 989e12, 4800e9, 141e9, 900e9),
-        ("gh200", 989e12, 4900e9, 144e9, 900e9),
-        ("l40s", 362e12, 864e9, 48e9, 64e9),
-        ("rtx-4090", 165.2e12, 1008e9, 24e9, 64e9),
-        ("rtx-pro-6000", 503.8e12, 1792e9, 96e9, 128e9),
+    "gid, peak, bw, mib, link",
+    [  # memory: nvidia-smi's memory.total (MiB); link: one direction (NVIDIA's NVLink/PCIe figure halved)
+        ("a100-40gb", 312e12, 1555e9, 40_960, 300e9),  # NVLink 3 "600 GB/s"
+        ("a100-80gb", 312e12, 2039e9, 81_920, 300e9),
+        ("h100-sxm", 989e12, 3350e9, 81_559, 450e9),  # NVLink 4 "900 GB/s"
+        ("h200", 989e12, 4800e9, 143_771, 450e9),
+        ("gh200", 989e12, 4900e9, 146_831, 450e9),
+        ("l40s", 362e12, 864e9, 46_068, 32e9),  # PCIe 4.0 x16 "64 GB/s"
+        ("rtx-4090", 165.2e12, 1008e9, 24_564, 32e9),
+        ("rtx-pro-6000", 503.8e12, 1792e9, 97_887, 64e9),  # PCIe 5.0 x16 "128 GB/s"
     ],
 )
-def test_gpu_values(gid, peak, bw, mem, link):
+def test_gpu_values(gid, peak, bw, mib, link):
     g = get_gpu(gid)
-    assert (g.peak_flops, g.mem_bw, g.mem_bytes, g.link_bw) == (peak, bw, mem, link)
+    assert (g.peak_flops, g.mem_bw, g.mem_bytes, g.link_bw) == (peak, bw, mib * 2**20, link)
+
+
+def test_units_convention():
+    assert (MiB, GiB) == (1024**2, 1024**3)
+    h100 = get_gpu("h100-sxm")
+    # an "80GB" H100 reports 81,559 MiB: 79.6 GiB, 85.5e9 bytes
+    assert h100.mem_bytes == 85_520_809_984 and round(h100.mem_bytes / GiB, 1) == 79.6
+    # every bandwidth one direction per GPU: NVLink 4 450 GB/s each way, NDR InfiniBand 400 Gb/s = 50 GB/s,
+    # the host link PCIe 5.0 x16 64 GB/s each way
+    assert (h100.link_bw, h100.net_bw, h100.host_bw) == (450e9, 400e9 / 8, 64e9)
+    for g in GPUS.values():  # per GPU and direction, the NIC and the host link never outrun the GPU-to-GPU link
+        assert max(g.net_bw, g.host_bw) <= g.link_bw < g.mem_bw
+
+
+def test_ring_allreduce_formula():
+    op = OpParams(1.0, 0.8, 8e-6)
+    # 2(n-1)/n of the buffer each way over the one-direction link, at eff_memory of it, plus the latency
+    assert allreduce_seconds(op, 1e9, 8, 450e9) == pytest.approx(8e-6 + 2 * 7 / 8 * 1e9 / (450e9 * 0.8), rel=1e-15)
+    assert allreduce_seconds(op, 1e9, 1, 450e9) == 0.0
+    assert collective_seconds(op, 0.0, 450e9) == op.overhead_s
+    half = OpParams(1.0, 0.4, 0.0)
+    assert allreduce_seconds(half, 1e9, 4, 450e9) == pytest.approx(2 * allreduce_seconds(OpParams(1.0, 0.8, 0.0), 1e9, 4, 450e9))
 
 
 def test_get_gpu_case_insensitive_and_unknown():
@@ -76,6 +102,7 @@ def test_op_params_validation_and_defaults():
     assert DEFAULT_COST_PARAMS.prefill == OpParams(0.55, 0.7, 2e-3)
     assert DEFAULT_COST_PARAMS.train == OpParams(0.4, 0.7, 5e-3)
     assert DEFAULT_COST_PARAMS.sync == OpParams(1.0, 0.6, 0.05)
+    assert DEFAULT_COST_PARAMS.collective == OpParams(1.0, 0.8, 8e-6)
     OpParams(1.0, 1.0, 0.0)
     for args in [(0.0, 0.5, 0.0), (0.5, 1.01, 0.0), (0.5, 0.5, -1e-3), (float("nan"), 0.5, 0.0),
                  (0.5, 0.5, float("inf"))]:
@@ -85,7 +112,11 @@ def test_op_params_validation_and_defaults():
         CostParams(decode=None, prefill=DEFAULT_COST_PARAMS.prefill, train=DEFAULT_COST_PARAMS.train,  # type: ignore[arg-type]
                    sync=DEFAULT_COST_PARAMS.sync)
     assert [DEFAULT_COST_PARAMS.op(k) for k in OP_KINDS] == [
-        DEFAULT_COST_PARAMS.decode, DEFAULT_COST_PARAMS.prefill, DEFAULT_COST_PARAMS.train, DEFAULT_COST_PARAMS.sync]
+        DEFAULT_COST_PARAMS.decode, DEFAULT_COST_PARAMS.prefill, DEFAULT_COST_PARAMS.train, DEFAULT_COST_PARAMS.sync,
+        DEFAULT_COST_PARAMS.collective]
+    # the collective op may be left out (its default), as callers from before it do
+    four = {k: DEFAULT_COST_PARAMS.op(k) for k in ("decode", "prefill", "train", "sync")}
+    assert CostParams(**four) == DEFAULT_COST_PARAMS
     with pytest.raises(ConfigError, match="unknown op 'x'"):
         DEFAULT_COST_PARAMS.op("x")
 

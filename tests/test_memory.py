@@ -12,7 +12,7 @@ from oppo_sim.cli import main
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import colocated_placement, disaggregated_placement
 from oppo_sim.hw.costmodel import CostModel
-from oppo_sim.hw.hardware import get_hardware
+from oppo_sim.hw.hardware import GiB, MiB, get_hardware
 from oppo_sim.hw.memory import (
     GENERATE,
     OTHER,
@@ -44,12 +44,11 @@ H200 = get_hardware("h200")
 # 3584 * 3584 each, k and v 3584 * 512 each, gate/up/down 3 * 3584 * 18944, q/k/v biases 3584 + 2 * 512,
 # two RMSNorms 2 * 3584; a final norm 3584.
 PSI = 2 * 152064 * 3584 + 28 * (2 * 3584 * 3584 + 2 * 3584 * 512 + 3 * 3584 * 18944 + 3584 + 1024 + 2 * 3584) + 3584
-GB = 1e9
 
 
 def test_7b_parameters_and_weights():
     assert PSI == 7_615_616_512 == M7.params
-    assert M7.weight_bytes() == 2 * PSI == 15_231_233_024  # bf16: 15.2 GB
+    assert M7.weight_bytes() == 2 * PSI == 15_231_233_024  # bf16: 14.2 GiB (15.2e9 bytes)
 
 
 @pytest.mark.parametrize("stage, weights, grads, adam", [
@@ -62,8 +61,8 @@ def test_7b_parameters_and_weights():
 def test_7b_training_state_under_zero(stage, weights, grads, adam):
     s = state_bytes(M7.params, 8, stage)
     assert (s.weights, s.grads, s.optimizer) == pytest.approx((weights, grads, adam), rel=1e-12)
-    # the totals engineers quote: 121.9 GB unsharded, 41.9 (ZeRO-1), 28.6 (ZeRO-2), 15.2 (ZeRO-3) per GPU
-    assert s.total / GB == pytest.approx({0: 121.85, 1: 41.88, 2: 28.56, 3: 15.23}[stage], abs=0.01)
+    # per GPU: 113.5 GiB unsharded (121.9e9 bytes), 39.0 (ZeRO-1), 26.6 (ZeRO-2), 14.2 (ZeRO-3)
+    assert s.total / GiB == pytest.approx({0: 113.48, 1: 39.01, 2: 26.60, 3: 14.19}[stage], abs=0.01)
 
 
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
@@ -95,16 +94,16 @@ def test_7b_activation_per_layer_by_hand():
 
 
 @pytest.mark.parametrize("recompute, flash, expected", [
-    ("none", False, 4096 * 28 * (LAYER_BASE + 2 * 28 * 4096) + HEAD),  # 50.78 GB: Megatron's "no recompute"
-    ("selective", False, 4096 * 28 * LAYER_BASE + HEAD),  # 24.48 GB: the s x s term is gone
-    ("none", True, 4096 * 28 * (LAYER_BASE + 4 * 28) + HEAD),  # 24.49 GB: FlashAttention is selective already
-    ("full", True, 4096 * (28 * 2 * 3584 + LAYER_BASE + 4 * 28) + HEAD),  # 3.56 GB: layer inputs + one layer
+    ("none", False, 4096 * 28 * (LAYER_BASE + 2 * 28 * 4096) + HEAD),  # 47.29 GiB: Megatron's "no recompute"
+    ("selective", False, 4096 * 28 * LAYER_BASE + HEAD),  # 22.79 GiB: the s x s term is gone
+    ("none", True, 4096 * 28 * (LAYER_BASE + 4 * 28) + HEAD),  # 22.81 GiB: FlashAttention is selective already
+    ("full", True, 4096 * (28 * 2 * 3584 + LAYER_BASE + 4 * 28) + HEAD),  # 3.31 GiB: layer inputs + one layer
 ])
 def test_7b_activations_with_and_without_recompute(recompute, flash, expected):
     got = activation_bytes(M7, 4096, 4096, recompute, flash, response_tokens=1024)
     assert got == pytest.approx(expected, rel=1e-12)
-    assert round(got / GB, 2) == {("none", False): 50.78, ("selective", False): 24.48, ("none", True): 24.49,
-                                  ("full", True): 3.56}[(recompute, flash)]
+    assert round(got / GiB, 2) == {("none", False): 47.29, ("selective", False): 22.79, ("none", True): 22.81,
+                                   ("full", True): 3.31}[(recompute, flash)]
 
 
 def test_recompute_shrinks_activations_and_adds_compute():
@@ -130,7 +129,8 @@ def test_recompute_shrinks_activations_and_adds_compute():
 def test_zero3_adds_a_parameter_all_gather_to_the_gradient_traffic():
     seqs = np.full(16, 100.0)
     z2, z3 = CostModel(H200, zero_stage=2).train(M7, 8, seqs, 4), CostModel(H200, zero_stage=3).train(M7, 8, seqs, 4)
-    assert z3 - z2 == pytest.approx(4 * 1.0 * 7 / 8 * M7.weight_bytes() / H200.gpu.link_bw)
+    c = H200.params.collective  # 4 optimizer steps, each one more all-gather call of 7/8 of the weights
+    assert z3 - z2 == pytest.approx(4 * (c.overhead_s + 7 / 8 * M7.weight_bytes() / (H200.gpu.link_bw * c.eff_memory)))
 
 
 def test_auto_candidates_cheapest_first():
@@ -153,7 +153,8 @@ def test_paper_setup_fits_with_positive_headroom():
     assert (train.weights, train.grads, train.optimizer) == pytest.approx((2 * psi2, 2 * psi2 / 7, 12 * psi2 / 7))
     assert train.phase == OTHER and next(r for r in main.roles if r.role == "generate").phase == GENERATE
     # the engine sleeps while training runs: it gets the device less its weights, as the driver sizes it
-    assert main.kv_cache == pytest.approx(141e9 * 0.9 - 2 * PSI)
+    assert H200.gpu.mem_bytes == 143_771 * MiB  # nvidia-smi's figure for an H200 ("141 GB")
+    assert main.kv_cache == pytest.approx(143_771 * MiB * 0.9 - 2 * PSI)
     assert {r.role for r in score.roles} == {"reward", "reference"}
 
 
@@ -177,10 +178,12 @@ def test_3b_on_one_4090_is_refused_with_the_numbers(capsys):
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("oppo-sim: error: does not fit: train")
     # the most frugal setting tried: ZeRO-3 over 1 device shards nothing; Adam alone is 12 bytes per parameter
-    adam = 12 * (get_model("qwen2.5-3b").params + get_model("qwen2.5-0.5b").params_scalar_head) / GB
-    for part in ("rtx-4090", "qwen2.5-3b", "ZeRO-3 over 1 device", "recompute full", f"Adam {adam:.1f}",
-                 "21.6 GB usable", "24 GB x 0.9"):
+    adam = 12 * (get_model("qwen2.5-3b").params + get_model("qwen2.5-0.5b").params_scalar_head) / GiB
+    # every figure in GiB: 24,564 MiB = 24.0 GiB, 90% of it usable
+    for part in ("rtx-4090", "qwen2.5-3b", "ZeRO-3 over 1 device", "recompute full", f"Adam {adam:.1f} ",
+                 "needs 64.9 GiB > 21.6 GiB usable", "24.0 GiB x 0.9"):
         assert part in err, part
+    assert " GB" not in err
     with pytest.raises(ConfigError, match="does not fit"):
         simulate(Trace.from_arrays([100], [100]), "baseline", _cfg_4090())
 
@@ -188,7 +191,7 @@ def test_3b_on_one_4090_is_refused_with_the_numbers(capsys):
 def test_a_bigger_gpu_lets_the_same_job_run():
     cfg = dataclasses.replace(_cfg_4090(), gpu="h200", batch=4)
     res = simulate(Trace.from_arrays([100] * 8, [200] * 8), "baseline", cfg)
-    assert res.summary["memory_headroom_gb"]["main"] > 0
+    assert res.summary["memory_headroom_gib"]["main"] > 0
     assert res.summary["zero_stage"] == 2 and res.summary["recompute"] == "none"
 
 
@@ -198,6 +201,7 @@ def test_kv_cache_too_small_for_one_sequence_is_refused():
     assert pool.kv_cache == pytest.approx(12e9)
     err = pool.error()
     assert err is not None and "50,000-token sequence" in err and "h100-sxm" in err and "\n" not in err
+    assert "leaves 11.18 GiB" in err and "(12.11 GiB)" in err and " GB" not in err  # 12e9 and 13e9 bytes in GiB
 
 
 def test_simulate_reports_memory_and_charges_recompute():
@@ -205,8 +209,9 @@ def test_simulate_reports_memory_and_charges_recompute():
     base = SimConfig(batch=8, steps=2, actor="qwen2.5-1.5b", reward="qwen2.5-0.5b", gpu="h100-sxm")
     runs = {r: simulate(trace, "baseline", base, train_memory=TrainMemoryConfig(2, r)) for r in ("none", "full")}
     s = runs["none"].summary
-    assert set(s["memory_headroom_gb"]) == {"main", "score"} and min(s["memory_headroom_gb"].values()) > 0
-    assert s["memory_gb"]["main"]["train"] > s["memory_gb"]["main"]["generate"] > 0
+    assert set(s["memory_headroom_gib"]) == {"main", "score"} and min(s["memory_headroom_gib"].values()) > 0
+    assert s["memory_gib"]["main"]["train"] > s["memory_gib"]["main"]["generate"] > 0
+    assert s["memory_gib"]["main"]["generate"] == pytest.approx(get_model("qwen2.5-1.5b").weight_bytes() / 2**30)
     assert s["sync_mechanism"] == "nvlink"
     assert runs["full"].steps["training_s"].sum() > 1.2 * runs["none"].steps["training_s"].sum()
 
@@ -231,8 +236,9 @@ def test_network_sync_takes_the_documented_bandwidth():
     for tp in (1, 2):
         t = sync_seconds(M7, H200, SyncPlan("network", tp))
         assert t == pytest.approx(op.overhead_s + 2 * PSI / tp / (50e9 * op.eff_memory), rel=1e-12)
-    # 15.2 GB at 30 GB/s effective: about half a second, against ~80 ms over NVLink
+    # 15.2e9 bytes at 30e9 B/s effective: about half a second, against ~106 ms over NVLink (450e9 B/s each way)
     assert sync_seconds(M7, H200, SyncPlan("network")) == pytest.approx(0.558, abs=0.001)
+    assert sync_seconds(M7, H200, SyncPlan("nvlink")) == pytest.approx(0.106, abs=0.001)
 
 
 def test_host_sync_funnels_through_one_link_tensor_by_tensor():
@@ -244,6 +250,7 @@ def test_host_sync_funnels_through_one_link_tensor_by_tensor():
 
 def test_default_sync_is_the_historical_formula():
     op = H200.params.sync
+    assert H200.gpu.link_bw == 450e9  # NVLink 4, one direction
     assert CostModel(H200).weight_sync(M7) == op.overhead_s + M7.weight_bytes() / (H200.gpu.link_bw * op.eff_memory)
     assert CostModel(H200).weight_sync(M7, SyncPlan("host")) > CostModel(H200).weight_sync(M7)
 
@@ -306,3 +313,14 @@ def test_run_prints_headroom_per_pool(capsys):
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("memory headroom per device:"))
     assert "main " in line and "score " in line and "KV cache" in line and "ZeRO-3" in line and "over host" in line
+    assert "GiB" in line and " GB" not in line
+
+
+def test_engine_refusal_prints_gib():
+    from oppo_sim.engine.request import EngineConfig, kv_blocks_for
+
+    gpu = get_hardware("rtx-4090").gpu  # 24,564 MiB = 24.0 GiB; 90% usable
+    with pytest.raises(ConfigError) as e:
+        kv_blocks_for(get_model("qwen2.5-14b").weight_bytes(), 1, gpu.mem_bytes, EngineConfig(), "rtx-4090")
+    msg = str(e.value)
+    assert "(27.5 GiB of weights)" in msg and "(1 x 24.0 GiB x 0.9)" in msg and " GB" not in msg, msg

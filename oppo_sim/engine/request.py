@@ -11,6 +11,7 @@ from typing import Any
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.kvpool import NO_HITS, Hits
+from oppo_sim.hw.hardware import GiB
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ def kv_blocks_for(model_weight_bytes: float, kv_bytes_per_token: int, mem_bytes:
     free = cfg.tp * mem_bytes * cfg.gpu_memory_utilization - model_weight_bytes
     if free <= 0:
         raise ConfigError(
-            f"the model ({model_weight_bytes / 1e9:.1f} GB of weights) does not fit on {where} "
-            f"({cfg.tp} x {mem_bytes / 1e9:.0f} GB x {cfg.gpu_memory_utilization}); raise tp or use a larger GPU"
+            f"the model ({model_weight_bytes / GiB:.1f} GiB of weights) does not fit on {where} "
+            f"({cfg.tp} x {mem_bytes / GiB:.1f} GiB x {cfg.gpu_memory_utilization}); raise tp or use a larger GPU"
         )
     return int(free // (kv_bytes_per_token * cfg.block_size))

@@ -128,7 +128,7 @@ def _metrics(res, cfg: SimConfig) -> dict[str, Any]:
         "util_gen": util[pl.generate], "util_train": util[pl.train], "util_score": util[pl.reward],
         "util_overall": s["utilization_overall"], "flop_util": s["flop_utilization"],
         "staleness_mean": s["staleness_mean"], "staleness_max": s["staleness_max"],
-        "headroom_gb": min(s["memory_headroom_gb"].values()), "kv_cache_gb": s["kv_cache_gb"].get(pl.generate, np.nan),
+        "headroom_gib": min(s["memory_headroom_gib"].values()), "kv_cache_gib": s["kv_cache_gib"].get(pl.generate, np.nan),
         "zero_stage": s["zero_stage"], "recompute": s["recompute"], "sync": s["sync_mechanism"],
     }
 
@@ -174,7 +174,7 @@ COLUMN_ORDER = (
     "sp", "replicas", "policy", "policy_label", "chunk", "delta", "delta_rule", "budget", "staleness_bound",
     "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "step_time_median_s", "tokens_per_s",
     "util_gen", "util_train", "util_score", "util_overall", "flop_util", "staleness_mean", "staleness_max",
-    "headroom_gb", "kv_cache_gb", "zero_stage", "recompute", "sync", "pareto", "is_reference", "wall_clock_s", "cpu_s",
+    "headroom_gib", "kv_cache_gib", "zero_stage", "recompute", "sync", "pareto", "is_reference", "wall_clock_s", "cpu_s",
 )
 
 

@@ -7,9 +7,11 @@ number of devices it ran on, the FLOPs and bytes it had to do (computed by the p
     seconds ~= overhead_s + max(flops / (devices * peak_flops * eff_compute),
                                 bytes / (devices * bw * eff_memory))
 
-(``bw`` = ``mem_bw``; for ``sync``, ``bw`` = ``link_bw`` and there is no ``devices`` divisor, as in
-``costmodel.CostModel.weight_sync``). The fit minimises *relative* residuals, so short and long calls
-weigh alike. Efficiencies are relative to the spec's nominal peaks: against a nominal CPU spec
+(``bw`` = ``mem_bw``; for ``sync`` and ``collective``, ``bw`` = ``link_bw``, one direction per GPU, and
+there is no ``devices`` divisor, as in ``costmodel.CostModel.weight_sync`` and
+``hardware.collective_seconds``; a ``collective`` row's ``bytes`` are the bus bytes each GPU moved,
+``2(n-1)/n`` of the buffer for an all-reduce over ``n = devices`` GPUs: ``CostModel.allreduce_work``).
+The fit minimises *relative* residuals, so short and long calls weigh alike. Efficiencies are relative to the spec's nominal peaks: against a nominal CPU spec
 (``cpu_spec``) they can be tiny, and the product ``eff * peak`` is what matters.
 
 Identifiability. A coefficient the data cannot pin down is not left to the optimiser's whim:
@@ -51,6 +53,10 @@ __all__ = [
     "predict_seconds",
     "fit_op",
     "fit_profile",
+    "with_transfer_seconds",
+    "with_sync_seconds",
+    "with_collective_seconds",
+    "with_collective_busbw",
 ]
 
 MEASUREMENT_COLUMNS = ["op", "devices", "flops", "bytes", "seconds"]
@@ -132,7 +138,7 @@ def _unit_times(df: pd.DataFrame, spec: GPUSpec, op: str) -> tuple[np.ndarray, n
     dev = df["devices"].to_numpy(dtype=float)
     flops = df["flops"].to_numpy(dtype=float)
     nbytes = df["bytes"].to_numpy(dtype=float)
-    if op == "sync":
+    if op in ("sync", "collective"):
         return flops / spec.peak_flops, nbytes / spec.link_bw
     return flops / (dev * spec.peak_flops), nbytes / (dev * spec.mem_bw)
 
@@ -297,14 +303,46 @@ def fit_profile(
     return hw, pd.DataFrame(rows, columns=REPORT_COLUMNS)
 
 
+def with_transfer_seconds(hw: Hardware, op: str, transfer_bytes: float, bw: float, seconds: float) -> Hardware:
+    """``hw`` whose ``op`` (``sync`` or ``collective``) takes ``seconds`` to move ``transfer_bytes`` over ``bw``
+    bytes/s (one direction): the bandwidth efficiency is kept and the fixed part takes the rest; where the
+    transfer alone would already take longer, the efficiency is lowered instead (no overhead)."""
+    if op not in ("sync", "collective"):
+        raise ConfigError(f"with_transfer_seconds: op must be sync or collective, got {op!r}")
+    for name, v in (("transfer_bytes", transfer_bytes), ("bw", bw), ("seconds", seconds)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise ConfigError(f"with_transfer_seconds: {name} must be a positive finite number, got {v!r}")
+    p = hw.params.op(op)
+    transfer = transfer_bytes / (bw * p.eff_memory)
+    if seconds >= transfer:
+        new = replace(p, overhead_s=seconds - transfer)
+    else:
+        new = replace(p, overhead_s=0.0, eff_memory=min(1.0, transfer_bytes / (bw * seconds)))
+    return replace(hw, params=replace(hw.params, **{op: new}))
+
+
 def with_sync_seconds(hw: Hardware, transfer_bytes: float, link_bw: float, seconds: float) -> Hardware:
     """``hw`` whose weight-sync op takes ``seconds`` to move ``transfer_bytes`` over ``link_bw`` (a measured
-    end-to-end sync): the bandwidth efficiency is kept and the fixed part takes the rest; where the
-    transfer alone would already take longer, the efficiency is lowered instead (no overhead)."""
-    op = hw.params.sync
-    transfer = transfer_bytes / (link_bw * op.eff_memory)
-    if seconds >= transfer:
-        new = replace(op, overhead_s=seconds - transfer)
-    else:
-        new = replace(op, overhead_s=0.0, eff_memory=min(1.0, transfer_bytes / (link_bw * seconds)))
-    return replace(hw, params=replace(hw.params, sync=new))
+    end-to-end sync; see :func:`with_transfer_seconds`)."""
+    return with_transfer_seconds(hw, "sync", transfer_bytes, link_bw, seconds)
+
+
+def with_collective_seconds(hw: Hardware, nbytes: float, devices: int, seconds: float) -> Hardware:
+    """``hw`` whose ``collective`` op reproduces a measured all-reduce of ``nbytes`` over ``devices`` GPUs of
+    one node taking ``seconds`` (see :func:`with_transfer_seconds`; the bus bytes are ``2(n-1)/n * nbytes``)."""
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 2:
+        raise ConfigError(f"with_collective_seconds: devices must be an integer >= 2, got {devices!r}")
+    bus = 2.0 * (devices - 1) / devices * nbytes
+    return with_transfer_seconds(hw, "collective", bus, hw.gpu.link_bw, seconds)
+
+
+def with_collective_busbw(hw: Hardware, busbw: float, latency_s: float | None = None) -> Hardware:
+    """``hw`` whose ``collective`` efficiency is ``busbw / link_bw``: ``busbw`` (bytes/s) is what nccl-tests'
+    ``all_reduce_perf`` prints at large sizes (``NCCL_ALGO=Ring``) on the node's GPUs; ``latency_s``, if
+    given, replaces the per-call overhead (its small-size time)."""
+    if not (isinstance(busbw, (int, float)) and 0 < busbw <= hw.gpu.link_bw):
+        raise ConfigError(f"with_collective_busbw: busbw must be in (0, link_bw = {hw.gpu.link_bw:.3g}] bytes/s "
+                          f"(one direction), got {busbw!r}")
+    p = hw.params.collective
+    new = replace(p, eff_memory=busbw / hw.gpu.link_bw, overhead_s=p.overhead_s if latency_s is None else latency_s)
+    return replace(hw, params=replace(hw.params, collective=new))

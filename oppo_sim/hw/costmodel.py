@@ -4,8 +4,12 @@ Every operation is timed as
 
     overhead_s + max(flops / (devices * peak_flops * eff_compute), bytes / (devices * mem_bw * eff_memory))
 
-plus, for tensor parallelism, two all-reduces per layer over the interconnect. The efficiencies and
-overheads come from ``Hardware.params`` (defaults, or fitted by ``oppo_sim.hw.calibration``).
+plus, for tensor parallelism, two all-reduces of the layer's activations per layer over the node's
+interconnect (``link_bw``), and for data-parallel training a gradient all-reduce per optimizer step (over
+``net_bw`` when the pool spans nodes), both timed by ``hardware.allreduce_seconds`` with the calibrated
+``collective`` parameters. The efficiencies and overheads come from ``Hardware.params`` (defaults, or
+fitted by ``oppo_sim.hw.calibration``); bandwidths follow ``oppo_sim.hw.hardware``'s convention (one
+direction, per GPU).
 
 Training follows the trainer's memory settings: activation recomputation adds FLOPs (selective: the
 attention core's forward, eager attention only; full: one more forward, 3x -> 4x forward FLOPs; see
@@ -27,13 +31,10 @@ from functools import cached_property
 import numpy as np
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import Hardware, OpParams
+from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds
 from oppo_sim.hw.memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.hw.sync import SyncPlan, sync_seconds
-
-TP_ALLREDUCE_LATENCY_S = 8e-6
-"""Latency of one tensor-parallel all-reduce (two per layer per forward)."""
 
 OPTIMIZER_BYTES_PER_PARAM = 16
 """Adam in mixed precision touches ~16 bytes per parameter per optimizer step (fp32 master, m, v, grad)."""
@@ -71,12 +72,21 @@ class DecodeCost:
         m_kv = m.kv_bytes_per_token() / by
         return p.overhead_s, c_tok, c_pair, m0, m_kv
 
+    @cached_property
+    def _comm_k(self) -> tuple[float, float]:
+        """(fixed, per-token) seconds of an iteration's tensor-parallel all-reduces: two per layer, each of
+        ``tokens * hidden * dtype_bytes`` bytes (``allreduce_seconds`` is affine in the bytes)."""
+        m, g, op = self.model, self.hw.gpu, self.hw.params.collective
+        fixed = allreduce_seconds(op, 0.0, self.tp, g.link_bw)
+        per_token = allreduce_seconds(op, m.hidden * m.dtype_bytes, self.tp, g.link_bw) - fixed
+        return 2.0 * m.layers * fixed, 2.0 * m.layers * per_token
+
     def comm(self, tokens: float) -> float:
+        """Seconds of the tensor-parallel all-reduces of an iteration over ``tokens`` tokens (0 at tp 1)."""
         if self.tp == 1:
             return 0.0
-        m, g = self.model, self.hw.gpu
-        per = TP_ALLREDUCE_LATENCY_S + 2.0 * (self.tp - 1) / self.tp * tokens * m.hidden * m.dtype_bytes / g.link_bw
-        return 2.0 * m.layers * per
+        fixed, per_token = self._comm_k
+        return fixed + per_token * tokens
 
     def iteration(
         self, decode_seqs: int, kv_decode: float, prefill_tokens: int = 0, prefill_pairs: float = 0.0, kv_prefill: float = 0.0
@@ -205,16 +215,24 @@ class CostModel:
     ) -> float:
         """Seconds for one PPO epoch: forward+backward over the sequences in ``minibatches`` optimizer steps
         (data parallel over ``devices`` with sharded optimizer state and a gradient all-reduce per step)."""
-        op, g = self.hw.params.train, self.hw.gpu
+        op = self.hw.params.train
         flops = self.train_flops(model, seq_tokens, scalar_head) + self.recompute_flops(model, seq_tokens, scalar_head)
         w = model.weight_bytes(scalar_head=scalar_head)
         params = model.params_scalar_head if scalar_head else model.params
         nbytes = minibatches * (3.0 * w * devices + OPTIMIZER_BYTES_PER_PARAM * params)
         t = _roofline(op, flops, nbytes, devices, self.hw) + (minibatches - 1) * op.overhead_s
-        if devices > 1:
-            transfers = 3.0 if self.zero_stage == 3 else 2.0  # ZeRO-3 also all-gathers the parameters
-            bw = g.net_bw if self.cross_node else g.link_bw  # a ring over nodes runs at its slowest link
-            t += minibatches * transfers * (devices - 1) / devices * w / bw
+        return t + minibatches * self.gradient_sync(w, devices)
+
+    def gradient_sync(self, weight_bytes: float, devices: int) -> float:
+        """Seconds of one optimizer step's collectives over ``devices`` data-parallel ranks: the gradient
+        all-reduce (ZeRO-2's reduce-scatter + all-gather move the same bus bytes), and under ZeRO-3 also
+        the parameter all-gather, half an all-reduce's bytes (the ZeRO paper's 1.5x). Over ``net_bw`` when
+        the pool spans nodes: a ring runs at its slowest link."""
+        g, op = self.hw.gpu, self.hw.params.collective
+        bw = g.net_bw if self.cross_node else g.link_bw
+        t = allreduce_seconds(op, weight_bytes, devices, bw)
+        if self.zero_stage == 3 and devices > 1:
+            t += collective_seconds(op, (devices - 1) / devices * weight_bytes, bw)
         return t
 
     def recompute_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:
@@ -253,6 +271,12 @@ class CostModel:
     @staticmethod
     def sync_work(model: ModelSpec) -> tuple[float, float]:
         return 0.0, float(model.weight_bytes())
+
+    @staticmethod
+    def allreduce_work(nbytes: float, devices: int) -> tuple[float, float]:
+        """One all-reduce of ``nbytes`` over ``devices`` GPUs as a ``collective`` row: no FLOPs, and the bus
+        bytes ``2(n-1)/n * nbytes`` each GPU moves (nccl-tests' busbw is these bytes over the time)."""
+        return 0.0, 2.0 * (devices - 1) / devices * float(nbytes)
 
     def weight_sync(self, model: ModelSpec, plan: SyncPlan | None = None) -> float:
         """Seconds to push the trained actor's weights into the generation engines, along ``plan``

@@ -38,12 +38,13 @@ selective recomputation with sequence parallelism halving activation memory for 
 Sequence parallelism enters only as ``TrainMemoryConfig.sequence_parallel``, a divisor of the activations
 (Ulysses / ring attention over data-parallel ranks); its communication is not timed.
 
-**Pools and phases.** Every number is bytes per device. A pool's usable memory is ``mem_bytes ×
-gpu_memory_utilization`` (the rest: CUDA context, NCCL buffers, allocator fragmentation). Roles are
-resident ``always`` or only in a phase: where generation shares GPUs with other roles and the engine
-sleeps (``colocate="sleep"``), generation (``generate`` phase) and everything else (``other`` phase) take
-turns; the tightest phase sets the pool's peak, and the generation engine's KV cache is what its phase
-leaves (``PoolMemory.kv_cache``). Headroom = usable − peak: memory no phase commits to weights, states or
+**Pools and phases.** Every number is bytes per device (capacities as the device reports them, see
+``oppo_sim.hw.hardware``); every printed figure and every summary number is in GiB (``GiB`` = 2**30 B).
+A pool's usable memory is ``mem_bytes × gpu_memory_utilization`` (the rest: CUDA context, NCCL buffers,
+allocator fragmentation). Roles are resident ``always`` or only in a phase: where generation shares
+GPUs with other roles and the engine sleeps (``colocate="sleep"``), generation (``generate`` phase) and
+everything else (``other`` phase) take turns; the tightest phase sets the pool's peak, and the generation
+engine's KV cache is what its phase leaves (``PoolMemory.kv_cache``). Headroom = usable − peak: memory no phase commits to weights, states or
 activations (where everything is resident, the generation engine's KV cache is exactly that).
 """
 
@@ -52,6 +53,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.hardware import GiB
 from oppo_sim.hw.models import ModelSpec
 
 __all__ = [
@@ -68,7 +70,6 @@ ZERO_STAGES: tuple[int, ...] = (0, 1, 2, 3)
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 ALWAYS, GENERATE, OTHER = "always", "generate", "other"
 COLOCATE_MODES: tuple[str, ...] = ("sleep", "resident")  # what shares a generation pool does while it generates
-_GB = 1e9
 
 
 @dataclass(frozen=True)
@@ -224,8 +225,8 @@ class RoleMemory:
 
     def describe(self) -> str:
         parts = [("weights", self.weights), ("grads", self.grads), ("Adam", self.optimizer), ("activations", self.activations)]
-        shown = [f"{name} {v / _GB:.1f}" for name, v in parts if v > 0]
-        head = f"{self.role} ({self.label}{', ' + self.note if self.note else ''}) {self.total / _GB:.1f} GB"
+        shown = [f"{name} {v / GiB:.1f}" for name, v in parts if v > 0]
+        head = f"{self.role} ({self.label}{', ' + self.note if self.note else ''}) {self.total / GiB:.1f} GiB"
         return head + (f" [{' + '.join(shown)}]" if len(shown) > 1 else "")
 
 
@@ -270,20 +271,20 @@ class PoolMemory:
 
     def error(self) -> str | None:
         """One line if the pool cannot hold its roles, else None."""
-        usable = (f"{self.capacity / _GB:.1f} GB usable per device ({self.devices} x {self.gpu}, "
-                  f"{self.mem_bytes / _GB:.0f} GB x {self.utilization:g})")
+        usable = (f"{self.capacity / GiB:.1f} GiB usable per device ({self.devices} x {self.gpu}, "
+                  f"{self.mem_bytes / GiB:.1f} GiB x {self.utilization:g})")
         for phase in (OTHER, GENERATE):
             need = self.committed(phase)
             if need > self.capacity:
                 first, *rest = self.held(phase)
                 with_ = f"; with {' and '.join(r.describe() for r in rest)}" if rest else ""
                 return (f"does not fit: {first.describe()} per {self.gpu}{with_}, pool '{self.pool}' needs "
-                        f"{need / _GB:.1f} GB > {usable}")
+                        f"{need / GiB:.1f} GiB > {usable}")
         kv = self.kv_cache
         if kv is not None and kv < self.kv_min:
-            return (f"does not fit: generate leaves {max(kv, 0.0) / _GB:.2f} GB per {self.gpu} for the KV cache in pool "
-                    f"'{self.pool}', less than one {self.seq_tokens:,}-token sequence needs ({self.kv_min / _GB:.2f} GB); "
-                    f"{self.committed(GENERATE) / _GB:.1f} GB held while generating of {usable}")
+            return (f"does not fit: generate leaves {max(kv, 0.0) / GiB:.2f} GiB per {self.gpu} for the KV cache in pool "
+                    f"'{self.pool}', less than one {self.seq_tokens:,}-token sequence needs ({self.kv_min / GiB:.2f} GiB); "
+                    f"{self.committed(GENERATE) / GiB:.1f} GiB held while generating of {usable}")
         return None
 
 
@@ -312,15 +313,15 @@ class MemoryReport:
             raise ConfigError(err)
         return self
 
-    def headroom_gb(self) -> dict[str, float]:
-        return {p.pool: p.headroom / _GB for p in self.pools}
+    def headroom_gib(self) -> dict[str, float]:
+        return {p.pool: p.headroom / GiB for p in self.pools}
 
     def summary(self) -> dict:
-        """Plain numbers (GB per device) for a result summary."""
+        """Plain numbers (GiB per device) for a result summary."""
         return {
-            "memory_headroom_gb": self.headroom_gb(),
-            "memory_gb": {p.pool: {r.role: r.total / _GB for r in p.roles} for p in self.pools},
-            "kv_cache_gb": {p.pool: p.kv_cache / _GB for p in self.pools if p.kv_cache is not None},
+            "memory_headroom_gib": self.headroom_gib(),
+            "memory_gib": {p.pool: {r.role: r.total / GiB for r in p.roles} for p in self.pools},
+            "kv_cache_gib": {p.pool: p.kv_cache / GiB for p in self.pools if p.kv_cache is not None},
             "zero_stage": self.train.zero_stage,
             "recompute": self.train.recompute,
             "colocate": self.colocate,

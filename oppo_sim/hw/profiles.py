@@ -1,7 +1,9 @@
 """Hardware profiles: JSON files holding a device spec and its calibrated cost parameters
-(format ``oppo-profile/1``), a nominal spec for the local CPU to calibrate against, and
-:func:`resolve_hardware` — the one place where a command line's ``--gpu``/``--profile`` text becomes a
-:class:`Hardware` (a GPU-table id, or a path to a profile)."""
+(format ``oppo-profile/2``: the units of ``oppo_sim.hw.hardware``, bandwidths one direction per GPU and
+memory in bytes as the device reports it; ``/1`` files predate that convention and are refused), a
+nominal spec for the local CPU to calibrate against, and :func:`resolve_hardware` — the one place where a
+command line's ``--gpu``/``--profile`` text becomes a :class:`Hardware` (a GPU-table id, or a path to a
+profile)."""
 
 from __future__ import annotations
 
@@ -19,13 +21,15 @@ from oppo_sim.hw.hardware import (
     GPUS,
     OP_KINDS,
     CostParams,
+    GiB,
     GPUSpec,
     Hardware,
     OpParams,
     default_params,
 )
 
-PROFILE_FORMAT = "oppo-profile/1"
+PROFILE_FORMAT = "oppo-profile/2"
+_OLD_FORMATS = ("oppo-profile/1",)  # bidirectional link_bw and 1e9-byte GB memory: refitting is the fix
 
 
 def _json_default(o: Any) -> Any:
@@ -109,6 +113,9 @@ def read_profile(path: str | PathLike) -> tuple[Hardware, dict]:
         raise ConfigError(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{where}: top level must be a JSON object")
+    if doc.get("format") in _OLD_FORMATS:
+        raise ConfigError(f"{where}: format '{doc['format']}' predates '{PROFILE_FORMAT}' (bandwidths one direction "
+                          "per GPU, memory as the device reports it): calibrate again to write it anew")
     if doc.get("format") != PROFILE_FORMAT:
         got = doc.get("format", "<missing>")
         raise ConfigError(f"{where}: field 'format' must be '{PROFILE_FORMAT}', got {got!r}")
@@ -118,7 +125,10 @@ def read_profile(path: str | PathLike) -> tuple[Hardware, dict]:
         if k not in OP_KINDS:
             raise ConfigError(f"{where}: unknown field 'params.{k}'; expected {', '.join(OP_KINDS)}")
     ops = {}
+    optional = {f.name for f in fields(CostParams) if f.default is not MISSING}  # ops added later
     for op in OP_KINDS:
+        if op not in params_doc and op in optional:
+            continue
         if op not in params_doc:
             raise ConfigError(f"{where}: missing field 'params.{op}'")
         if not isinstance(params_doc[op], dict):
@@ -159,7 +169,7 @@ def _phys_mem_bytes() -> float:
     try:
         return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):
-        return 16e9
+        return 16.0 * GiB
 
 
 def cpu_spec(
@@ -174,7 +184,7 @@ def cpu_spec(
 
     peak_flops = cores * flops_per_cycle (32: two AVX2 FMA units, fp32) * freq (max frequency from
     sysfs, else a 3.5 GHz guess); mem_bw = max(20 GB/s, 5 GB/s per core) unless given; mem_bytes from
-    the OS; link_bw = host_bw = mem_bw (weight sync on a CPU is a memory copy). These are rough upper bounds,
+    the OS; link_bw = host_bw = mem_bw (weight sync on a CPU is a memory copy, one direction). These are rough upper bounds,
     not measurements: the effective throughput (eff * peak) comes from ``fit_profile``. If a fit
     reports an efficiency at the bound 1, raise the nominal number (e.g. ``flops_per_cycle`` for
     AMX/AVX-512 bf16 machines).

@@ -14,7 +14,8 @@ After each PPO update every generator GPU needs the new actor weights (its tenso
   by tensor (a state dict handed over by RPC or a file, as simple integrations and engine "refit" APIs
   taking host tensors do).
 
-Cost, with ``eff`` and ``overhead_s`` the calibrated ``sync`` parameters (defaults 0.6 and 50 ms)::
+Cost, with ``eff`` and ``overhead_s`` the calibrated ``sync`` parameters (defaults 0.6 and 50 ms) and
+every bandwidth one direction per GPU (``oppo_sim.hw.hardware``'s convention: H100 NVLink 450e9 B/s)::
 
     nvlink:   overhead_s + (W / tp) / (link_bw * eff)
     network:  overhead_s + (W / tp) / (net_bw * eff)
@@ -22,6 +23,11 @@ Cost, with ``eff`` and ``overhead_s`` the calibrated ``sync`` parameters (defaul
 
 Bucketed broadcasts pipeline their buckets, so the per-bucket latency (tens of microseconds) hides under
 the transfer and is not counted; the host path pays a fixed cost per parameter tensor.
+
+The sync keeps its own efficiency rather than the ``collective`` one the all-reduces inside a pool use:
+a sync is measured end to end (``oppo-real``'s ``weight_sync_s``, fitted by
+``calibration.with_sync_seconds``), and besides the NCCL broadcast it packs buckets and loads them into
+the engine, so its fraction of the link is its own; both are fractions of the same one-direction bandwidth.
 
 What makes a sync slow, in this model — and what separates Baidu's 15-minute parameter sync from its
 20-second "refit" (a 10B model on 16 x A100 with TRT-LLM generators): (1) funnelling the whole model
@@ -31,7 +37,8 @@ NVLink). Baidu's slow path also rebuilt the TRT-LLM engine from a saved checkpoi
 and an engine compile, minutes of work this module does not model); the refit kept the built engine
 and replaced its weights from host memory, which is this module's ``host`` path: for ~20 GB of weights
 and ~400 tensors on an A100 node it costs 20e9/19.2e9 + 20e9/19.2e9 + 400 x 2 ms ~ 2.9 s before the
-engine's own per-tensor work, against 20e9/(600e9 x 0.6) ~ 0.06 s for the bucketed NVLink broadcast.
+engine's own per-tensor work, against 20e9/(300e9 x 0.6) ~ 0.11 s for the bucketed NVLink broadcast
+(A100 NVLink 3: 300 GB/s each way).
 """
 
 from __future__ import annotations
