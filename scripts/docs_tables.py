@@ -105,7 +105,7 @@ def gpu_fit() -> str:
 def _plan_row(r, rank: str, note: str = "") -> dict:
     return {"rank": rank, "configuration": f"{r.config}{note}", "samples/s": f"{r.samples_per_s:.2f}",
             "speedup": _x(r.speedup), "mean staleness": f"{r.staleness_mean:.2f}",
-            "headroom": f"{r.headroom_gb:.0f} GB", "trainer": f"ZeRO-{int(r.zero_stage)}, sp{int(r.sp)}, recompute {r.recompute}"}
+            "headroom": f"{r.headroom_gib:.0f} GiB", "trainer": f"ZeRO-{int(r.zero_stage)}, sp{int(r.sp)}, recompute {r.recompute}"}
 
 
 def _plan(name: str, top: int, split: str | None = None) -> str:
