@@ -134,7 +134,10 @@ def _report(res, top: int) -> None:
     else:
         print("reference: no synchronous baseline fits; no speedup column")
     print()
-    _print(res.ranked(top)[list(SHOWN)])
+    if n_ok:
+        _print(res.ranked(top)[list(SHOWN)])
+    else:
+        print("no configuration tried fits these GPUs: see the reasons below")
     if n_ok:
         best = res.best
         print(f"\nbest: {best['config']} ({best['placement']}, {best['replicas']} generation replica(s) of tp {best['tp']}, "

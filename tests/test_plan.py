@@ -272,3 +272,14 @@ def test_cli_plan_bad_input_exits_2_with_one_line(args, match, capsys):
         code = e.code
     err = capsys.readouterr().err
     assert code == 2 and match in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_plan_where_nothing_fits_says_so(trace_path, capsys):
+    from oppo_sim.cli import main
+
+    rc = main(["plan", "--trace", trace_path, "--actor", "qwen2.5-72b", "--reward", "qwen2.5-72b", "--gpus",
+               "2xrtx-4090", "--steps", "2", "--batch", "8", "--layouts", "shared", "--policies", "baseline",
+               "--processes", "1"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "no configuration tried fits these GPUs" in text and "does not fit" in text
+    assert "Index: []" not in text and "best: " not in text
