@@ -31,8 +31,8 @@ from oppo_real.commands.common import (
     DEFAULT_TRACE,
 )
 from oppo_real.config import RealConfig
-from oppo_real.results import RealResult
-from oppo_real.run import run_real
+from oppo_real.executor.real_result import RealResult
+from oppo_real.executor.runner import run_real
 from oppo_sim.core.policies import make_policy
 from oppo_sim.traces.catalog import load_trace
 

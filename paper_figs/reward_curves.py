@@ -53,7 +53,7 @@ def run(steps: int, *, backend: str = "vllm", workers: str = "ray", cache: str |
         DEFAULT_TRACE,
     )
     from oppo_real.config import RealConfig
-    from oppo_real.run import run_real
+    from oppo_real.executor.runner import run_real
     from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.catalog import load_trace
 

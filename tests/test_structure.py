@@ -101,7 +101,7 @@ def test_real_executor_uses_no_private_simulator_name():
 
 
 def test_real_executor_does_not_need_simpy():
-    code = ("import sys; import oppo_real.run, oppo_real.driver, oppo_real.cli, oppo_real.validation.mirror; "
+    code = ("import sys; import oppo_real.executor.runner, oppo_real.executor.real_driver, oppo_real.cli, oppo_real.validation.mirror; "
             "assert 'simpy' not in sys.modules, 'simpy imported'")
     # the validation mirror runs the simulator (it needs simpy); the executor's own modules must not
     code = code.replace(", oppo_real.validation.mirror", "")

@@ -25,12 +25,12 @@ def cores(text: str) -> tuple[int, ...]:
 def profile_engines(paths, backend: str, quick: bool, cores, log=print):
     """Time this machine's engines for ``backend`` and fit the cost model: ``(table, hw, report, static)``;
     ``static`` (the static decoder's per-call overhead, ``StaticCostParams``) is None unless the backend is
-    ``torch-static``, which is profiled with ``oppo_real.profile_static`` (its forwards, calls and sync)."""
-    from oppo_real.profile import ProfileGrid, fit, run_profile
+    ``torch-static``, which is profiled with ``oppo_real.profiling.static_decoder`` (its forwards, calls and sync)."""
+    from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
 
     grid = ProfileGrid.quick() if quick else ProfileGrid()
     if backend == "torch-static":
-        from oppo_real.profile_static import (
+        from oppo_real.profiling.static_decoder import (
             StaticProfileGrid,
             fit_static,
             run_static_profile,
@@ -45,7 +45,7 @@ def profile_engines(paths, backend: str, quick: bool, cores, log=print):
 
 
 def save_engine_profile(hw, static, path, meta: dict | None = None) -> None:
-    from oppo_real.profile_static import save_static_profile
+    from oppo_real.profiling.static_decoder import save_static_profile
     from oppo_sim.hw.profiles import save_profile
 
     if static is not None:
@@ -56,7 +56,7 @@ def save_engine_profile(hw, static, path, meta: dict | None = None) -> None:
 
 def device_map(text: str):
     """``--device``: ``cpu``, ``cuda``, ``cuda:N`` or ``gen=cuda:0,score=cuda:1,train=cuda:0``."""
-    from oppo_real.devices import DeviceMap
+    from oppo_real.devices.device_map import DeviceMap
     from oppo_sim.core.errors import ConfigError
 
     try:
@@ -99,7 +99,7 @@ def add_device_args(p: argparse.ArgumentParser, verbose: bool = True) -> None:
 def device_fields(a: argparse.Namespace) -> dict:
     """``RealConfig`` fields from the shared options: devices, shape (with a task over its whole vocabulary),
     stated memory, colocation, and the cores (pinned on the CPU, not pinned when a role runs on a GPU)."""
-    from oppo_real.devices import DeviceMap
+    from oppo_real.devices.device_map import DeviceMap
     from oppo_real.models.task import TaskConfig
     from oppo_sim.hw.models import get_model
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from oppo_real.messages import TrainBatch
+from oppo_real.executor.messages import TrainBatch
 from oppo_real.workers.recorder import Recorder
 
 
@@ -61,7 +61,7 @@ class TrainWorker(Recorder):
         """A copy of the actor's weights for the generator: cast to its dtype, on this device or in host memory."""
         import torch
 
-        from oppo_real.devices import synchronize
+        from oppo_real.devices.device_map import synchronize
 
         t0 = time.time()
         dt = getattr(torch, self.cfg.export_dtype) if self.cfg.export_dtype else None

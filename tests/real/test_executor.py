@@ -1,4 +1,4 @@
-"""Behaviour of the real executor (`oppo_real.driver` on a `Session`): sample accounting across deferrals, forced
+"""Behaviour of the real executor (`oppo_real.executor.real_driver` on a `Session`): sample accounting across deferrals, forced
 lengths from a trace, streamed scoring equal to whole scoring, exact resume from a checkpoint, and dead
 workers reported as one-line errors.
 
@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 
 from oppo_real.config import RealConfig
-from oppo_real.driver import Driver
+from oppo_real.executor.real_driver import Driver
 from oppo_real.ppo.algo import PPOConfig
-from oppo_real.results import build_result
-from oppo_real.run import run_real
-from oppo_real.session import Session
-from oppo_real.workers.placement import WorkerError
+from oppo_real.executor.real_result import build_result
+from oppo_real.executor.runner import run_real
+from oppo_real.executor.session import Session
+from oppo_real.workers.handles import WorkerError
 from oppo_sim.core.errors import OppoError
 from oppo_sim.core.policies import make_policy
 from oppo_sim.traces.trace import Trace
@@ -229,12 +229,12 @@ def ray_started():
     pytest.importorskip("ray")
     import ray
 
-    from oppo_real.workers import placement
+    from oppo_real.workers.handles import stop_ray
 
     was = ray.is_initialized()
     yield
     if not was:
-        placement.stop_ray()
+        stop_ray()
 
 
 def test_killed_ray_worker_is_a_one_line_worker_error(models, tail_trace, ray_started):

@@ -37,12 +37,12 @@ def ray_started():
     pytest.importorskip("ray")
     import ray
 
-    from oppo_real.workers import placement
+    from oppo_real.workers.handles import stop_ray
 
     was = ray.is_initialized()
     yield
     if not was:
-        placement.stop_ray()
+        stop_ray()
 
 
 def test_run_vllm_on_ray_baseline_and_oppo(models, vllm_ok, ray_started, tmp_path, capsys):

@@ -7,10 +7,10 @@ import math
 import pandas as pd
 
 from oppo_real.config import RealConfig
-from oppo_real.profile import ProfileGrid, fit, run_profile
+from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
 from oppo_real.validation.mirror import mirror_config, mirror_trace
-from oppo_real.validation.plots import plot_parity
-from oppo_real.validation.run import COMPONENT_COLUMNS, VALIDATION_COLUMNS, validate
+from oppo_real.validation.validation_plots import plot_parity
+from oppo_real.validation.validate import COMPONENT_COLUMNS, VALIDATION_COLUMNS, validate
 from oppo_sim.core.policies import make_policy
 from oppo_sim.hw.profiles import load_profile, save_profile
 from oppo_sim.traces.trace import Trace
@@ -77,8 +77,8 @@ def test_validate_table_has_every_column(models, tmp_path):
 def test_decode_profile_times_the_steady_state(models):
     from pathlib import Path
 
-    from oppo_real.profile import model_spec, profile_decode
-    from oppo_real.profile_gpu import gpu_grid
+    from oppo_real.profiling.engine_ops import model_spec, profile_decode
+    from oppo_real.profiling.gpu_model_error import gpu_grid
     from oppo_sim.hw.costmodel import CostModel
 
     grid = ProfileGrid(decode_batch=(2,), decode_kv=(16,), repeats=3, decode_warm=4, sync_repeats=1)

@@ -28,7 +28,7 @@ def cmd_engine_check(a: argparse.Namespace) -> int:
     import tempfile
 
     from oppo_real.backends.vllm_actor import vllm_available
-    from oppo_real.enginecheck.compare import check
+    from oppo_real.enginecheck.iteration_compare import check
     from oppo_real.enginecheck.scenarios import BUILTIN, random_scenario
     from oppo_real.enginecheck.vllm_run import output_to
     from oppo_real.models.tiny import build_models, default_cache_dir

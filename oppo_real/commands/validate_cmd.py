@@ -51,18 +51,18 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
     device (a GPU is fitted against its GPU-table entry, the CPU against a nominal spec)."""
     import pandas as pd
 
-    from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_real.session import build_run_models, release_local_memory
+    from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
+    from oppo_real.executor.session import build_run_models, release_local_memory
     from oppo_sim.hw.profiles import load_profile, save_profile
 
     if a.profile:
-        from oppo_real.profile_static import load_static_params
+        from oppo_real.profiling.static_decoder import load_static_params
 
         return load_profile(a.profile), load_static_params(a.profile) if cfg.static_engine else None
     device = cfg.devices.gen
     paths = build_run_models(cfg)
     say(f"profiling the engines on {device} ...")
-    if cfg.static_engine:  # the static decoder: its forwards, per-call overhead and sync (oppo_real.profile_static)
+    if cfg.static_engine:  # the static decoder: its forwards, per-call overhead and sync (oppo_real.profiling.static_decoder)
         table, hw, report, static = profile_engines(paths, cfg.backend, a.quick_profile, cfg.main_cores, log=lambda _m: None)
         table.to_csv(out / "measurements.csv", index=False)
         report.to_csv(out / "fit.csv", index=False)
@@ -71,8 +71,8 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
     if a.quick_profile:
         grid = ProfileGrid.quick()
     elif device.startswith("cuda"):
-        from oppo_real.memfit import run_specs
-        from oppo_real.profile_gpu import gpu_grid
+        from oppo_real.devices.memory_fit import run_specs
+        from oppo_real.profiling.gpu_model_error import gpu_grid
 
         grid = gpu_grid(run_specs(cfg)[0].params)
     else:
@@ -82,8 +82,8 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
     release_local_memory()  # the profiled engines' memory, before the runs' fit checks read what is free
     table.to_csv(out / "measurements.csv", index=False)
     if device.startswith("cuda"):
-        from oppo_real.devices import device_memory
-        from oppo_real.profile_gpu import fit_gpu, table_spec
+        from oppo_real.devices.device_map import device_memory
+        from oppo_real.profiling.gpu_model_error import fit_gpu, table_spec
 
         _, total, name = device_memory(device)
         hw, report = fit_gpu(table, table_spec(name, total))
@@ -99,7 +99,7 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
 def cmd_validate(a: argparse.Namespace) -> int:
     from oppo_real.config import RealConfig
     from oppo_real.console import Console
-    from oppo_real.memfit import check_fit, describe
+    from oppo_real.devices.memory_fit import check_fit, describe
     from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.catalog import load_trace
 
@@ -120,8 +120,8 @@ def cmd_validate(a: argparse.Namespace) -> int:
 def _validate_and_report(cfg, policies, hw, static, trace, a, out: Path, say) -> int:
     import pandas as pd
 
-    from oppo_real.validation.plots import plot_parity, plot_pred_vs_meas_timelines
-    from oppo_real.validation.run import validate
+    from oppo_real.validation.validation_plots import plot_parity, plot_pred_vs_meas_timelines
+    from oppo_real.validation.validate import validate
 
     v = validate(cfg, policies, hw, trace, warmup=a.warmup, repeat=a.repeat, log=say,
                  out_dir=None if a.no_checkpoint else out / "runs", static_cost=static)

@@ -120,7 +120,7 @@ def step_line(rec: dict) -> str:
 
 def run_with_progress(con, cfg, policy, trace, out, **kw):
     """``run_real`` with one console line per step and a closing summary line."""
-    from oppo_real.run import run_real
+    from oppo_real.executor.runner import run_real
 
     t0 = time.time()
     bar = con.progress(cfg.steps, unit="step", desc=policy.name)

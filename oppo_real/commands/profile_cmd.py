@@ -1,5 +1,5 @@
 """``oppo-real profile``: time the engines' operations here and fit the simulator's cost model; on a GPU,
-each measured call beside the uncalibrated prediction of the GPU table's entry (``oppo_real.profile_gpu``)."""
+each measured call beside the uncalibrated prediction of the GPU table's entry (``oppo_real.profiling.gpu_model_error``)."""
 
 from __future__ import annotations
 
@@ -45,18 +45,18 @@ def _models(a: argparse.Namespace, device: str):
 
 
 def _params(paths) -> float:
-    from oppo_real.profile import model_spec
+    from oppo_real.profiling.engine_ops import model_spec
 
     return float(model_spec(Path(paths.actor)).params)
 
 
 def _target(device: str, gpu: str | None):
     """(device name, GPU-table spec or None, total bytes) of the profiled device."""
-    from oppo_real.profile_gpu import table_spec
+    from oppo_real.profiling.gpu_model_error import table_spec
     from oppo_sim.hw.hardware import get_gpu
 
     if device.startswith("cuda"):
-        from oppo_real.devices import DeviceMap, check_available, device_memory
+        from oppo_real.devices.device_map import DeviceMap, check_available, device_memory
 
         check_available(DeviceMap(device, device, device))
         _, total, name = device_memory(device)
@@ -68,8 +68,8 @@ def cmd_profile(a: argparse.Namespace) -> int:
     import pandas as pd
 
     from oppo_real.console import Console
-    from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_real.profile_gpu import (
+    from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
+    from oppo_real.profiling.gpu_model_error import (
         error_summary,
         fit_gpu,
         gpu_grid,

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Callable
 
 from oppo_real.config import RealConfig
-from oppo_real.driver import Driver
-from oppo_real.results import RealResult, build_result
-from oppo_real.samples import has_checkpoint, load_checkpoint, save_checkpoint
-from oppo_real.session import Session
+from oppo_real.executor.real_driver import Driver
+from oppo_real.executor.real_result import RealResult, build_result
+from oppo_real.executor.sample_store import has_checkpoint, load_checkpoint, save_checkpoint
+from oppo_real.executor.session import Session
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import Policy
 from oppo_sim.traces.trace import Trace

@@ -28,10 +28,10 @@ from typing import Any, Callable
 import numpy as np
 
 from oppo_real.config import RealConfig
-from oppo_real.messages import TrainBatch
+from oppo_real.executor.messages import TrainBatch
 from oppo_real.models.task import rule_reward
-from oppo_real.samples import SampleStore
-from oppo_real.workers.placement import Handle
+from oppo_real.executor.sample_store import SampleStore
+from oppo_real.workers.handles import Handle
 from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import SCORING_ROLES, streamed_roles
 from oppo_sim.core.policies import Policy, StepPlan
