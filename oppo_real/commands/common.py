@@ -5,11 +5,27 @@ from __future__ import annotations
 import argparse
 
 DEFAULT_TRACE = "oppo-longtail-default"
-DEFAULT_LENGTH_SCALE = 0.1
-DEFAULT_MAX_RESPONSE = 256
+CPU_RUN_LENGTH_SCALE = 0.1
+"""``--length-scale`` of the real commands: the trace's response lengths shrunk for a CPU-sized run."""
+CPU_RUN_MAX_RESPONSE = 256
+"""``--max-response`` of the real commands: new tokens at most in a CPU-sized run (the simulator's cap,
+``oppo_sim.traces.trace.DEFAULT_MAX_RESPONSE``, is the paper-size 8192)."""
 BACKENDS = ("vllm", "torch", "torch-static")  # oppo_real.config.BACKENDS (not imported here: keeps --help light)
 BACKEND_HELP = ("actor generation engine: vllm (continuous batching), torch (per-request decode loop) or torch-static "
                 "(TRL-style static padded batches generated in calls of the step's chunk size C, KV carried across calls)")
+
+
+class DefaultsHelp(argparse.HelpFormatter):
+    """Every option's help states its default: a default the help text does not mention is appended
+    (``(default: off)`` for a flag); an option whose default is None says in its own words what it means."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or "default" in text or action.default in (None, argparse.SUPPRESS):
+            return text
+        if action.default is False:
+            return f"{text} (default: off)".strip()
+        return f"{text} (default: %(default)s)".strip()
 
 
 def cores(text: str) -> tuple[int, ...]:
@@ -85,7 +101,8 @@ def add_device_args(p: argparse.ArgumentParser, verbose: bool = True) -> None:
     p.add_argument("--device", type=device_map, default=None,
                    help="cpu (default), cuda, cuda:N, or a per-role map gen=cuda:0,score=cuda:1,train=cuda:0 (bf16 on GPUs)")
     p.add_argument("--shape", default=None,
-                   help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (see oppo_sim.hw.models)")
+                   help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (see oppo_sim.hw.models; "
+                        "default: the tiny built models)")
     p.add_argument("--gpu-memory", type=float, default=None, metavar="GB",
                    help="memory per device for the fit check (default: what the GPU reports; the CPU is not checked)")
     p.add_argument("--colocate", choices=("sleep", "resident"), default=None,

@@ -9,6 +9,7 @@ from pathlib import Path
 from oppo_real.commands.common import (
     BACKEND_HELP,
     BACKENDS,
+    DefaultsHelp,
     add_engine_warmup_arg,
     device_map,
     engine_warmup_s,
@@ -19,10 +20,11 @@ from oppo_real.commands.common import cores as _cores
 
 
 def add_parser(sub) -> None:
-    pr = sub.add_parser("profile", help="time the engines' operations here and fit the simulator's cost model")
+    pr = sub.add_parser("profile", help="time the engines' operations here and fit the simulator's cost model",
+                        formatter_class=DefaultsHelp)
     pr.add_argument("--backend", default=None, choices=BACKENDS, help=BACKEND_HELP + " (default vllm; torch on a GPU)")
     pr.add_argument("--cores", type=_cores, default=None, help="cores to pin to (default 0 on the CPU)")
-    pr.add_argument("--cache", default=None, help="model cache directory")
+    pr.add_argument("--cache", default=None, help="model cache directory (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
     pr.add_argument("--quick", action="store_true", help="a small grid (for CI)")
     pr.add_argument("--device", type=device_map, default=None, help="cpu (default), cuda or cuda:N (the generator's device is profiled)")
     pr.add_argument("--shape", default=None, help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (default: tiny)")

@@ -8,8 +8,9 @@ from pathlib import Path
 from oppo_real.commands.common import (
     BACKEND_HELP,
     BACKENDS,
-    DEFAULT_LENGTH_SCALE,
-    DEFAULT_MAX_RESPONSE,
+    DefaultsHelp,
+    CPU_RUN_LENGTH_SCALE,
+    CPU_RUN_MAX_RESPONSE,
     DEFAULT_TRACE,
     add_device_args,
     device_fields,
@@ -20,26 +21,28 @@ from oppo_sim.cliargs import nonneg_int, positive
 
 
 def add_parser(sub) -> None:
-    v = sub.add_parser("validate", help="simulate and run each policy; predicted vs measured table and figures")
-    v.add_argument("--policies", default="baseline,intra,inter,oppo", help="comma list")
+    v = sub.add_parser("validate", help="simulate and run each policy; predicted vs measured table and figures",
+                       formatter_class=DefaultsHelp)
+    v.add_argument("--policies", default="baseline,intra,inter,oppo", help="comma list of policies")
     v.add_argument("--trace", default=DEFAULT_TRACE, help="forced lengths from this trace ('none' = natural)")
-    v.add_argument("--length-scale", type=positive(float), default=DEFAULT_LENGTH_SCALE)
-    v.add_argument("--max-response", type=positive(), default=DEFAULT_MAX_RESPONSE)
-    v.add_argument("--steps", type=positive(), default=12)
+    v.add_argument("--length-scale", type=positive(float), default=CPU_RUN_LENGTH_SCALE,
+                   help="multiply the trace's lengths (CPU-sized)")
+    v.add_argument("--max-response", type=positive(), default=CPU_RUN_MAX_RESPONSE, help="max new tokens (CPU-sized)")
+    v.add_argument("--steps", type=positive(), default=12, help="PPO steps per run")
     v.add_argument("--warmup", type=nonneg_int, default=2, help="first steps left out of both medians (default 2)")
     v.add_argument("--repeat", type=positive(), default=1, help="runs per policy, interleaved across policies (default 1)")
-    v.add_argument("--batch", type=positive(), default=8)
-    v.add_argument("--chunk", type=positive(), default=16)
-    v.add_argument("--delta", type=nonneg_int, default=2)
+    v.add_argument("--batch", type=positive(), default=8, help="samples per PPO step, B")
+    v.add_argument("--chunk", type=positive(), default=16, help="chunk size C")
+    v.add_argument("--delta", type=nonneg_int, default=2, help="over-commit Δ")
     v.add_argument("--profile", default=None, help="a profile.json from `oppo-real profile` (default: profile now)")
     v.add_argument("--quick-profile", action="store_true", help="profile on the small grid")
     v.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
-    v.add_argument("--gen-batch", type=positive(), default=None, help="torch-static: rows per generate mini-batch")
-    v.add_argument("--workers", default="ray", choices=("ray", "local"))
-    v.add_argument("--cache", default=None)
-    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--gen-batch", type=positive(), default=None, help="torch-static: rows per generate mini-batch (default: one)")
+    v.add_argument("--workers", default="ray", choices=("ray", "local"), help="ray actors or in-process")
+    v.add_argument("--cache", default=None, help="model cache directory (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
+    v.add_argument("--seed", type=int, default=0, help="seed of prompts, sampling and training")
     v.add_argument("--out", default="out/validate", help="directory for the table, figures and runs")
-    v.add_argument("--json", default=None)
+    v.add_argument("--json", default=None, help="also write the table, components and headline as JSON here (default: none)")
     v.add_argument("--no-checkpoint", action="store_true", help="runs keep no per-step checkpoint under <out>/runs")
     add_device_args(v)
     v.set_defaults(func=cmd_validate)

@@ -42,10 +42,9 @@ def run_real(cfg: RealConfig, policy: Policy, trace: Trace | None = None, *, out
             d.run_step()
             if saver is not None:
                 saver.save()
-        if d.training:  # trainings still in flight: finish them, and keep a checkpoint without any
-            d.drain()
-            if saver is not None:
-                saver.save()
+        # the trainings still in flight finish; the checkpoint stays the last step's (with them deferred to a
+        # restart), so a run extended with --resume continues as one run of all its steps would have
+        d.drain()
         d.take_timeline()
         return build_result(d, session.paths)
     finally:
