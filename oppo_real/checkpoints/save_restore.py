@@ -97,6 +97,10 @@ class Checkpointer:
         self.pending.append((step, train.submit("save", str(self.dir / name)), train.submit("take_timeline")))
         return name
 
+    def flush(self) -> None:
+        """At the run's end (no training in flight): the timeline rows handed over before trainings."""
+        self._collect(None)
+
     def _collect(self, upto: int | None) -> None:
         """Wait for the pre-training saves of steps <= ``upto`` (all when None); keep their timeline rows."""
         keep = []

@@ -45,6 +45,8 @@ def run_real(cfg: RealConfig, policy: Policy, trace: Trace | None = None, *, out
         # the trainings still in flight finish; the checkpoint stays the last step's (with them deferred to a
         # restart), so a run extended with --resume continues as one run of all its steps would have
         d.drain()
+        if saver is not None:
+            saver.flush()
         d.take_timeline()
         return build_result(d, session.paths)
     finally:
