@@ -19,8 +19,8 @@ import pytest
 from oppo_real.config import RealConfig
 from oppo_real.executor.real_driver import Driver
 from oppo_real.workers.gen import GenWorker, GenWorkerConfig
-from oppo_real.workers.null import NullScoreWorker, NullTrainWorker
 from oppo_real.workers.handles import LocalHandle
+from oppo_real.workers.null import NullScoreWorker, NullTrainWorker
 from oppo_sim.core.placement import Placement, Pool
 from oppo_sim.core.policies import (
     Policy,

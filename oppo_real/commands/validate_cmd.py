@@ -54,8 +54,8 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
     device (a GPU is fitted against its GPU-table entry, the CPU against a nominal spec)."""
     import pandas as pd
 
-    from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
     from oppo_real.executor.session import build_run_models, release_local_memory
+    from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
     from oppo_sim.hw.profiles import load_profile, save_profile
 
     if a.profile:
@@ -123,8 +123,8 @@ def cmd_validate(a: argparse.Namespace) -> int:
 def _validate_and_report(cfg, policies, hw, static, trace, a, out: Path, say) -> int:
     import pandas as pd
 
-    from oppo_real.validation.validation_plots import plot_parity, plot_pred_vs_meas_timelines
     from oppo_real.validation.validate import validate
+    from oppo_real.validation.validation_plots import plot_parity, plot_pred_vs_meas_timelines
 
     v = validate(cfg, policies, hw, trace, warmup=a.warmup, repeat=a.repeat, log=say,
                  out_dir=None if a.no_checkpoint else out / "runs", static_cost=static)

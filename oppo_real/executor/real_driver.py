@@ -32,8 +32,8 @@ import numpy as np
 
 from oppo_real.config import RealConfig
 from oppo_real.executor.messages import TrainBatch
-from oppo_real.models.task import rule_reward
 from oppo_real.executor.sample_store import SampleStore
+from oppo_real.models.task import rule_reward
 from oppo_real.workers.handles import Handle
 from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import SCORING_ROLES, streamed_roles

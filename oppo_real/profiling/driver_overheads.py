@@ -13,8 +13,8 @@ import pandas as pd
 
 from oppo_real.config import RealConfig
 from oppo_real.executor.real_driver import Driver
-from oppo_real.workers.handles import spawn, start_ray
 from oppo_real.workers.gen import GenWorker, GenWorkerConfig
+from oppo_real.workers.handles import spawn, start_ray
 from oppo_real.workers.null import NullScoreWorker, NullTrainWorker
 from oppo_sim.core.policies import make_policy
 from oppo_sim.hw.overheads import OVERHEAD_COLUMNS, ExecutorOverheads, fit_overheads
@@ -69,8 +69,8 @@ def measure_sync(cfg: RealConfig, rounds: int = 6) -> float:
     import statistics
     import time
 
-    from oppo_real.ppo.algo import PPOConfig
     from oppo_real.executor.session import build_run_models, worker_resources, worker_specs
+    from oppo_real.ppo.algo import PPOConfig
 
     if cfg.workers == "ray":
         start_ray(cfg.ray_address)

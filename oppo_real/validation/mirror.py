@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from oppo_real.config import RealConfig
-from oppo_real.profiling.engine_ops import model_spec
 from oppo_real.executor.sample_store import SampleStore
+from oppo_real.profiling.engine_ops import model_spec
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import StaticConfig, StaticCostParams

@@ -16,10 +16,10 @@ import pytest
 
 from oppo_real.config import RealConfig
 from oppo_real.executor.real_driver import Driver
-from oppo_real.ppo.algo import PPOConfig
 from oppo_real.executor.real_result import build_result
 from oppo_real.executor.runner import run_real
 from oppo_real.executor.session import Session
+from oppo_real.ppo.algo import PPOConfig
 from oppo_real.workers.handles import WorkerError
 from oppo_sim.core.errors import OppoError
 from oppo_sim.core.policies import make_policy

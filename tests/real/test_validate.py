@@ -10,8 +10,8 @@ import pytest
 from oppo_real.config import RealConfig
 from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
 from oppo_real.validation.mirror import mirror_config, mirror_trace
-from oppo_real.validation.validation_plots import plot_parity
 from oppo_real.validation.validate import COMPONENT_COLUMNS, VALIDATION_COLUMNS, validate
+from oppo_real.validation.validation_plots import plot_parity
 from oppo_sim.core.policies import make_policy
 from oppo_sim.hw.profiles import load_profile, save_profile
 from oppo_sim.traces.trace import Trace
