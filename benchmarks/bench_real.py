@@ -26,13 +26,13 @@ import pandas as pd
 
 from oppo_real.cli import quiet_libraries
 from oppo_real.commands.common import (
-    DEFAULT_LENGTH_SCALE,
-    DEFAULT_MAX_RESPONSE,
+    CPU_RUN_LENGTH_SCALE,
+    CPU_RUN_MAX_RESPONSE,
     DEFAULT_TRACE,
 )
 from oppo_real.config import RealConfig
-from oppo_real.results import RealResult
-from oppo_real.run import run_real
+from oppo_real.executor.real_result import RealResult
+from oppo_real.executor.runner import run_real
 from oppo_sim.core.policies import make_policy
 from oppo_sim.traces.catalog import load_trace
 
@@ -87,8 +87,8 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=16)
     ap.add_argument("--delta", type=int, default=2)
     ap.add_argument("--trace", default=DEFAULT_TRACE)
-    ap.add_argument("--length-scale", type=float, default=DEFAULT_LENGTH_SCALE)
-    ap.add_argument("--max-response", type=int, default=DEFAULT_MAX_RESPONSE)
+    ap.add_argument("--length-scale", type=float, default=CPU_RUN_LENGTH_SCALE)
+    ap.add_argument("--max-response", type=int, default=CPU_RUN_MAX_RESPONSE)
     ap.add_argument("--backend", default="vllm", choices=("vllm", "torch"))
     ap.add_argument("--workers", default="ray", choices=("ray", "local"))
     ap.add_argument("--cache", default=None, help="model cache (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")

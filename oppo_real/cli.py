@@ -19,11 +19,16 @@ from oppo_sim.cliargs import Parser, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from oppo_real.commands import engine_check, profile, run, validate
+    from oppo_real.commands import (
+        engine_check_cmd,
+        profile_cmd,
+        run_cmd,
+        validate_cmd,
+    )
 
     p = Parser(prog="oppo-real", description="Run OPPO and peer policies on real engines and measure them.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
-    for command in (run, profile, validate, engine_check):
+    for command in (run_cmd, profile_cmd, validate_cmd, engine_check_cmd):
         command.add_parser(sub)
     return p
 

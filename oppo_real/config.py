@@ -1,7 +1,7 @@
 """The configuration of a real run: typed, frozen, validated at construction.
 
 :class:`EngineSettings` are the generation engine's knobs. They are given to the real engine *and* to
-the validation mirror (``oppo_real/validate.py``), so a prediction models the engine the run really had.
+the validation mirror (``oppo_real/validation/validate.py``), so a prediction models the engine the run really had.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from oppo_real.devices import DeviceMap
+from oppo_real.devices.device_map import DeviceMap
 from oppo_real.models.task import TaskConfig
 from oppo_real.models.tiny import TinyModelConfig
 from oppo_sim.core.errors import ConfigError

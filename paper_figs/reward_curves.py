@@ -48,18 +48,18 @@ def run(steps: int, *, backend: str = "vllm", workers: str = "ray", cache: str |
         policies: Sequence[str] = POLICIES, log=print) -> tuple[pd.DataFrame, dict[str, float]]:
     """Run each policy for real; the per-step table and each run's wall time (start-up included)."""
     from oppo_real.commands.common import (
-        DEFAULT_LENGTH_SCALE,
-        DEFAULT_MAX_RESPONSE,
+        CPU_RUN_LENGTH_SCALE,
+        CPU_RUN_MAX_RESPONSE,
         DEFAULT_TRACE,
     )
     from oppo_real.config import RealConfig
-    from oppo_real.run import run_real
+    from oppo_real.executor.runner import run_real
     from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.catalog import load_trace
 
     trace = load_trace(DEFAULT_TRACE, max_response=None)
     cfg = RealConfig(batch=8, steps=steps, seed=seed, backend=backend, workers=workers, cache_dir=cache,
-                     max_response=DEFAULT_MAX_RESPONSE, length_scale=DEFAULT_LENGTH_SCALE, ppo=ppo_config())
+                     max_response=CPU_RUN_MAX_RESPONSE, length_scale=CPU_RUN_LENGTH_SCALE, ppo=ppo_config())
     frames, walls = [], {}
     for name in policies:
         policy = make_policy(name, chunk=16, delta=2)

@@ -17,14 +17,13 @@ from typing import ClassVar
 import pytest
 
 from oppo_real.config import RealConfig
-from oppo_real.driver import Driver
+from oppo_real.executor.real_driver import Driver
 from oppo_real.workers.gen import GenWorker, GenWorkerConfig
+from oppo_real.workers.handles import LocalHandle
 from oppo_real.workers.null import NullScoreWorker, NullTrainWorker
-from oppo_real.workers.placement import LocalHandle
 from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import Placement, Pool
 from oppo_sim.core.policies import Policy, make_policy
-from oppo_sim.core.stepplan import PolicyState, StepContext, StepOutcome, StepPlan
 from oppo_sim.core.protocol import (
     Emit,
     EndGeneration,
@@ -34,6 +33,7 @@ from oppo_sim.core.protocol import (
     ScoreWhole,
     Train,
 )
+from oppo_sim.core.stepplan import PolicyState, StepContext, StepOutcome, StepPlan
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.traces.trace import Trace

@@ -321,7 +321,7 @@ def test_snapshot_restore_undoes_a_chain():
 
 def test_engine_check_scenarios_exercise_what_they_claim():
     """The built-in engine-check workloads (tests/real/test_enginecheck.py runs them on vLLM too)."""
-    from oppo_real.enginecheck.compare import first_divergence, totals
+    from oppo_real.enginecheck.iteration_compare import first_divergence, totals
     from oppo_real.enginecheck.scenarios import BUILTIN, random_scenario
     from oppo_real.enginecheck.workload import replay_sim
 
@@ -339,7 +339,7 @@ def test_engine_check_scenarios_exercise_what_they_claim():
 
 
 def test_engine_check_comparison_reports_the_first_divergence_and_the_bound():
-    from oppo_real.enginecheck.compare import CheckResult, first_divergence, milestones
+    from oppo_real.enginecheck.iteration_compare import CheckResult, first_divergence, milestones
     from oppo_real.enginecheck.scenarios import BUILTIN
     from oppo_real.enginecheck.workload import IterRecord
 

@@ -8,7 +8,7 @@ import pytest
 from oppo_real.backends import warmup
 from oppo_real.backends.lockstep import LockstepActor
 from oppo_real.config import RealConfig
-from oppo_real.workers.placement import LocalHandle, WorkerError
+from oppo_real.workers.handles import LocalHandle, WorkerError
 from oppo_sim.core.errors import ConfigError
 
 

@@ -27,7 +27,7 @@ tokens at its own positions; sampled output (temperature > 0) does not either: e
 with noise keyed by request seed and position (`backends.sampling`), as `TorchActor` does. One host sync per step (the sampled tokens and their log-probs).
 
 ``record_timings=True`` records each forward and each call boundary in ``timings`` (what
-``oppo_real.profile_static`` turns into a measurement table); on CUDA it then synchronises around them.
+``oppo_real.profiling.static_decoder`` turns into a measurement table); on CUDA it then synchronises around them.
 """
 
 from __future__ import annotations

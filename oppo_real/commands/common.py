@@ -5,11 +5,27 @@ from __future__ import annotations
 import argparse
 
 DEFAULT_TRACE = "oppo-longtail-default"
-DEFAULT_LENGTH_SCALE = 0.1
-DEFAULT_MAX_RESPONSE = 256
+CPU_RUN_LENGTH_SCALE = 0.1
+"""``--length-scale`` of the real commands: the trace's response lengths shrunk for a CPU-sized run."""
+CPU_RUN_MAX_RESPONSE = 256
+"""``--max-response`` of the real commands: new tokens at most in a CPU-sized run (the simulator's cap,
+``oppo_sim.traces.trace.DEFAULT_MAX_RESPONSE``, is the paper-size 8192)."""
 BACKENDS = ("vllm", "torch", "torch-static")  # oppo_real.config.BACKENDS (not imported here: keeps --help light)
 BACKEND_HELP = ("actor generation engine: vllm (continuous batching), torch (per-request decode loop) or torch-static "
                 "(TRL-style static padded batches generated in calls of the step's chunk size C, KV carried across calls)")
+
+
+class DefaultsHelp(argparse.HelpFormatter):
+    """Every option's help states its default: a default the help text does not mention is appended
+    (``(default: off)`` for a flag); an option whose default is None says in its own words what it means."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or "default" in text or action.default in (None, argparse.SUPPRESS):
+            return text
+        if action.default is False:
+            return f"{text} (default: off)".strip()
+        return f"{text} (default: %(default)s)".strip()
 
 
 def cores(text: str) -> tuple[int, ...]:
@@ -25,12 +41,12 @@ def cores(text: str) -> tuple[int, ...]:
 def profile_engines(paths, backend: str, quick: bool, cores, log=print):
     """Time this machine's engines for ``backend`` and fit the cost model: ``(table, hw, report, static)``;
     ``static`` (the static decoder's per-call overhead, ``StaticCostParams``) is None unless the backend is
-    ``torch-static``, which is profiled with ``oppo_real.profile_static`` (its forwards, calls and sync)."""
-    from oppo_real.profile import ProfileGrid, fit, run_profile
+    ``torch-static``, which is profiled with ``oppo_real.profiling.static_decoder`` (its forwards, calls and sync)."""
+    from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
 
     grid = ProfileGrid.quick() if quick else ProfileGrid()
     if backend == "torch-static":
-        from oppo_real.profile_static import (
+        from oppo_real.profiling.static_decoder import (
             StaticProfileGrid,
             fit_static,
             run_static_profile,
@@ -45,7 +61,7 @@ def profile_engines(paths, backend: str, quick: bool, cores, log=print):
 
 
 def save_engine_profile(hw, static, path, meta: dict | None = None) -> None:
-    from oppo_real.profile_static import save_static_profile
+    from oppo_real.profiling.static_decoder import save_static_profile
     from oppo_sim.hw.profiles import save_profile
 
     if static is not None:
@@ -56,7 +72,7 @@ def save_engine_profile(hw, static, path, meta: dict | None = None) -> None:
 
 def device_map(text: str):
     """``--device``: ``cpu``, ``cuda``, ``cuda:N`` or ``gen=cuda:0,score=cuda:1,train=cuda:0``."""
-    from oppo_real.devices import DeviceMap
+    from oppo_real.devices.device_map import DeviceMap
     from oppo_sim.core.errors import ConfigError
 
     try:
@@ -85,7 +101,8 @@ def add_device_args(p: argparse.ArgumentParser, verbose: bool = True) -> None:
     p.add_argument("--device", type=device_map, default=None,
                    help="cpu (default), cuda, cuda:N, or a per-role map gen=cuda:0,score=cuda:1,train=cuda:0 (bf16 on GPUs)")
     p.add_argument("--shape", default=None,
-                   help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (see oppo_sim.hw.models)")
+                   help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (see oppo_sim.hw.models; "
+                        "default: the tiny built models)")
     p.add_argument("--gpu-memory", type=float, default=None, metavar="GB",
                    help="memory per device for the fit check (default: what the GPU reports; the CPU is not checked)")
     p.add_argument("--colocate", choices=("sleep", "resident"), default=None,
@@ -99,7 +116,7 @@ def add_device_args(p: argparse.ArgumentParser, verbose: bool = True) -> None:
 def device_fields(a: argparse.Namespace) -> dict:
     """``RealConfig`` fields from the shared options: devices, shape (with a task over its whole vocabulary),
     stated memory, colocation, and the cores (pinned on the CPU, not pinned when a role runs on a GPU)."""
-    from oppo_real.devices import DeviceMap
+    from oppo_real.devices.device_map import DeviceMap
     from oppo_real.models.task import TaskConfig
     from oppo_sim.hw.models import get_model
 

@@ -1,1 +1,1 @@
-"""`oppo-real engine-check`: real vLLM against the simulated engine, iteration by iteration — workloads and the simulator replay (`workload`), built-in scenarios (`scenarios`), the vLLM run with its scheduler hook (`vllm_run`), and the comparison (`compare`)."""
+"""`oppo-real engine-check`: real vLLM against the simulated engine, iteration by iteration — workloads and the simulator replay (`workload`), built-in scenarios (`scenarios`), the vLLM run with its scheduler hook (`vllm_run`), and the comparison (`iteration_compare`)."""

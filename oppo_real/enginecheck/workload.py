@@ -5,7 +5,7 @@ arrive at given iteration indices, optional deferrals (a request aborted once it
 and re-added as prompt + tokens so far, as ``oppo_real`` defers with ``resume_request``) and optional weight-sync
 cache resets. :func:`replay_sim` runs it through ``EngineCore`` (costs do not matter, only decisions);
 ``oppo_real.enginecheck.vllm_run.run_vllm`` runs it on real vLLM in process and records each ``SchedulerOutput``.
-Both yield one :class:`IterRecord` per scheduler iteration; ``oppo_real.enginecheck.compare`` finds the first
+Both yield one :class:`IterRecord` per scheduler iteration; ``oppo_real.enginecheck.iteration_compare`` finds the first
 divergence and the totals (``check`` runs both); ``oppo_real.enginecheck.scenarios`` holds the built-in workloads. Iteration indices count ``schedule()`` calls: a request with ``arrival=a`` is added once ``a`` iterations
 have run (at once if the engine is idle, in both engines).
 

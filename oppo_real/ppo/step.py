@@ -9,8 +9,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from oppo_real.devices import synchronize
-from oppo_real.messages import TrainBatch
+from oppo_real.devices.device_map import synchronize
+from oppo_real.executor.messages import TrainBatch
 from oppo_real.ppo.algo import (
     PPOBatch,
     PPOConfig,

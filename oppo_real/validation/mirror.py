@@ -8,7 +8,7 @@ token budget, block size, and the number of KV blocks its byte budget holds) -- 
 torch decoder (``--backend torch-static``), the simulator's static engine with the same mini-batch size and
 the profiled per-call overhead -- and how the executor's torch code batches. :func:`mirror_trace` gives the simulator the same requests in the same order: the
 prompts' lengths from the run's prompt sampler, the forced response lengths by the run's own rule
-(:meth:`oppo_real.samples.SampleStore.target_of`), and — when a measured run is given — each sample's
+(:meth:`oppo_real.executor.sample_store.SampleStore.target_of`), and — when a measured run is given — each sample's
 measured reward-model score, so reward-driven controllers (dynamic Δ) see the rewards the run saw.
 """
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from oppo_real.config import RealConfig
-from oppo_real.profile import model_spec
-from oppo_real.samples import SampleStore
+from oppo_real.executor.sample_store import SampleStore
+from oppo_real.profiling.engine_ops import model_spec
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import StaticConfig, StaticCostParams
@@ -86,6 +86,6 @@ def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None
         max_response=None,
         # how the executor's torch code batches: the streamed chunks of one report in one padded forward,
         # whole-sequence scoring and PPO mini-batches padded to the longest sequence; the driver's own
-        # time per round trip, step, sample and token (measured by oppo_real.profile_driver)
+        # time per round trip, step, sample and token (measured by oppo_real.profiling.driver_overheads)
         stream_batching=True, padded_batches=True, overheads=overheads or ExecutorOverheads(),
     )

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from oppo_real.backends.api import GenRequest, SamplingConfig
 from oppo_real.config import EngineSettings
-from oppo_real.messages import GenOutput
+from oppo_real.executor.messages import GenOutput
 from oppo_real.workers.recorder import Recorder
 
 
@@ -44,7 +44,7 @@ class GenWorker(Recorder):
         self.gen = self._make_backend()
         if cfg.warmup_s > 0:
             from oppo_real.backends.warmup import burn_in
-            from oppo_real.profile import model_spec
+            from oppo_real.profiling.engine_ops import model_spec
 
             burn_in(self.gen, cfg.warmup_s, model_spec(Path(cfg.actor)).vocab, cfg.engine.max_num_seqs)
         self.init_seconds = time.time() - t0

@@ -1,13 +1,13 @@
 """Workers that do no model work and answer at once: a score worker whose scores are 0 and a train worker
 that trains nothing. With a ``lockstep`` generation backend they leave only what the driver itself
 spends — the remote calls, the step machine, building requests and batches — which
-``oppo_real.profile_driver`` times, and which the decision-parity test runs."""
+``oppo_real.profiling.driver_overheads`` times, and which the decision-parity test runs."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from oppo_real.messages import Score, TrainBatch
+from oppo_real.executor.messages import Score, TrainBatch
 from oppo_real.workers.recorder import Recorder
 
 

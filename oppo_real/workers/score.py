@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from oppo_real.messages import Score
+from oppo_real.executor.messages import Score
 from oppo_real.workers.recorder import Recorder
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from oppo_real.messages import TrainBatch
+from oppo_real.executor.messages import TrainBatch
 from oppo_real.workers.recorder import Recorder
 
 
@@ -46,22 +46,31 @@ class TrainWorker(Recorder):
         self.version = 0
 
     def train(self, batch: TrainBatch) -> dict[str, float]:
-        """One PPO update on ``batch`` (old log-probs and values are computed here, with the current weights)."""
+        """One PPO update on ``batch`` (old log-probs and values are computed here, with the current weights).
+        The stats carry ``scored_at``: when the last scoring pass here (critic, logprob) ended -- where the
+        step's scoring ends and its training begins, as the simulator counts them."""
         from oppo_real.ppo.step import run_ppo_step
+        from oppo_sim.core.placement import SCORING_ROLES
 
         n_tok, step = batch.tokens, batch.step
-        stats = run_ppo_step(
-            self.actor, self.critic, self.opt, batch, self.ppo_cfg,
-            on_phase=lambda activity, role, a, b: self._rec(activity, role, step, a, b, n_tok),
-        )
+        scored = [0.0]
+
+        def on_phase(activity: str, role: str, a: float, b: float) -> None:
+            self._rec(activity, role, step, a, b, n_tok)
+            if role in SCORING_ROLES:
+                scored[0] = max(scored[0], b)
+
+        stats = run_ppo_step(self.actor, self.critic, self.opt, batch, self.ppo_cfg, on_phase=on_phase)
         self.version += 1
+        if scored[0]:
+            stats["scored_at"] = scored[0]
         return stats
 
     def weights(self, step: int) -> dict:
         """A copy of the actor's weights for the generator: cast to its dtype, on this device or in host memory."""
         import torch
 
-        from oppo_real.devices import synchronize
+        from oppo_real.devices.device_map import synchronize
 
         t0 = time.time()
         dt = getattr(torch, self.cfg.export_dtype) if self.cfg.export_dtype else None
@@ -71,14 +80,24 @@ class TrainWorker(Recorder):
         self._rec("sync", "sync", step, t0, time.time(), 0)
         return sd
 
-    def save(self, path: str) -> None:
+    def save(self, path: str) -> int:
+        """Write the trainer's state (models, optimizers, RNG and the policy version) to ``path`` crash-safe:
+        to ``path.tmp``, flushed to disk, then renamed. Returns the version saved."""
+        import os
+
         import torch
 
-        torch.save({
-            "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-            "opt_actor": self.opt["actor"].state_dict(), "opt_critic": self.opt["critic"].state_dict(),
-            "version": self.version, "torch_rng": torch.get_rng_state(),
-        }, path)
+        tmp = f"{path}.tmp"
+        with open(tmp, "wb") as f:
+            torch.save({
+                "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                "opt_actor": self.opt["actor"].state_dict(), "opt_critic": self.opt["critic"].state_dict(),
+                "version": self.version, "torch_rng": torch.get_rng_state(),
+            }, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return self.version
 
     def load(self, path: str) -> int:
         import torch

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from oppo_real.config import RealConfig
-from oppo_real.devices import DeviceMap, check_available, ray_gpu_plan, worker_device
+from oppo_real.devices.device_map import DeviceMap, check_available, ray_gpu_plan, worker_device
 from oppo_sim.core.errors import ConfigError
 
 
@@ -98,7 +98,7 @@ def test_config_colocation_and_placement():
 
 
 def test_a_run_that_cannot_fit_is_refused_before_anything_is_built(tmp_path):
-    from oppo_real.memfit import check_fit
+    from oppo_real.devices.memory_fit import check_fit
 
     big = RealConfig(devices=DeviceMap.parse("cuda"), shape="qwen2.5-7b", gpu_memory_gb=80)
     with pytest.raises(ConfigError) as e:
@@ -120,7 +120,7 @@ def test_a_run_that_cannot_fit_is_refused_before_anything_is_built(tmp_path):
 
 
 def test_the_kv_cache_counts_and_colocation_lowers_the_peak():
-    from oppo_real.memfit import kv_cache_bytes, pools, run_specs
+    from oppo_real.devices.memory_fit import kv_cache_bytes, pools, run_specs
 
     cfg = RealConfig(devices=DeviceMap.parse("cuda"), shape="qwen2.5-1.5b", gpu_memory_gb=80, backend="torch", batch=16)
     actor, _ = run_specs(cfg)
@@ -132,7 +132,7 @@ def test_the_kv_cache_counts_and_colocation_lowers_the_peak():
     assert sleep < resident
     long = replace(cfg, batch=512, max_response=4096)
     with pytest.raises(ConfigError, match="does not fit"):
-        from oppo_real.memfit import check_fit
+        from oppo_real.devices.memory_fit import check_fit
 
         check_fit(replace(long, gpu_memory_gb=24))
 

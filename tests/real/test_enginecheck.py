@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from oppo_real.enginecheck.compare import check
+from oppo_real.enginecheck.iteration_compare import check
 from oppo_real.enginecheck.scenarios import BUILTIN, random_scenario
 
 

@@ -1,4 +1,4 @@
-"""Behaviour of the real executor (`oppo_real.driver` on a `Session`): sample accounting across deferrals, forced
+"""Behaviour of the real executor (`oppo_real.executor.real_driver` on a `Session`): sample accounting across deferrals, forced
 lengths from a trace, streamed scoring equal to whole scoring, exact resume from a checkpoint, and dead
 workers reported as one-line errors.
 
@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 
 from oppo_real.config import RealConfig
-from oppo_real.driver import Driver
+from oppo_real.executor.real_driver import Driver
+from oppo_real.executor.real_result import build_result
+from oppo_real.executor.runner import run_real
+from oppo_real.executor.session import Session
 from oppo_real.ppo.algo import PPOConfig
-from oppo_real.results import build_result
-from oppo_real.run import run_real
-from oppo_real.session import Session
-from oppo_real.workers.placement import WorkerError
+from oppo_real.workers.handles import WorkerError
 from oppo_sim.core.errors import OppoError
 from oppo_sim.core.policies import make_policy
 from oppo_sim.traces.trace import Trace
@@ -176,10 +176,11 @@ def test_streamed_scores_equal_whole_scores(models, tail_trace):
     assert runs["intra"].steps["chunk"].iloc[0] == 8
 
 
-@pytest.mark.parametrize("policy", ["oppo", "partial-rollout"])
+@pytest.mark.parametrize("policy", ["oppo", "partial-rollout", "async"])
 def test_resume_from_checkpoint_continues_exactly(models, tail_trace, tmp_path, policy):
     """4 steps straight == 2 steps, then resume to 4 (seeded sampling at temperature 1, deferred samples
-    and streamed scorer state crossing the checkpoint)."""
+    and streamed scorer state crossing the checkpoint; under async, the training in flight at the
+    checkpoint is trained again after the resume)."""
     cfg2, cfg4 = _cfg(models, steps=2), _cfg(models, steps=4)
     straight = run_real(cfg4, _policy(policy), tail_trace, out_dir=tmp_path / "A")
     run_real(cfg2, _policy(policy), tail_trace, out_dir=tmp_path / "B")
@@ -229,12 +230,12 @@ def ray_started():
     pytest.importorskip("ray")
     import ray
 
-    from oppo_real.workers import placement
+    from oppo_real.workers.handles import stop_ray
 
     was = ray.is_initialized()
     yield
     if not was:
-        placement.stop_ray()
+        stop_ray()
 
 
 def test_killed_ray_worker_is_a_one_line_worker_error(models, tail_trace, ray_started):

@@ -37,12 +37,12 @@ def ray_started():
     pytest.importorskip("ray")
     import ray
 
-    from oppo_real.workers import placement
+    from oppo_real.workers.handles import stop_ray
 
     was = ray.is_initialized()
     yield
     if not was:
-        placement.stop_ray()
+        stop_ray()
 
 
 def test_run_vllm_on_ray_baseline_and_oppo(models, vllm_ok, ray_started, tmp_path, capsys):
@@ -130,3 +130,21 @@ def test_resume_through_the_cli_continues_the_run(models, tmp_path, capsys):
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["samples_trained"] == 12 and len(summary["reward_curve"]) == 3
     capsys.readouterr()
+
+
+def test_every_option_states_its_default():
+    """``--help`` of every sub-command: each option's help says what it defaults to."""
+    import argparse
+
+    from oppo_real.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == {"run", "profile", "validate", "engine-check"}
+    for name, p in sub.choices.items():
+        fmt = p._get_formatter()
+        for act in p._actions:
+            if not act.option_strings or act.help == argparse.SUPPRESS or "--help" in act.option_strings:
+                continue
+            text = fmt._expand_help(act) if act.help else ""
+            assert "default" in text, f"oppo-real {name} {act.option_strings[0]}: help {text!r} states no default"
+    assert "--steps STEPS PPO steps (default: 20)" in " ".join(sub.choices["run"].format_help().split())

@@ -9,7 +9,7 @@ import torch
 from oppo_real.backends.api import GenRequest, SamplingConfig, run_to_completion
 from oppo_real.backends.scorer import IncrementalScorer, ScorerConfig
 from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
-from oppo_real.messages import TrainBatch
+from oppo_real.executor.messages import TrainBatch
 from oppo_real.models.task import PromptSampler, rule_reward
 from oppo_real.models.tiny import load_causal_lm, load_value_model
 from oppo_real.ppo.algo import PPOConfig, make_optimizers

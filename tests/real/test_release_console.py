@@ -116,7 +116,7 @@ def test_a_vllm_ray_run_prints_no_engine_banners(models, vllm_ok, tmp_path):
 
 
 def test_profile_table_against_the_gpu_table():
-    from oppo_real.profile_gpu import (
+    from oppo_real.profiling.gpu_model_error import (
         error_summary,
         gpu_table_id,
         table_spec,
@@ -141,7 +141,7 @@ def test_profile_table_against_the_gpu_table():
     assert np.allclose(p["err_pct"], 100 * (p["pred_default_s"] - t["seconds"]) / t["seconds"])
     s = error_summary(p)
     assert list(s["op"]) == ["decode", "prefill", "train", "sync"] and (s["n"] == 1).all()
-    from oppo_real.profile_gpu import plot_profile
+    from oppo_real.profiling.gpu_model_error import plot_profile
 
     fig = plot_profile(pd.concat([p, p.assign(model="qwen2.5-1.5b")]))
     assert len(fig.axes) == 4 and [ax.get_title().split(":")[0] for ax in fig.axes] == ["decode", "prefill", "train", "sync"]

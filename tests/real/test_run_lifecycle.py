@@ -26,7 +26,8 @@ def _args(models, out, *extra):
 def test_existing_run_directory_is_refused_without_resume_or_overwrite(models, tmp_path, capsys):
     assert main(_args(models, tmp_path / "r", "--steps", "1")) == 0
     before = (tmp_path / "r" / "checkpoint" / "driver.json").read_bytes()
-    capsys.readouterr()
+    said = capsys.readouterr().out
+    assert f"checkpoints: after every step in {tmp_path / 'r' / 'checkpoint'}" in said  # the console says when
     assert main(_args(models, tmp_path / "r", "--steps", "1")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--resume" in err[0] and "--overwrite" in err[0], err

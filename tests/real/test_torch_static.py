@@ -221,8 +221,8 @@ def test_it_makes_the_simulators_decisions(models, C, gen_batch, carry_kv):
 
 
 def test_profile_static_decode_writes_a_table_that_fits_and_predicts(models):
-    from oppo_real.profile import model_spec
-    from oppo_real.profile_static import (
+    from oppo_real.profiling.engine_ops import model_spec
+    from oppo_real.profiling.static_decoder import (
         STATIC_CALL_OP,
         StaticProfileGrid,
         fit_static,
@@ -231,7 +231,7 @@ def test_profile_static_decode_writes_a_table_that_fits_and_predicts(models):
     from oppo_sim.hw.calibration import MEASUREMENT_COLUMNS
 
     grid = StaticProfileGrid(batch=(1, 4), prompt=(8, 32), call_tokens=(3, 8), calls=2, repeats=1)
-    from oppo_real.profile_static import profile_static_decode
+    from oppo_real.profiling.static_decoder import profile_static_decode
 
     table = profile_static_decode(models.actor, grid, log=lambda _m: None)
     assert set(MEASUREMENT_COLUMNS) <= set(table.columns)
@@ -246,7 +246,7 @@ def test_profile_static_decode_writes_a_table_that_fits_and_predicts(models):
 
 
 def test_static_profile_round_trip(tmp_path):
-    from oppo_real.profile_static import load_static_params, save_static_profile
+    from oppo_real.profiling.static_decoder import load_static_params, save_static_profile
     from oppo_sim.engine.static import StaticCostParams
     from oppo_sim.hw.hardware import get_hardware
     from oppo_sim.hw.profiles import load_profile

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 
 from oppo_real.config import RealConfig
-from oppo_real.profile import ProfileGrid, fit, run_profile
+from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
 from oppo_real.validation.mirror import mirror_config, mirror_trace
-from oppo_real.validation.plots import plot_parity
-from oppo_real.validation.run import COMPONENT_COLUMNS, VALIDATION_COLUMNS, validate
+from oppo_real.validation.validate import COMPONENT_COLUMNS, VALIDATION_COLUMNS, validate
+from oppo_real.validation.validation_plots import plot_parity
 from oppo_sim.core.policies import make_policy
 from oppo_sim.hw.profiles import load_profile, save_profile
 from oppo_sim.traces.trace import Trace
@@ -77,8 +78,8 @@ def test_validate_table_has_every_column(models, tmp_path):
 def test_decode_profile_times_the_steady_state(models):
     from pathlib import Path
 
-    from oppo_real.profile import model_spec, profile_decode
-    from oppo_real.profile_gpu import gpu_grid
+    from oppo_real.profiling.engine_ops import model_spec, profile_decode
+    from oppo_real.profiling.gpu_model_error import gpu_grid
     from oppo_sim.hw.costmodel import CostModel
 
     grid = ProfileGrid(decode_batch=(2,), decode_kv=(16,), repeats=3, decode_warm=4, sync_repeats=1)
@@ -87,3 +88,40 @@ def test_decode_profile_times_the_steady_state(models):
     flops, nbytes = CostModel.decode_work(model_spec(Path(models.actor)), 2, 2 * (16 + 1 + 4 + 3 // 2))
     assert all(r["flops"] == flops and r["bytes"] == nbytes for r in rows)  # priced at the timed iterations' KV
     assert gpu_grid().decode_warm > gpu_grid().repeats  # on a GPU most of a grid point is spent reaching steady state
+
+
+def test_components_attribute_the_same_work_on_both_sides(models):
+    """One attribution: critic values and the actor's log-probs are scoring in the simulator and in the real
+    run (whose train worker computes them before its update), the update is training, the sync is sync; both
+    sides report the same components."""
+    from oppo_real.executor.runner import run_real
+    from oppo_real.validation.run_metrics import (
+        COMPONENT_WORK,
+        COMPONENTS,
+        attribution,
+        measure,
+    )
+    from oppo_sim.hw.hardware import get_hardware
+    from oppo_sim.pipeline.simulate import simulate
+
+    cfg = RealConfig(batch=4, steps=2, backend="torch", workers="local", max_response=32, length_scale=0.5,
+                     cache_dir=str(models.root.parent), main_cores=None, score_cores=None)
+    pol = make_policy("baseline")
+    real = run_real(cfg, pol, TRACE)
+    sim = simulate(mirror_trace(cfg, TRACE, 8, real.rollouts), pol, mirror_config(cfg, get_hardware("h100-sxm"), models))
+    assert set(measure(sim, 0)) == set(measure(real, 0)) >= set(COMPONENTS)
+    a, b = attribution(sim), attribution(real)
+    work_of = {act: c for c, acts in COMPONENT_WORK.items() for act in acts}  # the activities each component prices
+    both = [("generate", "generate"), ("score", "reward"), ("score", "reference"), ("score", "critic"),
+            ("score", "logprob"), ("train", "actor"), ("sync", "sync")]
+    assert [work_of[act] for act, _ in both].count("scoring_s") == 4
+    for work in both:
+        comp = work_of[work[0]]
+        assert a.get(work) == {comp}, ("simulated", work, a.get(work))
+        assert b.get(work) == {comp}, ("measured", work, b.get(work))
+    # the real scoring component holds the train worker's critic and log-prob passes: it ends where they end
+    tl, st = real.timeline, real.steps
+    for r in st.itertuples(index=False):
+        passes = tl[(tl["step"] == r.step) & tl["role"].isin(["critic", "logprob"]) & (tl["activity"] == "score")]
+        assert len(passes) == 2
+        assert passes["end"].max() == pytest.approx(r.start + r.generation_s + r.scoring_s, abs=1e-6)

@@ -9,8 +9,8 @@ import math
 import pytest
 
 from oppo_real.config import RealConfig
-from oppo_real.profile import ProfileGrid
-from oppo_real.profile_static import (
+from oppo_real.profiling.engine_ops import ProfileGrid
+from oppo_real.profiling.static_decoder import (
     STATIC_CALL_OP,
     StaticProfileGrid,
     fit_static,
@@ -18,7 +18,7 @@ from oppo_real.profile_static import (
     run_static_profile,
 )
 from oppo_real.validation.mirror import mirror_config
-from oppo_real.validation.run import VALIDATION_COLUMNS, validate
+from oppo_real.validation.validate import VALIDATION_COLUMNS, validate
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import make_policy
 from oppo_sim.engine.factory import EngineKind
@@ -54,7 +54,7 @@ def test_config_knows_the_static_backend():
 
 
 def test_profile_covers_every_op_and_the_per_call_overhead(static_profile, tmp_path):
-    from oppo_real.profile_static import save_static_profile
+    from oppo_real.profiling.static_decoder import save_static_profile
 
     table, hw, params, report = static_profile
     assert set(table["op"]) == {"decode", "sync", "prefill", "train", STATIC_CALL_OP}

@@ -1,29 +1,19 @@
-"""Samples of a real run and their checkpoints.
+"""Samples of a real run.
 
 The step machine (``oppo_sim.core``) decides *which* samples run, stream, defer and train; this module
 holds what only the real run has — each sample's prompt ids, the tokens and log-probs it generated,
-its scores — and writes/reads everything needed to continue a run exactly: the ledger (decisions,
-policy state, deferred and finished samples), the samples' tokens, the prompt sampler's RNG, the
-records so far, and the trainer's models and optimizers (``train.pt``, written by the train worker).
+its scores — from admission until the sample is trained. Checkpoints write them (JSON, one object per
+sample): :mod:`oppo_real.checkpoints.save_restore`.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
 
 from oppo_real.backends.api import GenRequest
 from oppo_real.config import RealConfig
 from oppo_real.models.task import PromptSampler
-from oppo_sim.core.errors import ConfigError
 from oppo_sim.traces.trace import Trace
-
-if TYPE_CHECKING:  # pragma: no cover
-    from oppo_sim.core.ledger import Ledger
-
-CHECKPOINT_FORMAT = "oppo-real-checkpoint/2"
 
 
 @dataclass
@@ -85,38 +75,3 @@ class SampleStore:
 
     def pop(self, sid: int) -> RSample:
         return self.samples.pop(sid)
-
-
-def save_checkpoint(directory: Path, ledger: "Ledger", store: SampleStore, step: int, extra: dict[str, Any]) -> None:
-    """The driver's side of a checkpoint (``driver.json``; the trainer writes ``train.pt`` beside it)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    state = {
-        "format": CHECKPOINT_FORMAT, "step": step, "ledger": ledger.to_json(),
-        "samples": [asdict(s) for s in store.samples.values()],
-        "sampler": store.sampler._rng.bit_generator.state, **extra,
-    }
-    tmp = directory / "driver.json.tmp"
-    tmp.write_text(json.dumps(state))
-    tmp.replace(directory / "driver.json")
-
-
-def load_checkpoint(directory: Path, ledger: "Ledger", store: SampleStore) -> dict[str, Any]:
-    """Restore ledger and samples from ``directory``; returns the rest of the driver's state."""
-    path = directory / "driver.json"
-    if not path.exists():
-        raise ConfigError(f"{directory}: no checkpoint (driver.json missing)")
-    st = json.loads(path.read_text())
-    if st.get("format") != CHECKPOINT_FORMAT:
-        raise ConfigError(f"{path}: not an {CHECKPOINT_FORMAT} checkpoint (format {st.get('format')!r})")
-    ledger.load_json(st.pop("ledger"))
-    store.samples = {d["sid"]: RSample.from_json(d) for d in st.pop("samples")}
-    store.sampler._rng.bit_generator.state = st.pop("sampler")
-    for s in store.samples.values():  # the scorer's KV did not survive the restart: streams start over
-        s.opened = False
-    for sid in ledger.deferred:
-        ledger.tracks[sid].emitted = 0
-    return st
-
-
-def has_checkpoint(out_dir: Path) -> bool:
-    return (out_dir / "checkpoint" / "driver.json").exists()

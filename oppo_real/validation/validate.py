@@ -19,15 +19,15 @@ import numpy as np
 import pandas as pd
 
 from oppo_real.config import RealConfig
-from oppo_real.results import RealResult
-from oppo_real.run import run_real
-from oppo_real.validation.compare import (
+from oppo_real.executor.real_result import RealResult
+from oppo_real.executor.runner import run_real
+from oppo_real.validation.mirror import mirror_config, mirror_trace
+from oppo_real.validation.run_metrics import (
     COMPONENTS,
     decision_agreement,
     explain,
     measure,
 )
-from oppo_real.validation.mirror import mirror_config, mirror_trace
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.results import SimResult
 from oppo_sim.engine.static_params import StaticCostParams
@@ -126,8 +126,8 @@ def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: 
     ``overheads``: the driver's measured costs and ``sync_s`` the end-to-end weight sync (both measured here,
     on the run's kind of workers, when None). The real runs keep no per-step checkpoint: writing one is not a
     part of the step the simulator models."""
-    from oppo_real.profile_driver import measure_overheads
-    from oppo_real.session import build_run_models
+    from oppo_real.executor.session import build_run_models
+    from oppo_real.profiling.driver_overheads import measure_overheads
 
     paths = build_run_models(cfg)
     if overheads is None:
@@ -136,7 +136,7 @@ def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: 
             f"{1e3 * overheads.sample_s:.2f} ms per sample, {1e6 * overheads.token_s:.1f} us per token "
             f"(fit MAPE {100 * rep['mape']:.0f}%)")
     if sync_s is None:
-        from oppo_real.profile_driver import measure_sync
+        from oppo_real.profiling.driver_overheads import measure_sync
 
         sync_s = measure_sync(cfg)
         log(f"weight sync end to end (export, transfer, load): {1e3 * sync_s:.1f} ms")

@@ -9,9 +9,10 @@ from pathlib import Path
 from oppo_real.commands.common import (
     BACKEND_HELP,
     BACKENDS,
-    DEFAULT_LENGTH_SCALE,
-    DEFAULT_MAX_RESPONSE,
+    CPU_RUN_LENGTH_SCALE,
+    CPU_RUN_MAX_RESPONSE,
     DEFAULT_TRACE,
+    DefaultsHelp,
     add_device_args,
     device_fields,
 )
@@ -21,40 +22,41 @@ from oppo_sim.cliargs import nonneg_int, positive
 
 
 def add_parser(sub) -> None:
-    r = sub.add_parser("run", help="a real PPO run under a policy")
+    r = sub.add_parser("run", help="a real PPO run under a policy", formatter_class=DefaultsHelp)
     r.add_argument("--policy", default="oppo", help=f"one of {', '.join(_policy_names())} (default oppo)")
     r.add_argument("--chunk", type=positive(), default=None, help="chunk size C (default 16 here)")
     r.add_argument("--delta", type=nonneg_int, default=None, help="over-commit Δ (default 2 here)")
-    r.add_argument("--budget", type=positive(), default=None, help="per-step token budget (partial-rollout)")
-    r.add_argument("--staleness", type=positive(), default=None, help="staleness bound (async)")
-    r.add_argument("--steps", type=positive(), default=20)
+    r.add_argument("--budget", type=positive(), default=None, help="per-step token budget (partial-rollout; default 1024)")
+    r.add_argument("--staleness", type=positive(), default=None, help="staleness bound (async; default 1)")
+    r.add_argument("--steps", type=positive(), default=20, help="PPO steps")
     r.add_argument("--batch", type=positive(), default=8, help="samples per PPO step, B (default 8)")
     r.add_argument("--trace", default=DEFAULT_TRACE,
                    help=f"force response lengths from this trace (default {DEFAULT_TRACE}); 'none' = natural EOS lengths")
-    r.add_argument("--length-scale", type=positive(float), default=DEFAULT_LENGTH_SCALE,
-                   help=f"multiply the trace's lengths (default {DEFAULT_LENGTH_SCALE}: CPU-sized)")
-    r.add_argument("--max-response", type=positive(), default=DEFAULT_MAX_RESPONSE, help="max new tokens")
-    r.add_argument("--model", default=None, help="a local Hugging Face causal-LM directory to use as the actor")
+    r.add_argument("--length-scale", type=positive(float), default=CPU_RUN_LENGTH_SCALE,
+                   help=f"multiply the trace's lengths (default {CPU_RUN_LENGTH_SCALE}: CPU-sized)")
+    r.add_argument("--max-response", type=positive(), default=CPU_RUN_MAX_RESPONSE, help="max new tokens (CPU-sized)")
+    r.add_argument("--model", default=None, help="a local Hugging Face causal-LM directory to use as the actor (default: the tiny built actor)")
     r.add_argument("--cache", default=None, help="where built models are cached (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
     r.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
     r.add_argument("--gen-batch", type=positive(), default=None,
                    help="torch-static: rows per generate mini-batch (TRL's local_rollout_forward_batch_size; default: one)")
     r.add_argument("--workers", default="ray", choices=("ray", "local"), help="ray actors (default) or in-process")
-    r.add_argument("--ray-address", default=None, help="join an existing Ray cluster")
+    r.add_argument("--ray-address", default=None, help="join an existing Ray cluster (default: start a local one)")
     r.add_argument("--main-cores", type=_cores, default=None, help="cores of the generate+train pool (default 0; none on a GPU)")
     r.add_argument("--score-cores", type=_cores, default=None, help="cores of the scoring pool (default 1; none on a GPU)")
     r.add_argument("--gpus-per-worker", type=float, default=0.0, help="Ray GPUs per role worker")
-    r.add_argument("--temperature", type=float, default=1.0)
-    r.add_argument("--ppo-epochs", type=positive(), default=None)
-    r.add_argument("--minibatches", type=positive(), default=None)
-    r.add_argument("--lr", type=positive(float), default=None, help="learning rate of actor and critic")
-    r.add_argument("--tis-cap", type=positive(float), default=None, help="truncated importance sampling for stale samples")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    r.add_argument("--ppo-epochs", type=positive(), default=None, help="PPO epochs per step (default 2)")
+    r.add_argument("--minibatches", type=positive(), default=None, help="PPO mini-batches per epoch (default 2)")
+    r.add_argument("--lr", type=positive(float), default=None, help="learning rate of actor and critic (default 1e-4)")
+    r.add_argument("--tis-cap", type=positive(float), default=None,
+                   help="truncated importance sampling for stale samples, capped at this ratio (default: off)")
+    r.add_argument("--seed", type=int, default=0, help="seed of prompts, sampling and training")
     r.add_argument("--out", default=None, help="output directory (default out/real/<policy>)")
     r.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     r.add_argument("--overwrite", action="store_true", help="start over in an --out that already holds a run")
-    r.add_argument("--json", default=None, help="also write the summary JSON here")
-    r.add_argument("--no-checkpoint", action="store_true", help="no checkpoint per step (real-size models: GBs a step)")
+    r.add_argument("--json", default=None, help="also write the summary JSON here (default: only <out>/summary.json)")
+    r.add_argument("--no-checkpoint", action="store_true", help="no checkpoint per step (real-size models: GBs a step; default: a checkpoint after every step in <out>/checkpoint)")
     add_device_args(r)
     r.set_defaults(func=cmd_run)
 
@@ -95,6 +97,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     out = Path(a.out or f"out/real/{policy.name}")
     with Console(out, a.verbose) as con:
         con.print(describe_run(cfg, policy, trace, out))
+        con.print(checkpoint_line(out, not a.no_checkpoint, a.resume))
         res = run_with_progress(con, cfg, policy, trace, out, resume=a.resume, overwrite=a.overwrite,
                                 checkpoint_steps=not a.no_checkpoint)
         write_outputs(res, out, con.print)
@@ -111,6 +114,14 @@ def describe_run(cfg, policy, trace, out: Path) -> str:
             f"models {models}, B={cfg.batch}, {cfg.steps} steps, lengths {lengths}, colocate {cfg.colocate_mode}, out {out}")
 
 
+def checkpoint_line(out: Path, every_step: bool, resume: bool) -> str:
+    """When this run writes checkpoints (said before it starts)."""
+    if not every_step:
+        return "checkpoints: none (--no-checkpoint); this run cannot be resumed"
+    return (f"checkpoints: after every step in {out / 'checkpoint'} (a training still in flight, under async, is "
+            f"trained again on --resume){'; resuming from it' if resume else ''}")
+
+
 def step_line(rec: dict) -> str:
     chunk = rec["chunk"] if rec["chunk"] is not None else "-"
     return (f"step {rec['step']:4d}  reward {rec['reward']:.3f}  rm {rec['rm_score']:+.3f}  step {rec['step_time_s']:6.2f} s  "
@@ -120,7 +131,7 @@ def step_line(rec: dict) -> str:
 
 def run_with_progress(con, cfg, policy, trace, out, **kw):
     """``run_real`` with one console line per step and a closing summary line."""
-    from oppo_real.run import run_real
+    from oppo_real.executor.runner import run_real
 
     t0 = time.time()
     bar = con.progress(cfg.steps, unit="step", desc=policy.name)

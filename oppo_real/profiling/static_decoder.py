@@ -1,5 +1,5 @@
 """Profile the real static decoder (`TorchStaticActor`): time calls of C tokens over a grid of batch x
-prompt x C, in the measurement-table format of ``oppo_real.profile`` (``op, devices, flops, bytes,
+prompt x C, in the measurement-table format of ``oppo_real.profiling.engine_ops`` (``op, devices, flops, bytes,
 seconds`` + grid coordinates), so a profile fitted on it drives the simulator's static engine
 (``oppo_sim.engine.static``).
 
@@ -13,7 +13,7 @@ Rows:
   FLOPs or bytes; ``call_s`` holds the whole call's wall time.
 
 :func:`run_static_profile` adds what a whole run needs (``sync`` into the static decoder, and the scorers'
-``prefill`` and the PPO ``train`` rows of ``oppo_real.profile``): what ``oppo-real profile|validate
+``prefill`` and the PPO ``train`` rows of ``oppo_real.profiling.engine_ops``): what ``oppo-real profile|validate
 --backend torch-static`` measure. :func:`fit_static` fits the cost-model rows with
 ``oppo_sim.hw.calibration.fit_profile`` (ops absent from the table keep their defaults) and takes the
 per-call overhead as the median of the ``static_call`` rows;
@@ -111,7 +111,7 @@ def profile_static_decode(actor_dir: Path, grid: StaticProfileGrid | None = None
     """Time the static decoder over ``grid`` on ``device``; returns the measurement table (see module)."""
     from oppo_real.backends.api import GenRequest, SamplingConfig
     from oppo_real.backends.torch_static import TorchStaticActor, TorchStaticConfig
-    from oppo_real.profile import model_spec
+    from oppo_real.profiling.engine_ops import model_spec
 
     grid = grid or StaticProfileGrid()
     if dtype not in _BYTES:
@@ -162,7 +162,7 @@ def profile_static_sync(actor_dir: Path, repeats: int = 5, device: str = "cpu", 
     """``sync`` rows: loading the actor's weights into the static decoder (`TorchStaticActor.load_weights`)."""
     from oppo_real.backends.torch_static import TorchStaticActor, TorchStaticConfig
     from oppo_real.models.tiny import load_causal_lm
-    from oppo_real.profile import model_spec
+    from oppo_real.profiling.engine_ops import model_spec
 
     actor = TorchStaticActor(TorchStaticConfig(model=str(actor_dir), dtype=dtype, device=device))
     try:
@@ -179,9 +179,9 @@ def profile_static_sync(actor_dir: Path, repeats: int = 5, device: str = "cpu", 
 def run_static_profile(paths, grid=None, static_grid: StaticProfileGrid | None = None,
                        cores: tuple[int, ...] | None = (0,), log: Callable[[str], None] = print) -> pd.DataFrame:
     """Everything a run on the static decoder needs, on this machine (pinned to ``cores``): the scorers'
-    prefill and the PPO update (``oppo_real.profile``, ``grid``), the static decoder's forwards and per-call
+    prefill and the PPO update (``oppo_real.profiling.engine_ops``, ``grid``), the static decoder's forwards and per-call
     overhead (``static_grid``) and the weight sync into it. :func:`fit_static` fits the whole table."""
-    from oppo_real.profile import ProfileGrid, profile_prefill, profile_train
+    from oppo_real.profiling.engine_ops import ProfileGrid, profile_prefill, profile_train
     from oppo_real.workers.recorder import pin_to_cores
 
     grid = grid or ProfileGrid()

@@ -159,7 +159,7 @@ def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log, dev
     Adam step, and critic values + clipped value loss + backward + Adam step (each a ``train`` row)."""
     import torch
 
-    from oppo_real.devices import synchronize
+    from oppo_real.devices.device_map import synchronize
     from oppo_real.models.tiny import load_causal_lm, load_value_model
     from oppo_real.ppo.algo import (
         critic_values,

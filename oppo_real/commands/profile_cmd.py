@@ -1,5 +1,5 @@
 """``oppo-real profile``: time the engines' operations here and fit the simulator's cost model; on a GPU,
-each measured call beside the uncalibrated prediction of the GPU table's entry (``oppo_real.profile_gpu``)."""
+each measured call beside the uncalibrated prediction of the GPU table's entry (``oppo_real.profiling.gpu_model_error``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from oppo_real.commands.common import (
     BACKEND_HELP,
     BACKENDS,
+    DefaultsHelp,
     add_engine_warmup_arg,
     device_map,
     engine_warmup_s,
@@ -19,10 +20,11 @@ from oppo_real.commands.common import cores as _cores
 
 
 def add_parser(sub) -> None:
-    pr = sub.add_parser("profile", help="time the engines' operations here and fit the simulator's cost model")
+    pr = sub.add_parser("profile", help="time the engines' operations here and fit the simulator's cost model",
+                        formatter_class=DefaultsHelp)
     pr.add_argument("--backend", default=None, choices=BACKENDS, help=BACKEND_HELP + " (default vllm; torch on a GPU)")
     pr.add_argument("--cores", type=_cores, default=None, help="cores to pin to (default 0 on the CPU)")
-    pr.add_argument("--cache", default=None, help="model cache directory")
+    pr.add_argument("--cache", default=None, help="model cache directory (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
     pr.add_argument("--quick", action="store_true", help="a small grid (for CI)")
     pr.add_argument("--device", type=device_map, default=None, help="cpu (default), cuda or cuda:N (the generator's device is profiled)")
     pr.add_argument("--shape", default=None, help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (default: tiny)")
@@ -45,18 +47,18 @@ def _models(a: argparse.Namespace, device: str):
 
 
 def _params(paths) -> float:
-    from oppo_real.profile import model_spec
+    from oppo_real.profiling.engine_ops import model_spec
 
     return float(model_spec(Path(paths.actor)).params)
 
 
 def _target(device: str, gpu: str | None):
     """(device name, GPU-table spec or None, total bytes) of the profiled device."""
-    from oppo_real.profile_gpu import table_spec
+    from oppo_real.profiling.gpu_model_error import table_spec
     from oppo_sim.hw.hardware import get_gpu
 
     if device.startswith("cuda"):
-        from oppo_real.devices import DeviceMap, check_available, device_memory
+        from oppo_real.devices.device_map import DeviceMap, check_available, device_memory
 
         check_available(DeviceMap(device, device, device))
         _, total, name = device_memory(device)
@@ -68,8 +70,8 @@ def cmd_profile(a: argparse.Namespace) -> int:
     import pandas as pd
 
     from oppo_real.console import Console
-    from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_real.profile_gpu import (
+    from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
+    from oppo_real.profiling.gpu_model_error import (
         error_summary,
         fit_gpu,
         gpu_grid,

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from oppo_real.config import RealConfig
-from oppo_real.devices import ray_gpu_plan, worker_device
-from oppo_real.workers.placement import Handle
+from oppo_real.devices.device_map import ray_gpu_plan, worker_device
+from oppo_real.workers.handles import Handle
 from oppo_sim.core.errors import ConfigError
 
 
@@ -41,7 +41,7 @@ def worker_specs(cfg: RealConfig, paths, ppo) -> dict[str, tuple[type, Any]]:
     from dataclasses import replace
 
     from oppo_real.backends.api import SamplingConfig
-    from oppo_real.memfit import kv_cache_bytes, run_specs
+    from oppo_real.devices.memory_fit import kv_cache_bytes, run_specs
     from oppo_real.workers.gen import GenWorker, GenWorkerConfig
     from oppo_real.workers.score import ScoreWorker, ScoreWorkerConfig
     from oppo_real.workers.train import TrainWorker, TrainWorkerConfig
@@ -64,7 +64,7 @@ def worker_specs(cfg: RealConfig, paths, ppo) -> dict[str, tuple[type, Any]]:
 
 def worker_resources(cfg: RealConfig) -> dict[str, dict]:
     """Ray resources per role: CPUs (fractions keep every worker placeable on a small machine) and, on GPUs,
-    the fraction of its GPU and the placement-group bundle of that GPU (:func:`oppo_real.devices.ray_gpu_plan`)."""
+    the fraction of its GPU and the placement-group bundle of that GPU (:func:`oppo_real.devices.device_map.ray_gpu_plan`)."""
     main_cpus = max(1, len(cfg.main_cores or (0,))) / 2
     cpus = {"gen": main_cpus, "train": main_cpus, "score": float(max(1, len(cfg.score_cores or (0,))))}
     if not cfg.devices.uses_cuda:
@@ -84,9 +84,9 @@ class Session:
         self.handles: dict[str, Handle] = {}
 
     def start(self) -> dict[str, Handle]:
-        from oppo_real.memfit import check_fit
+        from oppo_real.devices.memory_fit import check_fit
         from oppo_real.ppo.algo import PPOConfig
-        from oppo_real.workers import placement
+        from oppo_real.workers.handles import spawn, start_ray
 
         cfg = self.cfg
         ppo = cfg.ppo or PPOConfig()
@@ -95,10 +95,10 @@ class Session:
         self.memory = check_fit(cfg)  # from the shapes alone: nothing is built or loaded before this
         self.paths = paths = build_run_models(cfg)
         if cfg.workers == "ray":
-            placement.start_ray(cfg.ray_address)
+            start_ray(cfg.ray_address)
         res = worker_resources(cfg)
         specs = worker_specs(cfg, paths, ppo)
-        self.handles = {role: placement.spawn(cfg.workers, role, cls, wcfg, **res[role]) for role, (cls, wcfg) in specs.items()}
+        self.handles = {role: spawn(cfg.workers, role, cls, wcfg, **res[role]) for role, (cls, wcfg) in specs.items()}
         return self.handles
 
     def close(self) -> None:

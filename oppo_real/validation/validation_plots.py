@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oppo_real.validation.run import Validation
+from oppo_real.validation.validate import Validation
 
 
 def plot_parity(v: Validation):

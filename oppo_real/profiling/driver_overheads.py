@@ -12,9 +12,9 @@ from typing import Callable
 import pandas as pd
 
 from oppo_real.config import RealConfig
-from oppo_real.driver import Driver
-from oppo_real.workers import placement
+from oppo_real.executor.real_driver import Driver
 from oppo_real.workers.gen import GenWorker, GenWorkerConfig
+from oppo_real.workers.handles import spawn, start_ray
 from oppo_real.workers.null import NullScoreWorker, NullTrainWorker
 from oppo_sim.core.policies import make_policy
 from oppo_sim.hw.overheads import OVERHEAD_COLUMNS, ExecutorOverheads, fit_overheads
@@ -25,17 +25,17 @@ GRID_POLICIES = ("baseline", "oppo")
 
 
 def _handles(workers: str) -> dict:
-    gen = placement.spawn(workers, "gen", GenWorker, GenWorkerConfig(actor="none", backend="lockstep"), num_cpus=0.01)
+    gen = spawn(workers, "gen", GenWorker, GenWorkerConfig(actor="none", backend="lockstep"), num_cpus=0.01)
     return {"gen": gen,
-            "score": placement.spawn(workers, "score", NullScoreWorker, num_cpus=0.01),
-            "train": placement.spawn(workers, "train", NullTrainWorker, num_cpus=0.01)}
+            "score": spawn(workers, "score", NullScoreWorker, num_cpus=0.01),
+            "train": spawn(workers, "train", NullTrainWorker, num_cpus=0.01)}
 
 
 def profile_driver(cfg: RealConfig, trace: Trace | None, steps: int = 6, chunk: int = 16, delta: int = 2,
                    log: Callable[[str], None] = print) -> pd.DataFrame:
     """One row per measured step (the first of each run left out): its round trips, samples, tokens, seconds."""
     if cfg.workers == "ray":
-        placement.start_ray(cfg.ray_address)
+        start_ray(cfg.ray_address)
     rows = []
     for name in GRID_POLICIES:
         for b in GRID_BATCHES:
@@ -69,14 +69,14 @@ def measure_sync(cfg: RealConfig, rounds: int = 6) -> float:
     import statistics
     import time
 
+    from oppo_real.executor.session import build_run_models, worker_resources, worker_specs
     from oppo_real.ppo.algo import PPOConfig
-    from oppo_real.session import build_run_models, worker_resources, worker_specs
 
     if cfg.workers == "ray":
-        placement.start_ray(cfg.ray_address)
+        start_ray(cfg.ray_address)
     specs = worker_specs(cfg, build_run_models(cfg), cfg.ppo or PPOConfig())
     res = worker_resources(cfg)
-    handles = {r: placement.spawn(cfg.workers, r, *specs[r], **res[r]) for r in ("gen", "train")}
+    handles = {r: spawn(cfg.workers, r, *specs[r], **res[r]) for r in ("gen", "train")}
     try:
         times = []
         for i in range(rounds + 1):

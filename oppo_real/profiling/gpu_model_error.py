@@ -1,6 +1,6 @@
 """The modelled GPU against the measured one.
 
-``oppo-real profile --device cuda`` times each operation the cost model prices (``oppo_real.profile``:
+``oppo-real profile --device cuda`` times each operation the cost model prices (``oppo_real.profiling.engine_ops``:
 decode iterations over a batch x KV grid, prefill, training passes, weight sync) and this module sets
 every measured call beside the *uncalibrated* prediction of the matching entry of the GPU table
 (``oppo_sim.hw.hardware.GPUS``, found from the device's name) with the default cost parameters
@@ -52,7 +52,7 @@ def gpu_grid(params: float = 0.0):
     and the optimizer state must fit one GPU beside each other). Each decode grid point runs 16 iterations
     before its 8 timed ones: on an H100 the iterations right after a prefill were the slow, noisy ones
     (``paper_figs/out/gpu_profile_warm.csv``), and a run spends almost all its iterations in steady state."""
-    from oppo_real.profile import ProfileGrid
+    from oppo_real.profiling.engine_ops import ProfileGrid
 
     train_len = (256, 512, 1024) if params < 1e9 else (256, 512)
     return ProfileGrid(decode_batch=(1, 8, 32, 64, 128), decode_kv=(128, 512, 2048), prefill_new=(16, 128, 512, 2048),

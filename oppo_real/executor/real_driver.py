@@ -14,7 +14,10 @@ what the engines did:
 
 Engine progress comes back from ``gen.generate``, which steps the engine up to the next mark the
 machine set (a finish, a chunk boundary, a token budget). The result has the simulator's per-step,
-timeline and decisions schema, measured from the wall clock.
+timeline and decisions schema, measured from the wall clock, with the simulator's attribution of a step's
+time: ``scoring_s`` runs from the end of generation until every scoring role (``SCORING_ROLES``: reward,
+reference, critic, logprob) has scored the batch -- here the end of the train worker's critic and
+log-prob passes --, ``training_s`` is the PPO update, ``sync_s`` the weight sync.
 """
 
 from __future__ import annotations
@@ -28,13 +31,13 @@ from typing import Any, Callable
 import numpy as np
 
 from oppo_real.config import RealConfig
-from oppo_real.messages import TrainBatch
+from oppo_real.executor.messages import TrainBatch
+from oppo_real.executor.sample_store import SampleStore
 from oppo_real.models.task import rule_reward
-from oppo_real.samples import SampleStore
-from oppo_real.workers.placement import Handle
+from oppo_real.workers.handles import Handle
 from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import SCORING_ROLES, streamed_roles
-from oppo_sim.core.policies import Policy, StepPlan
+from oppo_sim.core.policies import Policy
 from oppo_sim.core.protocol import (
     Action,
     Emit,
@@ -45,6 +48,7 @@ from oppo_sim.core.protocol import (
     Progress,
     ScoreWhole,
 )
+from oppo_sim.core.stepplan import StepPlan
 from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.traces.trace import Trace
 
@@ -65,6 +69,7 @@ class TrainingJob:
     deferred: int
     gen_calls: int
     ref: Any
+    saved: str | None = None  # the trainer's state saved just before this training (a checkpoint's weights)
 
 
 class Driver:
@@ -89,7 +94,7 @@ class Driver:
         self.feeds: list[Any] = []  # outstanding streamed-chunk work on the score worker
         self.finals: dict[int, Any] = {}  # sample id -> outstanding final score of a streamed sample
         self.shift = 0.0  # seconds of outage (between a checkpoint and its resume) taken out of every time
-        self.resumed_at: float | None = None  # end of the last step before a resume
+        self.before_train: Callable[[int], str | None] | None = None  # called before a training that stays in flight
         self._good = cfg.task.good_mask()
         self.gen_calls = 0  # generation round trips (of the step being generated)
 
@@ -104,8 +109,6 @@ class Driver:
         plan = ledger.plan(t)
         if self.cfg.static_engine:  # a static decoder generates in calls of the step's C (None: unchunked)
             self.gen.call("set_call_tokens", plan.chunk)
-        if self.resumed_at is not None:  # continue the clock where the checkpointed run stopped
-            self.shift, self.resumed_at = time.time() - self.resumed_at, None
         start = self.now()
         self.gen_calls = 0
         m = ledger.begin(t, plan)
@@ -250,15 +253,28 @@ class Driver:
         return acts
 
     # -- training --------------------------------------------------------------------------------------
-    def _submit_training(self, m: StepMachine, start: float, gen_end: float) -> None:
-        batch = [self.store[sid] for sid in m.batch]
-        msg = TrainBatch(
-            m.step, tuple(s.prompt for s in batch), tuple(tuple(s.tokens) for s in batch),
+    def _train_message(self, step: int, sids: tuple[int, ...]) -> TrainBatch:
+        batch = [self.store[sid] for sid in sids]
+        return TrainBatch(
+            step, tuple(s.prompt for s in batch), tuple(tuple(s.tokens) for s in batch),
             tuple(float(s.score) for s in batch), tuple(tuple(s.ref_logprobs) for s in batch),
             tuple(tuple(s.logprobs) for s in batch),
         )
-        self.training.append(TrainingJob(m.step, m.plan, m.batch, start, gen_end, self.now(), len(m.admitted),
-                                         len(m.deferred), self.gen_calls, self.train.submit("train", msg)))
+
+    def _submit_training(self, m: StepMachine, start: float, gen_end: float) -> None:
+        # a training that will still be in flight after this step: the hook saves the trainer's state first
+        # (the train worker runs its calls in order), so a checkpoint taken meanwhile has weights to name
+        hook = self.before_train if m.plan.max_staleness > 0 else None
+        handed = self.now()  # scoring ends here at the earliest (a local worker trains within submit)
+        saved = hook(m.step) if hook is not None else None
+        ref = self.train.submit("train", self._train_message(m.step, m.batch))
+        self.training.append(TrainingJob(m.step, m.plan, m.batch, start, gen_end, handed, len(m.admitted),
+                                         len(m.deferred), self.gen_calls, ref, saved))
+
+    def resubmit(self, job: TrainingJob) -> None:
+        """Train again a step whose training was in flight at the checkpoint resumed from (``job.ref`` unset)."""
+        job.ref = self.train.submit("train", self._train_message(job.step, job.batch))
+        self.training.append(job)
 
     def _finish_training(self, block: bool = True) -> bool:
         """Complete the oldest training in flight: wait for it, sync its weights into the generator, record
@@ -266,19 +282,23 @@ class Driver:
         if not self.training or (not block and not self.train.ready(self.training[0].ref)):
             return False
         job = self.training.pop(0)
-        stats = self.train.wait([job.ref])[0]
+        stats = dict(self.train.wait([job.ref])[0])
         train_end = self.now()
+        # scoring ends when every scoring role has scored the batch -- critic values and the actor's log-probs
+        # included, which the train worker computes first (``scored_at``): the simulator's attribution
+        scored_at = stats.pop("scored_at", None)
+        score_end = job.score_end if scored_at is None else min(train_end, max(job.score_end, scored_at - self.shift))
         sync_s = self.gen.call("load_weights", job.step, job.step + 1, self.train.submit("weights", job.step))
         end = self.now()
         batch = [self.store.pop(sid) for sid in job.batch]
         rm = float(np.mean([s.score for s in batch]))
         outcome = self.ledger.complete(job.step, job.start, end, rm)
-        self.records.append(self._record(job, batch, stats, train_end, end, outcome.step_time_s, rm, sync_s))
+        self.records.append(self._record(job, batch, stats, score_end, train_end, end, outcome.step_time_s, rm, sync_s))
         if self.on_step is not None:
             self.on_step(self.records[-1])
         return True
 
-    def _record(self, job: TrainingJob, batch, stats, train_end, end, step_time, rm, sync_s) -> dict:
+    def _record(self, job: TrainingJob, batch, stats, score_end, train_end, end, step_time, rm, sync_s) -> dict:
         t, stale = job.step, self.ledger.decision(job.step).staleness
         rewards = [rule_reward(self.cfg.task, s.tokens, self._good) for s in batch]
         for s, rr, st in zip(batch, rewards, stale):
@@ -287,8 +307,8 @@ class Driver:
                                   "staleness": st, "segments": s.segment})
         return {
             "step": t, "start": job.start, "end": end, "step_time_s": step_time,
-            "generation_s": job.gen_end - job.start, "scoring_s": job.score_end - job.gen_end,
-            "training_s": train_end - job.score_end, "sync_s": end - train_end, "samples": len(batch),
+            "generation_s": job.gen_end - job.start, "scoring_s": score_end - job.gen_end,
+            "training_s": train_end - score_end, "sync_s": end - train_end, "samples": len(batch),
             "tokens": sum(len(s.tokens) for s in batch), "prompt_tokens": sum(len(s.prompt) for s in batch),
             "admitted": job.admitted, "deferred": job.deferred, "delta": job.plan.delta, "chunk": job.plan.chunk,
             "staleness_mean": float(np.mean(stale)), "staleness_max": int(max(stale)), "reward": float(np.mean(rewards)),
@@ -302,9 +322,13 @@ class Driver:
             self._finish_training()
 
     # -- timeline ---------------------------------------------------------------------------------------
-    def take_timeline(self) -> None:
-        for h in (self.gen, self.train, self.score):
-            for row in h.call("take_timeline"):
-                row[5] -= self.shift
-                row[6] -= self.shift
-                self.timeline.append(row)
+    def take_timeline(self, handles: tuple[Handle, ...] | None = None) -> None:
+        """Collect the timeline rows the workers (``handles``: all three) recorded since the last call."""
+        for h in handles or (self.gen, self.train, self.score):
+            self.add_timeline(h.call("take_timeline"))
+
+    def add_timeline(self, rows: list[list]) -> None:
+        for row in rows:
+            row[5] -= self.shift
+            row[6] -= self.shift
+            self.timeline.append(row)

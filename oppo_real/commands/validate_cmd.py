@@ -8,8 +8,9 @@ from pathlib import Path
 from oppo_real.commands.common import (
     BACKEND_HELP,
     BACKENDS,
-    DEFAULT_LENGTH_SCALE,
-    DEFAULT_MAX_RESPONSE,
+    DefaultsHelp,
+    CPU_RUN_LENGTH_SCALE,
+    CPU_RUN_MAX_RESPONSE,
     DEFAULT_TRACE,
     add_device_args,
     device_fields,
@@ -20,26 +21,28 @@ from oppo_sim.cliargs import nonneg_int, positive
 
 
 def add_parser(sub) -> None:
-    v = sub.add_parser("validate", help="simulate and run each policy; predicted vs measured table and figures")
-    v.add_argument("--policies", default="baseline,intra,inter,oppo", help="comma list")
+    v = sub.add_parser("validate", help="simulate and run each policy; predicted vs measured table and figures",
+                       formatter_class=DefaultsHelp)
+    v.add_argument("--policies", default="baseline,intra,inter,oppo", help="comma list of policies")
     v.add_argument("--trace", default=DEFAULT_TRACE, help="forced lengths from this trace ('none' = natural)")
-    v.add_argument("--length-scale", type=positive(float), default=DEFAULT_LENGTH_SCALE)
-    v.add_argument("--max-response", type=positive(), default=DEFAULT_MAX_RESPONSE)
-    v.add_argument("--steps", type=positive(), default=12)
+    v.add_argument("--length-scale", type=positive(float), default=CPU_RUN_LENGTH_SCALE,
+                   help="multiply the trace's lengths (CPU-sized)")
+    v.add_argument("--max-response", type=positive(), default=CPU_RUN_MAX_RESPONSE, help="max new tokens (CPU-sized)")
+    v.add_argument("--steps", type=positive(), default=12, help="PPO steps per run")
     v.add_argument("--warmup", type=nonneg_int, default=2, help="first steps left out of both medians (default 2)")
     v.add_argument("--repeat", type=positive(), default=1, help="runs per policy, interleaved across policies (default 1)")
-    v.add_argument("--batch", type=positive(), default=8)
-    v.add_argument("--chunk", type=positive(), default=16)
-    v.add_argument("--delta", type=nonneg_int, default=2)
+    v.add_argument("--batch", type=positive(), default=8, help="samples per PPO step, B")
+    v.add_argument("--chunk", type=positive(), default=16, help="chunk size C")
+    v.add_argument("--delta", type=nonneg_int, default=2, help="over-commit Δ")
     v.add_argument("--profile", default=None, help="a profile.json from `oppo-real profile` (default: profile now)")
     v.add_argument("--quick-profile", action="store_true", help="profile on the small grid")
     v.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
-    v.add_argument("--gen-batch", type=positive(), default=None, help="torch-static: rows per generate mini-batch")
-    v.add_argument("--workers", default="ray", choices=("ray", "local"))
-    v.add_argument("--cache", default=None)
-    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--gen-batch", type=positive(), default=None, help="torch-static: rows per generate mini-batch (default: one)")
+    v.add_argument("--workers", default="ray", choices=("ray", "local"), help="ray actors or in-process")
+    v.add_argument("--cache", default=None, help="model cache directory (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
+    v.add_argument("--seed", type=int, default=0, help="seed of prompts, sampling and training")
     v.add_argument("--out", default="out/validate", help="directory for the table, figures and runs")
-    v.add_argument("--json", default=None)
+    v.add_argument("--json", default=None, help="also write the table, components and headline as JSON here (default: none)")
     v.add_argument("--no-checkpoint", action="store_true", help="runs keep no per-step checkpoint under <out>/runs")
     add_device_args(v)
     v.set_defaults(func=cmd_validate)
@@ -51,18 +54,18 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
     device (a GPU is fitted against its GPU-table entry, the CPU against a nominal spec)."""
     import pandas as pd
 
-    from oppo_real.profile import ProfileGrid, fit, run_profile
-    from oppo_real.session import build_run_models, release_local_memory
+    from oppo_real.executor.session import build_run_models, release_local_memory
+    from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
     from oppo_sim.hw.profiles import load_profile, save_profile
 
     if a.profile:
-        from oppo_real.profile_static import load_static_params
+        from oppo_real.profiling.static_decoder import load_static_params
 
         return load_profile(a.profile), load_static_params(a.profile) if cfg.static_engine else None
     device = cfg.devices.gen
     paths = build_run_models(cfg)
     say(f"profiling the engines on {device} ...")
-    if cfg.static_engine:  # the static decoder: its forwards, per-call overhead and sync (oppo_real.profile_static)
+    if cfg.static_engine:  # the static decoder: its forwards, per-call overhead and sync (oppo_real.profiling.static_decoder)
         table, hw, report, static = profile_engines(paths, cfg.backend, a.quick_profile, cfg.main_cores, log=lambda _m: None)
         table.to_csv(out / "measurements.csv", index=False)
         report.to_csv(out / "fit.csv", index=False)
@@ -71,8 +74,8 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
     if a.quick_profile:
         grid = ProfileGrid.quick()
     elif device.startswith("cuda"):
-        from oppo_real.memfit import run_specs
-        from oppo_real.profile_gpu import gpu_grid
+        from oppo_real.devices.memory_fit import run_specs
+        from oppo_real.profiling.gpu_model_error import gpu_grid
 
         grid = gpu_grid(run_specs(cfg)[0].params)
     else:
@@ -82,8 +85,8 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
     release_local_memory()  # the profiled engines' memory, before the runs' fit checks read what is free
     table.to_csv(out / "measurements.csv", index=False)
     if device.startswith("cuda"):
-        from oppo_real.devices import device_memory
-        from oppo_real.profile_gpu import fit_gpu, table_spec
+        from oppo_real.devices.device_map import device_memory
+        from oppo_real.profiling.gpu_model_error import fit_gpu, table_spec
 
         _, total, name = device_memory(device)
         hw, report = fit_gpu(table, table_spec(name, total))
@@ -99,7 +102,7 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
 def cmd_validate(a: argparse.Namespace) -> int:
     from oppo_real.config import RealConfig
     from oppo_real.console import Console
-    from oppo_real.memfit import check_fit, describe
+    from oppo_real.devices.memory_fit import check_fit, describe
     from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.catalog import load_trace
 
@@ -120,8 +123,8 @@ def cmd_validate(a: argparse.Namespace) -> int:
 def _validate_and_report(cfg, policies, hw, static, trace, a, out: Path, say) -> int:
     import pandas as pd
 
-    from oppo_real.validation.plots import plot_parity, plot_pred_vs_meas_timelines
-    from oppo_real.validation.run import validate
+    from oppo_real.validation.validate import validate
+    from oppo_real.validation.validation_plots import plot_parity, plot_pred_vs_meas_timelines
 
     v = validate(cfg, policies, hw, trace, warmup=a.warmup, repeat=a.repeat, log=say,
                  out_dir=None if a.no_checkpoint else out / "runs", static_cost=static)

@@ -18,7 +18,7 @@ from oppo_sim.core.results import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from oppo_real.driver import Driver
+    from oppo_real.executor.real_driver import Driver
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,44 @@ from oppo_sim.core.results import SimResult, busy_fraction
 
 COMPONENTS = ("generation_s", "scoring_s", "training_s", "sync_s", "driver_s")
 """Where a step's time goes: generation, scoring left after generation, training, weight sync, and the
-driver's time between steps (the step time none of the others cover)."""
+driver's time between steps (the step time none of the others cover).
+
+One attribution for both sides, the simulator's (``oppo_sim.pipeline``): generation runs from the step's
+start to the end of generation; scoring from there until every scoring role
+(``oppo_sim.core.placement.SCORING_ROLES``: reward, reference, critic values, the actor's log-probs)
+has scored the batch; training is the PPO update of actor and critic; sync the weight sync. The real
+executor computes critic values and log-probs in its train worker, before the update: they count as
+scoring there too (``oppo_real.executor.real_driver``). :data:`COMPONENT_WORK` names the timeline work
+each component holds; :func:`attribution` reads it off a run's tables."""
+
+COMPONENT_WORK = {"generation_s": ("generate",), "scoring_s": ("score",), "training_s": ("train",), "sync_s": ("sync",)}
+"""The timeline activities (``TIMELINE_COLUMNS``' ``activity``) whose work each priced component holds."""
+
+
+def component_bounds(steps: pd.DataFrame) -> dict[tuple[int, str], tuple[float, float]]:
+    """(step, component) -> (start, end) of the component's interval: the components follow one another
+    from the step's start (generation, scoring, training, sync)."""
+    out = {}
+    for r in steps.itertuples(index=False):
+        t = float(r.start)
+        for c in COMPONENT_WORK:
+            out[(int(r.step), c)] = (t, t + float(getattr(r, c)))
+            t += float(getattr(r, c))
+    return out
+
+
+def attribution(res: SimResult, eps: float = 1e-6) -> dict[tuple[str, str], set[str]]:
+    """(activity, role) of the timeline's rows -> the components their work ended in (the row's own step's
+    intervals; work that ended in none of them, e.g. streamed scoring overlapping another step, is left out)."""
+    bounds = component_bounds(res.steps)
+    out: dict[tuple[str, str], set[str]] = {}
+    for r in res.timeline.itertuples(index=False):
+        for c in COMPONENT_WORK:
+            lo, hi = bounds.get((int(r.step), c), (1.0, 0.0))
+            if lo - eps <= float(r.end) <= hi + eps:
+                out.setdefault((r.activity, r.role), set()).add(c)
+                break
+    return out
 
 
 def measure(res: SimResult, warmup: int) -> dict[str, float]:

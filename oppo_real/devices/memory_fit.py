@@ -1,6 +1,6 @@
 """Will the run fit its devices? Checked from the models' shapes before anything is loaded.
 
-Per device of the run's :class:`~oppo_real.devices.DeviceMap`, the roles placed on it hold (bytes, from
+Per device of the run's :class:`~oppo_real.devices.device_map.DeviceMap`, the roles placed on it hold (bytes, from
 the shapes alone — config.json or the model table, never the weights):
 
 - ``generate``: the actor's weights in the generation dtype, and the KV cache: vLLM's explicit budget, or
@@ -29,7 +29,7 @@ import json
 from pathlib import Path
 
 from oppo_real.config import RealConfig
-from oppo_real.devices import DeviceMap, check_available, device_memory
+from oppo_real.devices.device_map import DeviceMap, check_available, device_memory
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.memory import (
     ALWAYS,
