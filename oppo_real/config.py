@@ -73,7 +73,7 @@ class RealConfig:
     gpus_per_worker: float = 0.0  # Ray GPUs per role worker where the device map has no GPU (else from the map)
     devices: DeviceMap = field(default_factory=DeviceMap)  # each role's device (bf16 on a GPU)
     shape: str | None = None  # a model-table id (e.g. "qwen2.5-0.5b"): random-weight models of that exact shape
-    gpu_memory_gb: float | None = None  # stated memory per device for the fit check (None: ask the GPU)
+    gpu_memory_gib: float | None = None  # stated memory per device for the fit check (None: ask the GPU)
     colocate: str | None = None  # generator sharing the trainer's GPU: "sleep" | "resident" (None: sleep if shared)
     sleep_level: int = 1  # vLLM sleep level while training (1: weights to host, KV freed; 2: both freed)
     engine_warmup_s: float = 0.0  # the generator decodes throw-away requests this long first (oppo_real.backends.warmup)
@@ -108,8 +108,8 @@ class RealConfig:
             get_model(self.shape)  # unknown id -> one line listing the known ones
             if self.model_dir:
                 raise ConfigError("give either a model shape (--shape) or a model directory (--model), not both")
-        if self.gpu_memory_gb is not None and not self.gpu_memory_gb > 0:
-            raise ConfigError(f"gpu_memory_gb must be > 0, got {self.gpu_memory_gb}")
+        if self.gpu_memory_gib is not None and not self.gpu_memory_gib > 0:
+            raise ConfigError(f"gpu_memory_gib must be > 0, got {self.gpu_memory_gib}")
         if self.colocate not in (None, "sleep", "resident"):
             raise ConfigError(f"colocate must be sleep or resident, got {self.colocate!r}")
         if self.engine_warmup_s < 0:

@@ -55,7 +55,7 @@ stage env 120 "$PY" -c "
 import torch, transformers, platform, sys
 print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)
 ok = torch.cuda.is_available()
-print('gpu', torch.cuda.get_device_name(0) if ok else 'none', 'memory_gb', round(torch.cuda.mem_get_info(0)[1] / 1e9, 1) if ok else 0)
+print('gpu', torch.cuda.get_device_name(0) if ok else 'none', 'memory_gib', round(torch.cuda.mem_get_info(0)[1] / 2**30, 1) if ok else 0)
 import simpy; print('simpy', simpy.__version__)
 sys.exit(0 if ok else 3)
 "

@@ -103,7 +103,7 @@ def add_device_args(p: argparse.ArgumentParser, verbose: bool = True) -> None:
     p.add_argument("--shape", default=None,
                    help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (see oppo_sim.hw.models; "
                         "default: the tiny built models)")
-    p.add_argument("--gpu-memory", type=float, default=None, metavar="GB",
+    p.add_argument("--gpu-memory", type=float, default=None, metavar="GiB",
                    help="memory per device for the fit check (default: what the GPU reports; the CPU is not checked)")
     p.add_argument("--colocate", choices=("sleep", "resident"), default=None,
                    help="generator on the trainer's GPU: release its memory while training (sleep, default there) or keep it")
@@ -121,7 +121,7 @@ def device_fields(a: argparse.Namespace) -> dict:
     from oppo_sim.hw.models import get_model
 
     dev = a.device or DeviceMap()
-    out = {"devices": dev, "shape": a.shape, "gpu_memory_gb": a.gpu_memory, "colocate": a.colocate,
+    out = {"devices": dev, "shape": a.shape, "gpu_memory_gib": a.gpu_memory, "colocate": a.colocate,
            "sleep_level": a.sleep_level}
     if a.shape:
         out["task"] = TaskConfig(vocab=get_model(a.shape).vocab)

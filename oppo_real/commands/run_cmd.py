@@ -153,11 +153,14 @@ def write_outputs(res, out: Path, say=print) -> None:
     res.timeline.to_csv(out / "timeline.csv", index=False)
     res.write_json(out / "summary.json")
     res.rollouts.to_csv(out / "rollouts.csv", index=False)
+    res.decisions.to_csv(out / "decisions.csv", index=False)
+    res.conservation.to_csv(out / "conservation.csv", index=False)
     if len(res.rollouts):
         trace = res.rollouts[["prompt_tokens", "response_tokens", "reward", "step"]].copy()
         trace["source"] = f"oppo-real {res.summary['policy']}"
         trace.to_csv(out / "rollout_trace.csv.gz", index=False)
-    say(f"wrote {out}/steps.csv, timeline.csv, summary.json, rollouts.csv, rollout_trace.csv.gz"
+    say(f"wrote {out}/steps.csv, timeline.csv, summary.json, rollouts.csv, decisions.csv, conservation.csv, "
+        "rollout_trace.csv.gz"
         + (f", {LOG_NAME}" if (out / LOG_NAME).exists() else ""))
 
 

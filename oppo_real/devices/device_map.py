@@ -24,7 +24,6 @@ ROLES: tuple[str, ...] = ("gen", "score", "train")
 the critic and the actor's log-probs)."""
 
 _DEVICE_RE = re.compile(r"^(cpu|cuda)(?::(\d+))?$")
-_GB = 1e9
 
 
 def normalize_device(text: str) -> str:

@@ -18,7 +18,7 @@ generator's memory and the training step's transients take turns (the simulator'
 ``other`` phases); otherwise both are resident. The check is :class:`oppo_sim.hw.memory.PoolMemory`'s,
 so a refusal reads like the simulator's: one line, the role, the device and the numbers.
 
-The device's memory is the one stated (``RealConfig.gpu_memory_gb``, every device of the map, the CPU
+The device's memory is the one stated (``RealConfig.gpu_memory_gib``, every device of the map, the CPU
 too: what tests use) or, on a GPU, what the driver reports (``torch.cuda.mem_get_info``): usable =
 ``min(free, 0.92 x total)`` (CUDA context, allocator fragmentation). Unstated CPU memory is not checked.
 """
@@ -31,6 +31,7 @@ from pathlib import Path
 from oppo_real.config import RealConfig
 from oppo_real.devices.device_map import DeviceMap, check_available, device_memory
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.hardware import GiB
 from oppo_sim.hw.memory import (
     ALWAYS,
     GENERATE,
@@ -43,7 +44,6 @@ from oppo_sim.hw.models import ModelSpec, get_model, model_from_hf_config
 
 USABLE_FRACTION = 0.92
 TRAIN_BYTES_PER_PARAM = (4, 4, 8)  # fp32 master weights, fp32 gradients, Adam moments (m, v)
-_GB = 1e9
 
 
 def run_specs(cfg: RealConfig) -> tuple[ModelSpec, ModelSpec]:
@@ -105,10 +105,10 @@ def role_memory(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec) -> dict[st
     return {"gen": gen, "score": score, "train": train}
 
 
-def _memory_of(device: str, stated_gb: float | None) -> tuple[float, float, str]:
+def _memory_of(device: str, stated_gib: float | None) -> tuple[float, float, str]:
     """(bytes, usable fraction, name) of ``device``."""
-    if stated_gb is not None:
-        return stated_gb * _GB, USABLE_FRACTION, f"{device} ({stated_gb:g} GB stated)"
+    if stated_gib is not None:
+        return stated_gib * GiB, USABLE_FRACTION, f"{device} ({stated_gib:g} GiB stated)"
     free, total, name = device_memory(device)
     return total, min(USABLE_FRACTION, free / total), name
 
@@ -120,9 +120,9 @@ def pools(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec) -> list[PoolMemo
     devices = dict.fromkeys(dev.of(r) for r in ("gen", "score", "train"))
     out = []
     for d in devices:
-        if cfg.gpu_memory_gb is None and not d.startswith("cuda"):
+        if cfg.gpu_memory_gib is None and not d.startswith("cuda"):
             continue
-        mem, util, name = _memory_of(d, cfg.gpu_memory_gb)
+        mem, util, name = _memory_of(d, cfg.gpu_memory_gib)
         held = tuple(m for r in dev.roles_on(d) for m in roles[r])
         out.append(PoolMemory(pool=d, gpu=name, devices=1, mem_bytes=mem, utilization=util, roles=held))
     return out
@@ -131,7 +131,7 @@ def pools(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec) -> list[PoolMemo
 def check_fit(cfg: RealConfig) -> list[PoolMemory]:
     """The run's memory per checked device; a one-line ``ConfigError`` with the numbers if one cannot hold
     its roles. Stated memory is checked before asking whether the GPUs exist (nothing is touched)."""
-    if cfg.gpu_memory_gb is None:
+    if cfg.gpu_memory_gib is None:
         check_available(cfg.devices)
     actor, reward = run_specs(cfg)
     checked = pools(cfg, actor, reward)
@@ -140,11 +140,11 @@ def check_fit(cfg: RealConfig) -> list[PoolMemory]:
         if err is not None:
             raise ConfigError(f"{err} (devices {cfg.devices.describe()}, B={cfg.batch}, sequences up to "
                               f"{seq_tokens(cfg)} tokens; try a smaller model, B or --max-response, or more devices)")
-    if cfg.gpu_memory_gb is not None:
+    if cfg.gpu_memory_gib is not None:
         check_available(cfg.devices)
     return checked
 
 
 def describe(checked: list[PoolMemory]) -> str:
-    """``cuda:0 61.2 of 73.6 GB`` per checked device (the peak phase)."""
-    return ", ".join(f"{p.pool} {p.peak / _GB:.1f} of {p.capacity / _GB:.1f} GB" for p in checked)
+    """``cuda:0 61.2 of 73.6 GiB`` per checked device (the peak phase)."""
+    return ", ".join(f"{p.pool} {p.peak / GiB:.1f} of {p.capacity / GiB:.1f} GiB" for p in checked)

@@ -56,4 +56,5 @@ def build_result(d: "Driver", paths) -> RealResult:
         "flop_utilization": None,
     })
     meta = {"config": cfg.to_json(), "models": {k: str(v) for k, v in asdict(paths).items()} if paths else {}}
-    return RealResult(st, tl, summary, meta, decisions=d.ledger.decisions_frame(), rollouts=pd.DataFrame(d.rollouts))
+    return RealResult(st, tl, summary, meta, decisions=d.ledger.decisions_frame(), rollouts=pd.DataFrame(d.rollouts),
+                      conservation=d.ledger.conservation_frame())

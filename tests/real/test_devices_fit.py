@@ -93,19 +93,19 @@ def test_config_colocation_and_placement():
         RealConfig(shape="qwen9-1t")
     with pytest.raises(ConfigError, match="not both"):
         RealConfig(shape="qwen2.5-0.5b", model_dir="/tmp")
-    with pytest.raises(ConfigError, match="gpu_memory_gb"):
-        RealConfig(gpu_memory_gb=0)
+    with pytest.raises(ConfigError, match="gpu_memory_gib"):
+        RealConfig(gpu_memory_gib=0)
 
 
 def test_a_run_that_cannot_fit_is_refused_before_anything_is_built(tmp_path):
     from oppo_real.devices.memory_fit import check_fit
 
-    big = RealConfig(devices=DeviceMap.parse("cuda"), shape="qwen2.5-7b", gpu_memory_gb=80)
+    big = RealConfig(devices=DeviceMap.parse("cuda"), shape="qwen2.5-7b", gpu_memory_gib=80)
     with pytest.raises(ConfigError) as e:
         check_fit(big)
     msg = str(e.value)
-    assert "\n" not in msg and "does not fit" in msg and "qwen2.5-7b" in msg and "GB" in msg, msg
-    small = RealConfig(devices=DeviceMap.parse("cuda"), shape="qwen2.5-0.5b", gpu_memory_gb=80)
+    assert "\n" not in msg and "does not fit" in msg and "qwen2.5-7b" in msg and "GiB" in msg and "(80 GiB stated)" in msg, msg
+    small = RealConfig(devices=DeviceMap.parse("cuda"), shape="qwen2.5-0.5b", gpu_memory_gib=80)
     import torch
 
     if not torch.cuda.is_available():  # fits by the numbers, then the missing GPU is the error
@@ -115,14 +115,14 @@ def test_a_run_that_cannot_fit_is_refused_before_anything_is_built(tmp_path):
     cache = tmp_path / "cache"
     p = _cli("run", "--device", "cuda", "--shape", "qwen2.5-7b", "--gpu-memory", "80", "--steps", "1",
              "--cache", str(cache), "--out", str(tmp_path / "o"), "--workers", "local", "--backend", "torch")
-    _one_line(p, "does not fit", "GB")
+    _one_line(p, "does not fit", "GiB")
     assert not cache.exists() or not any(cache.iterdir())
 
 
 def test_the_kv_cache_counts_and_colocation_lowers_the_peak():
     from oppo_real.devices.memory_fit import kv_cache_bytes, pools, run_specs
 
-    cfg = RealConfig(devices=DeviceMap.parse("cuda"), shape="qwen2.5-1.5b", gpu_memory_gb=80, backend="torch", batch=16)
+    cfg = RealConfig(devices=DeviceMap.parse("cuda"), shape="qwen2.5-1.5b", gpu_memory_gib=80, backend="torch", batch=16)
     actor, _ = run_specs(cfg)
     assert kv_cache_bytes(cfg, actor) == 2 * 16 * (cfg.task.prompt_len_max + cfg.max_response) * actor.with_(dtype_bytes=2).kv_bytes_per_token()
     from dataclasses import replace
@@ -134,7 +134,7 @@ def test_the_kv_cache_counts_and_colocation_lowers_the_peak():
     with pytest.raises(ConfigError, match="does not fit"):
         from oppo_real.devices.memory_fit import check_fit
 
-        check_fit(replace(long, gpu_memory_gb=24))
+        check_fit(replace(long, gpu_memory_gib=24))
 
 
 @pytest.mark.parametrize("model_id", ["qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-8b", "llama-3.1-8b"])

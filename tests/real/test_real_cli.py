@@ -63,7 +63,8 @@ def test_run_vllm_on_ray_baseline_and_oppo(models, vllm_ok, ray_started, tmp_pat
     assert printed.count("step    2") == 2 and "final reward" in printed
 
     for policy, out in outs.items():
-        for name in ("steps.csv", "timeline.csv", "summary.json", "rollouts.csv", "rollout_trace.csv.gz"):
+        for name in ("steps.csv", "timeline.csv", "summary.json", "rollouts.csv", "decisions.csv", "conservation.csv",
+                     "rollout_trace.csv.gz"):
             assert (out / name).is_file(), f"{policy}: {name} missing"
         summary = json.loads((out / "summary.json").read_text())
         assert SUMMARY_KEYS <= set(summary), SUMMARY_KEYS - set(summary)
@@ -81,6 +82,9 @@ def test_run_vllm_on_ray_baseline_and_oppo(models, vllm_ok, ray_started, tmp_pat
         assert {"generate", "score", "train"} <= set(tl["activity"]) and set(tl["pool"]) == {"main", "score"}
         ro = pd.read_csv(out / "rollouts.csv")
         assert len(ro) == steps * batch and ro["sid"].is_unique
+        cons = pd.read_csv(out / "conservation.csv")  # every admitted sample accounted for, every step
+        assert len(cons) == steps and cons["balanced"].all()
+        assert cons["admitted_total"].iloc[-1] == summary["admitted"]
         assert (ro["response_tokens"] <= 32).all()
 
         trace = load_trace(out / "rollout_trace.csv.gz")
