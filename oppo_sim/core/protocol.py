@@ -3,7 +3,7 @@
 
 Every record is a plain dataclass, in the spirit of vLLM v1's ``SchedulerOutput``: the machine
 never calls an engine, it *answers*. The simulator's simpy driver (``oppo_sim/pipeline/driver.py``) and
-the real executor's driver (``oppo_real/driver.py``) turn engine events into :class:`Progress` reports
+the real executor's driver (``oppo_real/executor/real_driver.py``) turn engine events into :class:`Progress` reports
 and actions into engine calls, and neither decides anything itself. Records are never changed once made;
 the four made per sample and chunk (``Progress``, ``Marks``, ``Launch``, ``Emit``) are slotted rather than
 frozen, as a frozen dataclass takes about four times as long to build (a simulated run makes ~6 per sample).

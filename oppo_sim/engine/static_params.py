@@ -16,7 +16,7 @@ __all__ = ["StaticConfig", "StaticCostParams", "DEFAULT_CALL_OVERHEAD_S"]
 DEFAULT_CALL_OVERHEAD_S = 0.02
 """Default seconds per ``generate`` call beyond its forwards (HF ``generate`` set-up, the host-side
 hand-over of the chunk to the reward model). A placeholder until a profile is fitted on a real static
-decoder (``oppo_real.profile_static``); the real number depends on the framework and the machine."""
+decoder (``oppo_real.profiling.static_decoder``); the real number depends on the framework and the machine."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class StaticConfig:
 @dataclass(frozen=True)
 class StaticCostParams:
     """Cost terms of the static engine that the roofline's per-op parameters do not hold: the fixed
-    seconds of one ``generate`` call beyond its forwards. Fitted by ``oppo_real.profile_static.fit_static``
+    seconds of one ``generate`` call beyond its forwards. Fitted by ``oppo_real.profiling.static_decoder.fit_static``
     and kept in a profile's ``meta["static"]`` (:meth:`to_meta` / :meth:`from_meta`)."""
 
     call_overhead_s: float = DEFAULT_CALL_OVERHEAD_S

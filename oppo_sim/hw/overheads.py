@@ -4,7 +4,7 @@ A driver loop is not free: each generation round trip is a remote call plus the 
 machine's bookkeeping of its report; each step plans, launches requests, forms and ships the batch and
 records the step; each trained sample and token is copied into messages. On a GPU with 7B models these
 are small next to the kernels; on a CPU with tiny models they are a good part of a step. The terms are
-*measured* (``oppo_real.profile_driver`` runs the real driver on workers that do no model work) and fitted
+*measured* (``oppo_real.profiling.driver_overheads`` runs the real driver on workers that do no model work) and fitted
 here by non-negative least squares; the simulator charges them where the driver spends them
 (:mod:`oppo_sim.pipeline.driver`):
 
