@@ -6,6 +6,7 @@ a sample is planted lost, held twice or forgotten."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import Callable, ClassVar
 
@@ -222,8 +223,6 @@ def test_a_request_paused_and_refilled_twice_in_one_step_is_resumed_once():
 
 
 def test_the_table_survives_a_checkpoint():
-    import json
-
     ledger = drive(Inter(delta=4), LENGTHS, 2, 3)
     doc = json.loads(json.dumps(ledger.to_json()))
     again = Ledger(Inter(delta=4), 2, ROLES, STREAMED, lambda sid: LENGTHS[sid % len(LENGTHS)])
@@ -232,3 +231,25 @@ def test_the_table_survives_a_checkpoint():
     del doc["conservation"]  # a checkpoint written before the table existed
     again.load_json(doc)
     assert again.conservation == []
+
+
+def test_a_checkpoint_holds_a_step_whose_batch_is_training_and_reopens_it():
+    """Under async a step's batch can be training when a checkpoint is taken: the ledger writes that open
+    step and load_json re-opens it, so completing it after a restart balances as it would have."""
+    from oppo_sim.core.stepmachine import StepMachine
+
+    ledger = Ledger(make_policy("async"), 2, ("reward",), (), lambda sid: 10)
+    m = ledger.begin(0, ledger.plan(0))
+    for _ in range(2):
+        m.admitted.append(ledger.new_sample(0))
+    with pytest.raises(RuntimeError, match="still generating or scoring"):
+        ledger.to_json()
+    m.batch, m.ended, m.trained = tuple(m.admitted), True, True
+    ledger.record(m)
+    doc = json.loads(json.dumps(ledger.to_json()))
+    again = Ledger(make_policy("async"), 2, ("reward",), (), lambda sid: 10)
+    again.load_json(doc)
+    assert set(again.open) == {0} and isinstance(again.open[0], StepMachine)
+    assert again.open[0].batch == m.batch and again.open[0].plan == m.plan
+    again.complete(0, 0.0, 1.0, 0.5)
+    assert again.conservation[-1].balanced and again.trained_total == 2 and not again.tracks

@@ -31,7 +31,7 @@ from typing import Any
 
 from oppo_sim.core.errors import ConfigError
 
-CHECKPOINT_FORMAT = "oppo-real-checkpoint/3"
+CHECKPOINT_FORMAT = "oppo-real-checkpoint/4"
 LEDGER_NAME = "driver.json"
 _WEIGHTS_RE = re.compile(r"^train-v(\d+)\.pt(\.tmp)?$")
 

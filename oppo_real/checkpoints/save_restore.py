@@ -11,11 +11,9 @@ is drained to take a checkpoint, so checkpointing does not change what a policy 
 
 Files and write order (crash safety): :mod:`oppo_real.checkpoints.layout`.
 
-The ledger cannot write open steps itself (``Ledger.to_json`` refuses while steps are open): this module
-writes the ledger of the completed steps (:func:`ledger_json`) and re-opens the deferred trainings
-itself (:func:`reopen`), setting the public fields of a fresh :class:`~oppo_sim.core.stepmachine.StepMachine`
-that :meth:`Ledger.complete` reads (``batch``, ``deferred``). A core API for it (``Ledger.to_json`` taking
-trained-but-open steps, ``Ledger.load_json`` re-opening them) would replace both.
+The ledger writes and re-opens the open steps itself (``Ledger.to_json`` / ``load_json``: a step whose
+batch is training); this module keeps what only the real run has — the trainings' timings, the samples,
+the sampler, the records so far.
 """
 
 from __future__ import annotations
@@ -33,48 +31,23 @@ from oppo_real.checkpoints.layout import (
     write_ledger,
 )
 from oppo_real.executor.sample_store import RSample
-from oppo_sim.core.stepmachine import StepMachine
-from oppo_sim.core.stepplan import StepPlan, Streaming
 
 if TYPE_CHECKING:  # pragma: no cover
     from oppo_real.executor.real_driver import Driver, TrainingJob
-    from oppo_sim.core.ledger import Ledger
+    from oppo_sim.core.stepmachine import StepMachine
 
 
-def ledger_json(ledger: "Ledger") -> dict:
-    """The ledger of the completed steps. Open steps must have their batch formed and handed to training
-    (their decisions, tracks and samples are in the ledger already; the driver's ``training`` entries hold
-    the rest)."""
-    held = ledger.open
-    early = [s for s, m in held.items() if not m.trained]
-    if early:
-        raise RuntimeError(f"a checkpoint holds completed steps and trainings in flight; steps {early} are generating")
-    ledger.open = {}
-    try:
-        return ledger.to_json()
-    finally:
-        ledger.open = held
+def _job_json(job: "TrainingJob") -> dict:
+    """A training in flight: its timings and the weights saved before it (its plan and batch are the ledger's)."""
+    return {"step": job.step, "start": job.start, "gen_end": job.gen_end, "score_end": job.score_end,
+            "admitted": job.admitted, "deferred_n": job.deferred, "gen_calls": job.gen_calls, "weights": job.saved}
 
 
-def reopen(ledger: "Ledger", step: int, plan: StepPlan, batch: tuple[int, ...], deferred: tuple[int, ...]) -> None:
-    """Step ``step`` as it was when its training was handed over: its batch formed and trained."""
-    m = StepMachine(ledger, step, plan)
-    m.batch, m.deferred, m.ended, m.trained = tuple(batch), tuple(deferred), True, True
-    ledger.open[step] = m
-
-
-def _job_json(job: "TrainingJob", deferred: tuple[int, ...]) -> dict:
-    plan = {**asdict(job.plan), "streaming": job.plan.streaming.value}
-    return {"step": job.step, "plan": plan, "batch": list(job.batch), "deferred": list(deferred), "start": job.start,
-            "gen_end": job.gen_end, "score_end": job.score_end, "admitted": job.admitted, "deferred_n": job.deferred,
-            "gen_calls": job.gen_calls, "weights": job.saved}
-
-
-def _job_from_json(d: dict) -> "TrainingJob":
+def _job_from_json(d: dict, step: "StepMachine") -> "TrainingJob":
+    """The training of an open step (the ledger re-opened it with its plan and batch)."""
     from oppo_real.executor.real_driver import TrainingJob
 
-    plan = StepPlan(**{**d["plan"], "streaming": Streaming(d["plan"]["streaming"])})
-    return TrainingJob(d["step"], plan, tuple(d["batch"]), d["start"], d["gen_end"], d["score_end"], d["admitted"],
+    return TrainingJob(d["step"], step.plan, step.batch, d["start"], d["gen_end"], d["score_end"], d["admitted"],
                        d["deferred_n"], d["gen_calls"], None, d["weights"])
 
 
@@ -134,10 +107,9 @@ class Checkpointer:
             d.take_timeline()
         if version != d.ledger.version:
             raise RuntimeError(f"checkpoint: weights of version {version}, ledger at version {d.ledger.version}")
-        open_steps = d.ledger.open
         state = {
-            "step": d.step, "clock": clock, "ledger": ledger_json(d.ledger),
-            "training": [_job_json(j, open_steps[j.step].deferred) for j in d.training],
+            "step": d.step, "clock": clock, "ledger": d.ledger.to_json(),
+            "training": [_job_json(j) for j in d.training],
             "samples": [asdict(s) for s in d.store.samples.values()],
             "sampler": d.store.sampler._rng.bit_generator.state,
             "records": d.records, "rollouts": d.rollouts, "timeline": d.timeline,
@@ -165,6 +137,4 @@ class Checkpointer:
         d.step, d.records, d.rollouts, d.timeline = step, st["records"], st["rollouts"], st["timeline"]
         d.shift = time.time() - st["clock"]  # the outage is taken out of every time from here on
         for j in st["training"]:
-            job = _job_from_json(j)
-            reopen(d.ledger, job.step, job.plan, job.batch, tuple(j["deferred"]))
-            d.resubmit(job)
+            d.resubmit(_job_from_json(j, d.ledger.open[j["step"]]))

@@ -266,9 +266,10 @@ class Ledger:
 
     # -- checkpoints ----------------------------------------------------------------------------
     def to_json(self) -> dict:
-        if self.open:
-            raise RuntimeError(f"a checkpoint holds completed steps only; steps {sorted(self.open)} are open")
+        """The run so far: the completed steps, and the open steps whose batch is training (``async``) —
+        :meth:`load_json` re-opens those, so their training is done again and completed in order."""
         return {
+            "open": [m.to_json() for m in self.open.values()],
             "state": asdict(self.state), "version": self.version, "next_sid": self.next_sid,
             "tracks": [t.to_json() for t in self.tracks.values()], "deferred": self.deferred, "ready": self.ready,
             "decisions": [asdict(d) for d in self.decisions], "trained_total": self.trained_total,
@@ -287,4 +288,5 @@ class Ledger:
         self.conservation = [Conservation(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})
                              for c in doc.get("conservation", ())]  # (checkpoints written before it had none)
         self.trained_total = doc["trained_total"]
+        self.open = {d["step"]: StepMachine.from_json(self, d) for d in doc.get("open", ())}
         self.restarted()

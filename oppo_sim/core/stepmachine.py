@@ -40,11 +40,10 @@ The rules, each defined here once:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Iterable, Mapping, Protocol
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.core.stepplan import StepPlan, Streaming
 from oppo_sim.core.protocol import (
     Action,
     Defer,
@@ -58,6 +57,7 @@ from oppo_sim.core.protocol import (
     ScoreWhole,
     Train,
 )
+from oppo_sim.core.stepplan import StepPlan, Streaming
 
 
 @dataclass(slots=True)
@@ -126,6 +126,23 @@ class StepMachine:
         self.pending: dict[int, set[str]] = {}
         self.unscored = 0  # (sample, role) pairs in pending
         self.trained = False
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        """A step whose batch was handed to training and is not synced yet (``async``): the only open step a
+        checkpoint holds. What it admitted, resumed and deferred is in the ledger's decisions already."""
+        if not self.trained:
+            raise RuntimeError(f"step {self.step} is still generating or scoring; a checkpoint holds an open step "
+                               "only once its batch is training")
+        plan = {**asdict(self.plan), "streaming": self.plan.streaming.value}
+        return {"step": self.step, "plan": plan, "batch": list(self.batch or ()), "deferred": list(self.deferred)}
+
+    @classmethod
+    def from_json(cls, ledger: RunState, doc: Mapping) -> "StepMachine":
+        """The step as :meth:`to_json` wrote it: its batch formed and training, to be completed again."""
+        m = cls(ledger, doc["step"], StepPlan(**{**doc["plan"], "streaming": Streaming(doc["plan"]["streaming"])}))
+        m.batch, m.deferred, m.ended, m.trained = tuple(doc["batch"]), tuple(doc["deferred"]), True, True
+        return m
 
     # -- rules ----------------------------------------------------------------------------------
     def next_emit(self, tr: Track) -> int | None:
