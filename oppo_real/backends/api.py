@@ -1,4 +1,5 @@
-"""The contract every actor (generation) backend implements: vLLM (`actor_vllm`) and torch (`actor_torch`).
+"""The contract every actor (generation) backend implements: vLLM (`vllm_actor`), torch (`torch_actor`) and the
+static torch decoder (`torch_static`).
 
 A driver adds requests (also mid-flight, between `step()` calls), calls `step()` repeatedly and receives
 per-request deltas: the NEW tokens produced since the previous step together with their sampling
