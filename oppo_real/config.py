@@ -12,6 +12,7 @@ from typing import Any
 from oppo_real.devices.device_map import DeviceMap
 from oppo_real.models.task import TaskConfig
 from oppo_real.models.tiny import TinyModelConfig
+from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import Placement, Pool
 
@@ -51,7 +52,7 @@ class EngineSettings:
 class RealConfig:
     """A real run. Defaults fit a 2-core CPU machine: tiny locally built models, B=8."""
 
-    batch: int = 8
+    batch: int = 8  # prompts per step, B (a step trains B x algorithm.n responses)
     steps: int = 10
     seed: int = 0
     backend: str = "vllm"  # actor generation: one of BACKENDS
@@ -77,6 +78,7 @@ class RealConfig:
     colocate: str | None = None  # generator sharing the trainer's GPU: "sleep" | "resident" (None: sleep if shared)
     sleep_level: int = 1  # vLLM sleep level while training (1: weights to host, KV freed; 2: both freed)
     engine_warmup_s: float = 0.0  # the generator decodes throw-away requests this long first (oppo_real.backends.warmup)
+    algorithm: Algorithm = field(default_factory=Algorithm)  # ppo (critic, reward model, KL) unless told otherwise
 
     def __post_init__(self) -> None:
         for name in ("batch", "steps", "max_response", "gen_iters_per_call"):

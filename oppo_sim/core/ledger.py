@@ -101,9 +101,10 @@ class Ledger:
     """Cross-step state of a run under ``policy`` with batch size B (pure; JSON-checkpointable)."""
 
     def __init__(self, policy: Policy, batch: int, roles: Sequence[str], streamed: Sequence[str],
-                 target_of: Callable[[int], int]) -> None:
+                 target_of: Callable[[int], int], group_size: int = 1) -> None:
         self.policy = policy
-        self.batch = batch
+        self.batch = batch  # B: prompts (groups) per step
+        self.group_size = group_size  # samples per group (Algorithm.group_size): sids come in blocks of it
         self.roles = tuple(roles)  # every role that must score a sample before it is trained
         self.streamed = tuple(r for r in roles if r in streamed)  # roles that may receive streamed chunks
         self.target_of = target_of  # sample id -> most response tokens it can generate

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import Placement, paper_placement
 from oppo_sim.engine.factory import EngineKind
@@ -27,7 +28,7 @@ class SimConfig:
     """Everything a simulation needs besides the trace and the policy. Defaults: the paper's setup
     (Qwen2.5-7B actor, 7B reward model, batch 112, 8 GPUs: 7 generate+train, 1 scores)."""
 
-    batch: int = 112
+    batch: int = 112  # prompts per step, B (a step trains B x algorithm.n responses)
     steps: int = 20
     seed: int = 0
     gpu: str | Hardware = "h200"
@@ -53,6 +54,7 @@ class SimConfig:
     colocate: str = "sleep"  # generation sharing GPUs: "sleep" (engine and trainer take turns) or "resident"
     nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): picks the sync path
     sync: str = "auto"  # weight sync: auto (nvlink in a node, network across nodes), nvlink, network, host
+    algorithm: Algorithm = field(default_factory=Algorithm)  # ppo (critic, reward model, KL) unless told otherwise
 
     def __post_init__(self) -> None:
         checks = [
