@@ -111,7 +111,7 @@ class Checkpointer:
             "step": d.step, "clock": clock, "ledger": d.ledger.to_json(),
             "training": [_job_json(j) for j in d.training],
             "samples": [asdict(s) for s in d.store.samples.values()],
-            "sampler": d.store.sampler._rng.bit_generator.state,
+            **d.store.state(),  # the prompt sampler, and the prompts of groups still open
             "records": d.records, "rollouts": d.rollouts, "timeline": d.timeline,
         }
         write_ledger(self.dir, state, WeightsRef.of(self.dir, version))
@@ -125,7 +125,7 @@ class Checkpointer:
         loaded = d.train.call("load", str(self.dir / ref.file))
         check_version(ref, d.ledger.version, loaded)
         d.store.samples = {s["sid"]: RSample.from_json(s) for s in st["samples"]}
-        d.store.sampler._rng.bit_generator.state = st["sampler"]
+        d.store.load_state(st)
         for s in d.store.samples.values():  # the scorer's KV did not survive the restart: streams start over
             s.opened = False
         for sid in d.ledger.deferred:

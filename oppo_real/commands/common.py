@@ -132,3 +132,26 @@ def device_fields(a: argparse.Namespace) -> dict:
     out["main_cores"] = main if main is not None else (None if cuda else (0,))
     out["score_cores"] = score if score is not None else (None if cuda else (1,))
     return out
+
+
+ALGORITHMS = ("ppo", "grpo", "rloo", "reinforce++", "dapo")  # oppo_sim.core.algorithms.ALGORITHM_NAMES (kept light)
+
+
+def add_algorithm_args(p: argparse.ArgumentParser) -> None:
+    """``--algorithm``, ``--n``, ``--reward`` and ``--no-reference`` (shared by ``run`` and ``validate``)."""
+    p.add_argument("--algorithm", default="ppo", choices=ALGORITHMS,
+                   help="RL algorithm: ppo (critic + GAE) or a critic-free group algorithm (default ppo)")
+    p.add_argument("--n", type=int, default=1, metavar="N",
+                   help="responses per prompt; a step trains B x N responses (default 1)")
+    p.add_argument("--reward", choices=("model", "rule"), default=None,
+                   help="the reward model, or the task's rule as a verifier on the CPU "
+                        "(default: model for ppo, rule for the others)")
+    p.add_argument("--no-reference", action="store_true", help="no reference model and no KL term")
+
+
+def algorithm_of(a: argparse.Namespace):
+    """The ``Algorithm`` the options name (a bad combination is a one-line ConfigError)."""
+    from oppo_sim.core.algorithms import Algorithm
+
+    reward = a.reward or ("model" if a.algorithm == "ppo" else "rule")
+    return Algorithm(a.algorithm, n=a.n, reward=reward, kl=not a.no_reference)

@@ -1,4 +1,4 @@
-"""``oppo-real run``: a real PPO run under a policy, its outputs and a checkpoint per step."""
+"""``oppo-real run``: a real RL run (PPO or a GRPO-family algorithm) under a policy, its outputs and a checkpoint per step."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from oppo_real.commands.common import (
     CPU_RUN_MAX_RESPONSE,
     DEFAULT_TRACE,
     DefaultsHelp,
+    add_algorithm_args,
     add_device_args,
+    algorithm_of,
     device_fields,
 )
 from oppo_real.commands.common import cores as _cores
@@ -29,7 +31,7 @@ def add_parser(sub) -> None:
     r.add_argument("--budget", type=positive(), default=None, help="per-step token budget (partial-rollout; default 1024)")
     r.add_argument("--staleness", type=positive(), default=None, help="staleness bound (async; default 1)")
     r.add_argument("--steps", type=positive(), default=20, help="PPO steps")
-    r.add_argument("--batch", type=positive(), default=8, help="samples per PPO step, B (default 8)")
+    r.add_argument("--batch", type=positive(), default=8, help="prompts per step, B: a step trains B x --n responses (default 8)")
     r.add_argument("--trace", default=DEFAULT_TRACE,
                    help=f"force response lengths from this trace (default {DEFAULT_TRACE}); 'none' = natural EOS lengths")
     r.add_argument("--length-scale", type=positive(float), default=CPU_RUN_LENGTH_SCALE,
@@ -57,6 +59,7 @@ def add_parser(sub) -> None:
     r.add_argument("--overwrite", action="store_true", help="start over in an --out that already holds a run")
     r.add_argument("--json", default=None, help="also write the summary JSON here (default: only <out>/summary.json)")
     r.add_argument("--no-checkpoint", action="store_true", help="no checkpoint per step (real-size models: GBs a step; default: a checkpoint after every step in <out>/checkpoint)")
+    add_algorithm_args(r)
     add_device_args(r)
     r.set_defaults(func=cmd_run)
 
@@ -92,7 +95,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     cfg = RealConfig(
         batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, gen_batch=a.gen_batch, model_dir=a.model, cache_dir=a.cache,
         max_response=a.max_response, length_scale=a.length_scale, temperature=a.temperature, ppo=_ppo(a),
-        workers=a.workers, ray_address=a.ray_address, gpus_per_worker=a.gpus_per_worker, **device_fields(a),
+        workers=a.workers, ray_address=a.ray_address, gpus_per_worker=a.gpus_per_worker, algorithm=algorithm_of(a),
+        **device_fields(a),
     )
     out = Path(a.out or f"out/real/{policy.name}")
     with Console(out, a.verbose) as con:
@@ -110,7 +114,7 @@ def describe_run(cfg, policy, trace, out: Path) -> str:
     """The configuration line a run starts with."""
     lengths = "natural (EOS)" if trace is None else f"forced from {trace.name} x{cfg.length_scale}"
     models = cfg.shape or cfg.model_dir or "tiny"
-    return (f"oppo-real: {policy.label()}, {cfg.backend} on {cfg.workers} workers, devices {cfg.devices.describe()}, "
+    return (f"oppo-real: {policy.label()}, {cfg.algorithm.label()}, {cfg.backend} on {cfg.workers} workers, devices {cfg.devices.describe()}, "
             f"models {models}, B={cfg.batch}, {cfg.steps} steps, lengths {lengths}, colocate {cfg.colocate_mode}, out {out}")
 
 

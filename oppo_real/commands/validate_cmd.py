@@ -12,7 +12,9 @@ from oppo_real.commands.common import (
     CPU_RUN_LENGTH_SCALE,
     CPU_RUN_MAX_RESPONSE,
     DEFAULT_TRACE,
+    add_algorithm_args,
     add_device_args,
+    algorithm_of,
     device_fields,
     profile_engines,
     save_engine_profile,
@@ -31,7 +33,7 @@ def add_parser(sub) -> None:
     v.add_argument("--steps", type=positive(), default=12, help="PPO steps per run")
     v.add_argument("--warmup", type=nonneg_int, default=2, help="first steps left out of both medians (default 2)")
     v.add_argument("--repeat", type=positive(), default=1, help="runs per policy, interleaved across policies (default 1)")
-    v.add_argument("--batch", type=positive(), default=8, help="samples per PPO step, B")
+    v.add_argument("--batch", type=positive(), default=8, help="prompts per step, B (a step trains B x --n responses)")
     v.add_argument("--chunk", type=positive(), default=16, help="chunk size C")
     v.add_argument("--delta", type=nonneg_int, default=2, help="over-commit Δ")
     v.add_argument("--profile", default=None, help="a profile.json from `oppo-real profile` (default: profile now)")
@@ -44,6 +46,7 @@ def add_parser(sub) -> None:
     v.add_argument("--out", default="out/validate", help="directory for the table, figures and runs")
     v.add_argument("--json", default=None, help="also write the table, components and headline as JSON here (default: none)")
     v.add_argument("--no-checkpoint", action="store_true", help="runs keep no per-step checkpoint under <out>/runs")
+    add_algorithm_args(v)
     add_device_args(v)
     v.set_defaults(func=cmd_validate)
 
@@ -110,10 +113,11 @@ def cmd_validate(a: argparse.Namespace) -> int:
     policies = {n.strip(): make_policy(n.strip(), chunk=a.chunk, delta=a.delta) for n in a.policies.split(",") if n.strip()}
     trace = None if a.trace.lower() == "none" else load_trace(a.trace, max_response=None)
     cfg = RealConfig(batch=a.batch, steps=a.steps, seed=a.seed, backend=a.backend, gen_batch=a.gen_batch, cache_dir=a.cache,
-                     max_response=a.max_response, length_scale=a.length_scale, workers=a.workers, **device_fields(a))
+                     max_response=a.max_response, length_scale=a.length_scale, workers=a.workers,
+                     algorithm=algorithm_of(a), **device_fields(a))
     with Console(out, a.verbose) as con:
         fits = check_fit(cfg)  # before any model is built or loaded
-        con.print(f"oppo-real validate: {', '.join(policies)} on {cfg.backend} / {cfg.workers} workers, devices "
+        con.print(f"oppo-real validate: {', '.join(policies)}, {cfg.algorithm.label()}, on {cfg.backend} / {cfg.workers} workers, devices "
                   f"{cfg.devices.describe()}, models {cfg.shape or 'tiny'}, B={cfg.batch}, {cfg.steps} steps"
                   + (f"; memory {describe(fits)}" if fits else ""))
         hw, static = _calibrate(cfg, a, out, con.print)

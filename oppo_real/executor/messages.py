@@ -27,8 +27,9 @@ class Score:
 
 @dataclass(frozen=True)
 class TrainBatch:
-    """The batch of one PPO update, one entry per sample; per-token lists are per response token.
-    ``behaviour_logprobs`` are the generator's log-probs (the policy that produced each token)."""
+    """The batch of one update, one entry per sample; per-token lists are per response token.
+    ``behaviour_logprobs`` are the generator's log-probs (the policy that produced each token); ``scores``
+    the reward of each sample (the reward model's, or the rule's)."""
 
     step: int
     prompts: tuple[tuple[int, ...], ...]
@@ -36,11 +37,14 @@ class TrainBatch:
     scores: tuple[float, ...]
     ref_logprobs: tuple[tuple[float, ...], ...]
     behaviour_logprobs: tuple[tuple[float, ...], ...]
+    groups: tuple[int, ...] = ()  # each sample's group (sid // n) for a grouped algorithm; () for ppo
 
     def __post_init__(self) -> None:
         n = len(self.prompts)
         if not all(len(x) == n for x in (self.responses, self.scores, self.ref_logprobs, self.behaviour_logprobs)):
             raise ValueError("TrainBatch fields must have one entry per sample")
+        if self.groups and len(self.groups) != n:
+            raise ValueError("TrainBatch.groups must have one entry per sample")
 
     @property
     def tokens(self) -> int:

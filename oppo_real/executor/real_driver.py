@@ -9,7 +9,8 @@ what the engines did:
     Pause   -> ``gen.abort`` (the tokens are kept)
     EndGeneration -> ``gen.abort`` of whatever is unfinished, then ``machine.stopped``
     ScoreWhole reward/reference -> ``score.score_whole``; critic/logprob -> computed by the train
-               worker as the first phase of its update
+               worker as the first phase of its update; rule -> the task's verifier, here in the driver
+               process on the CPU (timeline pool "cpu", role "rule")
     Train   -> ``train.train`` (asynchronous when the plan allows staleness), then the weight sync
 
 Engine progress comes back from ``gen.generate``, which steps the engine up to the next mark the
@@ -18,6 +19,11 @@ timeline and decisions schema, measured from the wall clock, with the simulator'
 time: ``scoring_s`` runs from the end of generation until every scoring role (``SCORING_ROLES``: reward,
 reference, critic, logprob) has scored the batch -- here the end of the train worker's critic and
 log-prob passes --, ``training_s`` is the PPO update, ``sync_s`` the weight sync.
+
+The run's algorithm (``cfg.algorithm``) decides the roles the ledger waits for (its
+``scoring_roles()``, plus the pseudo-role ``"rule"`` under a rule reward) and the group size: the n
+members of a group share one prompt (:class:`~oppo_real.executor.sample_store.SampleStore`) and train
+together with their group ids (``sid // n``) for the group advantage.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from oppo_real.executor.sample_store import SampleStore
 from oppo_real.models.task import rule_reward
 from oppo_real.workers.handles import Handle
 from oppo_sim.core.ledger import Ledger
-from oppo_sim.core.placement import SCORING_ROLES, streamed_roles
+from oppo_sim.core.placement import streamed_roles
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.protocol import (
     Action,
@@ -53,6 +59,15 @@ from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.traces.trace import Trace
 
 SCORE_WORKER_ROLES = ("reward", "reference")  # the score worker; critic and logprob run in the train worker
+RULE_ROLE = "rule"  # the rule reward: a verifier run in the driver process, never streamed to
+RULE_POOL = "cpu"  # the timeline pool of the rule reward (the simulator's name for CPU work off the GPUs)
+
+
+def ledger_roles(cfg: RealConfig) -> tuple[str, ...]:
+    """The roles that must score a sample before it trains: the algorithm's GPU forwards, and ``"rule"``
+    where a rule (not a reward model) gives the reward."""
+    algo = cfg.algorithm
+    return algo.scoring_roles() + ((RULE_ROLE,) if algo.reward == "rule" else ())
 
 
 @dataclass
@@ -83,7 +98,10 @@ class Driver:
         self.gen, self.train, self.score = handles["gen"], handles["train"], handles["score"]
         self.on_step = on_step
         self.store = SampleStore(cfg, trace)
-        self.ledger = Ledger(policy, cfg.batch, SCORING_ROLES, streamed_roles(cfg.placement()), self.store.target_of)
+        self.algorithm = cfg.algorithm
+        self.ledger = Ledger(policy, cfg.batch, ledger_roles(cfg), streamed_roles(cfg.placement()), self.store.target_of,
+                             group_size=cfg.algorithm.group_size)
+        self.reward_hook()
         self.step = 0
         self.records: list[dict] = []
         self.rollouts: list[dict] = []
@@ -97,6 +115,16 @@ class Driver:
         self.before_train: Callable[[int], str | None] | None = None  # called before a training that stays in flight
         self._good = cfg.task.good_mask()
         self.gen_calls = 0  # generation round trips (of the step being generated)
+
+    def reward_hook(self) -> None:
+        """DAPO's drop rule needs each sample's reward when its group is complete. The hook the core must
+        provide: ``Ledger.set_reward_source(fn)``, where ``fn(sid) -> float | None`` is the sample's
+        reward once known (a finished sample's rule reward is computed on demand; a reward model's score
+        once scored) -- :meth:`SampleStore.reward_of`. Until the core has it, DAPO runs as GRPO
+        (all-equal groups give zero advantage and so no gradient, but are not replaced)."""
+        connect = getattr(self.ledger, "set_reward_source", None)
+        if connect is not None:
+            connect(self.store.reward_of)
 
     def now(self) -> float:
         return time.time() - self.shift
@@ -175,6 +203,9 @@ class Driver:
             elif isinstance(a, ScoreWhole):
                 if a.role in SCORE_WORKER_ROLES:
                     whole.append(a)
+                elif a.role == RULE_ROLE:
+                    self._score_rule(m.step, a.sids)
+                    queue.extend(self.ledger.scored(a.role, a.sids))
                 else:
                     queue.extend(self.ledger.scored(a.role, a.sids))
             elif isinstance(a, (EndGeneration, FormBatch)):
@@ -224,12 +255,29 @@ class Driver:
             for sid in finals:
                 self.finals[sid] = ref
 
+    def _score_rule(self, step: int, sids) -> None:
+        """The rule reward of ``sids``, computed here on the CPU; one timeline row (pool "cpu", role "rule")."""
+        t0 = time.time()
+        for sid in sids:
+            s = self.store[sid]
+            if s.score is None:  # computed once (DAPO's drop rule may have asked already), kept as the score
+                s.score = self.store.rule_reward(sid)
+        self.timeline.append([RULE_POOL, "driver", "score", RULE_ROLE, step, t0 - self.shift, time.time() - self.shift,
+                              sum(len(self.store[sid].tokens) for sid in sids), 0.0, 0.0])
+
+    def _keep_scores(self, s, sc) -> None:
+        """The score worker's answer for sample ``s``: the reward model's score (not under a rule reward)
+        and the reference log-probs (only with the KL term)."""
+        if self.algorithm.reward == "model":
+            s.score = sc.reward
+        if self.algorithm.kl:
+            s.ref_logprobs = sc.ref_logprobs
+
     def _score_whole(self, step: int, whole: list[ScoreWhole]) -> list[Action]:
         sids = sorted({sid for a in whole for sid in a.sids})
         items = [(str(sid), self.store[sid].prompt, tuple(self.store[sid].tokens)) for sid in sids]
         for key, sc in self.score.call("score_whole", step, items).items():
-            s = self.store[int(key)]
-            s.score, s.ref_logprobs = sc.reward, sc.ref_logprobs
+            self._keep_scores(self.store[int(key)], sc)
         acts: list[Action] = []
         for a in whole:
             acts += self.ledger.scored(a.role, a.sids)
@@ -246,8 +294,7 @@ class Driver:
             if ref is None:
                 continue
             sc = self.score.wait([ref])[0][str(sid)]
-            s = self.store[sid]
-            s.score, s.ref_logprobs = sc.reward, sc.ref_logprobs
+            self._keep_scores(self.store[sid], sc)
             for role in self.ledger.streamed:
                 acts += self.ledger.scored(role, [sid])
         return acts
@@ -255,10 +302,13 @@ class Driver:
     # -- training --------------------------------------------------------------------------------------
     def _train_message(self, step: int, sids: tuple[int, ...]) -> TrainBatch:
         batch = [self.store[sid] for sid in sids]
+        n = self.algorithm.group_size
         return TrainBatch(
             step, tuple(s.prompt for s in batch), tuple(tuple(s.tokens) for s in batch),
-            tuple(float(s.score) for s in batch), tuple(tuple(s.ref_logprobs) for s in batch),
+            tuple(float(s.score) for s in batch),
+            tuple(tuple(s.ref_logprobs) if s.ref_logprobs is not None else (0.0,) * len(s.tokens) for s in batch),
             tuple(tuple(s.logprobs) for s in batch),
+            groups=tuple(sid // n for sid in sids) if self.algorithm.grouped else (),
         )
 
     def _submit_training(self, m: StepMachine, start: float, gen_end: float) -> None:

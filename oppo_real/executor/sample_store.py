@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from oppo_real.backends.api import GenRequest
 from oppo_real.config import RealConfig
-from oppo_real.models.task import PromptSampler
+from oppo_real.models.task import PromptSampler, rule_reward
 from oppo_sim.traces.trace import Trace
 
 
@@ -51,13 +51,21 @@ class RSample:
 
 class SampleStore:
     """Creates samples in sample-id order (prompts from the task's sampler, forced lengths from the trace
-    row with the same index) and holds them until they are trained."""
+    row with the same index) and holds them until they are trained.
+
+    The n members of a group (``sid // n``, n = ``cfg.algorithm.group_size``) share one prompt, drawn once
+    when its first member is created: the engine gets n requests with the same prompt ids (vLLM's prefix
+    cache shares their blocks). With n = 1 every sample draws its own prompt, as before."""
 
     def __init__(self, cfg: RealConfig, trace: Trace | None) -> None:
         self.cfg = cfg
         self.trace = trace
+        self.n = cfg.algorithm.group_size
         self.sampler = PromptSampler(cfg.task, seed=cfg.seed)
         self.samples: dict[int, RSample] = {}
+        self.group_prompts: dict[int, tuple[int, ...]] = {}  # group -> its prompt, while a member may still need it
+        self.created: dict[int, int] = {}  # group -> members created so far
+        self._good = cfg.task.good_mask()
 
     def target_of(self, sid: int) -> int:
         """Most response tokens sample ``sid`` may generate: its forced length, or the cap."""
@@ -65,13 +73,52 @@ class SampleStore:
             return self.cfg.max_response
         return max(1, min(self.cfg.max_response, int(round(self.trace.row(sid)[1] * self.cfg.length_scale))))
 
+    def prompt_of(self, sid: int) -> tuple[int, ...]:
+        """The prompt of ``sid``'s group (drawn from the sampler when the group's first member asks)."""
+        g = sid // self.n
+        if g not in self.group_prompts:
+            self.group_prompts[g] = self.sampler.sample(1)[0]
+        return self.group_prompts[g]
+
     def create(self, sid: int) -> RSample:
-        prompt = self.sampler.sample(1)[0]
+        prompt = self.prompt_of(sid)
+        g = sid // self.n
+        self.created[g] = self.created.get(g, 0) + 1
         s = self.samples[sid] = RSample(sid, prompt, self.target_of(sid), self.trace is not None)
         return s
+
+    def rule_reward(self, sid: int) -> float:
+        """The task's rule (:func:`oppo_real.models.task.rule_reward`) on ``sid``'s response: a real, cheap
+        verifier computed on the CPU (the fraction of response tokens in the task's good set)."""
+        return rule_reward(self.cfg.task, self.samples[sid].tokens, self._good)
+
+    def reward_of(self, sid: int) -> float | None:
+        """The reward of ``sid`` once known (scored, or a finished sample under a rule reward); else None.
+        What DAPO's drop rule reads (:meth:`oppo_real.executor.real_driver.Driver.reward_hook`)."""
+        s = self.samples.get(sid)
+        if s is None:
+            return None
+        if s.score is None and self.cfg.algorithm.reward == "rule" and s.finish_reason is not None:
+            s.score = self.rule_reward(sid)
+        return s.score
 
     def __getitem__(self, sid: int) -> RSample:
         return self.samples[sid]
 
     def pop(self, sid: int) -> RSample:
-        return self.samples.pop(sid)
+        s = self.samples.pop(sid)
+        g = sid // self.n
+        if self.created.get(g, 0) >= self.n and not any(o // self.n == g for o in self.samples):
+            self.group_prompts.pop(g, None)
+            self.created.pop(g, None)
+        return s
+
+    def state(self) -> dict:
+        """What a checkpoint keeps besides the samples: the sampler and the prompts of groups still open."""
+        return {"sampler": self.sampler._rng.bit_generator.state,
+                "group_prompts": [[g, list(p), self.created.get(g, 0)] for g, p in self.group_prompts.items()]}
+
+    def load_state(self, st: dict) -> None:
+        self.sampler._rng.bit_generator.state = st["sampler"]
+        self.group_prompts = {int(g): tuple(p) for g, p, _ in st.get("group_prompts", [])}
+        self.created = {int(g): int(c) for g, _, c in st.get("group_prompts", [])}

@@ -54,10 +54,12 @@ def worker_specs(cfg: RealConfig, paths, ppo) -> dict[str, tuple[type, Any]]:
                           max_model_len=cfg.max_model_len, engine=engine, cores=cfg.main_cores, device=on["gen"],
                           dtype=dev.dtype("gen"), release=cfg.colocate_mode == "sleep", sleep_level=cfg.sleep_level,
                           warmup_s=cfg.engine_warmup_s)
-    train = TrainWorkerConfig(actor=str(paths.actor), critic=str(paths.critic), ppo=ppo, cores=cfg.main_cores, seed=cfg.seed,
-                              device=on["train"], export="same" if same else "cpu",
-                              export_dtype=None if dev.dtype("gen") == "float32" else dev.dtype("gen"))
-    score = ScoreWorkerConfig(reward=str(paths.reward), reference=str(paths.reference), cores=cfg.score_cores,
+    algo = cfg.algorithm  # roles the algorithm has not are never loaded: no critic, reward model or reference
+    train = TrainWorkerConfig(actor=str(paths.actor), critic=str(paths.critic) if algo.critic else None, ppo=ppo,
+                              cores=cfg.main_cores, seed=cfg.seed, device=on["train"], export="same" if same else "cpu",
+                              export_dtype=None if dev.dtype("gen") == "float32" else dev.dtype("gen"), algorithm=algo)
+    score = ScoreWorkerConfig(reward=str(paths.reward) if algo.reward == "model" else None,
+                              reference=str(paths.reference) if algo.kl else None, cores=cfg.score_cores,
                               pool=cfg.placement().pool_of("reward"), device=on["score"], dtype=dev.dtype("score"))
     return {"gen": (GenWorker, gen), "train": (TrainWorker, train), "score": (ScoreWorker, score)}
 
@@ -90,8 +92,8 @@ class Session:
 
         cfg = self.cfg
         ppo = cfg.ppo or PPOConfig()
-        if ppo.minibatches > cfg.batch:
-            raise ConfigError(f"PPO minibatches ({ppo.minibatches}) exceed the batch size ({cfg.batch})")
+        if ppo.minibatches > cfg.batch * cfg.algorithm.n:
+            raise ConfigError(f"PPO minibatches ({ppo.minibatches}) exceed the samples per step ({cfg.batch * cfg.algorithm.n})")
         self.memory = check_fit(cfg)  # from the shapes alone: nothing is built or loaded before this
         self.paths = paths = build_run_models(cfg)
         if cfg.workers == "ray":

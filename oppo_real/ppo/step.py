@@ -1,6 +1,9 @@
-"""One PPO step — the only code path that trains, used by the train worker and by the tests: actor
-log-probs (timed as ``score:logprob``), critic values (``score:critic``), KL-penalised rewards, GAE,
-then the clipped update of actor and critic (``train:actor``), built from :mod:`oppo_real.ppo.algo`."""
+"""One training step — the only code path that trains, used by the train worker and by the tests.
+
+PPO (:func:`run_ppo_step`): actor log-probs (timed as ``score:logprob``), critic values (``score:critic``),
+KL-penalised rewards, GAE, then the clipped update of actor and critic (``train:actor``), built from
+:mod:`oppo_real.ppo.algo`. The GRPO family (:func:`run_group_step`): actor log-probs, the group
+advantage of :mod:`oppo_real.ppo.group` on every response token, and the actor-only update — no critic."""
 
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ from oppo_real.ppo.algo import (
     ppo_update,
     token_logprobs,
 )
+from oppo_real.ppo.group import group_advantages, group_update
+from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
 
 Phase = Callable[[str, str, float, float], None]
@@ -71,6 +76,47 @@ def run_ppo_step(actor, critic, optimizers: dict[str, torch.optim.Optimizer], ba
     data = prepare_batch(actor, critic, samples_of(batch), cfg, on_phase)
     t0 = time.time()
     stats = ppo_update(actor, critic, optimizers, data, cfg)
+    synchronize(str(data.input_ids.device))
+    if on_phase is not None:
+        on_phase("train", "actor", t0, time.time())
+    if data.behaviour_logp is not None:
+        stats["behaviour_gap"] = float(((data.old_logp - data.behaviour_logp) * data.mask).sum() / data.mask.sum().clamp(min=1))
+    return stats
+
+
+@torch.no_grad()
+def prepare_group_batch(actor, samples: Sequence[Sample], groups: Sequence[int], algorithm: Algorithm,
+                        on_phase: Phase | None = None) -> PPOBatch:
+    """Old log-probs (the actor's current weights) and the group advantage of each sample on every one of
+    its response tokens; no values, no returns (zeros: there is no critic)."""
+    if not samples:
+        raise ConfigError("a training step needs at least one sample")
+    note = on_phase or (lambda *_: None)
+    dev = next(actor.parameters()).device
+    ids, attn, mask = (t.to(dev) for t in collate(samples))
+    actor.eval()
+    t0 = time.time()
+    old_logp = token_logprobs(actor, ids, attn, mask)
+    synchronize(str(dev))
+    note("score", "logprob", t0, time.time())
+    ref_logp = per_token(samples, "ref_logprobs", mask)
+    behaviour = per_token(samples, "behaviour_logprobs", mask) if all(s.behaviour_logprobs is not None for s in samples) else None
+    scores = torch.tensor([s.score for s in samples], dtype=torch.float32, device=dev)
+    adv = group_advantages([s.score for s in samples], groups, algorithm.name).to(dev)[:, None] * mask
+    zeros = torch.zeros_like(mask)
+    return PPOBatch(ids, attn, mask, old_logp, ref_logp, zeros, zeros, adv, zeros, behaviour, scores)
+
+
+def run_group_step(actor, optimizer: torch.optim.Optimizer, batch: TrainBatch, cfg: PPOConfig, algorithm: Algorithm,
+                   on_phase: Phase | None = None) -> dict[str, float]:
+    """A critic-free step of ``algorithm`` (grpo, rloo, reinforce++, dapo) on ``batch``: group advantages,
+    then ``cfg.epochs`` x ``cfg.minibatches`` actor updates (KL to the reference when ``algorithm.kl``)."""
+    if algorithm.critic:
+        raise ConfigError(f"run_group_step is for the critic-free algorithms, not {algorithm.name}")
+    groups = batch.groups or tuple(range(len(batch.prompts)))
+    data = prepare_group_batch(actor, samples_of(batch), groups, algorithm, on_phase)
+    t0 = time.time()
+    stats = group_update(actor, optimizer, data, cfg, kl=algorithm.kl)
     synchronize(str(data.input_ids.device))
     if on_phase is not None:
         on_phase("train", "actor", t0, time.time())

@@ -35,7 +35,7 @@ def mirror_trace(cfg: RealConfig, trace: Trace | None, rows: int, rollouts: pd.D
     """The requests a real run admits, in sample-id order; ``rollouts`` (a measured run's) adds the
     reward-model score each trained sample got (0 for samples the run did not train)."""
     store = SampleStore(cfg, trace)
-    prompts = store.sampler.sample(rows)
+    prompts = [store.prompt_of(sid) for sid in range(rows)]  # a group's members share its prompt
     resp = [store.target_of(sid) for sid in range(rows)]
     reward = None
     if rollouts is not None and len(rollouts):
@@ -81,7 +81,7 @@ def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None
     return SimConfig(
         batch=cfg.batch, steps=steps or cfg.steps, seed=cfg.seed, gpu=hw, actor=actor,
         reward=model_spec(Path(paths.reward), nb("score")), critic=model_spec(Path(paths.critic), nb("train")),
-        placement=cfg.placement(), engine=engine, engine_kind=kind, static=static,
+        placement=cfg.placement(), algorithm=cfg.algorithm, engine=engine, engine_kind=kind, static=static,
         static_cost=static_cost or StaticCostParams(), ppo_epochs=ppo.epochs, minibatches=ppo.minibatches,
         max_response=None,
         # how the executor's torch code batches: the streamed chunks of one report in one padded forward,
