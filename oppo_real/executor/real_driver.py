@@ -38,6 +38,7 @@ import numpy as np
 
 from oppo_real.config import RealConfig
 from oppo_real.executor.messages import TrainBatch
+from oppo_real.executor.roles import RULE_POOL, RULE_ROLE, ledger_groups, ledger_roles
 from oppo_real.executor.sample_store import SampleStore
 from oppo_real.models.task import rule_reward
 from oppo_real.workers.handles import Handle
@@ -59,15 +60,6 @@ from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.traces.trace import Trace
 
 SCORE_WORKER_ROLES = ("reward", "reference")  # the score worker; critic and logprob run in the train worker
-RULE_ROLE = "rule"  # the rule reward: a verifier run in the driver process, never streamed to
-RULE_POOL = "cpu"  # the timeline pool of the rule reward (the simulator's name for CPU work off the GPUs)
-
-
-def ledger_roles(cfg: RealConfig) -> tuple[str, ...]:
-    """The roles that must score a sample before it trains: the algorithm's GPU forwards, and ``"rule"``
-    where a rule (not a reward model) gives the reward."""
-    algo = cfg.algorithm
-    return algo.scoring_roles() + ((RULE_ROLE,) if algo.reward == "rule" else ())
 
 
 @dataclass
@@ -100,8 +92,8 @@ class Driver:
         self.store = SampleStore(cfg, trace)
         self.algorithm = cfg.algorithm
         self.ledger = Ledger(policy, cfg.batch, ledger_roles(cfg), streamed_roles(cfg.placement()), self.store.target_of,
-                             group_size=cfg.algorithm.group_size)
-        self.reward_hook()
+                             **ledger_groups(cfg))
+        self.dynamic = cfg.algorithm.name == "dapo"  # report each finished response's reward (dynamic sampling)
         self.step = 0
         self.records: list[dict] = []
         self.rollouts: list[dict] = []
@@ -115,16 +107,6 @@ class Driver:
         self.before_train: Callable[[int], str | None] | None = None  # called before a training that stays in flight
         self._good = cfg.task.good_mask()
         self.gen_calls = 0  # generation round trips (of the step being generated)
-
-    def reward_hook(self) -> None:
-        """DAPO's drop rule needs each sample's reward when its group is complete. The hook the core must
-        provide: ``Ledger.set_reward_source(fn)``, where ``fn(sid) -> float | None`` is the sample's
-        reward once known (a finished sample's rule reward is computed on demand; a reward model's score
-        once scored) -- :meth:`SampleStore.reward_of`. Until the core has it, DAPO runs as GRPO
-        (all-equal groups give zero advantage and so no gradient, but are not replaced)."""
-        connect = getattr(self.ledger, "set_reward_source", None)
-        if connect is not None:
-            connect(self.store.reward_of)
 
     def now(self) -> float:
         return time.time() - self.shift
@@ -147,6 +129,7 @@ class Driver:
         self._abort(list(m.active))
         gen_end = self.now()
         self._apply(m, m.stopped(left))
+        self._forget(getattr(m, "dropped", ()))
         self.settle(m.batch or ())
         if not m.trained:
             raise RuntimeError(f"step {t}: the batch was not ready to train after scoring")
@@ -179,7 +162,10 @@ class Driver:
             if done:
                 s.finish_reason = out.finished[rid]
                 del self.live[rid]
-            events.append(Progress(sid, len(s.tokens), done))
+            if done and self.dynamic:  # the reward dynamic sampling reads (None under a reward model: kept)
+                events.append(Progress(sid, len(s.tokens), done, reward=self._finish_reward(m.step, sid)))
+            else:
+                events.append(Progress(sid, len(s.tokens), done))
         self._apply(m, m.report(events))
         if out.iterations == 0 and not m.ended:
             raise RuntimeError(f"step {m.step}: the generator has no unfinished requests but {len(m.active)} are active")
@@ -255,13 +241,35 @@ class Driver:
             for sid in finals:
                 self.finals[sid] = ref
 
+    def _finish_reward(self, step: int, sid: int) -> float | None:
+        """A finished response's reward for dynamic sampling: the rule's, computed now (the "rule" role's
+        timeline row); None under a reward model, whose score comes only after the batch is formed."""
+        if self.algorithm.reward != "rule":
+            return None
+        self._score_rule(step, (sid,))
+        return self.store[sid].score
+
+    def _forget(self, sids) -> None:
+        """Samples of groups dynamic sampling dropped: never trained, so the store and the scorer let them go."""
+        opened = []
+        for sid in sids:
+            self.finals.pop(sid, None)
+            s = self.store.samples.get(sid)
+            if s is not None:
+                if s.opened:
+                    opened.append(str(sid))
+                self.store.pop(sid)
+        if opened:
+            self.feeds.append(self.score.submit("drop", opened))
+
     def _score_rule(self, step: int, sids) -> None:
         """The rule reward of ``sids``, computed here on the CPU; one timeline row (pool "cpu", role "rule")."""
+        sids = [sid for sid in sids if self.store[sid].score is None]  # once (dapo computed it at the finish)
+        if not sids:
+            return
         t0 = time.time()
         for sid in sids:
-            s = self.store[sid]
-            if s.score is None:  # computed once (DAPO's drop rule may have asked already), kept as the score
-                s.score = self.store.rule_reward(sid)
+            self.store[sid].score = self.store.rule_reward(sid)
         self.timeline.append([RULE_POOL, "driver", "score", RULE_ROLE, step, t0 - self.shift, time.time() - self.shift,
                               sum(len(self.store[sid].tokens) for sid in sids), 0.0, 0.0])
 

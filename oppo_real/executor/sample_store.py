@@ -92,16 +92,6 @@ class SampleStore:
         verifier computed on the CPU (the fraction of response tokens in the task's good set)."""
         return rule_reward(self.cfg.task, self.samples[sid].tokens, self._good)
 
-    def reward_of(self, sid: int) -> float | None:
-        """The reward of ``sid`` once known (scored, or a finished sample under a rule reward); else None.
-        What DAPO's drop rule reads (:meth:`oppo_real.executor.real_driver.Driver.reward_hook`)."""
-        s = self.samples.get(sid)
-        if s is None:
-            return None
-        if s.score is None and self.cfg.algorithm.reward == "rule" and s.finish_reason is not None:
-            s.score = self.rule_reward(sid)
-        return s.score
-
     def __getitem__(self, sid: int) -> RSample:
         return self.samples[sid]
 
