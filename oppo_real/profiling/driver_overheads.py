@@ -37,9 +37,12 @@ def profile_driver(cfg: RealConfig, trace: Trace | None, steps: int = 6, chunk: 
     if cfg.workers == "ray":
         start_ray(cfg.ray_address)
     rows = []
+    algo = cfg.algorithm
+    if algo.name == "dapo":  # the lockstep engine's responses are all alike: dapo would drop every group and
+        algo = replace(algo, name="grpo")  # sample on forever; grpo has the same driver work per call/sample/token
     for name in GRID_POLICIES:
         for b in GRID_BATCHES:
-            run_cfg = replace(cfg, batch=b, steps=steps)
+            run_cfg = replace(cfg, batch=b, steps=steps, algorithm=algo)
             handles = _handles(cfg.workers)
             try:
                 d = Driver(run_cfg, make_policy(name, chunk=chunk, delta=delta), trace, handles)

@@ -26,6 +26,9 @@ class NullScoreWorker(Recorder):
     def score_whole(self, step: int, items) -> dict[str, Score]:
         return {sid: Score(0.0, tuple(0.0 for _ in resp)) for sid, _, resp in items}
 
+    def drop(self, sids: Sequence[str]) -> None:
+        pass
+
 
 class NullTrainWorker(Recorder):
     pool = "main"

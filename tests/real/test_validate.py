@@ -12,6 +12,7 @@ from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
 from oppo_real.validation.mirror import mirror_config, mirror_trace
 from oppo_real.validation.validate import COMPONENT_COLUMNS, VALIDATION_COLUMNS, validate
 from oppo_real.validation.validation_plots import plot_parity
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import make_policy
 from oppo_sim.hw.profiles import load_profile, save_profile
 from oppo_sim.traces.trace import Trace
@@ -125,3 +126,48 @@ def test_components_attribute_the_same_work_on_both_sides(models):
         passes = tl[(tl["step"] == r.step) & tl["role"].isin(["critic", "logprob"]) & (tl["activity"] == "score")]
         assert len(passes) == 2
         assert passes["end"].max() == pytest.approx(r.start + r.generation_s + r.scoring_s, abs=1e-6)
+
+
+def test_mirror_of_a_grpo_run_shares_group_prompts_and_carries_the_algorithm(models):
+    from oppo_sim.core.algorithms import Algorithm
+    from oppo_sim.hw.hardware import get_hardware
+
+    algo = Algorithm("grpo", n=4, reward="rule")
+    cfg = RealConfig(batch=2, steps=2, max_response=32, algorithm=algo)
+    t = mirror_trace(cfg, TRACE, 8)
+    from oppo_real.models.task import PromptSampler
+
+    two = [len(p) for p in PromptSampler(cfg.task, seed=cfg.seed).sample(2)]
+    assert list(t.prompt_tokens) == [two[0]] * 4 + [two[1]] * 4  # one prompt per group, drawn in group order
+    assert mirror_config(cfg, get_hardware("h100-sxm"), models).algorithm == algo
+
+
+def _core_has_groups() -> bool:
+    import inspect
+
+    from oppo_sim.core.ledger import Ledger
+
+    return "filter_groups" in inspect.signature(Ledger).parameters
+
+
+@pytest.mark.parametrize("name", [
+    "grpo",
+    pytest.param("dapo", marks=pytest.mark.xfail(not _core_has_groups(), strict=True, raises=ConfigError,
+                                                 reason="waits for the core's dynamic sampling (issue 17: filter_groups)")),
+])
+def test_validate_a_group_run(models, name):
+    """`validate` under grpo and dapo (one-token responses: 0/1 rule rewards, so dapo drops groups): the
+    mirrored simulation decides as the real run did -- dropped groups included (their samples carry reward
+    0 in the mirrored trace, all equal, so the simulator drops them too)."""
+    from oppo_sim.core.algorithms import Algorithm
+
+    grid = ProfileGrid(decode_batch=(1, 4), decode_kv=(16,), prefill_new=(8, 64), prefill_ctx=(0,),
+                       train_batch=(2,), train_len=(16, 32), repeats=2, sync_repeats=2)
+    hw, _ = fit(run_profile(models, "torch", grid, cores=None, log=lambda _m: None))
+    cfg = RealConfig(batch=2, steps=3, backend="torch", workers="local", max_response=1 if name == "dapo" else 32,
+                     length_scale=0.5, cache_dir=str(models.root.parent), main_cores=None, score_cores=None,
+                     algorithm=Algorithm(name, n=4, reward="rule"))
+    trace = Trace.from_arrays([10] * 64, [4, 6, 40, 5, 7, 60, 3, 8] * 8, name="tail")
+    v = validate(cfg, {n: make_policy(n, chunk=4, delta=2) for n in ("baseline", "oppo")}, hw, trace, warmup=1, repeat=1,
+                 log=lambda _m: None)
+    assert (v.table["decision_agreement"] == 1.0).all(), v.table[["policy", "decision_agreement", "decision_diff"]]
