@@ -71,7 +71,7 @@ def seq_tokens(cfg: RealConfig) -> int:
 def kv_cache_bytes(cfg: RealConfig, actor: ModelSpec) -> float:
     """Bytes the generator's KV cache takes: vLLM's explicit budget on the CPU; on a GPU (and for the
     torch decoders anywhere) what ``2 * batch`` sequences of the longest length need, at least vLLM's budget."""
-    need = 2 * cfg.batch * seq_tokens(cfg) * actor.with_(dtype_bytes=cfg.devices.dtype_bytes("gen")).kv_bytes_per_token()
+    need = 2 * cfg.batch * cfg.algorithm.n * seq_tokens(cfg) * actor.with_(dtype_bytes=cfg.devices.dtype_bytes("gen")).kv_bytes_per_token()
     if cfg.backend == "vllm":
         return float(cfg.engine.kv_cache_bytes if not cfg.devices.is_cuda("gen") else max(need, cfg.engine.kv_cache_bytes))
     return float(need)
@@ -87,19 +87,23 @@ def role_memory(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec) -> dict[st
     gen_phase = GENERATE if sleeps else ALWAYS
     gen = [RoleMemory("generate", f"actor {actor.id}", gen_phase, weights=actor.params * gb,
                       activations=kv_cache_bytes(cfg, actor), note="KV cache as activations")]
-    ref_kv = actor.with_(dtype_bytes=sb).kv_bytes_per_token() + reward.with_(dtype_bytes=sb).kv_bytes_per_token()
-    score_logits = cfg.batch * s * actor.vocab * (sb + 4) + s * actor.vocab * 4
-    score = [RoleMemory("score", f"reward {reward.id} + reference {actor.id}", ALWAYS,
-                        weights=reward.params_scalar_head * sb + actor.params * sb,
-                        activations=2 * cfg.batch * s * ref_kv + score_logits, note="streamed KV + scoring logits")]
+    algo = cfg.algorithm  # the roles it has not are never loaded: no reward model (rule), reference (no KL), critic
+    rm, ref = algo.reward == "model", algo.kl
+    batch = cfg.batch * algo.n  # responses per step
+    ref_kv = (actor.with_(dtype_bytes=sb).kv_bytes_per_token() * ref + reward.with_(dtype_bytes=sb).kv_bytes_per_token() * rm)
+    score_logits = (batch * s * actor.vocab * (sb + 4) + s * actor.vocab * 4) if ref else 0
+    held = " + ".join([f"reward {reward.id}"] * rm + [f"reference {actor.id}"] * ref) or "nothing (rule reward, no KL)"
+    score = [RoleMemory("score", held, ALWAYS, weights=reward.params_scalar_head * sb * rm + actor.params * sb * ref,
+                        activations=2 * batch * s * ref_kv + score_logits, note="streamed KV + scoring logits")]
     w, g, o = TRAIN_BYTES_PER_PARAM
-    n = actor.params + reward.params_scalar_head
+    n = actor.params + reward.params_scalar_head * algo.critic
     ppo = cfg.ppo or PPOConfig()
-    mb = max(1, -(-cfg.batch // ppo.minibatches))
+    mb = max(1, -(-batch // ppo.minibatches))
     tb = dev.dtype_bytes("train")
     act = max(activation_bytes(actor.with_(dtype_bytes=tb), mb * s, s, "none", flash_attention=dev.is_cuda("train")),
-              cfg.batch * s * actor.vocab * (tb + 8))
-    train = [RoleMemory("train", f"actor {actor.id} + critic {reward.id}", ALWAYS, weights=w * n, grads=g * n,
+              batch * s * actor.vocab * (tb + 8))
+    trained = f"actor {actor.id}" + (f" + critic {reward.id}" if algo.critic else "")
+    train = [RoleMemory("train", trained, ALWAYS, weights=w * n, grads=g * n,
                         optimizer=o * n, note="fp32 master weights, Adam"),
              RoleMemory("train-step", "activations of a PPO step", OTHER if sleeps else ALWAYS, activations=act)]
     return {"gen": gen, "score": score, "train": train}

@@ -137,6 +137,25 @@ def test_the_kv_cache_counts_and_colocation_lowers_the_peak():
         check_fit(replace(long, gpu_memory_gib=24))
 
 
+def test_a_critic_free_run_holds_no_critic_reward_model_or_reference():
+    """grpo with a rule reward and no KL: the trainer holds the actor alone (no critic weights, gradients or
+    Adam states), the scorer nothing; the same responses per step (B x n) hold the same KV cache."""
+    from dataclasses import replace
+
+    from oppo_real.devices.memory_fit import kv_cache_bytes, role_memory, run_specs
+    from oppo_sim.core.algorithms import Algorithm
+
+    ppo = RealConfig(devices=DeviceMap.parse("gen=cuda:0,score=cuda:1,train=cuda:0"), shape="qwen2.5-1.5b",
+                     gpu_memory_gib=80, backend="torch", batch=16)
+    grpo = replace(ppo, batch=4, algorithm=Algorithm("grpo", n=4, reward="rule", kl=False))
+    actor, reward = run_specs(ppo)
+    a, b = role_memory(ppo, actor, reward), role_memory(grpo, actor, reward)
+    per_param = sum(getattr(a["train"][0], k) for k in ("weights", "grads", "optimizer")) / (actor.params + reward.params_scalar_head)
+    assert sum(getattr(b["train"][0], k) for k in ("weights", "grads", "optimizer")) == pytest.approx(per_param * actor.params)
+    assert "critic" not in b["train"][0].label and b["score"][0].weights == 0
+    assert kv_cache_bytes(grpo, actor) == kv_cache_bytes(ppo, actor)
+
+
 @pytest.mark.parametrize("model_id", ["qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-8b", "llama-3.1-8b"])
 def test_shaped_models_have_the_table_shape(model_id):
     from oppo_real.models.shaped import meta_param_counts
