@@ -23,6 +23,7 @@ from oppo_real.config import RealConfig
 from oppo_real.executor.real_driver import Driver
 from oppo_real.executor.sample_store import SampleStore
 from oppo_real.executor.session import Session
+from oppo_real.models.task import TaskConfig, rule_reward
 from oppo_real.ppo.algo import PPOConfig
 from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
@@ -44,7 +45,7 @@ def _cfg(models, algorithm: Algorithm, **kw) -> RealConfig:
 
 
 def _drive(cfg: RealConfig, policy: str = "oppo"):
-    """Run ``cfg`` step by step; returns (the TrainBatches handed to the train worker, the driver's timeline)."""
+    """Run ``cfg`` step by step: (the TrainBatches handed to the train worker, the driver's timeline)."""
     session = Session(cfg)
     batches = []
     try:
@@ -57,7 +58,7 @@ def _drive(cfg: RealConfig, policy: str = "oppo"):
         d.drain()
         d.take_timeline()
         return batches, pd.DataFrame(d.timeline, columns=["pool", "devices", "activity", "role", "step", "start", "end",
-                                                           "tokens", "flops", "recompute_flops"]), session
+                                                           "tokens", "flops", "recompute_flops"])
     finally:
         session.close()
 
@@ -104,7 +105,7 @@ def test_rule_reward_and_no_critic_are_the_defaults_for_grpo(models):
 
 @pytest.mark.parametrize("kl", [True, False])
 def test_grpo_trains_groups_with_rule_rewards_and_no_critic(models, kl):
-    batches, tl, session = _drive(_cfg(models, Algorithm("grpo", n=N, reward="rule", kl=kl)))
+    batches, tl = _drive(_cfg(models, Algorithm("grpo", n=N, reward="rule", kl=kl)))
     assert len(batches) == STEPS
     roles = set(tl["role"])
     assert "critic" not in roles and "reward" not in roles  # no critic pass, no reward model
@@ -115,8 +116,6 @@ def test_grpo_trains_groups_with_rule_rewards_and_no_critic(models, kl):
         assert b.groups and len(b.groups) == len(b.prompts)
         for g in set(b.groups):  # the members of a group in a batch share their prompt
             assert len({p for p, gg in zip(b.prompts, b.groups) if gg == g}) == 1
-        from oppo_real.models.task import TaskConfig, rule_reward
-
         assert list(b.scores) == pytest.approx([rule_reward(TaskConfig(), r) for r in b.responses])
         if not kl:
             assert all(set(ref) <= {0.0} for ref in b.ref_logprobs)
@@ -124,7 +123,7 @@ def test_grpo_trains_groups_with_rule_rewards_and_no_critic(models, kl):
 
 @needs_core_groups
 def test_a_step_trains_b_whole_groups(models):
-    batches, _, _ = _drive(_cfg(models, Algorithm("grpo", n=N, reward="rule")))
+    batches, _ = _drive(_cfg(models, Algorithm("grpo", n=N, reward="rule")))
     for b in batches:
         assert len(b.prompts) == B * N
         assert sorted(pd.Series(b.groups).value_counts().tolist()) == [N] * B
@@ -138,7 +137,7 @@ def test_dapo_drops_all_equal_groups_or_is_refused(models):
         with pytest.raises(ConfigError, match="dynamic sampling"):
             _drive(cfg)
         return
-    batches, _, _ = _drive(cfg)
+    batches, _ = _drive(cfg)
     for b in batches:
         for g in set(b.groups):
             assert len({s for s, gg in zip(b.scores, b.groups) if gg == g}) > 1
