@@ -196,3 +196,18 @@ def test_bad_n_is_a_one_line_error(tmp_path):
                         "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 1 and "n >= 2" in p.stderr
+
+
+def test_grpo_resume_continues_the_run(models, tmp_path, capsys):
+    """A checkpoint without a critic (actor and its optimizer only) and the open groups' prompts; --resume
+    continues to the same steps and samples as one run."""
+    common = ["run", "--algorithm", "grpo", "--n", str(N), "--batch", str(B), "--max-response", "16", "--backend", "torch",
+              "--workers", "local", "--cache", str(models.root.parent)]
+    assert main([*common, "--steps", "2", "--out", str(tmp_path / "r")]) == 0
+    assert main([*common, "--steps", "3", "--out", str(tmp_path / "r"), "--resume"]) == 0
+    assert main([*common, "--steps", "3", "--out", str(tmp_path / "one")]) == 0
+    capsys.readouterr()
+    a, b = (pd.read_csv(tmp_path / d / "rollouts.csv") for d in ("r", "one"))
+    assert a["step"].tolist() == b["step"].tolist() and a["sid"].tolist() == b["sid"].tolist()
+    assert a["prompt_tokens"].tolist() == b["prompt_tokens"].tolist()
+    assert a["response_tokens"].tolist() == b["response_tokens"].tolist()
