@@ -34,6 +34,7 @@ class Progress:
     sid: int
     generated: int
     finished: bool = False
+    reward: float | None = None  # with a finish: the response's reward where the driver knows it (dynamic sampling)
 
 
 @dataclass(slots=True)

@@ -8,9 +8,9 @@ from oppo_sim.engine.request import Req
 class SimSample:
     """A prompt admitted into the simulation: its lengths, its engine request, what scorers computed."""
 
-    __slots__ = ("sid", "row", "prompt", "target", "req", "reward", "scored")
+    __slots__ = ("sid", "row", "prompt", "target", "req", "reward", "scored", "group")
 
-    def __init__(self, sid: int, row: int, prompt: int, target: int, reward: float | None):
+    def __init__(self, sid: int, row: int, prompt: int, target: int, reward: float | None, group: int | None = None):
         self.sid = sid
         self.row = row
         self.prompt = prompt
@@ -18,3 +18,4 @@ class SimSample:
         self.req = Req(sid, prompt, target)
         self.reward = reward
         self.scored: dict[str, int] = {}  # high-water mark of tokens prefilled per role (for recompute)
+        self.group = group  # its prompt's group (n > 1: the members share the prompt); None: a prompt of its own
