@@ -158,9 +158,10 @@ class Ledger:
 
     def scored(self, role: str, sids: Iterable[int]) -> list[Action]:
         """Scores of ``role`` are final for ``sids``: the steps whose batch is now complete may train."""
-        sids = tuple(sids)
+        tracks = self.tracks
+        sids = tuple(sid for sid in sids if sid in tracks)  # (a score of a dropped group comes to nothing)
         for sid in sids:
-            self.tracks[sid].scored.add(role)
+            tracks[sid].scored.add(role)
         acts: list[Action] = []
         for m in self.open.values():
             m.scored(role, sids)
@@ -254,8 +255,9 @@ class Ledger:
         prev, cur = self._decision(step - 1), self._decision(step)
         resumed = set(cur.resumed) if cur is not None else set()
         # a finished member of a deferred group is carried without a launch: it waits for its group
-        unresumed = tuple(s for s in (prev.deferred if prev is not None else ())
-                          if s not in resumed and not (s in tracks and tracks[s].finished))
+        # (or dropped since, with its group)
+        unresumed = tuple(s for s in (prev.deferred if prev is not None else ()) if s not in resumed
+                          and not (tracks[s].finished if s in tracks else s in self.dropped))
         n = {k: len(v) for k, v in held.items()}
         trained_total = self.trained_total + n["trained"]
         adds_up = self.next_sid == trained_total + sum(n[k] for k in STATES[1:])

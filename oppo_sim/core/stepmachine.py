@@ -45,7 +45,9 @@ generation, chunk streaming, token budgets and pauses stay per response:
 - a group is **complete** when its last member finishes; the batch is the first B complete groups in the
   completion order of their last member (simultaneous completions in group-id order, as finishes are
   applied in sample-id order), each group's members in sample-id order; ``end_after`` counts complete
-  groups; "can still finish" (refill) counts complete groups plus groups with a member generating;
+  groups; "can still finish" (refill) counts complete groups plus groups with a member generating and
+  none paused; once B fresh groups were refilled, a refill gives every paused member of the oldest paused
+  group another budget (with n = 1: the oldest paused response);
 - **deferral defers whole groups**: every unfinished member with its partial work, *and* the finished
   members of those groups. The finished ones are not launched again: the next step takes them back at its
   start as finished members that wait (``waiting``) until their group completes. Their scores (a frozen
@@ -338,13 +340,23 @@ class StepMachine:
         plan = self.plan
         if self.ended or not plan.refill or plan.end_after is None:
             return []
-        running = len(self.active) if self.n == 1 else len({sid // self.n for sid in self.active})
+        n = self.n
+        if n == 1:
+            running = len(self.active)
+        else:  # groups that can still complete: a member generating, none paused
+            held = {sid // n for sid in self.paused}
+            running = len({sid // n for sid in self.active} - held)
         if self.finished + running >= plan.end_after:
             return []
         if self.refilled < self.ledger.batch:
             self.refilled += 1
             return self._admit_group()
-        return [self._launch(self.paused.pop(0), fresh=False)]
+        if n == 1:
+            return [self._launch(self.paused.pop(0), fresh=False)]
+        g = self.paused[0] // n  # the oldest paused group: every paused member of it gets another budget
+        again = [sid for sid in self.paused if sid // n == g]
+        self.paused = [sid for sid in self.paused if sid // n != g]
+        return [self._launch(sid, fresh=False) for sid in again]
 
     def _check_end(self) -> list[Action]:
         if self.ended:

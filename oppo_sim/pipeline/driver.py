@@ -117,6 +117,7 @@ class Pipeline:
                              group_size=self.n, filter_groups=alg.name == "dapo")
         self.streamed_roles = self.ledger.streamed
         self.samples: dict[int, SimSample] = {}
+        self._forgotten = 0  # dropped samples forgotten so far
         self._rows = len(self.trace)  # the trace's columns as Python lists: a sample is made per admission
         self._prompts = list(map(int, self.trace.prompt_tokens.tolist()))
         self._responses = list(map(int, self.trace.response_tokens.tolist()))
@@ -332,6 +333,10 @@ class Pipeline:
         rec.step_time_s = self.ledger.complete(rec.step, rec.start, rec.end, rec.reward).step_time_s
         for s in batch:
             del self.samples[s.sid]
+        dropped = self.ledger.dropped
+        for sid in dropped[self._forgotten:]:  # groups dynamic sampling dropped: never trained
+            self.samples.pop(sid, None)
+        self._forgotten = len(dropped)
 
     def run(self) -> None:
         self.env.process(self.rollout())
