@@ -83,7 +83,7 @@ class Driver:
         self.gen, self.train, self.score = handles["gen"], handles["train"], handles["score"]
         self.on_step = on_step
         self.store = SampleStore(cfg, trace)
-        self.ledger = Ledger(policy, cfg.batch, SCORING_ROLES, streamed_roles(cfg.placement()), self.store.target_of)
+        self.ledger = Ledger(policy, cfg.batch, cfg.algorithm.scoring_roles() + (("rule",) if cfg.algorithm.reward == "rule" else ()), streamed_roles(cfg.placement()), self.store.target_of, group_size=cfg.algorithm.group_size, filter_groups=cfg.algorithm.name == "dapo")
         self.step = 0
         self.records: list[dict] = []
         self.rollouts: list[dict] = []
