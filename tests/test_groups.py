@@ -254,3 +254,15 @@ def test_a_group_prefills_its_shared_prompt_once_in_the_scorers():
     tok = {name: int(r.timeline[r.timeline["role"] == "reward"]["tokens"].sum())
            for name, r in (("grouped", grouped), ("unrelated", unrelated))}
     assert tok["unrelated"] - tok["grouped"] == 2 * 3 * 400
+
+
+def test_dapo_prices_the_reward_of_the_groups_it_drops():
+    """Every response a dapo step generates is verified, kept or dropped: the rule pool's calls cover the
+    dropped ones too."""
+    alg = Algorithm("dapo", n=4, reward="rule", informative=0.5, reward_cost_ms=10.0)
+    r = sim("baseline", alg, steps=6)
+    assert r.summary["dropped"] > 0
+    rule = r.timeline[r.timeline["role"] == "rule"]
+    busy = float((rule["end"] - rule["start"]).sum())
+    calls = r.summary["samples_trained"] + r.summary["dropped"]
+    assert busy == pytest.approx(calls * 0.010)

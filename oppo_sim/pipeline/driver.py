@@ -186,8 +186,9 @@ class Pipeline:
         return s
 
     def _reward_of(self, sid: int) -> float:
-        """The reward dynamic sampling reads: the trace's, else a draw that makes the group informative with
-        probability ``Algorithm.informative`` (1: always), the same for every run with this seed."""
+        """The reward dynamic sampling reads: the trace's ``reward`` column, else a draw that makes the group
+        informative with probability ``Algorithm.informative`` -- the same for every run with this seed. With
+        neither (no column, no fraction stated) every group is informative: nothing is dropped."""
         if self._rewards is not None:
             return self._rewards[self._row(sid)]
         g, n = divmod(sid, self.n)
@@ -252,7 +253,20 @@ class Pipeline:
                 if ev.finished:
                     ev.reward = self._reward_of(ev.sid)
         m = self.machine
+        dropped = len(self.ledger.dropped)
         self._apply(m.report(seen.values()), m.step)
+        if len(self.ledger.dropped) > dropped:
+            self._score_dropped(self.ledger.dropped[dropped:], m.step)
+
+    def _score_dropped(self, sids: list[int], step: int) -> None:
+        """A dropped group was scored by the reward (model or rule) to be found uniform: that work is done
+        too, though it trains nothing (where the reward role streamed, its final chunk did it already)."""
+        for role in ("reward", "rule"):
+            scorer = self.scorers.get(role)
+            if scorer is not None and role not in self.ledger.streamed:
+                for sid in sids:
+                    s = self._sample(sid)
+                    scorer.put(s, s.target, True, step)
 
     # -- processes -----------------------------------------------------------------------------------
     def rollout(self):
