@@ -14,10 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from oppo_sim.core.algorithms import ALGORITHM_NAMES, Algorithm
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import Placement, Pool
 from oppo_sim.core.policies import POLICY_NAMES, make_policy
-from oppo_sim.core.protocol import Launch, Progress
+from oppo_sim.core.protocol import Progress
 from oppo_sim.core.stepmachine import informative
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
@@ -266,3 +267,20 @@ def test_dapo_prices_the_reward_of_the_groups_it_drops():
     busy = float((rule["end"] - rule["start"]).sum())
     calls = r.summary["samples_trained"] + r.summary["dropped"]
     assert busy == pytest.approx(calls * 0.010)
+
+
+def test_dapo_on_rewards_without_signal_is_refused():
+    with pytest.raises(ConfigError, match="dynamic sampling dropped"):
+        drive(policy_of("baseline"), [3], 1, 2, 1, lambda sid: 1.0)
+
+
+def test_a_grouped_ledger_round_trips_through_json():
+    """A checkpoint of a grouped run (deferred groups with finished members, dropped groups) reloads as it was."""
+    n, lengths = 3, [2, 2, 40, 3, 3, 3, 2, 50, 2, 4, 4, 4]
+    ledger = drive(policy_of("inter", delta=2), lengths, 2, n, 3, lambda sid: float(sid % 5 == 0))
+    assert ledger.deferred and ledger.dropped
+    doc = ledger.to_json()
+    again = Ledger(policy_of("inter", delta=2), 2, ROLES, STREAMED, lambda sid: lengths[sid % len(lengths)], group_size=n,
+                   filter_groups=True)
+    again.load_json(doc)
+    assert again.to_json() == doc

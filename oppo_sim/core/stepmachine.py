@@ -114,6 +114,12 @@ class Track:
         return cls(**d)
 
 
+MAX_DROPPED_GROUPS = 100
+"""Dynamic sampling gives up (a one-line error) once one step has dropped this many groups per prompt of
+its batch: rewards that are (almost) never informative would otherwise sample forever. verl's DAPO recipe
+stops the same way after ``max_num_gen_batches`` generation batches."""
+
+
 def informative(rewards: Sequence[float | None]) -> bool:
     """Dynamic sampling's rule (DAPO ``filter_groups``): a group carries a gradient only when its rewards
     differ. A reward not reported (None) counts as informative: nothing is dropped on a guess."""
@@ -315,6 +321,9 @@ class StepMachine:
         sids = list(range(g * self.n, g * self.n + self.n))
         tracks = self.ledger.tracks
         if self.ledger.filter_groups and not informative([tracks[s].reward for s in sids]):
+            if len(self.dropped) >= MAX_DROPPED_GROUPS * self.ledger.batch * self.n:
+                raise ConfigError(f"step {self.step}: dynamic sampling dropped {len(self.dropped) // self.n} groups "
+                                  f"(all rewards equal) for a batch of {self.ledger.batch}; the rewards carry no signal")
             self.dropped.extend(sids)
             self.ledger.drop(sids)
             return acts + ([] if self.ended else self._admit_group())  # sample on: a fresh group in its place
