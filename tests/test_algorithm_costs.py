@@ -149,3 +149,14 @@ def test_batch_help_says_prompts():
 def test_paper_placement_keeps_its_score_pool_valid_without_scorers():
     cfg = SimConfig(placement=paper_placement(8), algorithm=Algorithm("grpo", n=4, reward="rule", kl=False))
     assert cfg.models()["reward"].id == "qwen2.5-7b"  # every placed role still resolves
+
+
+def test_a_group_forward_computes_its_prompt_once():
+    cost, m = CostModel(get_hardware("h200")), PPO.models()["reference"]
+    prompt, resp = 1000, [300, 800, 50, 1200]
+    shared_s, shared_f = cost.group_prefill_cost(m, 1, prompt, resp)
+    alone_s, alone_f = cost.prefill_cost(m, 1, [prompt + r for r in resp], [0] * len(resp))
+    lin, _ = m.flop_coeffs(False)
+    assert alone_f - shared_f > lin * prompt * (len(resp) - 1) * 0.99  # n-1 prompts' linear FLOPs saved, at least
+    assert shared_s < alone_s
+    assert cost.group_prefill_cost(m, 1, prompt, [300]) == cost.prefill_cost(m, 1, [prompt, 300], [0, prompt])

@@ -201,6 +201,16 @@ class CostModel:
         nbytes = model.weight_bytes(scalar_head=scalar_head) + kv * model.kv_bytes_per_token()
         return _roofline(self.hw.params.prefill, flops, nbytes, devices, self.hw), flops
 
+    def group_prefill_cost(
+        self, model: ModelSpec, devices: int, prompt: int, responses, scalar_head: bool = False
+    ) -> tuple[float, float]:
+        """(seconds, FLOPs) of one forward over a group — the ``n`` responses of one prompt — with the prompt
+        computed once and each response over it as context (a scorer with a prefix cache: vLLM's, or a
+        shared-prefix batch); :meth:`prefill_cost` of ``[prompt, r1, ..., rn]`` over ``[0, prompt, ..., prompt]``.
+        Without sharing, the same forward is ``prefill_cost([prompt + r for r in responses], [0] * n)``."""
+        resp = [int(r) for r in responses]
+        return self.prefill_cost(model, devices, [prompt, *resp], [0] + [prompt] * len(resp), scalar_head)
+
     def prefill(
         self, model: ModelSpec, devices: int, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool = False
     ) -> float:
