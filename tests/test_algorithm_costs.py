@@ -160,3 +160,12 @@ def test_a_group_forward_computes_its_prompt_once():
     assert alone_f - shared_f > lin * prompt * (len(resp) - 1) * 0.99  # n-1 prompts' linear FLOPs saved, at least
     assert shared_s < alone_s
     assert cost.group_prefill_cost(m, 1, prompt, [300]) == cost.prefill_cost(m, 1, [prompt, 300], [0, prompt])
+
+
+def test_compare_with_grpo_prints_the_algorithm_and_the_policy_table(capsys):
+    code = main(["compare", "--algorithm", "grpo", "--n", "8", "--reward", "rule", "--batch", "2", "--steps", "2",
+                 "--actor", "qwen2.5-0.5b", "--policies", "baseline,oppo"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "B=2 prompts x n=8" in out and "algorithm grpo n=8 rule reward" in out
+    assert "baseline" in out and "oppo" in out and "speedup" in out
