@@ -51,7 +51,7 @@ from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.engine.factory import make_engine
 from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Req, kv_blocks_for
 from oppo_sim.engine.static import StaticEngineCore
-from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.costmodel import CostModel, train_jobs
 from oppo_sim.hw.memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
@@ -163,7 +163,7 @@ class Pipeline:
                                         free / self.models[role].kv_bytes_per_token(), self.on_scored)
         if "rule" in self.roles:  # CPU workers, off the GPU pools (in the timeline, in no utilization)
             cpu = DevicePool(self.env, "cpu", RULE_WORKERS, 0.0, 0.0, self.timeline)
-            self.scorers["rule"] = RuleScorer(self.env, cpu, self.algorithm.reward_cost_ms / 1000.0, self.on_scored)
+            self.scorers["rule"] = RuleScorer(self.env, cpu, self.algorithm.reward_cost_ms, self.on_scored)
 
     # -- samples ----------------------------------------------------------------------------------
     def _row(self, sid: int) -> int:
@@ -307,7 +307,7 @@ class Pipeline:
         cfg, pl = self.cfg, self.cfg.placement
         tpool, tcost = self.pools[pl.train], self.cost_of[pl.train]
         gpool, gcost = self.pools[pl.generate], self.cost_of[pl.generate]
-        actor, critic = self.models["train"], self.models["critic"]
+        actor = self.models["train"]
         for t in range(cfg.steps):
             yield self._train_event(t)
             rec = self.records[t]
@@ -316,12 +316,8 @@ class Pipeline:
             seqs = np.array([s.prompt + s.target for s in batch], dtype=np.float64)
             if cfg.padded_batches:
                 seqs = np.full_like(seqs, seqs.max())
-            trained = (("actor", actor, False), ("critic", critic, True)) if self.algorithm.critic else (("actor", actor, False),)
-            for role, model, scalar in trained:
-                secs = cfg.ppo_epochs * tcost.train(model, tpool.n, seqs, cfg.minibatches, scalar_head=scalar)
-                flops = cfg.ppo_epochs * tcost.train_flops(model, seqs, scalar)
-                job = tpool.submit(tpool.all, secs, activity="train", role=role, step=t,
-                                   tokens=int(seqs.sum()) * cfg.ppo_epochs, flops=flops)
+            for j in train_jobs(tcost, cfg.trained(), tpool.n, seqs, cfg.ppo_epochs, cfg.minibatches):
+                job = tpool.submit(tpool.all, j.seconds, activity="train", role=j.role, step=t, tokens=j.tokens, flops=j.flops)
                 yield job.done
             rec.train_end = self.env.now
             job = gpool.submit(gpool.all, gcost.weight_sync(actor), activity="sync", role="sync", step=t)

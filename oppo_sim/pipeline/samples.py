@@ -15,7 +15,7 @@ class SimSample:
         self.row = row
         self.prompt = prompt
         self.target = target
-        self.req = Req(sid, prompt, target)
+        self.req = Req(sid, prompt, target, prefix=group)  # a group's members share its prompt's KV blocks
         self.reward = reward
         self.scored: dict[str, int] = {}  # high-water mark of tokens prefilled per role (for recompute)
         self.group = group  # its prompt's group (n > 1: the members share the prompt); None: a prompt of its own

@@ -9,7 +9,7 @@ from typing import Callable
 
 import simpy
 
-from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.costmodel import CostModel, rule_reward_seconds
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool
@@ -136,10 +136,10 @@ class RuleScorer:
 
     role = "rule"
 
-    def __init__(self, env: simpy.Environment, pool: DevicePool, cost_s: float, on_scored: Callable[[str, list[int]], None]):
+    def __init__(self, env: simpy.Environment, pool: DevicePool, cost_ms: float, on_scored: Callable[[str, list[int]], None]):
         self.env = env
         self.pool = pool
-        self.cost_s = cost_s
+        self.cost_ms = cost_ms  # per response (Algorithm.reward_cost_ms)
         self.on_scored = on_scored
         self.queue: deque[tuple[int, int]] = deque()  # (sid, step)
         self._wake: list[simpy.Event] = []
@@ -163,6 +163,7 @@ class RuleScorer:
                 continue
             k = max(1, -(-len(self.queue) // n))  # an equal share of what waits (one call per response)
             items = [self.queue.popleft() for _ in range(min(k, len(self.queue)))]
-            job = self.pool.submit((w,), self.cost_s * len(items), activity="score", role=self.role, step=items[0][1])
+            job = self.pool.submit((w,), rule_reward_seconds(len(items), self.cost_ms), activity="score", role=self.role,
+                                   step=items[0][1])
             yield job.done
             self.on_scored(self.role, [sid for sid, _ in items])
