@@ -97,7 +97,7 @@ def _result(p: Pipeline) -> SimResult:
         "streamed_roles": list(p.streamed_roles),  # [] where a streaming plan has nothing to stream to
     })
     meta = {
-        "placement": p.cfg.placement.describe(),
+        "placement": p.cfg.placement.describe(p.cfg.scoring_roles()),
         "actor": p.models["generate"].id,
         "reward": p.models["reward"].id,
         "streamed_roles": list(p.streamed_roles),
