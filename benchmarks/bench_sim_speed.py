@@ -13,6 +13,12 @@ a separate untimed run) per simulated sample, and what simpy alone takes for tha
 any design with that many events). Then how ``simulate()`` scales with B and with the trace's maximum
 response length.
 
+GRPO case (``--skip-grpo`` leaves it out): 64 prompts x 32 responses per step (2,048 simulated responses) on 16
+H100s, colocated (every GPU generates, scores and trains — verl's hybrid engine, how GRPO jobs usually run),
+Qwen2.5-7B, a rule reward (5 ms of CPU per response) and a KL reference, 100 steps of the bundled long-tail
+trace, ``simulate()`` in a warm process: wall time and µs per simulated response. It needs groups in the step
+machine (a step trains B x n responses); until they are there it is skipped with a message saying so.
+
 Every measurement runs in a fresh subprocess pinned to one core (``--cpu``, default 1). ``--trees A B``
 measures several source trees (e.g. a ``git worktree`` of an older commit, then this one), interleaved run by
 run so that load from other processes hits both alike. The trace is found on the usual search path
@@ -47,7 +53,16 @@ def _worker(spec: dict) -> dict:
     from oppo_sim.traces.catalog import load_trace
     from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail
 
-    if spec.get("cap"):
+    if spec.get("grpo"):
+        from oppo_sim.core.algorithms import Algorithm
+        from oppo_sim.core.placement import colocated_placement
+        from oppo_sim.traces.trace import DEFAULT_TRACE
+
+        g = spec["grpo"]
+        trace = load_trace(DEFAULT_TRACE)
+        cfg = {"algorithm": Algorithm("grpo", n=g["n"], reward="rule"), "placement": colocated_placement(g["devices"]),
+               "gpu": "h100-sxm"}
+    elif spec.get("cap"):
         trace = generate_longtail(LongTailSpec(tail_fraction=0.1, tail_alpha=1.1, cap=spec["cap"]), 20000, seed=0)
         cfg = {"max_response": None}
     else:
@@ -66,7 +81,8 @@ def _worker(spec: dict) -> dict:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     s = res.summary
     out = {"wall_s": wall, "cpu_s": cpu, "events": events[0], "gen_iterations": int(s["gen_iterations"]),
-           "timeline_rows": len(res.timeline), "simulated_step_s": float(s["step_time_s"])}
+           "timeline_rows": len(res.timeline), "simulated_step_s": float(s["step_time_s"]),
+           "samples_trained": int(s["samples_trained"])}
     if spec.get("cap"):
         d = trace.describe()
         out.update(resp_mean=d["resp_mean"], resp_p99=d["resp_p99"])
@@ -161,6 +177,31 @@ def _scaling(tree: Path, steps: int, repeat: int) -> tuple[list[dict], list[dict
     return by_b, by_len
 
 
+GRPO_DEVICES = 16
+
+
+def _grpo(tree: Path, steps: int, prompts: int, n: int, repeat: int) -> list[dict] | str:
+    """The GRPO case's rows (oppo and baseline), or why it was skipped: a 1-step probe of 2 prompts x 2 must
+    train 4 responses (groups in the step machine, contract of issue 17)."""
+    probe = _run_worker(tree, {"policy": "baseline", "steps": 1, "batch": 2, "count_events": False,
+                               "grpo": {"n": 2, "devices": GRPO_DEVICES}})
+    if probe["samples_trained"] != 4:
+        return (f"skipped: the step machine does not batch groups yet (a step of 2 prompts x 2 trained "
+                f"{probe['samples_trained']} responses, not 4); it runs once groups land in core/")
+    rows = []
+    for policy in ("oppo", "baseline"):
+        spec = {"policy": policy, "steps": steps, "batch": prompts, "count_events": False,
+                "grpo": {"n": n, "devices": GRPO_DEVICES}}
+        runs = [_run_worker(tree, spec) for _ in range(repeat)]
+        wall, wmin, wmax = _median(runs, "wall_s")
+        responses = steps * prompts * n
+        rows.append({"policy": policy, "steps": steps, "prompts": prompts, "n": n, "responses": responses,
+                     "samples_trained": runs[0]["samples_trained"], "wall_s": wall, "wall_min": wmin, "wall_max": wmax,
+                     "cpu_s": _median(runs, "cpu_s")[0], "wall_us_per_response": 1e6 * wall / responses,
+                     "gen_iterations": runs[0]["gen_iterations"], "simulated_step_s": runs[0]["simulated_step_s"]})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=1000)
@@ -169,6 +210,12 @@ def main() -> None:
     ap.add_argument("--trees", nargs="+", type=Path, default=[HERE], help="source trees to measure, interleaved")
     ap.add_argument("--cpu", type=int, default=1, help="pin every run to this core (-1: do not pin)")
     ap.add_argument("--skip-scaling", action="store_true")
+    ap.add_argument("--skip-headline", action="store_true", help="leave out the headline (it needs the shared traces)")
+    ap.add_argument("--skip-grpo", action="store_true", help="leave out the GRPO case")
+    ap.add_argument("--grpo-steps", type=int, default=100, help="steps of the GRPO case (default %(default)s)")
+    ap.add_argument("--grpo-prompts", type=int, default=64, help="prompts per step of the GRPO case (default %(default)s)")
+    ap.add_argument("--grpo-n", type=int, default=32, help="responses per prompt of the GRPO case (default %(default)s)")
+    ap.add_argument("--grpo-json", type=Path, default=None, help="also write the GRPO rows (or the skip reason) as JSON")
     ap.add_argument("--json", type=Path, default=None, help="also write the headline rows as JSON")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -185,6 +232,19 @@ def main() -> None:
     pd.set_option("display.width", 200)
     pd.set_option("display.max_columns", 30)
 
+    if not a.skip_grpo:
+        g = _grpo(trees[-1], a.grpo_steps, a.grpo_prompts, a.grpo_n, repeat)
+        print(f"== GRPO: {a.grpo_prompts} prompts x {a.grpo_n} responses, {GRPO_DEVICES} x H100 colocated, qwen2.5-7b, "
+              f"rule reward, {a.grpo_steps} steps, simulate(), median of {repeat}, tree {trees[-1].name}")
+        if isinstance(g, str):
+            print(g)
+        else:
+            print(pd.DataFrame(g).to_string(index=False, float_format="{:.2f}".format))
+        if a.grpo_json:
+            a.grpo_json.write_text(json.dumps(g if not isinstance(g, str) else {"skipped": g}, indent=1))
+        print()
+    if a.skip_headline:
+        return
     head = pd.DataFrame(_headline(trees, steps, repeat))
     print(f"== headline: {steps} steps, {TRACE}, B=112, H200 x 8 (7 gen+train, 1 score); median of {repeat} "
           f"(min-max), one core")

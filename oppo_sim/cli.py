@@ -73,7 +73,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     res = simulate(trace, _policy(a.policy, a), cfg, progress=sys.stderr.isatty())
     s = res.summary
     print(f"trace {s['trace']} ({len(trace)} rows, cap {cfg.max_response}), {cfg.gpu_id}, placement {res.meta['placement']}, "
-          f"{cfg.engine_kind.value} engine")
+          f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
     print(_memory_line(s))
     _print_table(pd.DataFrame([_row(res)]))
     cols = ["step", "step_time_s", "generation_s", "scoring_s", "training_s", "deferred", "delta", "chunk", "staleness_max"]
@@ -117,8 +117,9 @@ def cmd_compare(a: argparse.Namespace) -> int:
     base = results["baseline"].summary
     df.insert(3, "speedup", df["samples_per_s"] / base["samples_per_s"])
     df.insert(4, "util_gain", df["util_overall"] / base["utilization_overall"])
-    print(f"trace {trace.name} ({len(trace)} rows, cap {cfg.max_response}), {cfg.gpu_id}, B={cfg.batch}, "
-          f"{cfg.steps} steps, placement {results['baseline'].meta['placement']}, {cfg.engine_kind.value} engine")
+    print(f"trace {trace.name} ({len(trace)} rows, cap {cfg.max_response}), {cfg.gpu_id}, B={cfg.batch} prompts x "
+          f"n={cfg.algorithm.n}, {cfg.steps} steps, placement {results['baseline'].meta['placement']}, "
+          f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
     print(_memory_line(base))
     _print_table(df)
     if a.plot:
@@ -127,7 +128,8 @@ def cmd_compare(a: argparse.Namespace) -> int:
         plot_compare(results).savefig(output(a.plot), dpi=120, bbox_inches="tight")
         print(f"figure: {a.plot}")
     if a.json:
-        out = {"trace": trace.name, "gpu": cfg.gpu_id, "batch": cfg.batch, "steps": cfg.steps,
+        out = {"trace": trace.name, "gpu": cfg.gpu_id, "batch": cfg.batch, "n": cfg.algorithm.n,
+               "algorithm": cfg.algorithm.name, "steps": cfg.steps,
                "policies": {name: r.to_json() for name, r in results.items()},
                "speedup": dict(zip(names, df["speedup"].tolist()))}
         output(a.json).write_text(json.dumps(out, indent=2) + "\n")

@@ -28,18 +28,19 @@ STATIC_ONLY: tuple[str, ...] = ("gen_batch", "call_tokens", "carry_kv", "call_ov
 
 
 def add_setup_args(p: argparse.ArgumentParser) -> None:
-    """Workload, hardware, memory and weight-sync options (the OPPO paper's setup by default)."""
+    """Workload, hardware, memory and weight-sync options (the OPPO paper's setup by default), and the RL
+    algorithm's (:func:`add_algorithm_args`)."""
     from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
 
     g = p.add_argument_group("workload and hardware (defaults: the OPPO paper's setup)")
     g.add_argument("--trace", default=DEFAULT_TRACE, help="trace name on the search path or a file (default %(default)s)")
-    g.add_argument("--steps", type=positive(), default=20, help="PPO steps to simulate (default %(default)s)")
-    g.add_argument("--batch", type=positive(), default=112, help="samples trained per step, B (default %(default)s)")
+    g.add_argument("--steps", type=positive(), default=20, help="training steps to simulate (default %(default)s)")
+    g.add_argument("--batch", type=positive(), default=112,
+                   help="prompts per step, B; a step trains B x --n responses (default %(default)s)")
     g.add_argument("--gpu", default="h200",
                    help="GPU id (h200, h100-sxm, a100-80gb, ...) or a calibrated .json profile (default %(default)s)")
     g.add_argument("--profile", default=None, help="calibrated hardware profile (.json); overrides --gpu (default: none)")
     g.add_argument("--actor", default="qwen2.5-7b", help="actor model id (default %(default)s)")
-    g.add_argument("--reward", default="qwen2.5-7b", help="reward model id (default %(default)s); the critic has its shape")
     g.add_argument("--placement", default="paper",
                    help="paper (N-1 generate+train, 1 scores), colocated, disaggregated (default %(default)s)")
     g.add_argument("--devices", type=positive(), default=8,
@@ -52,6 +53,7 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                    help="slowdown factor when jobs share a device (default %(default)s)")
     g.add_argument("--seed", type=nonneg_int, default=0,
                    help="seed of every random choice: synthetic rewards, synthetic traces (default %(default)s)")
+    add_algorithm_args(p)
     m = p.add_argument_group("memory and weight sync (a configuration that does not fit is refused)")
     m.add_argument("--zero", choices=("auto", "0", "1", "2", "3"), default="auto",
                    help="ZeRO stage of the trainer (default %(default)s: 2, else 3, whichever fits first)")
@@ -68,6 +70,47 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
                    help="weight sync path (default %(default)s: nvlink within a node, network across nodes)")
+
+
+def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
+    """The RL algorithm (``core.algorithms.Algorithm``): what a step computes, orthogonal to the policy.
+    ``reward``: also add ``--reward`` (``plan`` has its own group for it)."""
+    from oppo_sim.core.algorithms import ALGORITHM_NAMES, ALIASES, DEFAULT_RULE_COST_MS
+
+    alias = ", ".join(f"{k}={v}" for k, v in ALIASES.items())
+    g = p.add_argument_group("RL algorithm (orthogonal to the scheduling policy)")
+    g.add_argument("--algorithm", default="ppo", metavar="{" + ",".join(ALGORITHM_NAMES) + "}",
+                   help=f"ppo: critic + GAE; grpo, rloo, reinforce++, dapo: advantage from the prompt's group of n, no "
+                        f"critic (verl adv_estimator aliases: {alias}) (default %(default)s)")
+    g.add_argument("--n", type=positive(), default=1,
+                   help="responses per prompt: verl rollout.n, OpenRLHF n_samples_per_prompt (default %(default)s)")
+    if reward:
+        g.add_argument("--reward", default="qwen2.5-7b", metavar="{MODEL_ID,rule}",
+                       help="reward model id (the critic has its shape), or rule: a verifier on the CPU, no reward "
+                            "model (default %(default)s)")
+    g.add_argument("--reward-cost-ms", type=nonneg_float, default=None,
+                   help=f"CPU milliseconds per rule-reward call; only with --reward rule (default {DEFAULT_RULE_COST_MS}: "
+                        f"a math answer checker; a sandboxed code verifier costs 100s of ms)")
+    g.add_argument("--no-reference", action="store_true",
+                   help="no reference model, no KL term (default off: a frozen reference for the KL)")
+    g.add_argument("--informative", type=positive(float), default=None,
+                   help="dapo only: fraction of groups whose n rewards differ, in (0, 1] (default: from the trace's "
+                        "reward column)")
+
+
+def algorithm_fields(a: argparse.Namespace) -> dict:
+    """``SimConfig`` keywords of the algorithm options: ``algorithm`` and, for a reward model, ``reward``;
+    a setting the chosen algorithm does not use -> one-line ConfigError."""
+    from oppo_sim.core.algorithms import Algorithm
+
+    rule = a.reward.strip().lower() == "rule"
+    if a.reward_cost_ms is not None and not rule:
+        raise ConfigError(f"{flag_name('reward_cost_ms', a.reward_cost_ms)} is the CPU cost of a rule reward; it is not "
+                          f"used with a reward model ('{a.reward}'); drop it or give --reward rule")
+    extra = {} if a.reward_cost_ms is None else {"reward_cost_ms": a.reward_cost_ms}
+    algorithm = Algorithm(a.algorithm, n=a.n, reward="rule" if rule else "model", kl=not a.no_reference,
+                          informative=a.informative, **extra)
+    return {"algorithm": algorithm} if rule else {"algorithm": algorithm, "reward": a.reward}
 
 
 def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
@@ -177,14 +220,14 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
         raise ConfigError("the paper placement needs at least 2 devices (one scores)")
     return SimConfig(
         batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(a.profile or a.gpu), actor=a.actor,
-        reward=a.reward, placement=placement, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches,
+        placement=placement, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches,
         max_response=a.max_response or None, contention=a.contention,
         train_memory=TrainMemoryConfig(
             zero_stage=None if a.zero == "auto" else int(a.zero), recompute=None if a.recompute == "auto" else a.recompute,
             flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
         ),
-        colocate=a.colocate, nodes=a.nodes, sync=a.sync, **engine_fields(a, a.profile or a.gpu),
+        colocate=a.colocate, nodes=a.nodes, sync=a.sync, **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 
-__all__ = ["ENGINES", "add_engine_args", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config"]
+__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "algorithm_fields", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from oppo_sim.cli_policy import check_policy_flags
-from oppo_sim.cli_setup import add_engine_args, engine_fields
+from oppo_sim.cli_setup import add_algorithm_args, add_engine_args, algorithm_fields, engine_fields
 from oppo_sim.cliargs import int_list, nonneg_int, output, positive, str_list
 
 _GPUS_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$")
@@ -44,12 +44,12 @@ def add_plan_parser(sub) -> None:
     p = sub.add_parser("plan", help="search placements, tp, policies and knobs for the fastest configuration")
     p.add_argument("--trace", default=DEFAULT_TRACE, help="trace name or file (default %(default)s)")
     p.add_argument("--actor", default="qwen2.5-7b", help="actor model id (default %(default)s)")
-    p.add_argument("--reward", default="qwen2.5-7b", help="reward model id (default %(default)s); the critic has its shape")
     p.add_argument("--gpus", type=gpus_arg, default="8xh200",
                    help="COUNTxGPU, e.g. 8xh100-sxm (GPU id or profile .json) (default %(default)s)")
     p.add_argument("--nodes", type=positive(), default=1, help="nodes the GPUs are spread over, equally (default %(default)s)")
-    p.add_argument("--steps", type=positive(), default=50, help="PPO steps simulated per configuration (default %(default)s)")
-    p.add_argument("--batch", type=positive(), default=112, help="samples per PPO step B (default %(default)s)")
+    p.add_argument("--steps", type=positive(), default=50, help="training steps simulated per configuration (default %(default)s)")
+    p.add_argument("--batch", type=positive(), default=112,
+                   help="prompts per step, B; a step trains B x --n responses (default %(default)s)")
     p.add_argument("--max-response", type=positive(), default=DEFAULT_MAX_RESPONSE,
                    help="generation cap, max new tokens (default %(default)s)")
     p.add_argument("--objective", choices=tuple(OBJECTIVES), default="samples-per-s",
@@ -84,6 +84,7 @@ def add_plan_parser(sub) -> None:
     k.add_argument("--sps", type=int_list, default="1", help="training sequence parallelism tried (default %(default)s)")
     k.add_argument("--placements", type=str_list, default=None,
                    help='only these device splits, e.g. "shared 7+1,colocated 8" (default: all of --layouts)')
+    add_algorithm_args(p)
     add_engine_args(p, tp=False)  # every configuration runs this engine with these settings (tp: --tps)
     p.set_defaults(func=cmd_plan)
 
@@ -102,8 +103,8 @@ def _request(a: argparse.Namespace):
     policies = tuple(x.lower() for x in a.policies)
     check_policy_flags(a, policies)  # --[no-]stream-batching with no streaming policy in the space
     base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(gpu), actor=a.actor,
-                     reward=a.reward, placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes,
-                     **engine_fields(a, gpu))
+                     placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes,
+                     **engine_fields(a, gpu), **algorithm_fields(a))
     space = space_for(base, count, a.nodes, layouts=a.layouts, policies=policies,
                       chunks=a.chunks, deltas=a.deltas, rules=a.rules, budgets=a.budgets, stalenesses=a.stalenesses,
                       tps=a.tps, sps=a.sps, only=a.placements, max_staleness=a.max_staleness)
@@ -122,7 +123,8 @@ def _report(res, top: int) -> None:
     base = req.base
     n_ok = int((t["status"] == "ok").sum())
     print(f"plan: {req.space.devices} x {base.gpu_id} over {req.space.nodes} node(s), actor {base.models()['generate'].id}, "
-          f"reward {base.models()['reward'].id}, B={base.batch}, {base.steps} steps of {req.trace}; objective {req.objective}")
+          f"{base.algorithm.label()}, reward {'rule' if base.algorithm.reward == 'rule' else base.models()['reward'].id}, "
+          f"B={base.batch}, {base.steps} steps of {req.trace}; objective {req.objective}")
     print(f"space: {res.space_size} configurations; search {res.search}: {len(t)} tried, {n_ok} fit, "
           f"{int((t['status'] == 'refused').sum())} refused, {int((t['status'] == 'over-stale').sum())} over-stale")
     default = t[t["config"] == default_candidate(req.space.devices, base).label()]

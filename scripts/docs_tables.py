@@ -49,6 +49,21 @@ def predictions() -> str:
             f"command per trace: `{p.command.iloc[0]}` (with that trace).")
 
 
+def algorithms() -> str:
+    """OPPO's speedup for GRPO against PPO at equal responses per step (``docs/results/algorithms.csv``)."""
+    a = pd.read_csv(RESULTS / "algorithms.csv")
+    rows = []
+    for (trace, alg), g in a.groupby(["trace", "algorithm"], sort=False):
+        by = g.set_index("policy")
+        rows.append({"trace": f"`{trace}`", "algorithm": alg, "baseline s/step": f"{by.loc['baseline', 'step_time_s']:.1f}",
+                     "intra": _x(by.loc["intra", "speedup"]), "inter": _x(by.loc["inter", "speedup"]),
+                     "oppo": f"**{_x(by.loc['oppo', 'speedup'])}**",
+                     "utilization baseline → oppo": f"{_pct(by.loc['baseline', 'utilization_overall'])} → "
+                                                    f"{_pct(by.loc['oppo', 'utilization_overall'])}"})
+    cmds = "; ".join(f"`{c}`" for c in a.drop_duplicates("algorithm")["command"])
+    return _md(pd.DataFrame(rows)) + f"\n\nCommands (per trace): {cmds}."
+
+
 def _validation(path: Path) -> str:
     v = pd.read_csv(path)
     rows = []
@@ -160,7 +175,7 @@ def layout() -> str:
 
 
 TABLES: dict[str, Callable[[], str]] = {
-    "layout": layout,
+    "layout": layout, "algorithms": algorithms,
     "predictions": predictions, "parity": parity, "parity-run-a": parity_run_a, "paper-vs-ours": paper_vs_ours,
     "gpu-validation": gpu_validation, "gpu-fit": gpu_fit, "plan-paper": plan_paper, "plan-32b": plan_32b,
 }

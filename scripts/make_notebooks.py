@@ -266,6 +266,97 @@ PLAN = [
 ]
 
 
+GRPO = [
+    new_markdown_cell(
+        "# GRPO against PPO, under the overlap policies\n\n"
+        "The same long-tail trace and the same 112 responses per step, trained two ways: **PPO** (112 prompts, "
+        "one response each, a critic, a 7B reward model, a KL reference) and **GRPO** (14 prompts x 8 responses, "
+        "no critic, a rule reward — a verifier on the CPU, 5 ms a response — and the KL reference). What changes "
+        "in memory and in time, and does the best scheduling policy change with the algorithm?\n\n"
+        "A group (the 8 responses of one prompt) trains whole, so a long response holds its whole group back: "
+        "the long tail matters more.\n\n"
+        "Set `OPPO_NB_SMALL=1` to run it at a tiny size (the tests do)."
+    ),
+    new_code_cell(
+        "%matplotlib inline\n"
+        "import os\n"
+        "import matplotlib.pyplot as plt\n"
+        "import pandas as pd\n"
+        "from oppo_sim.core.algorithms import Algorithm\n"
+        "from oppo_sim.hw.hardware import GiB\n"
+        "from oppo_sim.pipeline.config import SimConfig\n"
+        "from oppo_sim.pipeline.memory_plan import check_fits, longest\n"
+        "from oppo_sim.pipeline.simulate import simulate\n"
+        "from oppo_sim.traces.catalog import load_trace\n"
+        "from oppo_sim.traces.trace import DEFAULT_TRACE\n"
+        "from oppo_sim import plots\n"
+        "SMALL = os.environ.get('OPPO_NB_SMALL') == '1'\n"
+        "STEPS = 3 if SMALL else 30\n"
+        "N = 8\n"
+        "pd.set_option('display.width', 160)\n"
+        "trace = load_trace(DEFAULT_TRACE)\n"
+        "trace.describe()"
+    ),
+    new_markdown_cell(
+        "## Two configurations, one size of step\n"
+        "`batch` counts prompts: PPO's 112 prompts x 1 and GRPO's 14 prompts x 8 both train 112 responses a step."
+    ),
+    new_code_cell(
+        "configs = {\n"
+        "    'ppo': SimConfig(steps=STEPS, batch=112),\n"
+        "    'grpo': SimConfig(steps=STEPS, batch=112 // N, algorithm=Algorithm('grpo', n=N, reward='rule')),\n"
+        "}\n"
+        "pd.DataFrame([{'algorithm': c.algorithm.label(), 'prompts': c.batch, 'responses per step': c.sequences,\n"
+        "               'GPU forwards': ', '.join(c.scoring_roles()), 'trained': ', '.join(r for r, _, _ in c.trained())}\n"
+        "              for c in configs.values()])"
+    ),
+    new_markdown_cell(
+        "## Memory: no critic weights, gradients or Adam; no reward model\n"
+        "Per GPU, on each pool of the paper's placement (7 GPUs generate and train, 1 scores)."
+    ),
+    new_code_cell(
+        "rows = []\n"
+        "for name, cfg in configs.items():\n"
+        "    rep = check_fits(cfg, *longest(trace, cfg.max_response))\n"
+        "    for pool in rep.pools:\n"
+        "        for r in pool.roles:\n"
+        "            rows.append({'algorithm': name, 'pool': pool.pool, 'role': r.role, 'label': r.label,\n"
+        "                         'weights': r.weights / GiB, 'grads': r.grads / GiB, 'adam': r.optimizer / GiB,\n"
+        "                         'activations': r.activations / GiB})\n"
+        "mem = pd.DataFrame(rows)\n"
+        "mem.round(2)"
+    ),
+    new_code_cell(
+        "fig, ax = plt.subplots(figsize=(7, 3.5))\n"
+        "per = mem.groupby(['algorithm', 'pool'])[['weights', 'grads', 'adam', 'activations']].sum()\n"
+        "per.plot.barh(stacked=True, ax=ax)\n"
+        "ax.set_xlabel('GiB per GPU (before the KV cache)')\n"
+        "ax.set_title('Resident state by algorithm and pool')\n"
+        "fig.tight_layout()"
+    ),
+    new_markdown_cell("## The policies under each algorithm"),
+    new_code_cell(
+        "names = ['baseline', 'oppo'] if SMALL else ['baseline', 'stream', 'intra', 'inter', 'oppo', 'partial-rollout']\n"
+        "results = {alg: {p: simulate(trace, p, cfg) for p in names} for alg, cfg in configs.items()}\n"
+        "keys = ('step_time_s', 'samples_trained', 'samples_per_s', 'utilization_overall', 'staleness_mean')\n"
+        "table = pd.DataFrame([{'algorithm': alg, 'policy': p, **{k: r.summary[k] for k in keys}}\n"
+        "                      for alg, rs in results.items() for p, r in rs.items()])\n"
+        "table['speedup'] = table.samples_per_s / table.groupby('algorithm').samples_per_s.transform('first')\n"
+        "table"
+    ),
+    new_code_cell(
+        "fig, ax = plt.subplots(figsize=(7, 3.5))\n"
+        "table.pivot(index='policy', columns='algorithm', values='samples_per_s').loc[names].plot.bar(ax=ax, rot=0)\n"
+        "ax.set_ylabel('responses trained per second')\n"
+        "ax.set_title('Throughput by policy: PPO vs GRPO (112 responses a step)')\n"
+        "fig.tight_layout()"
+    ),
+    new_code_cell("plots.plot_utilization(results['grpo'])"),
+    new_code_cell("plots.plot_timelines({f'{a} baseline': results[a]['baseline'] for a in configs}, steps=(1, 2))"),
+    new_code_cell("plots.plot_step_times(results['grpo'])"),
+]
+
+
 def write(name: str, cells) -> Path:
     nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     path = ROOT / "notebooks" / name
@@ -279,3 +370,4 @@ if __name__ == "__main__":
     print(write("02_real_run.ipynb", REAL_RUN))
     print(write("03_validate_policies.ipynb", VALIDATE))
     print(write("04_plan.ipynb", PLAN))
+    print(write("05_grpo.ipynb", GRPO))

@@ -12,6 +12,9 @@ tables are rendered from these files by ``scripts/make_docs.py``; nothing is typ
 - ``plan_32b.csv`` (+ ``plan_32b.png``): a Qwen2.5-32B actor with a 7B reward on 16×H200 over 2 nodes
   (TPE, 120 configurations, 30 steps, sequence parallelism searched).
 
+- ``algorithms.csv``: OPPO's speedup for GRPO (14 prompts × 8, rule reward) against PPO (112 prompts) at
+  the same 112 responses per step, on the two long-tail traces, 50 steps.
+
 Each row keeps the command that made it; the traces need ``../shared/traces`` (or ``OPPO_TRACES``).
 """
 
@@ -75,7 +78,31 @@ def plans() -> None:
             Path(tmp, "pareto.png").replace(RESULTS / f"{name}.png")
 
 
-STAGES = {"predictions": predictions, "plans": plans}
+ALGORITHM_RUNS = {  # the same 112 responses per step: PPO's 112 prompts, GRPO's 14 prompts x 8 with a rule reward
+    "ppo": ["--batch", "112"],
+    "grpo": ["--algorithm", "grpo", "--n", "8", "--batch", "14", "--reward", "rule"],
+}
+
+
+def algorithms() -> None:
+    """OPPO's speedup for GRPO against PPO on the long-tail traces (``algorithms.csv``)."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for trace in TRACES[:2]:
+            for alg, extra in ALGORITHM_RUNS.items():
+                args = ["compare", "--trace", trace, *extra, "--policies", "baseline,intra,inter,oppo", "--steps", "50",
+                        "--json", f"{tmp}/{trace}-{alg}.json"]
+                _oppo_sim(*args)
+                doc = json.loads(Path(f"{tmp}/{trace}-{alg}.json").read_text())
+                for name, s in doc["policies"].items():
+                    rows.append({"trace": trace, "algorithm": alg, "policy": name, "label": s["policy"],
+                                 "step_time_s": s["step_time_s"], "speedup": doc["speedup"][name],
+                                 "utilization_overall": s["utilization_overall"],
+                                 "command": "oppo-sim " + shlex.join(args[:-2])})
+    pd.DataFrame(rows).to_csv(RESULTS / "algorithms.csv", index=False)
+
+
+STAGES = {"predictions": predictions, "plans": plans, "algorithms": algorithms}
 
 
 def main(argv: list[str] | None = None) -> int:

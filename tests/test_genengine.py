@@ -422,3 +422,99 @@ def test_lazy_decoders_block_needs_are_a_direct_count(cs, tick, i, bs):
     free = direct + i % 7
     m = d.fit(i, free, len(cs))
     assert d.need(m) <= free and (m == i or d.need(m + 1) > free)
+
+
+# -- prefix sharing: the n responses of one prompt (a group) share its full KV blocks ------------------------
+
+
+def _group_core(prompt, n, shared, blocks=400, **kw):
+    cfg = EngineConfig(max_num_seqs=16, max_num_batched_tokens=16384, block_size=16, **kw)
+    core = EngineCore(DC, cfg, blocks)
+    for i in range(n):
+        core.add(Req(i, prompt, 64, prefix="g" if shared else None))
+    return core
+
+
+def test_a_group_prefills_its_prompt_once_and_holds_its_blocks_once():
+    """8 responses of one 512-token prompt: one prefill of the prompt, 7 hits of its 31 hittable blocks (the
+    last, block-aligned token is always computed), 32 + 7 blocks held, not 8 x 32; as vLLM's prefix cache."""
+    shared, alone = _group_core(512, 8, True), _group_core(512, 8, False)
+    ps, pa = shared.plan(), alone.plan()
+    assert [(k, n, h) for k, _, n, h in ps.ops] == [(ADMIT, 512, 0)] + [(ADMIT, 16, 31)] * 7
+    assert [(k, n, h) for k, _, n, h in pa.ops] == [(ADMIT, 512, 0)] * 8
+    assert ps.tokens == 512 + 7 * 16 < pa.tokens == 8 * 512
+    assert ps.seconds < pa.seconds and ps.flops < pa.flops
+    shared.commit(ps, ps.seconds)
+    alone.commit(pa, pa.seconds)
+    assert shared.used == 32 + 7 and alone.used == 8 * 32
+    assert shared.prefix_hit_tokens == 7 * 31 * 16 and alone.prefix_hit_tokens == 0
+    ts, _ = drain(shared, now=ps.seconds)
+    ta, _ = drain(alone, now=pa.seconds)
+    assert ts < ta  # the decodes cost the same: the prefill is what is saved
+    for core in (shared, alone):  # every block back, the shared ones only once their last holder left
+        assert core.used == 0 and core.pool.free == core.capacity
+
+
+def test_shared_blocks_are_freed_by_their_last_holder_and_stay_cached():
+    core = _group_core(160, 3, True, blocks=60)
+    core.commit(core.plan(), 0.0)
+    assert core.used == 10 + 2 * 1  # 10 prompt blocks once, each other member one block of its own
+    a, b, c = core.running
+    core.remove_all()  # the step ended: every member freed, the prompt's blocks stay cached
+    assert core.used == 0
+    late = Req("late", 160, 64, prefix="g")  # a member deferred, resumed later: it still hits the prompt
+    core.add(late)
+    assert [(k, n, h) for k, _, n, h in core.plan().ops] == [(ADMIT, 16, 9)]
+    core.reset_cache()  # weight sync forgets the prompt
+    core.remove_all()
+    core.add(Req("after", 160, 64, prefix="g"))
+    assert [(k, n, h) for k, _, n, h in core.plan().ops] == [(ADMIT, 160, 0)]
+
+
+def test_without_prefix_caching_a_group_shares_nothing():
+    core = _group_core(512, 4, True, enable_prefix_caching=False)
+    assert [(k, n, h) for k, _, n, h in core.plan().ops] == [(ADMIT, 512, 0)] * 4
+
+
+group_workloads = st.lists(
+    st.tuples(st.integers(1, 120), st.lists(st.tuples(st.integers(2, 120), st.one_of(st.none(), st.integers(1, 119))),
+                                            min_size=1, max_size=4)),
+    min_size=1, max_size=5,
+)
+
+
+def grouped_core(groups, cfg, blocks):
+    core = EngineCore(DC, cfg, blocks)
+    taken = []
+    for g, (p, members) in enumerate(groups):
+        for m, (t, pause) in enumerate(members):
+            r = Req((g, m), p, t, prefix=g)
+            r.pause_at = pause if pause is not None and pause < t else None
+            try:
+                core.add(r)
+            except ConfigError:
+                continue
+            taken.append(r)
+    return core, taken
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups=group_workloads, seqs=st.integers(1, 6), blocks=st.integers(8, 80), chunked=st.booleans(),
+       caching=st.booleans(), thr=st.sampled_from([0, 0, 24]), resets=st.lists(st.integers(1, 300), max_size=2))
+def test_groups_jump_ahead_and_chains_decide_as_single_iterations(groups, seqs, blocks, chunked, caching, thr, resets):
+    """With shared prefixes, under KV pressure, preemption, deferral and cache resets: spans, chains and single
+    iterations decide the same, every request finishes with its length and every block comes back."""
+    cfg = EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=256, block_size=16, enable_chunked_prefill=chunked,
+                       enable_prefix_caching=caching, long_prefill_token_threshold=thr)
+    (c1, r1), (c2, r2), (c3, _) = (grouped_core(groups, cfg, blocks) for _ in range(3))
+    t1, e1 = drain(c1, resets=resets)
+    t2, e2 = drain(c2, single_steps=True, resets=resets)
+    t3, e3 = drain_chains(c3, resets)
+    assert e1 == e2 == e3
+    assert t1 == pytest.approx(t2, rel=1e-9) and t3 == pytest.approx(t2, rel=1e-9)
+    for c in (c1, c2, c3):
+        assert (c.iterations, c.preemptions, c.prefix_hit_tokens) == (c2.iterations, c2.preemptions, c2.prefix_hit_tokens)
+        assert c.used == 0 and c.pool.free == c.capacity
+    finished = sorted(rid for _, kind, rid in e1 if kind == FINISH)
+    assert finished == sorted(r.rid for r in r1)
+    assert all(r.generated == r.target for r in r1)

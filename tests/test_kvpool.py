@@ -122,3 +122,27 @@ def test_run_pool_decides_as_the_per_block_pool(usable, caching, ops):
         p.release(lin, live=True)
         p.check()
     assert p.new.free == usable
+
+
+def test_shared_prefix_blocks_are_reference_counted():
+    """A group's prompt blocks: registered by the request that computes them, hit by the others without taking
+    free blocks, back in the free queue (cached, at the back) only when the last holder frees them."""
+    pool = KVBlockPool(20, 16, True)
+    pool.take(4)  # request a: 4 prompt blocks, computed
+    a = pool.register("g", 0, 4)
+    a_hits = type(pool.lookup("x", 0))((a,), 4)
+    pool.take(1)  # a's own partial block
+    b_hits = pool.lookup(("prefix", "g"), 3)  # b may hit at most 3 (its last prompt token is computed)
+    assert len(b_hits) == 3 and pool.held_in(b_hits) == 3
+    pool.share(b_hits)  # held by a: no free block taken
+    pool.take(2)  # b's own blocks
+    assert pool.free == 20 - 4 - 1 - 2
+    pool.release("a", 5, a_hits, 4, live=True)  # blocks 0-2 stay with b; block 3 and a's partial block come back
+    assert pool.free == 20 - 2 - 3
+    assert pool.held_in(b_hits) == 3 and pool.held_in(b_hits, {}) == 0  # b alone holds them now
+    pool.release("b", 5, b_hits, 3, live=False)
+    assert pool.free == 20
+    again = pool.lookup(("prefix", "g"), 4)  # still cached for a later member of the group
+    assert len(again) == 4 and pool.held_in(again) == 0
+    pool.reset()
+    assert len(pool.lookup(("prefix", "g"), 4)) == 0

@@ -21,6 +21,13 @@ deferred at a step's end is resumed at the next step's start. The per-step accou
 conservation table (:meth:`Ledger.conservation_frame`); a step that breaks it raises
 :class:`ConservationError` (a bug, not bad input). The decisions table (:meth:`Ledger.decisions_frame`)
 names the samples.
+
+With groups (``group_size`` = n > 1, see ``stepmachine.py``) sample ids come in blocks of n, the plan's
+context counts groups (``carried``: deferred groups, ``carried_finished``: complete groups not yet in a
+batch), and conservation holds per group too: all members of a group are in one state (``split`` names
+the groups that are not), where two states exist only for groups -- ``waiting`` (finished members of a
+group still generating in a step not stopped yet) and ``dropped`` (groups dynamic sampling dropped,
+never trained; counted in total since the run began).
 """
 
 from __future__ import annotations
@@ -40,11 +47,11 @@ trained; the Δ and C in force; the staleness of each trained sample."""
 
 CONSERVATION_FIELDS = (
     "step", "admitted_total", "trained_total", "trained", "in_batch", "generating", "paused", "deferred", "ready",
-    "lost", "duplicated", "stray", "unresumed", "balanced",
+    "waiting", "dropped", "lost", "duplicated", "stray", "unresumed", "split", "balanced",
 )
 """Columns of the conservation table, one row per trained step (see :class:`Conservation`)."""
 
-STATES = ("trained", "in_batch", "generating", "paused", "deferred", "ready")
+STATES = ("trained", "in_batch", "generating", "paused", "deferred", "ready", "waiting", "dropped")
 """The states an admitted sample is in once a step has trained, each read from its own container."""
 
 
@@ -69,17 +76,21 @@ class Conservation:
     paused: int  # paused in a step that has not stopped yet (deferred when it stops)
     deferred: int  # deferred at the end of the latest stopped step: the next step resumes them at its start
     ready: int  # finished and in no batch yet (carried to a later batch)
+    waiting: int  # finished members of groups still generating (groups only)
+    dropped: int  # in groups dynamic sampling dropped, since the run began (never trained)
     lost: tuple[int, ...]  # admitted and not trained, but in no state
     duplicated: tuple[int, ...]  # in more than one state
     stray: tuple[int, ...]  # in a state but trained already (or never admitted)
     unresumed: tuple[int, ...]  # deferred at the end of step - 1, not resumed by step
+    split: tuple[int, ...]  # groups whose members are in more than one state
     balanced: bool
 
     def describe(self) -> str:
         states = " + ".join(f"{getattr(self, k)} {k}" for k in STATES[1:])
         out = f"step {self.step}: {self.admitted_total} admitted vs {self.trained_total} trained + {states}"
         for name, sids in (("lost", self.lost), ("in two states", self.duplicated), ("trained or never admitted",
-                           self.stray), (f"deferred at step {self.step - 1}'s end and not resumed", self.unresumed)):
+                           self.stray), (f"deferred at step {self.step - 1}'s end and not resumed", self.unresumed),
+                          ("groups split between states", self.split)):
             if sids:
                 out += f"; {name}: {list(sids)}"
         return out
@@ -101,10 +112,12 @@ class Ledger:
     """Cross-step state of a run under ``policy`` with batch size B (pure; JSON-checkpointable)."""
 
     def __init__(self, policy: Policy, batch: int, roles: Sequence[str], streamed: Sequence[str],
-                 target_of: Callable[[int], int], group_size: int = 1) -> None:
+                 target_of: Callable[[int], int], group_size: int = 1, filter_groups: bool = False) -> None:
         self.policy = policy
         self.batch = batch  # B: prompts (groups) per step
         self.group_size = group_size  # samples per group (Algorithm.group_size): sids come in blocks of it
+        self.filter_groups = filter_groups  # dynamic sampling (dapo): drop groups whose rewards are all equal
+        self.dropped: list[int] = []  # sids of dropped groups (never trained)
         self.roles = tuple(roles)  # every role that must score a sample before it is trained
         self.streamed = tuple(r for r in roles if r in streamed)  # roles that may receive streamed chunks
         self.target_of = target_of  # sample id -> most response tokens it can generate
@@ -128,7 +141,8 @@ class Ledger:
 
     # -- steps ----------------------------------------------------------------------------------
     def plan(self, step: int) -> StepPlan:
-        ctx = StepContext(step, self.batch, carried=len(self.deferred), carried_finished=len(self.ready))
+        n = self.group_size
+        ctx = StepContext(step, self.batch, carried=len(self.deferred) // n, carried_finished=len(self.ready) // n)
         return self.policy.plan(self.state, ctx)
 
     def may_start(self, step: int) -> bool:
@@ -144,9 +158,10 @@ class Ledger:
 
     def scored(self, role: str, sids: Iterable[int]) -> list[Action]:
         """Scores of ``role`` are final for ``sids``: the steps whose batch is now complete may train."""
-        sids = tuple(sids)
+        tracks = self.tracks
+        sids = tuple(sid for sid in sids if sid in tracks)  # (a score of a dropped group comes to nothing)
         for sid in sids:
-            self.tracks[sid].scored.add(role)
+            tracks[sid].scored.add(role)
         acts: list[Action] = []
         for m in self.open.values():
             m.scored(role, sids)
@@ -189,6 +204,12 @@ class Ledger:
     def defer(self, sids: Iterable[int]) -> None:
         self.deferred.extend(sids)
 
+    def drop(self, sids: Sequence[int]) -> None:
+        """Dynamic sampling dropped this group: it is never trained (its tracks are forgotten)."""
+        self.dropped.extend(sids)
+        for sid in sids:
+            del self.tracks[sid]
+
     def take_ready(self, n: int) -> tuple[int, ...]:
         out, self.ready = tuple(self.ready[:n]), self.ready[n:]
         return out
@@ -219,22 +240,42 @@ class Ledger:
             else:
                 held["generating"].extend(m.active)
                 held["paused"].extend(m.paused)
+                for sids in m.waiting.values():
+                    held["waiting"].extend(sids)
         seen: dict[int, int] = {}
-        for sids in held.values():
+        for k, sids in held.items():
             for sid in sids:
                 seen[sid] = seen.get(sid, 0) + 1
+        split = self._split_groups(held)
+        held["dropped"] = list(self.dropped)  # forgotten by the tracks: counted, never held again
         tracks = self.tracks
         lost = tuple(sorted(s for s in tracks if s not in seen))
         duplicated = tuple(sorted(s for s, n in seen.items() if n > 1))
         stray = tuple(sorted(s for s in seen if s not in tracks))
         prev, cur = self._decision(step - 1), self._decision(step)
         resumed = set(cur.resumed) if cur is not None else set()
-        unresumed = tuple(s for s in (prev.deferred if prev is not None else ()) if s not in resumed)
+        # a finished member of a deferred group is carried without a launch: it waits for its group
+        # (or dropped since, with its group)
+        unresumed = tuple(s for s in (prev.deferred if prev is not None else ()) if s not in resumed
+                          and not (tracks[s].finished if s in tracks else s in self.dropped))
         n = {k: len(v) for k, v in held.items()}
         trained_total = self.trained_total + n["trained"]
         adds_up = self.next_sid == trained_total + sum(n[k] for k in STATES[1:])
         return Conservation(step, self.next_sid, trained_total, *(n[k] for k in STATES), lost, duplicated, stray,
-                            unresumed, adds_up and not (lost or duplicated or stray or unresumed))
+                            unresumed, split, adds_up and not (lost or duplicated or stray or unresumed or split))
+
+    def _split_groups(self, held: Mapping[str, list[int]]) -> tuple[int, ...]:
+        """Groups whose members are not all in one state (a step's generating, paused and waiting members
+        are one state of the group: generating in that step)."""
+        n = self.group_size
+        if n == 1:
+            return ()
+        state_of: dict[int, set[str]] = {}
+        for k, sids in held.items():
+            key = "generating" if k in ("paused", "waiting") else k
+            for sid in sids:
+                state_of.setdefault(sid // n, set()).add(key)
+        return tuple(sorted(g for g, states in state_of.items() if len(states) > 1))
 
     def conservation_frame(self):
         import pandas as pd
@@ -273,6 +314,7 @@ class Ledger:
             "open": [m.to_json() for m in self.open.values()],
             "state": asdict(self.state), "version": self.version, "next_sid": self.next_sid,
             "tracks": [t.to_json() for t in self.tracks.values()], "deferred": self.deferred, "ready": self.ready,
+            "dropped": self.dropped,
             "decisions": [asdict(d) for d in self.decisions], "trained_total": self.trained_total,
             "conservation": [asdict(c) for c in self.conservation],
         }
@@ -284,9 +326,11 @@ class Ledger:
         self.version, self.next_sid = doc["version"], doc["next_sid"]
         self.tracks = {d["sid"]: Track.from_json(d) for d in doc["tracks"]}
         self.deferred, self.ready = list(doc["deferred"]), list(doc["ready"])
+        self.dropped = list(doc.get("dropped", ()))
         self.decisions = [StepDecisions(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
                           for d in doc["decisions"]]
-        self.conservation = [Conservation(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})
+        self.conservation = [Conservation(**{"waiting": 0, "dropped": 0, "split": (),  # (older checkpoints)
+                                             **{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()}})
                              for c in doc.get("conservation", ())]  # (checkpoints written before it had none)
         self.trained_total = doc["trained_total"]
         self.open = {d["step"]: StepMachine.from_json(self, d) for d in doc.get("open", ())}

@@ -65,11 +65,14 @@ class Placement:
     def total_devices(self) -> int:
         return sum(p.devices for p in self.pools)
 
-    def describe(self) -> str:
+    def describe(self, running: tuple[str, ...] | None = None) -> str:
+        """``main[7]=generate+critic+logprob+train score[1]=reward+reference``; ``running``: only the scoring
+        roles that run (an algorithm without a critic, a reward model or a reference leaves them out)."""
         parts = []
         for p in self.pools:
-            roles = [r for r in ROLES if self.pool_of(r) == p.name]
-            parts.append(f"{p.name}[{p.devices}]={'+'.join(roles)}")
+            roles = [r for r in ROLES if self.pool_of(r) == p.name and (running is None or r not in SCORING_ROLES
+                                                                          or r in running)]
+            parts.append(f"{p.name}[{p.devices}]={'+'.join(roles) or 'idle'}")
         return " ".join(parts)
 
 

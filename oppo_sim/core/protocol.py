@@ -14,8 +14,9 @@ Action kinds, in the order a step produces them::
     Emit        hand tokens [start, upto) of a response to the streamed scorers (final: it finished)
     Pause       take a request out of generation (its token budget is spent); it is deferred
     EndGeneration   stop generating: whatever is unfinished is deferred with its tokens
-    Defer       these requests carry over to the next step with their partial work
-    FormBatch   the B samples this step trains on (first to finish first)
+    Defer       these requests carry over to the next step with their partial work (with groups: whole
+                groups, their finished members included -- those wait, they are not launched again)
+    FormBatch   the B samples (B groups of n) this step trains on (first to finish / complete first)
     ScoreWhole  score these samples' whole sequences with this role (what streaming did not cover)
     Train       every role has scored the batch: run the PPO update
 """
@@ -34,6 +35,7 @@ class Progress:
     sid: int
     generated: int
     finished: bool = False
+    reward: float | None = None  # with a finish: the response's reward where the driver knows it (dynamic sampling)
 
 
 @dataclass(slots=True)

@@ -18,7 +18,8 @@ STEP_COLUMNS = [
 ]
 """Columns of the per-step table, shared by the simulator and the real executor. Times in seconds;
 ``scoring_s`` is the scoring left *after* generation ended (the exposed part); ``step_time_s`` is the
-time between consecutive step ends (the first step counts from its start)."""
+time between consecutive step ends (the first step counts from its start). ``samples`` and ``admitted``
+count responses: B x n with n responses per prompt (a grouped algorithm)."""
 
 TIMELINE_COLUMNS = ["pool", "devices", "activity", "role", "step", "start", "end", "tokens", "flops", "recompute_flops"]
 """Columns of the timeline table: one row per (merged) piece of work on a pool's devices."""

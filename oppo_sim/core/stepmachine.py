@@ -36,12 +36,37 @@ The rules, each defined here once:
   sample-id order, so "the first B to finish" has one tie-break;
 - **the batch** (:meth:`StepMachine.stopped`): the first B finished samples not yet trained, in finish
   order; every scoring role that streaming did not cover scores them whole.
+
+**Groups** (``Ledger.group_size`` = n > 1: a grouped algorithm, :mod:`oppo_sim.core.algorithms`). The group,
+the n responses of one prompt (sids g*n .. g*n+n-1), is the unit of admission, batching and deferral;
+generation, chunk streaming, token budgets and pauses stay per response:
+
+- a plan's ``admit`` (and a refill) counts prompts: each admits a whole group of n fresh responses;
+- a group is **complete** when its last member finishes; the batch is the first B complete groups in the
+  completion order of their last member (simultaneous completions in group-id order, as finishes are
+  applied in sample-id order), each group's members in sample-id order; ``end_after`` counts complete
+  groups; "can still finish" (refill) counts complete groups plus groups with a member generating and
+  none paused; once B fresh groups were refilled, a refill gives every paused member of the oldest paused
+  group another budget (with n = 1: the oldest paused response);
+- **deferral defers whole groups**: every unfinished member with its partial work, *and* the finished
+  members of those groups. The finished ones are not launched again: the next step takes them back at its
+  start as finished members that wait (``waiting``) until their group completes. Their scores (a frozen
+  scorer's, streamed or not) stay valid and are kept -- the frozen scorers do not change -- while the
+  actor's log-probs, like every sample's, are computed when the group trains (by the weights in force
+  then). Why not train them early, or give them a state of their own between steps? The advantage is
+  formed within the group (a baseline over its n rewards), so a member is only trainable with its
+  group; holding the group in one state keeps conservation per group simple: a group is never split
+  between trained, deferred and ready;
+- **dynamic sampling** (``Ledger.filter_groups``, dapo): a complete group whose n rewards (reported by
+  the driver with each finish, :attr:`Progress.reward`) are all equal carries no gradient: it is
+  **dropped** (:func:`informative`), never trained, and a fresh group is admitted in its place while
+  generation runs, so the step samples on until B informative groups are complete.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Iterable, Mapping, Protocol
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.protocol import (
@@ -73,6 +98,7 @@ class Track:
     emit_at: int | None = None  # its next chunk boundary, while it generates under a chunked plan
     pause_at: int | None = None  # in force while it generates under a token budget
     finished: bool = False
+    reward: float | None = None  # its reward, once the driver reported it (dynamic sampling reads it)
     streamed: set[str] = field(default_factory=set)  # roles whose final answer comes from the stream
     scored: set[str] = field(default_factory=set)  # roles whose final answer is computed
 
@@ -88,16 +114,31 @@ class Track:
         return cls(**d)
 
 
+MAX_DROPPED_GROUPS = 100
+"""Dynamic sampling gives up (a one-line error) once one step has dropped this many groups per prompt of
+its batch: rewards that are (almost) never informative would otherwise sample forever. verl's DAPO recipe
+stops the same way after ``max_num_gen_batches`` generation batches."""
+
+
+def informative(rewards: Sequence[float | None]) -> bool:
+    """Dynamic sampling's rule (DAPO ``filter_groups``): a group carries a gradient only when its rewards
+    differ. A reward not reported (None) counts as informative: nothing is dropped on a guess."""
+    return any(r is None for r in rewards) or len(set(rewards)) > 1
+
+
 class RunState(Protocol):
     """What a step machine reads and changes of the run (:class:`oppo_sim.core.ledger.Ledger` is one)."""
 
     batch: int
+    group_size: int
+    filter_groups: bool
     roles: tuple[str, ...]
     streamed: tuple[str, ...]
     tracks: dict[int, Track]
     ready: list[int]
 
     def new_sample(self, step: int) -> int: ...
+    def drop(self, sids: Sequence[int]) -> None: ...
     def take_deferred(self) -> list[int]: ...
     def defer(self, sids: Iterable[int]) -> None: ...
     def take_ready(self, n: int) -> tuple[int, ...]: ...
@@ -114,8 +155,11 @@ class StepMachine:
         self.plan = plan
         self.streamed: tuple[str, ...] = ledger.streamed if plan.streaming is not Streaming.NONE else ()
         self.chunk = plan.chunk if plan.streaming is Streaming.CHUNKED and self.streamed else None
+        self.n = ledger.group_size
         self.active: dict[int, None] = {}  # generating now, in launch order
-        self.finished = 0
+        self.finished = 0  # groups completed (and kept) in this step; with n = 1, responses finished
+        self.waiting: dict[int, list[int]] = {}  # group -> its finished members, while the group is incomplete
+        self.dropped: list[int] = []  # sids of the groups dynamic sampling dropped in this step
         self.paused: list[int] = []  # paused in this step and not resumed, oldest first
         self.refilled = 0
         self.ended = False
@@ -162,8 +206,15 @@ class StepMachine:
     # -- events ---------------------------------------------------------------------------------
     def start(self) -> list[Action]:
         """Resume what earlier steps deferred, admit the plan's fresh prompts."""
-        acts: list[Action] = [self._launch(sid, fresh=False) for sid in self.ledger.take_deferred()]
-        acts += [self._launch(self.ledger.new_sample(self.step), fresh=True) for _ in range(self.plan.admit)]
+        acts: list[Action] = []
+        tracks = self.ledger.tracks
+        for sid in self.ledger.take_deferred():
+            if tracks[sid].finished:  # a finished member of a deferred group: it waits for its group
+                self.waiting.setdefault(sid // self.n, []).append(sid)
+            else:
+                acts.append(self._launch(sid, fresh=False))
+        for _ in range(self.plan.admit):
+            acts += self._admit_group()
         return self.ledger.note(self.step, acts + self._check_end())
 
     def report(self, events: Iterable[Progress]) -> list[Action]:
@@ -181,16 +232,23 @@ class StepMachine:
         tracks = self.ledger.tracks
         for sid, g in progress.items():
             tracks[sid].generated = g
-        self.deferred = tuple(self.paused + list(self.active))
+        unfinished = self.paused + list(self.active)
+        if self.n == 1:
+            self.deferred = tuple(unfinished)
+        else:  # whole groups, in the order their first unfinished member is listed; members in sid order
+            n, groups = self.n, dict.fromkeys(sid // self.n for sid in unfinished)
+            self.deferred = tuple(sid for g in groups for sid in range(g * n, g * n + n))
         self.paused = []
         self.active.clear()
+        self.waiting.clear()
         for sid in self.deferred:
             tracks[sid].pause_at = tracks[sid].emit_at = None
         self.ledger.defer(self.deferred)
         acts: list[Action] = [Defer(self.deferred)]
-        B = self.ledger.batch
+        B = self.ledger.batch * self.n
         if len(self.ledger.ready) < B:
-            raise ConfigError(f"step {self.step}: only {len(self.ledger.ready)} of {B} samples finished; the policy's plan cannot fill a batch")
+            what = "samples" if self.n == 1 else f"responses (groups of {self.n})"
+            raise ConfigError(f"step {self.step}: only {len(self.ledger.ready)} of {B} {what} finished; the policy's plan cannot fill a batch")
         self.batch = self.ledger.take_ready(B)
         acts.append(FormBatch(self.step, self.batch))
         for role in self.ledger.roles:
@@ -226,11 +284,16 @@ class StepMachine:
             self.resumed[sid] = None
         return Launch(sid, fresh, tr.generated, self.marks(tr))
 
+    def _admit_group(self) -> list[Action]:
+        return [self._launch(self.ledger.new_sample(self.step), fresh=True) for _ in range(self.n)]
+
     def _progress(self, ev: Progress) -> list[Action]:
         tr = self.ledger.tracks[ev.sid]
         if tr.finished:
             return []
         tr.generated = ev.generated
+        if ev.reward is not None:
+            tr.reward = ev.reward
         if ev.finished or tr.generated >= tr.target:
             return self._finish(tr)
         acts: list[Action] = []
@@ -244,9 +307,29 @@ class StepMachine:
         tr.finished = True
         tr.pause_at = tr.emit_at = None
         self.active.pop(tr.sid, None)
+        acts: list[Action] = [self._emit(tr, tr.generated, final=True)] if self.streamed else []
+        if self.n == 1:
+            self.finished += 1
+            self.ledger.ready.append(tr.sid)
+            return acts
+        g = tr.sid // self.n
+        members = self.waiting.setdefault(g, [])
+        members.append(tr.sid)
+        if len(members) < self.n:
+            return acts
+        del self.waiting[g]
+        sids = list(range(g * self.n, g * self.n + self.n))
+        tracks = self.ledger.tracks
+        if self.ledger.filter_groups and not informative([tracks[s].reward for s in sids]):
+            if len(self.dropped) >= MAX_DROPPED_GROUPS * self.ledger.batch * self.n:
+                raise ConfigError(f"step {self.step}: dynamic sampling dropped {len(self.dropped) // self.n} groups "
+                                  f"(all rewards equal) for a batch of {self.ledger.batch}; the rewards carry no signal")
+            self.dropped.extend(sids)
+            self.ledger.drop(sids)
+            return acts + ([] if self.ended else self._admit_group())  # sample on: a fresh group in its place
         self.finished += 1
-        self.ledger.ready.append(tr.sid)
-        return [self._emit(tr, tr.generated, final=True)] if self.streamed else []
+        self.ledger.ready.extend(sids)
+        return acts
 
     def _emit(self, tr: Track, upto: int, final: bool) -> Emit:
         tr.emit_at = None if final else self.next_emit(tr)
@@ -264,12 +347,25 @@ class StepMachine:
 
     def _refill(self) -> list[Action]:
         plan = self.plan
-        if self.ended or not plan.refill or plan.end_after is None or self.finished + len(self.active) >= plan.end_after:
+        if self.ended or not plan.refill or plan.end_after is None:
+            return []
+        n = self.n
+        if n == 1:
+            running = len(self.active)
+        else:  # groups that can still complete: a member generating, none paused
+            held = {sid // n for sid in self.paused}
+            running = len({sid // n for sid in self.active} - held)
+        if self.finished + running >= plan.end_after:
             return []
         if self.refilled < self.ledger.batch:
             self.refilled += 1
-            return [self._launch(self.ledger.new_sample(self.step), fresh=True)]
-        return [self._launch(self.paused.pop(0), fresh=False)]
+            return self._admit_group()
+        if n == 1:
+            return [self._launch(self.paused.pop(0), fresh=False)]
+        g = self.paused[0] // n  # the oldest paused group: every paused member of it gets another budget
+        again = [sid for sid in self.paused if sid // n == g]
+        self.paused = [sid for sid in self.paused if sid // n != g]
+        return [self._launch(sid, fresh=False) for sid in again]
 
     def _check_end(self) -> list[Action]:
         if self.ended:

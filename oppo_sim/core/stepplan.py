@@ -33,19 +33,19 @@ class StepContext:
     """What the scheduler knows when a step starts."""
 
     step: int
-    batch: int  # B: samples trained per step
-    carried: int = 0  # unfinished requests carried over from earlier steps (deferred with partial work)
-    carried_finished: int = 0  # finished samples not yet trained (finished beyond B in an earlier step)
+    batch: int  # B: prompts (groups of n responses; n = 1 without groups) trained per step
+    carried: int = 0  # unfinished requests (groups) carried over from earlier steps (deferred with partial work)
+    carried_finished: int = 0  # finished samples (complete groups) not yet trained (beyond B in an earlier step)
 
 
 @dataclass(frozen=True)
 class StepPlan:
     """The policy's answer for one step."""
 
-    admit: int  # new prompts to admit at the start of the step
+    admit: int  # new prompts to admit at the start of the step (each a group of n responses)
     streaming: Streaming = Streaming.NONE
     chunk: int | None = None  # C, when streaming is CHUNKED
-    end_after: int | None = None  # generation ends once this many are finished; None: when all are finished
+    end_after: int | None = None  # generation ends once this many (groups) are complete; None: when all are finished
     token_budget: int | None = None  # max tokens a response may generate in this step (then it is paused)
     refill: bool = False  # admit a fresh prompt for each paused one while fewer than end_after can finish
     max_staleness: int = 0  # k: generation of step t may start once policy version >= t - k

@@ -25,8 +25,8 @@ and no KV connector; block accounting follows its ``KVCacheManager`` / ``BlockPo
 5. **Prefix caching** (``enable_prefix_caching``): full blocks stay cached after their request frees them
    (evictable, counted as free, LRU); a new, resumed or preempted request hits the longest run of its own
    cached blocks, at most ``(num_tokens - 1) // block_size`` blocks, and computes only the rest. Content is
-   identified by (request lineage, block index); sharing between different requests with identical prompts
-   is not modelled (see :mod:`oppo_sim.engine.kvpool`). :meth:`EngineCore.reset_cache` is vLLM's
+   identified by (request lineage, block index); requests declaring one ``prefix`` (a group's n responses)
+   share their prompt's full blocks, reference-counted (see :mod:`oppo_sim.engine.kvpool`). :meth:`EngineCore.reset_cache` is vLLM's
    ``reset_prefix_cache(reset_running_requests=True)`` (weight sync): running requests are preempted and
    every hash is dropped.
 6. A request whose scheduled tokens reach ``num_tokens`` samples a token; one that reaches its target (or
@@ -51,9 +51,9 @@ from collections import deque
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.decoders import Decoders
-from oppo_sim.engine.kvpool import NO_HITS, KVBlockPool
+from oppo_sim.engine.kvpool import NO_HITS, Hits, KVBlockPool
 from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Chain, EngineConfig, Plan, Req, _cdiv
-from oppo_sim.engine.vllm_step import commit_in_full, commit_walk, plan_iteration, step_in_full
+from oppo_sim.engine.vllm_step import commit_in_full, commit_walk, hits_of, plan_iteration, step_in_full
 from oppo_sim.hw.costmodel import DecodeCost
 
 
@@ -177,12 +177,16 @@ class EngineCore:
             return False
         head = self.waiting[0]
         total = head.prompt + head._generated
-        n = total - len(self.pool.lookup(head.lineage, (total - 1) // cfg.block_size)) * cfg.block_size
+        hits = self.lookup(head)
+        n = total - len(hits) * cfg.block_size
         if 0 < cfg.long_prefill_token_threshold < n:
             n = cfg.long_prefill_token_threshold
         if not cfg.enable_chunked_prefill and n > budget:
             return False
-        return _cdiv(total, cfg.block_size) <= self.pool.free - self.dec.need1()
+        return _cdiv(total, cfg.block_size) - self.pool.held_in(hits) <= self.pool.free - self.dec.need1()
+
+    def lookup(self, r: Req, doomed: dict | None = None, pending: int | None = None):
+        return hits_of(self, r, doomed, pending)
 
     def _plan_span(self) -> Plan:
         d = self.dec
@@ -342,12 +346,16 @@ class EngineCore:
     def _admit(self, r: Req, n: int, h: int) -> None:
         bs = self.cfg.block_size
         pool = self.pool
-        hits = pool.lookup(r.lineage, h) if h else NO_HITS
+        hits = self.lookup(r) if h else NO_HITS
         if len(hits) != h:
             raise AssertionError(f"request {r.rid}: planned {h} prefix-cache blocks, found {len(hits)}")
-        pool.touch(hits)
+        pool.share(hits)
         new = _cdiv(h * bs + n, bs) - h
         pool.take(new)
+        if r.prefix is not None and pool.caching:  # its newly computed full prompt blocks become shared content
+            kp = min(r.prompt // bs, (h * bs + n) // bs)
+            if kp > h:
+                hits = Hits((*hits.pieces, pool.register(r.prefix, h, kp)), kp)
         if self.waiting.popleft() is not r:
             raise AssertionError("admission out of queue order")
         self.running.append(r)

@@ -15,8 +15,13 @@ What is modelled here, and how:
 - **Block content.** A full block's hash in vLLM chains every token up to it. Here block ``j`` of a request
   is identified by ``(lineage, j)``: a request resumed as prompt + tokens so far (vLLM preemption, or
   ``oppo_real``'s deferral via ``resume_request``) carries exactly its earlier token stream, so it shares its
-  lineage. Two different requests never share content: identical prompts across requests (GRPO-style n
-  samples of one prompt, a shared system prompt) are *not* modelled — each prefills its own blocks.
+  lineage. Requests that declare one ``prefix`` (the n responses of one prompt: GRPO's group) share the full
+  blocks of that prompt: block ``j < prompt // block_size`` is ``(("prefix", p), j)`` for all of them. Such
+  *shared* blocks are reference-counted (vLLM's ``ref_cnt``): a hit on a block another request holds takes
+  no free block, and a shared block returns to the free queue (hashed, to the back) when its last holder
+  frees it. A prefix run's blocks are registered when the request that computes them is admitted (vLLM
+  hashes full blocks at schedule time, so a request admitted later in the same iteration already hits them);
+  the prompt blocks a chunked prefill computes in later iterations stay the request's own.
 - **Runs, not blocks.** The cached blocks one release puts in the cache (``(lineage, j)`` for ``j`` in
   ``[lo, hi)``) are one :class:`CachedRun`; a block is ``(run, j)``. The queue holds run lengths: ``int``
   entries are interchangeable *anonymous* blocks (content never hit again), ``(run, lo, hi)`` entries are the
@@ -103,21 +108,22 @@ class KVBlockPool:
         self._queue: deque[int | tuple[CachedRun, int, int]] = deque([usable]) if usable > 0 else deque()
         self._alive: dict[CachedRun, int] = {}  # run -> mask of its blocks still cached (free or held as hits)
         self._runs: dict[Hashable, list[CachedRun]] = {}  # lineage -> its runs with cached blocks, oldest first
+        self._refs: dict[CachedRun, list[int]] = {}  # a shared prefix's run -> holders of each of its blocks
 
     # -- lookups (pure) ---------------------------------------------------------------------------------------
     def holds(self, lineage: Hashable) -> bool:
         """Whether any block of ``lineage`` is cached."""
         return lineage in self._runs
 
-    def lookup(self, lineage: Hashable, max_blocks: int, doomed: dict | None = None) -> Hits:
-        """The longest run of cached blocks ``(lineage, 0..)`` (at most ``max_blocks``), each the oldest copy
+    def lookup(self, lineage: Hashable, max_blocks: int, doomed: dict | None = None, start: int = 0) -> Hits:
+        """The longest run of cached blocks ``(lineage, start..)`` (at most ``max_blocks``), each the oldest copy
         not in ``doomed`` (blocks that allocations earlier in the same iteration will have evicted)."""
         runs = self._runs.get(lineage) if self.caching else None
         if not runs or max_blocks <= 0:
             return NO_HITS
-        limit = (1 << max_blocks) - 1
+        limit = ((1 << max_blocks) - 1) << start
         alive = self._alive
-        if len(runs) == 1 and not doomed:
+        if len(runs) == 1 and not doomed and not start:
             run = runs[0]
             h = _ones(alive[run] & limit)
             return Hits(((run, 0, h),), h) if h else NO_HITS
@@ -125,10 +131,10 @@ class KVBlockPool:
         cover = 0
         for a in avail:
             cover |= a
-        h = _ones(cover)
+        h = _ones(cover >> start)
         if not h:
             return NO_HITS
-        rem = (1 << h) - 1
+        rem = ((1 << h) - 1) << start
         pieces: list[tuple[CachedRun, int, int]] = []
         for run, a in zip(runs, avail, strict=True):
             mine = a & rem
@@ -198,8 +204,50 @@ class KVBlockPool:
                 self._evict(run, _mask(lo, hi))
                 n -= hi - lo
 
+    def held_in(self, hits: Hits, unref: dict | None = None) -> int:
+        """Blocks of ``hits`` another request holds (shared prefix blocks with holders): they take no free block.
+        With ``unref`` (planned releases, ``(run, j) -> count``, updated): the blocks of ``hits`` that a release
+        by their holder would leave held by others."""
+        refs, n = self._refs, 0
+        for run, lo, hi in hits.pieces if refs else ():
+            rc = refs.get(run)
+            for j in range(lo, hi) if rc is not None else ():
+                if unref is not None:
+                    u = unref[(run, j)] = unref.get((run, j), 0) + 1
+                    n += rc[j] > u
+                else:
+                    n += rc[j] > 0
+        return n
+
+    def share(self, hits: Hits) -> None:
+        """A request takes ``hits``: free ones leave the free queue, and shared prefix blocks gain a holder."""
+        refs = self._refs
+        if not refs or not any(run in refs for run, _, _ in hits.pieces):
+            self.touch(hits)
+            return
+        free = []
+        for run, lo, hi in hits.pieces:
+            rc = refs.get(run)
+            if rc is None:
+                free.append((run, lo, hi))
+                continue
+            for j in range(lo, hi):
+                if not rc[j]:
+                    free.append((run, j, j + 1))
+                rc[j] += 1
+        self.touch(Hits(tuple(free), sum(hi - lo for _, lo, hi in free)))
+
+    def register(self, prefix: Hashable, lo: int, hi: int) -> tuple[CachedRun, int, int]:
+        """Blocks ``lo .. hi-1`` of prefix ``prefix``, just allocated by the request that computes them, become
+        shared content (held by it); returns the piece to add to its hits."""
+        run = CachedRun(("prefix", prefix))
+        self._alive[run] = _mask(lo, hi)
+        self._runs.setdefault(run.lineage, []).append(run)
+        self._refs[run] = [0] * lo + [1] * (hi - lo)
+        return run, lo, hi
+
     def touch(self, hits: Hits) -> None:
-        """Prefix-cache hits leave the free queue (they are all free: content is never shared)."""
+        """Prefix-cache hits leave the free queue (they are all free here: see :meth:`share`)."""
         q = self._queue
         for run, lo, hi in hits.pieces:
             left, i = hi - lo, 0
@@ -227,6 +275,9 @@ class KVBlockPool:
         blocks below ``hashed`` are full and hashed, the rest are not. ``live``: the lineage may come back."""
         if held <= 0:
             return
+        if self._refs and any(run in self._refs for run, _, _ in hits.pieces):
+            self._release_shared(lineage, held, hits, hashed, live)
+            return
         self.free += held
         if not self.caching:
             self._prepend(held)
@@ -250,23 +301,62 @@ class KVBlockPool:
         if nh:
             q.extend(reversed(hits.pieces))
 
+    def _release_shared(self, lineage: Hashable, held: int, hits: Hits, hashed: int, live: bool) -> None:
+        """:meth:`release` of a request holding shared prefix blocks: only those it was the last holder of
+        return to the free queue (hashed, cached: the prefix stays valid for its group)."""
+        refs, back, kept, shared = self._refs, [], 0, 0
+        own = [p for p in hits.pieces if p[0] not in refs]
+        for run, lo, hi in hits.pieces:
+            rc = refs.get(run)
+            if rc is None:
+                continue
+            shared += hi - lo
+            for j in range(lo, hi):
+                rc[j] -= 1
+                if rc[j]:
+                    kept += 1
+                elif back and back[-1][0] is run and back[-1][2] == j:
+                    back[-1] = (run, back[-1][1], j + 1)
+                else:
+                    back.append((run, j, j + 1))
+        self.free += held - kept
+        nh = len(hits)
+        hashed = max(min(hashed, held), nh)
+        self._prepend(held - hashed)
+        q = self._queue
+        if not live:
+            for run, lo, hi in own:
+                self._evict(run, _mask(lo, hi))
+            self._append_anon(hashed - shared)
+            q.extend(reversed(back))
+            return
+        if hashed > nh:
+            run = CachedRun(lineage)
+            self._alive[run] = _mask(nh, hashed)
+            self._runs.setdefault(lineage, []).append(run)
+            q.append((run, nh, hashed))
+        q.extend(reversed(sorted(own + back, key=lambda p: p[1])))
+
     def reset(self) -> None:
         """Forget every hash (vLLM's ``reset_prefix_cache``); every block must be free."""
         if self.free != self.usable:
             raise AssertionError("KV pool: reset with blocks still held")
         self._alive.clear()
         self._runs.clear()
+        self._refs.clear()
         self._queue = deque([self.usable]) if self.usable else deque()
 
     # -- snapshots ----------------------------------------------------------------------------------------------
     def snapshot(self) -> tuple:
-        return self.free, list(self._queue), dict(self._alive), {k: list(v) for k, v in self._runs.items()}
+        return (self.free, list(self._queue), dict(self._alive), {k: list(v) for k, v in self._runs.items()},
+                {k: list(v) for k, v in self._refs.items()})
 
     def restore(self, snap: tuple) -> None:
-        self.free, queue, alive, runs = snap
+        self.free, queue, alive, runs, refs = snap
         self._queue = deque(queue)
         self._alive = dict(alive)
         self._runs = {k: list(v) for k, v in runs.items()}
+        self._refs = {k: list(v) for k, v in refs.items()}
 
     @property
     def cached_blocks(self) -> int:
@@ -283,6 +373,7 @@ class KVBlockPool:
             self._alive[run] = a
             return
         del self._alive[run]
+        self._refs.pop(run, None)
         runs = self._runs[run.lineage]
         runs.remove(run)
         if not runs:

@@ -57,6 +57,9 @@ class EngineConfig:
 class Req:
     """One generation request as the engine sees it. ``lineage`` names its token stream: a request resumed as
     prompt + tokens so far (a new request in vLLM) shares its predecessor's lineage and so its cached blocks.
+    ``prefix`` names its prompt: requests with the same prefix (the n responses of one prompt; the driver passes
+    the group id) have identical prompts, so they share its full KV blocks through the prefix cache
+    (:mod:`oppo_sim.engine.kvpool`); None (default): no sharing.
 
     ``generated``, ``num_computed``, ``blocks`` and ``max_computed`` are exact whenever they are read. While a
     request is plainly decoding in an :class:`~oppo_sim.engine.continuous.EngineCore` its engine advances it
@@ -66,11 +69,11 @@ class Req:
     __slots__ = (
         "rid", "prompt", "target", "_generated", "_computed", "_blocks", "emit_at", "pause_at",
         "payload", "arrival", "first_token_t", "finish_t", "_max_computed", "preemptions", "lineage", "hits",
-        "resumed", "_dec", "_t", "_ver", "_pos",
+        "resumed", "_dec", "_t", "_ver", "_pos", "prefix",
     )
 
     def __init__(self, rid: Hashable, prompt: int, target: int, generated: int = 0, payload: Any = None,
-                 arrival: float = 0.0, lineage: Hashable | None = None):
+                 arrival: float = 0.0, lineage: Hashable | None = None, prefix: Hashable | None = None):
         if prompt < 1 or target < 1 or generated < 0 or generated >= target:
             raise ConfigError(f"request {rid}: need prompt >= 1, target >= 1 and 0 <= generated < target")
         self.rid = rid
@@ -88,6 +91,7 @@ class Req:
         self._max_computed = 0  # high-water mark of computed tokens (re-prefill beyond it is new work)
         self.preemptions = 0
         self.lineage = rid if lineage is None else lineage
+        self.prefix = prefix  # requests with one prefix share their prompt's full KV blocks (a group); None: none
         self.hits: Hits = NO_HITS  # prefix-cache blocks held (the first len(hits) of its blocks)
         self.resumed = False  # waiting after a preemption (vLLM: PREEMPTED, not a new request)
         self._dec = None  # the engine's lazy decoders while it is one of them

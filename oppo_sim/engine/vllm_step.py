@@ -23,7 +23,7 @@ EngineCore = Any  # an oppo_sim.engine.continuous.EngineCore (its cfg, running, 
 class _Sched:
     """Scratch state of one explicit iteration being planned."""
 
-    __slots__ = ("budget", "free", "pops", "ops", "sched", "admitted", "preempted", "touched")
+    __slots__ = ("budget", "free", "pops", "ops", "sched", "admitted", "preempted", "touched", "pending", "unref")
 
     def __init__(self, budget: int, free: int, pops: int = 0):
         self.budget = budget
@@ -34,6 +34,8 @@ class _Sched:
         self.admitted: list[Req] = []
         self.preempted: list[Req] = []
         self.touched: list[Hits] = []  # prefix-cache hits of the admissions so far
+        self.pending: dict = {}  # prefix -> mask of the shared prompt blocks admissions so far will register
+        self.unref: dict = {}  # (run, block) -> holders that preemptions so far release
 
 
 @dataclass
@@ -184,7 +186,7 @@ def _schedule_running(core: "EngineCore", st: _Sched, thr: int) -> list[Req]:
             victim = running.pop()  # the last running request (under FCFS never one scheduled already)
             st.preempted.append(victim)
             st.ops.append((PREEMPT, victim, 0, 0))
-            st.free += victim._blocks
+            st.free += victim._blocks - core.pool.held_in(victim.hits, st.unref)  # shared blocks others hold stay
             if victim is r:  # it preempted itself: the running phase stops
                 self_preempted = True
                 break
@@ -209,8 +211,8 @@ def _schedule_waiting(core: "EngineCore", st: _Sched, thr: int, n_running: int) 
         if st.budget <= 0 or slots <= 0:
             break
         total = w.prompt + w._generated
-        hits = _lookup(core, w, st)
-        hit = len(hits) * bs
+        hits, nh, held = _lookup(core, w, st)
+        hit = nh * bs
         n = total - hit
         if 0 < thr < n:
             n = thr
@@ -218,24 +220,55 @@ def _schedule_waiting(core: "EngineCore", st: _Sched, thr: int, n_running: int) 
             if not chunked:
                 break
             n = st.budget
-        if -(-total // bs) > st.free:  # the whole sequence must fit (hits count: they leave the free queue)
+        if -(-total // bs) - held > st.free:  # the whole sequence must fit (free hits count: they leave the queue)
             break
-        new = -(-(hit + n) // bs) - len(hits)
-        st.free -= len(hits) + new
+        new = -(-(hit + n) // bs) - nh
+        st.free -= nh - held + new
         st.pops += new
         st.touched.append(hits)
-        st.ops.append((ADMIT, w, n, len(hits)))
+        st.ops.append((ADMIT, w, n, nh))
+        if w.prefix is not None and core.pool.caching:  # its computed full prompt blocks: shared from now on
+            kp = min(w.prompt // bs, (hit + n) // bs)
+            if kp > nh:
+                st.pending[w.prefix] = st.pending.get(w.prefix, 0) | (((1 << (kp - nh)) - 1) << nh)
         st.sched.append((w, n, hit))
         st.admitted.append(w)
         st.budget -= n
         slots -= 1
 
 
-def _lookup(core: "EngineCore", w: Req, st: _Sched) -> Hits:
-    if not core.pool.holds(w.lineage):  # nothing of its own cached (or no prefix caching)
-        return NO_HITS
+def _lookup(core: "EngineCore", w: Req, st: _Sched) -> tuple[Hits, int, int]:
+    """(hits, blocks hit, of them held by other requests) of a waiting request."""
+    if w.prefix is None and not core.pool.holds(w.lineage):  # nothing of its own cached (or no prefix caching)
+        return NO_HITS, 0, 0
     doomed = core.pool.doomed(st.pops, st.touched) if st.pops else None
-    return core.pool.lookup(w.lineage, (w.prompt + w._generated - 1) // core.cfg.block_size, doomed)
+    return core.lookup(w, doomed, st.pending.get(w.prefix, 0))
+
+
+def hits_of(core: "EngineCore", r: Req, doomed: dict | None = None, pending: int | None = None):
+    """``r``'s prefix-cache hits (at most ``(num_tokens - 1) // block_size`` blocks): its prefix's shared
+    prompt blocks first, then its own lineage's. ``pending``: a mask of the prefix blocks that admissions
+    earlier in the iteration being planned will register (counted as held, no pieces yet; a cached copy is
+    hit first, as the lookup at commit will). Returns the hits when ``pending`` is None, else
+    ``(hits, blocks hit, of them held by other requests)``."""
+    bs, pool = core.cfg.block_size, core.pool
+    maxb = (r.prompt + r._generated - 1) // bs
+    if r.prefix is None or not pool.caching:
+        hits = pool.lookup(r.lineage, maxb, doomed)
+        return hits if pending is None else (hits, len(hits), 0)
+    key, cap = ("prefix", r.prefix), min(r.prompt // bs, maxb)
+    hp = pool.lookup(key, cap, doomed)
+    n = real = len(hp)
+    while pending and n < cap and pending >> n & 1:  # pending blocks, then what is cached after them
+        while n < cap and pending >> n & 1:
+            n += 1
+        more = pool.lookup(key, cap - n, doomed, start=n) if n < cap else NO_HITS
+        if more:
+            hp = Hits(hp.pieces + more.pieces, real + len(more))
+            real, n = real + len(more), n + len(more)
+    own = pool.lookup(r.lineage, maxb - n, doomed, start=n) if n < maxb else NO_HITS
+    hits = Hits(hp.pieces + own.pieces, real + len(own)) if own else hp
+    return hits if pending is None else (hits, n + len(own), pool.held_in(hp) + n - real)
 
 
 def _cost(core: "EngineCore", st: _Sched, full: InFull | None) -> tuple[float, float, float, int]:

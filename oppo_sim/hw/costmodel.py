@@ -201,6 +201,16 @@ class CostModel:
         nbytes = model.weight_bytes(scalar_head=scalar_head) + kv * model.kv_bytes_per_token()
         return _roofline(self.hw.params.prefill, flops, nbytes, devices, self.hw), flops
 
+    def group_prefill_cost(
+        self, model: ModelSpec, devices: int, prompt: int, responses, scalar_head: bool = False
+    ) -> tuple[float, float]:
+        """(seconds, FLOPs) of one forward over a group — the ``n`` responses of one prompt — with the prompt
+        computed once and each response over it as context (a scorer with a prefix cache: vLLM's, or a
+        shared-prefix batch); :meth:`prefill_cost` of ``[prompt, r1, ..., rn]`` over ``[0, prompt, ..., prompt]``.
+        Without sharing, the same forward is ``prefill_cost([prompt + r for r in responses], [0] * n)``."""
+        resp = [int(r) for r in responses]
+        return self.prefill_cost(model, devices, [prompt, *resp], [0] + [prompt] * len(resp), scalar_head)
+
     def prefill(
         self, model: ModelSpec, devices: int, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool = False
     ) -> float:
@@ -282,3 +292,40 @@ class CostModel:
         """Seconds to push the trained actor's weights into the generation engines, along ``plan``
         (default: this cost model's ``sync``)."""
         return sync_seconds(model, self.hw, plan if plan is not None else self.sync)
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """One model's share of a step's update: the trainer runs the jobs one after the other on its pool."""
+
+    role: str  # "actor" or "critic"
+    seconds: float
+    flops: float
+    tokens: int
+
+
+def train_jobs(cost: CostModel, trained, devices: int, seq_tokens: np.ndarray, epochs: int, minibatches: int) -> list[TrainJob]:
+    """The update of one step: for each ``(role, model, scalar_head)`` in ``trained`` (``SimConfig.trained()``:
+    the actor, plus the critic only where the algorithm has one), ``epochs`` passes over the step's
+    sequences of ``seq_tokens`` tokens (B x n of them) in ``minibatches`` optimizer steps each — FLOPs,
+    optimizer traffic and gradient all-reduce all belong to the job, so a critic-free algorithm has none of
+    the critic's."""
+    tokens = int(np.sum(seq_tokens)) * epochs
+    return [
+        TrainJob(role, epochs * cost.train(model, devices, seq_tokens, minibatches, scalar_head=scalar),
+                 epochs * cost.train_flops(model, seq_tokens, scalar), tokens)
+        for role, model, scalar in trained
+    ]
+
+
+def rule_reward_seconds(responses: int, reward_cost_ms: float, workers: int = 1) -> float:
+    """CPU seconds a rule reward (a verifier function, no GPU) takes to score ``responses`` responses at
+    ``reward_cost_ms`` each, over ``workers`` parallel processes (each takes whole calls). The default cost,
+    ``core.algorithms.DEFAULT_RULE_COST_MS`` = 5 ms, is a math answer checker (extract the final answer,
+    normalise, compare — verl's ``math_verify``/``gsm8k`` scorers take 1-10 ms); a verifier that runs the
+    response's code in a sandbox costs 100 ms to seconds per call: set ``--reward-cost-ms``. ``workers`` = 1
+    is verl's ``NaiveRewardManager`` (one loop in the driver); parallel reward managers divide the time."""
+    if responses < 0 or reward_cost_ms < 0 or workers < 1:
+        raise ConfigError(f"rule_reward_seconds: need responses >= 0, reward_cost_ms >= 0, workers >= 1, "
+                          f"got {responses}, {reward_cost_ms}, {workers}")
+    return math.ceil(responses / workers) * reward_cost_ms / 1000.0

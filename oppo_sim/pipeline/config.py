@@ -62,7 +62,8 @@ class SimConfig:
             (self.seed >= 0, f"seed must be >= 0, got {self.seed}"),
             (self.steps >= 1, f"steps must be >= 1, got {self.steps}"),
             (self.ppo_epochs >= 1, f"ppo_epochs must be >= 1, got {self.ppo_epochs}"),
-            (1 <= self.minibatches <= self.batch, f"minibatches must be in [1, batch], got {self.minibatches}"),
+            (1 <= self.minibatches <= self.sequences,
+             f"minibatches must be in [1, batch x n = {self.sequences}], got {self.minibatches}"),
             (self.max_response is None or self.max_response >= 1, f"max_response must be >= 1, got {self.max_response}"),
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
             (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),
@@ -90,10 +91,31 @@ class SimConfig:
         self.models()
         self.hardware_of(gen.name)
 
+    @property
+    def sequences(self) -> int:
+        """Sequences one step trains: B prompts x n responses each."""
+        return self.batch * self.algorithm.n
+
     def models(self) -> dict[str, ModelSpec]:
+        """The model of every role a placement names (a role the algorithm does not run keeps its entry, so a
+        placement stays valid across algorithms; :meth:`scoring_roles` and :meth:`trained` say what runs)."""
         actor, reward = _model(self.actor), _model(self.reward)
         critic = _model(self.critic) if self.critic is not None else reward
         return {"generate": actor, "reward": reward, "reference": actor, "critic": critic, "logprob": actor, "train": actor}
+
+    def scoring_roles(self) -> tuple[str, ...]:
+        """The GPU forwards each sample needs before the update (no critic without one, no reference
+        without KL, no reward model with a rule reward): ``algorithm.scoring_roles()``."""
+        return self.algorithm.scoring_roles()
+
+    def trained(self) -> tuple[tuple[str, ModelSpec, bool], ...]:
+        """(role, model, scalar head) of each model the update trains, in the trainer's order: the actor,
+        then the critic when the algorithm has one."""
+        models = self.models()
+        out = [("actor", models["train"], False)]
+        if self.algorithm.critic:
+            out.append(("critic", models["critic"], True))
+        return tuple(out)
 
     def hardware_of(self, pool: str) -> Hardware:
         p = self.placement.pool(pool)

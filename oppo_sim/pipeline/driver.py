@@ -6,11 +6,17 @@ what is scored whole — is taken by :mod:`oppo_sim.core.stepmachine` (via the r
 inputs and its actions into simulated work:
 
 - one :class:`~oppo_sim.pipeline.generation.GenReplica` per generation replica (data parallel);
-- one :class:`~oppo_sim.pipeline.scoring.Scorer` per scoring role;
+- one :class:`~oppo_sim.pipeline.scoring.Scorer` per scoring role the algorithm has
+  (``Algorithm.scoring_roles``), and the CPU :class:`~oppo_sim.pipeline.scoring.RuleScorer` (role
+  ``rule``) for a rule reward;
+- groups (n responses per prompt): the members share the prompt of the trace row of the group's first
+  sid, each its own response length; the rewards dynamic sampling reads come with each finish, from the
+  trace's ``reward`` column, else drawn once per group (informative with probability
+  ``Algorithm.informative``, seeded by the run's seed and the group id);
 - the rollout loop (:meth:`Pipeline.rollout`): plan, staleness gate, start the machine, run its
   actions, stop the engines when it says so;
 - the trainer loop (:meth:`Pipeline.trainer`): waits for the machine's ``Train``, runs the PPO epochs
-  for actor and critic, syncs the weights and completes the step in the ledger.
+  for the actor (and the critic, where the algorithm has one), syncs the weights and completes the step.
 
 Every timing comes from the cost model via the device pools.
 """
@@ -45,7 +51,7 @@ from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.engine.factory import make_engine
 from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Req, kv_blocks_for
 from oppo_sim.engine.static import StaticEngineCore
-from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.costmodel import CostModel, train_jobs
 from oppo_sim.hw.memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
@@ -57,7 +63,7 @@ from oppo_sim.pipeline.memory_plan import (
     longest,
 )
 from oppo_sim.pipeline.samples import SimSample
-from oppo_sim.pipeline.scoring import Scorer
+from oppo_sim.pipeline.scoring import RULE_WORKERS, RuleScorer, Scorer
 from oppo_sim.traces.trace import Trace
 
 
@@ -102,11 +108,16 @@ class Pipeline:
         for p in cfg.placement.pools:
             hw = cfg.hardware_of(p.name)
             self.pools[p.name] = DevicePool(self.env, p.name, p.devices, hw.gpu.peak_flops, cfg.contention, self.timeline)
+        self.algorithm = alg = cfg.algorithm
+        self.roles = alg.scoring_roles() + (("rule",) if alg.reward == "rule" else ())
+        self.n = alg.group_size
         self._build_generators()
         self._build_scorers()
-        self.streamed_roles = streamed_roles(cfg.placement)
-        self.ledger = Ledger(policy, cfg.batch, SCORING_ROLES, self.streamed_roles, self._target_of)
+        self.ledger = Ledger(policy, cfg.batch, self.roles, streamed_roles(cfg.placement), self._target_of,
+                             group_size=self.n, filter_groups=alg.name == "dapo")
+        self.streamed_roles = self.ledger.streamed
         self.samples: dict[int, SimSample] = {}
+        self._forgotten = 0  # dropped samples forgotten so far
         self._rows = len(self.trace)  # the trace's columns as Python lists: a sample is made per admission
         self._prompts = list(map(int, self.trace.prompt_tokens.tolist()))
         self._responses = list(map(int, self.trace.response_tokens.tolist()))
@@ -141,14 +152,18 @@ class Pipeline:
     def _build_scorers(self) -> None:
         """One scorer per scoring role; the scorers of a pool share the KV memory its roles leave free."""
         pl = self.cfg.placement
-        self.scorers: dict[str, Scorer] = {}
-        for role in SCORING_ROLES:
+        self.scorers: dict[str, Scorer | RuleScorer] = {}
+        gpu_roles = [r for r in SCORING_ROLES if r in self.roles]
+        for role in gpu_roles:
             name = pl.pool_of(role)
             pool = self.pools[name]
-            sharing = sum(1 for r in SCORING_ROLES if pl.pool_of(r) == name)
+            sharing = sum(1 for r in gpu_roles if pl.pool_of(r) == name)
             free = pool.n * max(0.0, self.memory.pool(name).headroom) / sharing
             self.scorers[role] = Scorer(self.env, role, self.models[role], pool, self.cost_of[name], self.cfg,
                                         free / self.models[role].kv_bytes_per_token(), self.on_scored)
+        if "rule" in self.roles:  # CPU workers, off the GPU pools (in the timeline, in no utilization)
+            cpu = DevicePool(self.env, "cpu", RULE_WORKERS, 0.0, 0.0, self.timeline)
+            self.scorers["rule"] = RuleScorer(self.env, cpu, self.algorithm.reward_cost_ms, self.on_scored)
 
     # -- samples ----------------------------------------------------------------------------------
     def _row(self, sid: int) -> int:
@@ -162,8 +177,24 @@ class Pipeline:
         if s is None:
             i = self._row(sid)
             reward = self._rewards[i] if self._rewards is not None else None
-            s = self.samples[sid] = SimSample(sid, i, self._prompts[i], self._responses[i], reward)
+            if self.n == 1:
+                s = self.samples[sid] = SimSample(sid, i, self._prompts[i], self._responses[i], reward)
+            else:  # the group's prompt: the row of its first sid
+                g = sid // self.n
+                prompt = self._prompts[self._row(g * self.n)]
+                s = self.samples[sid] = SimSample(sid, i, prompt, self._responses[i], reward, group=g)
         return s
+
+    def _reward_of(self, sid: int) -> float:
+        """The reward dynamic sampling reads: the trace's ``reward`` column, else a draw that makes the group
+        informative with probability ``Algorithm.informative`` -- the same for every run with this seed. With
+        neither (no column, no fraction stated) every group is informative: nothing is dropped."""
+        if self._rewards is not None:
+            return self._rewards[self._row(sid)]
+        g, n = divmod(sid, self.n)
+        p = self.algorithm.informative if self.algorithm.informative is not None else 1.0
+        informative = np.random.default_rng((self.cfg.seed, g)).random() < p
+        return float(n == 0) if informative else 0.0
 
     # -- the machine's actions --------------------------------------------------------------------------
     def _apply(self, acts: list[Action], step: int) -> None:
@@ -217,8 +248,25 @@ class Pipeline:
                 rid = req.rid
                 prev = seen.get(rid)
                 seen[rid] = Progress(rid, req.generated, kind == FINISH or (prev is not None and prev.finished))
+        if self.ledger.filter_groups:
+            for ev in seen.values():
+                if ev.finished:
+                    ev.reward = self._reward_of(ev.sid)
         m = self.machine
+        dropped = len(self.ledger.dropped)
         self._apply(m.report(seen.values()), m.step)
+        if len(self.ledger.dropped) > dropped:
+            self._score_dropped(self.ledger.dropped[dropped:], m.step)
+
+    def _score_dropped(self, sids: list[int], step: int) -> None:
+        """A dropped group was scored by the reward (model or rule) to be found uniform: that work is done
+        too, though it trains nothing (where the reward role streamed, its final chunk did it already)."""
+        for role in ("reward", "rule"):
+            scorer = self.scorers.get(role)
+            if scorer is not None and role not in self.ledger.streamed:
+                for sid in sids:
+                    s = self._sample(sid)
+                    scorer.put(s, s.target, True, step)
 
     # -- processes -----------------------------------------------------------------------------------
     def rollout(self):
@@ -228,7 +276,7 @@ class Pipeline:
                 yield self.version_ev
             ovh = self.cfg.overheads
             if ovh.step_s or ovh.sample_s:  # the driver plans, launches and keeps its books before generating
-                yield self.env.timeout(ovh.step_s + ovh.sample_s * self.cfg.batch)
+                yield self.env.timeout(ovh.step_s + ovh.sample_s * self.cfg.batch * self.n)
             plan = ledger.plan(t)
             rec = StepRecord(t, self.env.now, plan)
             self.records.append(rec)
@@ -259,7 +307,7 @@ class Pipeline:
         cfg, pl = self.cfg, self.cfg.placement
         tpool, tcost = self.pools[pl.train], self.cost_of[pl.train]
         gpool, gcost = self.pools[pl.generate], self.cost_of[pl.generate]
-        actor, critic = self.models["train"], self.models["critic"]
+        actor = self.models["train"]
         for t in range(cfg.steps):
             yield self._train_event(t)
             rec = self.records[t]
@@ -268,11 +316,8 @@ class Pipeline:
             seqs = np.array([s.prompt + s.target for s in batch], dtype=np.float64)
             if cfg.padded_batches:
                 seqs = np.full_like(seqs, seqs.max())
-            for role, model, scalar in (("actor", actor, False), ("critic", critic, True)):
-                secs = cfg.ppo_epochs * tcost.train(model, tpool.n, seqs, cfg.minibatches, scalar_head=scalar)
-                flops = cfg.ppo_epochs * tcost.train_flops(model, seqs, scalar)
-                job = tpool.submit(tpool.all, secs, activity="train", role=role, step=t,
-                                   tokens=int(seqs.sum()) * cfg.ppo_epochs, flops=flops)
+            for j in train_jobs(tcost, cfg.trained(), tpool.n, seqs, cfg.ppo_epochs, cfg.minibatches):
+                job = tpool.submit(tpool.all, j.seconds, activity="train", role=j.role, step=t, tokens=j.tokens, flops=j.flops)
                 yield job.done
             rec.train_end = self.env.now
             job = gpool.submit(gpool.all, gcost.weight_sync(actor), activity="sync", role="sync", step=t)
@@ -298,6 +343,10 @@ class Pipeline:
         rec.step_time_s = self.ledger.complete(rec.step, rec.start, rec.end, rec.reward).step_time_s
         for s in batch:
             del self.samples[s.sid]
+        dropped = self.ledger.dropped
+        for sid in dropped[self._forgotten:]:  # groups dynamic sampling dropped: never trained
+            self.samples.pop(sid, None)
+        self._forgotten = len(dropped)
 
     def run(self) -> None:
         self.env.process(self.rollout())

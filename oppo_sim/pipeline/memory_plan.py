@@ -7,8 +7,10 @@ Who holds what (bytes per device):
 
 - ``generate``: the actor's weights over ``tp`` devices, then the KV cache in what is left;
 - ``train``: actor and critic training state (weights, gradients, Adam; ZeRO over the pool's devices)
-  plus the larger of their activations (the trainer runs them one after the other);
-- ``reward`` / ``reference``: frozen weights (their KV budget is what the pool has left);
+  plus the larger of their activations (the trainer runs them one after the other) — the critic only for
+  an algorithm that has one (``ppo``; ``SimConfig.trained()``);
+- ``reward`` / ``reference``: frozen weights (their KV budget is what the pool has left) — only the roles
+  in ``SimConfig.scoring_roles()``: no reward model with a rule reward, no reference without KL;
 - ``critic`` / ``logprob`` forwards: nothing extra on the training pool (the training weights serve);
   a copy of the weights on any other pool.
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 import math
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.core.placement import ROLES, SCORING_ROLES, Pool
+from oppo_sim.core.placement import ROLES, Pool
 from oppo_sim.hw.costmodel import CostModel
 from oppo_sim.hw.memory import (
     ALWAYS,
@@ -64,19 +66,22 @@ def _lengths(cfg: SimConfig, seq_tokens: int | None, response_tokens: int | None
 
 
 def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int, resp: int, phase: str) -> RoleMemory:
-    models = cfg.models()
-    actor, critic = models["train"], models["critic"]
+    """Training state of every model the algorithm trains (``cfg.trained()``: the actor, and the critic only
+    where there is one), plus the largest of their activations per micro-batch (per sequence packed, so
+    independent of B x n)."""
     z, rc, flash, sp = train.zero_stage, train.recompute, train.flash_attention, train.sequence_parallel
     if devices % sp:
         raise ConfigError(f"sequence parallelism {sp} does not divide the {devices} training devices")
-    sa, sc = state_bytes(actor.params, devices, z), state_bytes(critic.params_scalar_head, devices, z)
     tokens = max(train.micro_batch_tokens or seq, seq)  # packed sequences; a sequence is never split
     resp_in = min(tokens, resp * math.ceil(tokens / seq))
-    act = max(activation_bytes(actor, tokens, seq, rc, flash, False, resp_in),
-              activation_bytes(critic, tokens, seq, rc, flash, True, resp_in)) / sp
+    weights = grads = optimizer = act = 0.0
+    for _, model, scalar in cfg.trained():
+        s = state_bytes(model.params_scalar_head if scalar else model.params, devices, z)
+        weights, grads, optimizer = weights + s.weights, grads + s.grads, optimizer + s.optimizer
+        act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in) / sp)
+    label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
     return RoleMemory(
-        "train", f"actor {actor.id} + critic {critic.id}", phase, weights=sa.weights + sc.weights,
-        grads=sa.grads + sc.grads, optimizer=sa.optimizer + sc.optimizer, activations=act,
+        "train", label, phase, weights=weights, grads=grads, optimizer=optimizer, activations=act,
         note=f"ZeRO-{z} over {devices} device{'s' if devices > 1 else ''}, recompute {rc}"
         + (f", sequence parallel {sp}" if sp > 1 else ""),
     )
@@ -98,7 +103,7 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
         roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", phase("generate"), weights=actor.weight_bytes() / tp))
     if pl.train == pool.name:
         roles.append(_train_role(cfg, pool.devices, train, seq, resp, phase("train")))
-    for role in SCORING_ROLES:
+    for role in cfg.scoring_roles():  # only the forwards the algorithm runs hold weights
         if pl.pool_of(role) != pool.name or (role in ("critic", "logprob") and pl.train == pool.name):
             continue
         m = models[role]

@@ -9,7 +9,7 @@ from typing import Callable
 
 import simpy
 
-from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.costmodel import CostModel, rule_reward_seconds
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool
@@ -36,6 +36,7 @@ class Scorer:
         self.evictions = 0
         self.queue: deque[tuple[SimSample, int, bool, int, bool]] = deque()
         self._wake: simpy.Event | None = None
+        self.shared: set[int] = set()  # groups (n > 1) whose prompt this scorer has prefilled: its KV is reused
         env.process(self._run())
 
     def put(self, sample: SimSample, upto: int, final: bool, step: int, streamed: bool = False) -> None:
@@ -82,6 +83,11 @@ class Scorer:
             s, upto, final, step, _streamed = queue.popleft()
             total = s.prompt + upto
             ctx = cache.get(s.sid, 0)
+            if ctx == 0 and s.group is not None:  # the group's shared prompt: prefilled once, attended by all
+                if s.group in self.shared:
+                    ctx = s.prompt
+                else:
+                    self.shared.add(s.group)
             n = total - ctx
             if n <= 0 and not final:
                 continue
@@ -116,3 +122,48 @@ class Scorer:
         self.cached = cached
         if done:
             self.on_scored(self.role, done)
+
+
+RULE_WORKERS = 16
+"""CPU workers of the rule-reward pool (a verifier: parse, compare with the answer). A constant here, not
+a configuration field: with ``reward_cost_ms`` of a few ms per response the pool is rarely the tail."""
+
+
+class RuleScorer:
+    """The rule reward (role ``rule``): a pool of :data:`RULE_WORKERS` CPU workers, each call costing
+    ``Algorithm.reward_cost_ms`` per response. Its work shows in the timeline on pool ``cpu`` (activity
+    ``score``, role ``rule``); the pool is not one of the run's GPU pools, so it counts in no utilization."""
+
+    role = "rule"
+
+    def __init__(self, env: simpy.Environment, pool: DevicePool, cost_ms: float, on_scored: Callable[[str, list[int]], None]):
+        self.env = env
+        self.pool = pool
+        self.cost_ms = cost_ms  # per response (Algorithm.reward_cost_ms)
+        self.on_scored = on_scored
+        self.queue: deque[tuple[int, int]] = deque()  # (sid, step)
+        self._wake: list[simpy.Event] = []
+        for w in range(pool.n):
+            env.process(self._worker(w))
+
+    def put(self, sample: SimSample, upto: int, final: bool, step: int, streamed: bool = False) -> None:
+        self.queue.append((sample.sid, step))
+        while self._wake:
+            ev = self._wake.pop()
+            if not ev.triggered:
+                ev.succeed()
+
+    def _worker(self, w: int):
+        n = self.pool.n
+        while True:
+            if not self.queue:
+                ev = self.env.event()
+                self._wake.append(ev)
+                yield ev
+                continue
+            k = max(1, -(-len(self.queue) // n))  # an equal share of what waits (one call per response)
+            items = [self.queue.popleft() for _ in range(min(k, len(self.queue)))]
+            job = self.pool.submit((w,), rule_reward_seconds(len(items), self.cost_ms), activity="score", role=self.role,
+                                   step=items[0][1])
+            yield job.done
+            self.on_scored(self.role, [sid for sid, _ in items])

@@ -67,7 +67,7 @@ def _result(p: Pipeline) -> SimResult:
             "step": r.step, "start": r.start, "end": r.end, "step_time_s": r.step_time_s,
             "generation_s": r.gen_end - r.start, "scoring_s": max(0.0, r.score_end - r.gen_end),
             "training_s": r.train_end - r.train_start, "sync_s": r.end - r.train_end,
-            "samples": p.cfg.batch, "tokens": r.tokens, "prompt_tokens": r.prompt_tokens,
+            "samples": len(r.batch), "tokens": r.tokens, "prompt_tokens": r.prompt_tokens,
             "admitted": r.admitted, "deferred": r.deferred, "delta": r.plan.delta,
             "chunk": r.plan.chunk if r.plan.chunk is not None else pd.NA,
             "staleness_mean": r.staleness_mean, "staleness_max": r.staleness_max, "reward": r.reward,
@@ -90,10 +90,14 @@ def _result(p: Pipeline) -> SimResult:
         "in_flight_end": p.in_flight(),
         "gen_iterations": sum(r.core.iterations for r in p.replicas),
         "preemptions": sum(r.core.preemptions for r in p.replicas),
-        "scorer_evictions": {role: sc.evictions for role, sc in p.scorers.items()},
+        "scorer_evictions": {role: sc.evictions for role, sc in p.scorers.items() if hasattr(sc, "evictions")},
+        "algorithm": p.algorithm.label(),
+        "responses_per_prompt": p.n,
+        "dropped": len(p.ledger.dropped),  # responses in groups dynamic sampling dropped (dapo)
+        "streamed_roles": list(p.streamed_roles),  # [] where a streaming plan has nothing to stream to
     })
     meta = {
-        "placement": p.cfg.placement.describe(),
+        "placement": p.cfg.placement.describe(p.cfg.scoring_roles()),
         "actor": p.models["generate"].id,
         "reward": p.models["reward"].id,
         "streamed_roles": list(p.streamed_roles),
