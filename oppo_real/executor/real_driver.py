@@ -93,7 +93,8 @@ class Driver:
         self.algorithm = cfg.algorithm
         self.ledger = Ledger(policy, cfg.batch, ledger_roles(cfg), streamed_roles(cfg.placement()), self.store.target_of,
                              **ledger_groups(cfg))
-        self.dynamic = cfg.algorithm.name == "dapo"  # report each finished response's reward (dynamic sampling)
+        # dapo: report each finished response's reward with its finish (the machine's dynamic sampling reads it)
+        self.report_rewards = cfg.algorithm.name == "dapo"
         self.step = 0
         self.records: list[dict] = []
         self.rollouts: list[dict] = []
@@ -162,7 +163,7 @@ class Driver:
             if done:
                 s.finish_reason = out.finished[rid]
                 del self.live[rid]
-            if done and self.dynamic:  # the reward dynamic sampling reads (None under a reward model: kept)
+            if done and self.report_rewards:  # the reward dynamic sampling reads (None under a reward model: kept)
                 events.append(Progress(sid, len(s.tokens), done, reward=self._finish_reward(m.step, sid)))
             else:
                 events.append(Progress(sid, len(s.tokens), done))

@@ -5,11 +5,7 @@ n for a grouped algorithm, and dynamic sampling for dapo."""
 
 from __future__ import annotations
 
-import inspect
-
 from oppo_real.config import RealConfig
-from oppo_sim.core.errors import ConfigError
-from oppo_sim.core.ledger import Ledger
 
 RULE_ROLE = "rule"  # the rule reward: a verifier run in the driver process, never streamed to
 RULE_POOL = "cpu"  # the timeline pool of the rule reward (the simulator's name for CPU work off the GPUs)
@@ -18,15 +14,8 @@ RULE_POOL = "cpu"  # the timeline pool of the rule reward (the simulator's name 
 def ledger_groups(cfg: RealConfig) -> dict:
     """The ledger's group settings: ``group_size`` (n for a grouped algorithm) and, for dapo, dynamic
     sampling (``filter_groups``: the machine drops a complete group whose n rewards -- reported with each
-    finish, ``Progress.reward`` -- are all equal, and admits a fresh one). A step machine without dynamic
-    sampling cannot run dapo: a one-line ConfigError rather than dapo silently run as grpo."""
-    kw: dict = {"group_size": cfg.algorithm.group_size}
-    if cfg.algorithm.name == "dapo":
-        if "filter_groups" not in inspect.signature(Ledger).parameters:
-            raise ConfigError("dapo needs the step machine's dynamic sampling (Ledger(filter_groups=)), which this "
-                              "oppo_sim.core does not have")
-        kw["filter_groups"] = True
-    return kw
+    finish, ``Progress.reward`` -- are all equal, and admits a fresh one)."""
+    return {"group_size": cfg.algorithm.group_size, "filter_groups": cfg.algorithm.name == "dapo"}
 
 
 def ledger_roles(cfg: RealConfig) -> tuple[str, ...]:

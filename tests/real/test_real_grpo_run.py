@@ -4,14 +4,11 @@ on the "cpu" pool), no critic built and no reward model loaded, the n members of
 prompt, whole groups in every trained batch, and dapo's dynamic sampling.
 
 Whole-group batches (a step trains B x n responses) and dapo's drops are the step machine's rules
-(``oppo_sim.core``, issue 17). Where this checkout's core has no groups yet (``Ledger`` without
-``filter_groups``) the tests that need them are expected to fail (strict xfail, reason stated); dapo is
-then refused with a one-line ConfigError, which its test checks instead.
+(``oppo_sim.core``); the real side reports each finished response's rule reward for dapo.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import numpy as np
@@ -26,15 +23,9 @@ from oppo_real.executor.session import Session
 from oppo_real.models.task import TaskConfig, rule_reward
 from oppo_real.ppo.algo import PPOConfig
 from oppo_sim.core.algorithms import Algorithm
-from oppo_sim.core.errors import ConfigError
-from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.policies import make_policy
 
 B, N, STEPS = 2, 4, 3
-CORE_GROUPS = "filter_groups" in inspect.signature(Ledger).parameters
-needs_core_groups = pytest.mark.xfail(
-    not CORE_GROUPS, strict=True,
-    reason="waits for the core's groups (issue 17): FormBatch of B whole groups = B*n responses, dapo's filter_groups")
 
 
 def _cfg(models, algorithm: Algorithm, **kw) -> RealConfig:
@@ -121,7 +112,6 @@ def test_grpo_trains_groups_with_rule_rewards_and_no_critic(models, kl):
             assert all(set(ref) <= {0.0} for ref in b.ref_logprobs)
 
 
-@needs_core_groups
 def test_a_step_trains_b_whole_groups(models):
     batches, _ = _drive(_cfg(models, Algorithm("grpo", n=N, reward="rule")))
     for b in batches:
@@ -129,14 +119,19 @@ def test_a_step_trains_b_whole_groups(models):
         assert sorted(pd.Series(b.groups).value_counts().tolist()) == [N] * B
 
 
-def test_dapo_drops_all_equal_groups_or_is_refused(models):
+def test_dapo_drops_all_equal_groups(models):
     """One-token responses make 0/1 rule rewards, so some groups of 4 are all equal: dapo drops them and
-    samples on; every trained group has rewards that differ. A core without dynamic sampling refuses dapo."""
+    samples on; every trained group has rewards that differ."""
     cfg = _cfg(models, Algorithm("dapo", n=N, reward="rule"), max_response=1)
-    if not CORE_GROUPS:
-        with pytest.raises(ConfigError, match="dynamic sampling"):
-            _drive(cfg)
-        return
+    session = Session(cfg)
+    try:
+        d = Driver(cfg, make_policy("oppo", chunk=8, delta=2), None, session.start())
+        while d.step < cfg.steps:
+            d.run_step()
+        d.drain()
+        assert d.ledger.dropped and not set(d.ledger.dropped) & {s for s in d.store.samples}
+    finally:
+        session.close()
     batches, _ = _drive(cfg)
     for b in batches:
         for g in set(b.groups):

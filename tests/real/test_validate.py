@@ -12,7 +12,6 @@ from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
 from oppo_real.validation.mirror import mirror_config, mirror_trace
 from oppo_real.validation.validate import COMPONENT_COLUMNS, VALIDATION_COLUMNS, validate
 from oppo_real.validation.validation_plots import plot_parity
-from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import make_policy
 from oppo_sim.hw.profiles import load_profile, save_profile
 from oppo_sim.traces.trace import Trace
@@ -142,19 +141,7 @@ def test_mirror_of_a_grpo_run_shares_group_prompts_and_carries_the_algorithm(mod
     assert mirror_config(cfg, get_hardware("h100-sxm"), models).algorithm == algo
 
 
-def _core_has_groups() -> bool:
-    import inspect
-
-    from oppo_sim.core.ledger import Ledger
-
-    return "filter_groups" in inspect.signature(Ledger).parameters
-
-
-@pytest.mark.parametrize("name", [
-    "grpo",
-    pytest.param("dapo", marks=pytest.mark.xfail(not _core_has_groups(), strict=True, raises=ConfigError,
-                                                 reason="waits for the core's dynamic sampling (issue 17: filter_groups)")),
-])
+@pytest.mark.parametrize("name", ["grpo", "dapo"])
 def test_validate_a_group_run(models, name):
     """`validate` under grpo and dapo (one-token responses: 0/1 rule rewards, so dapo drops groups): the
     mirrored simulation decides as the real run did -- dropped groups included (their samples carry reward
