@@ -83,7 +83,7 @@ def real_actions(policy: Policy, trace: Trace, algorithm: Algorithm = PPO) -> li
     return real_ledger(policy, trace, algorithm).log
 
 
-def real_ledger(policy: Policy, trace: Trace, algorithm: Algorithm = PPO) -> Ledger:
+def real_ledger(policy: Policy, trace: Trace, algorithm: Algorithm = PPO, trace_rewards: bool = False) -> Ledger:
     cfg = RealConfig(batch=B, steps=STEPS, backend="torch", workers="local", max_response=CAP, main_cores=None,
                      score_cores=None, algorithm=algorithm)
     handles = {
@@ -93,8 +93,11 @@ def real_ledger(policy: Policy, trace: Trace, algorithm: Algorithm = PPO) -> Led
     }
     d = Driver(cfg, policy, trace, handles)
     # the lockstep engine's responses are all alike, so their rule rewards are all equal: the real driver
-    # reports no rewards with its finishes here, as the simulator draws none (see the dapo parity test)
-    d.report_rewards = False
+    # reports no rewards with its finishes here, as the simulator draws none — or, with trace_rewards, the
+    # trace's reward column, the rewards the simulator reads (the dapo parity test with drops)
+    d.report_rewards = trace_rewards
+    if trace_rewards:
+        d._finish_reward = lambda step, sid: float(trace.reward[sid % len(trace)])
     d.ledger.log = []
     while d.step < STEPS:
         d.run_step()
@@ -173,8 +176,9 @@ ALGORITHMS = {
 def test_both_drivers_take_identical_decisions_for_every_algorithm(alg, name):
     """Groups (admission, batch, deferral of whole groups), the algorithm's roles and the rule reward: the
     same decisions in both drivers. dapo here drops nothing: the real driver is told not to report rewards
-    with its finishes (``Driver.report_rewards``, ``Progress.reward``), so neither driver has a group to drop (the simulator's draw is
-    informative when no fraction is stated); the drop rule itself is tested in tests/test_groups.py."""
+    with its finishes (``Driver.report_rewards``, ``Progress.reward``), so neither driver has a group to drop
+    (the simulator's draw is informative when no fraction is stated); drops in both drivers:
+    test_dapo_drops_the_same_groups_in_both_drivers."""
     trace = Trace.from_arrays([12] * len(LENGTHS), LENGTHS, name="parity")
     policy, algorithm = Scripted(inner=POLICIES[name]), ALGORITHMS[alg]
     sim, real = sim_ledger(policy, trace, algorithm), real_ledger(policy, trace, algorithm)
@@ -187,3 +191,21 @@ def test_both_drivers_take_identical_decisions_for_every_algorithm(alg, name):
     assert all(r.balanced and not r.split for r in sim.conservation + real.conservation)
     if name != "async":
         assert sim.conservation == real.conservation
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_dapo_drops_the_same_groups_in_both_drivers(name):
+    """Dynamic sampling with drops: both drivers see the same rewards (the trace's reward column, which the
+    simulator reads and the real driver is handed in place of its rule), drop the same all-equal groups,
+    sample on the same way and take identical decisions."""
+    rewards = [float(i % 3 == 0) for i in range(len(LENGTHS))]  # pairs (4,5), (10,11), ... are all-equal
+    trace = Trace.from_arrays([12] * len(LENGTHS), LENGTHS, name="parity", reward=rewards)
+    policy, algorithm = Scripted(inner=POLICIES[name]), Algorithm("dapo", n=2, reward="rule")
+    sim, real = sim_ledger(policy, trace, algorithm), real_ledger(policy, trace, algorithm, trace_rewards=True)
+    a, b = by_step(sim.log), by_step(real.log)
+    assert sorted(a) == sorted(b) == list(range(STEPS))
+    for t in range(STEPS):
+        assert a[t] == b[t], f"dapo {name}: step {t} differs"
+    assert sim.dropped and sorted(sim.dropped) == sorted(real.dropped)
+    assert all(len(set(rewards[s % len(rewards)] for s in d.trained[i:i + 2])) == 2
+               for d in sim.decisions for i in range(0, len(d.trained), 2))
