@@ -245,13 +245,23 @@ def make_optimizers(actor, critic, cfg: PPOConfig) -> dict[str, torch.optim.Opti
     }
 
 
-def ppo_update(actor, critic, optimizers: dict[str, torch.optim.Optimizer], batch: PPOBatch, cfg: PPOConfig) -> dict[str, float]:
-    """`cfg.epochs` x `cfg.minibatches` optimizer steps on actor and critic; returns mean stats."""
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(pi || ref): ``exp(ref - logp) - (ref - logp) - 1`` (>= 0; verl ``low_var_kl``)."""
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1.0
+
+
+def ppo_update(actor, critic, optimizers: dict[str, torch.optim.Optimizer], batch: PPOBatch, cfg: PPOConfig,
+               kl_loss: bool = False) -> dict[str, float]:
+    """`cfg.epochs` x `cfg.minibatches` optimizer steps on the actor (the clipped policy loss, plus
+    `cfg.kl_coef` x the k3 KL to the reference when ``kl_loss``: the GRPO family's KL term) and, where there is
+    one (``critic`` not None: PPO), on the critic; returns mean stats."""
     if cfg.minibatches > batch.size:
         raise ConfigError(f"PPOConfig.minibatches ({cfg.minibatches}) exceeds the batch size ({batch.size})")
     gen = torch.Generator().manual_seed(cfg.seed)
-    actor.train()
-    critic.train()
+    models = [actor] + ([critic] if critic is not None else [])
+    for m in models:
+        m.train()
     acc: dict[str, list[float]] = {}
     weights_all = None
     if cfg.tis_cap is not None and batch.behaviour_logp is not None:
@@ -262,28 +272,35 @@ def ppo_update(actor, critic, optimizers: dict[str, torch.optim.Optimizer], batc
             mb = batch.rows(idx)
             logp = token_logprobs(actor, mb.input_ids, mb.attention_mask, mb.mask)
             w = None if weights_all is None else weights_all[idx]
-            p_loss, p_stats = policy_loss(logp, mb.old_logp, mb.advantages, mb.mask, cfg.clip, w)
-            optimizers["actor"].zero_grad()
-            p_loss.backward()
-            if cfg.max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(actor.parameters(), cfg.max_grad_norm)
-            optimizers["actor"].step()
-
-            values = critic_values(critic, mb.input_ids, mb.attention_mask, mb.mask)
-            v_loss, v_stats = value_loss(values, mb.old_values, mb.returns, mb.mask, cfg.vf_clip)
-            optimizers["critic"].zero_grad()
-            v_loss.backward()
-            if cfg.max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(critic.parameters(), cfg.max_grad_norm)
-            optimizers["critic"].step()
-
-            for k, v in {"policy_loss": p_loss.item(), "value_loss": v_loss.item(), **p_stats, **v_stats}.items():
+            p_loss, stats = policy_loss(logp, mb.old_logp, mb.advantages, mb.mask, cfg.clip, w)
+            stats["policy_loss"] = p_loss.item()
+            loss = p_loss
+            if kl_loss:
+                kl = masked_mean(k3_kl(logp, mb.ref_logp), mb.mask)
+                loss = p_loss + cfg.kl_coef * kl
+                stats.update(kl_loss=kl.item(), loss=loss.item())
+            _step(optimizers["actor"], actor, loss, cfg)
+            if critic is not None:
+                values = critic_values(critic, mb.input_ids, mb.attention_mask, mb.mask)
+                v_loss, v_stats = value_loss(values, mb.old_values, mb.returns, mb.mask, cfg.vf_clip)
+                _step(optimizers["critic"], critic, v_loss, cfg)
+                stats.update(value_loss=v_loss.item(), **v_stats)
+            for k, v in stats.items():
                 acc.setdefault(k, []).append(v)
-    actor.eval()
-    critic.eval()
+    for m in models:
+        m.eval()
     stats = {k: sum(v) / len(v) for k, v in acc.items()}
     stats["mean_score"] = float(batch.scores.mean()) if batch.scores.numel() else float("nan")
-    stats["mean_kl"] = float(masked_mean(batch.old_logp - batch.ref_logp, batch.mask))
+    has_ref = critic is not None or kl_loss  # PPO's reward carries the KL; the GRPO family's loss, when kept
+    stats["mean_kl"] = float(masked_mean(batch.old_logp - batch.ref_logp, batch.mask)) if has_ref else float("nan")
     if weights_all is not None:
         stats["tis_weight_mean"] = float(masked_mean(weights_all, batch.mask))
     return stats
+
+
+def _step(optimizer: torch.optim.Optimizer, model, loss: torch.Tensor, cfg: PPOConfig) -> None:
+    optimizer.zero_grad()
+    loss.backward()
+    if cfg.max_grad_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+    optimizer.step()

@@ -1,6 +1,6 @@
-"""The critic-free update of the GRPO family: a sequence-level advantage from the prompt's own group,
-broadcast to every response token, the clipped policy loss, and (when the algorithm keeps a reference)
-a KL-to-the-reference loss term with the k3 estimator. No value model, no value loss.
+"""The GRPO family's advantage: a sequence-level advantage from the prompt's own group, broadcast to every
+response token by ``oppo_real.ppo.step``; the update is ``oppo_real.ppo.algo.ppo_update`` without a critic
+(the clipped policy loss, plus a k3 KL-to-the-reference loss term when the algorithm keeps a reference).
 
 Advantages per algorithm (``r`` the rewards of one group, n its members present in the batch):
 
@@ -22,15 +22,8 @@ from typing import Sequence
 
 import torch
 
-from oppo_real.ppo.algo import (
-    PPOBatch,
-    PPOConfig,
-    masked_mean,
-    policy_loss,
-    tis_weights,
-    token_logprobs,
-)
 from oppo_sim.core.errors import ConfigError
+
 
 GROUP_EPS = 1e-6
 """The ``eps`` of GRPO's ``(r - mean) / (std + eps)`` (verl's ``epsilon``)."""
@@ -61,48 +54,3 @@ def group_advantages(rewards: Sequence[float], groups: Sequence[int], algorithm:
     if algorithm == "reinforce++" and adv.numel() > 1:
         adv = (adv - adv.mean()) / (adv.std(unbiased=True) + eps)
     return adv
-
-
-def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """Per-token k3 estimate of KL(pi || ref): ``exp(ref - logp) - (ref - logp) - 1`` (>= 0; verl ``low_var_kl``)."""
-    d = ref_logp - logp
-    return torch.exp(d) - d - 1.0
-
-
-def group_update(actor, optimizer: torch.optim.Optimizer, batch: PPOBatch, cfg: PPOConfig, kl: bool) -> dict[str, float]:
-    """``cfg.epochs`` x ``cfg.minibatches`` optimizer steps on the actor alone: the clipped policy loss on
-    ``batch.advantages`` (already per token) plus ``cfg.kl_coef`` x the k3 KL to the reference when ``kl``."""
-    if cfg.minibatches > batch.size:
-        raise ConfigError(f"PPOConfig.minibatches ({cfg.minibatches}) exceeds the batch size ({batch.size})")
-    gen = torch.Generator().manual_seed(cfg.seed)
-    actor.train()
-    acc: dict[str, list[float]] = {}
-    weights_all = None
-    if cfg.tis_cap is not None and batch.behaviour_logp is not None:
-        weights_all = tis_weights(batch.behaviour_logp, batch.old_logp, cfg.tis_cap)
-    for _ in range(cfg.epochs):
-        perm = torch.randperm(batch.size, generator=gen)
-        for idx in torch.chunk(perm, cfg.minibatches):
-            mb = batch.rows(idx)
-            logp = token_logprobs(actor, mb.input_ids, mb.attention_mask, mb.mask)
-            w = None if weights_all is None else weights_all[idx]
-            p_loss, p_stats = policy_loss(logp, mb.old_logp, mb.advantages, mb.mask, cfg.clip, w)
-            loss = p_loss
-            if kl:
-                kl_loss = masked_mean(k3_kl(logp, mb.ref_logp), mb.mask)
-                loss = p_loss + cfg.kl_coef * kl_loss
-                p_stats["kl_loss"] = kl_loss.item()
-            optimizer.zero_grad()
-            loss.backward()
-            if cfg.max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(actor.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            for k, v in {"policy_loss": p_loss.item(), "loss": loss.item(), **p_stats}.items():
-                acc.setdefault(k, []).append(v)
-    actor.eval()
-    stats = {k: sum(v) / len(v) for k, v in acc.items()}
-    stats["mean_score"] = float(batch.scores.mean()) if batch.scores.numel() else float("nan")
-    stats["mean_kl"] = float(masked_mean(batch.old_logp - batch.ref_logp, batch.mask)) if kl else float("nan")
-    if weights_all is not None:
-        stats["tis_weight_mean"] = float(masked_mean(weights_all, batch.mask))
-    return stats

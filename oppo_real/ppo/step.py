@@ -27,7 +27,7 @@ from oppo_real.ppo.algo import (
     ppo_update,
     token_logprobs,
 )
-from oppo_real.ppo.group import group_advantages, group_update
+from oppo_real.ppo.group import group_advantages
 from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
 
@@ -116,7 +116,7 @@ def run_group_step(actor, optimizer: torch.optim.Optimizer, batch: TrainBatch, c
     groups = batch.groups or tuple(range(len(batch.prompts)))
     data = prepare_group_batch(actor, samples_of(batch), groups, algorithm, on_phase)
     t0 = time.time()
-    stats = group_update(actor, optimizer, data, cfg, kl=algorithm.kl)
+    stats = ppo_update(actor, None, {"actor": optimizer}, data, cfg, kl_loss=algorithm.kl)
     synchronize(str(data.input_ids.device))
     if on_phase is not None:
         on_phase("train", "actor", t0, time.time())

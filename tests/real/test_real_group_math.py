@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from oppo_real.executor.messages import TrainBatch
-from oppo_real.ppo.algo import PPOConfig, policy_loss, token_logprobs
-from oppo_real.ppo.group import group_advantages, k3_kl
+from oppo_real.ppo.algo import PPOConfig, k3_kl, policy_loss, token_logprobs
+from oppo_real.ppo.group import group_advantages
 from oppo_real.ppo.step import prepare_group_batch, run_group_step, samples_of
 from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
