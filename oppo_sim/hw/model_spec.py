@@ -260,6 +260,11 @@ class ModelSpec:
             return self.layers * (self.kv_lora_rank + self.qk_rope_head_dim) * self.dtype_bytes
         return 2 * self.layers * self.kv_heads * self.hd * self.dtype_bytes
 
+    def replica_kv_bytes_per_token(self, tp: int = 1) -> int:
+        """KV-cache bytes one token takes over a ``tp``-GPU replica: :meth:`kv_bytes_per_token`, split over
+        the GPUs by head; MLA's latent has no heads to split, so every GPU holds all of it (``tp`` times)."""
+        return self.kv_bytes_per_token() * (tp if self.mla else 1)
+
     def weight_bytes(self, scalar_head: bool = False) -> int:
         """Bytes of all weights (``params`` or ``params_scalar_head``) at ``dtype_bytes``."""
         return (self.params_scalar_head if scalar_head else self.params) * self.dtype_bytes
