@@ -38,7 +38,8 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch", type=positive(), default=112,
                    help="prompts per step, B; a step trains B x --n responses (default %(default)s)")
     g.add_argument("--gpu", default="h200",
-                   help="GPU id (h200, h100-sxm, a100-80gb, ...) or a calibrated .json profile (default %(default)s)")
+                   help="GPU id (h200, h100-sxm, b200, mi300x, ...), a calibrated .json profile or a datasheet "
+                        ".yaml spec (examples/gpus/h20.yaml) (default %(default)s)")
     g.add_argument("--profile", default=None, help="calibrated hardware profile (.json); overrides --gpu (default: none)")
     g.add_argument("--actor", default="qwen2.5-7b", help="actor model id (default %(default)s)")
     g.add_argument("--placement", default="paper",
@@ -69,7 +70,8 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                         "(default %(default)s)")
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
-                   help="weight sync path (default %(default)s: nvlink within a node, network across nodes)")
+                   help="weight sync path (default %(default)s: nvlink within a scale-up domain - a node, or a "
+                        "GB200 NVL72 rack - network across them)")
 
 
 def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
