@@ -215,6 +215,17 @@ def test_params_source(tmp_path):
         Hardware(GPUS["h200"], params_source="")
 
 
+def test_params_source_of_measured_defaults_and_fits(monkeypatch):
+    from oppo_sim.hw import hardware
+    from oppo_sim.hw.calibration import with_sync_seconds
+
+    monkeypatch.setattr(hardware, "GPU_COST_PARAMS", {"h200": DEFAULT_COST_PARAMS})
+    assert get_hardware("H200").params_source == "measured defaults for h200"
+    assert get_hardware("b200").params_source == "uncalibrated defaults"
+    fitted = with_sync_seconds(get_hardware("b200"), 1e9, 900e9, 0.5)
+    assert fitted.params_source == "uncalibrated defaults; sync from a measured time"
+
+
 # ------------------------------------------------------------------------------------------ the command line
 def test_cli_run_on_a_new_table_gpu(capsys):
     assert main(["run", "--gpu", "h20", "--steps", "2", "--batch", "8", "--actor", "qwen2.5-0.5b"]) == 0

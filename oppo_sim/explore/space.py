@@ -184,8 +184,8 @@ class PlanSpace:
     policies and each knob's values. ``heads``: the actor's attention (and KV) heads, which ``tp`` must
     suit; ``domain``: GPUs per scale-up domain (``gpu_table.domain_gpus``; None: a node), which a
     tensor-parallel group may not leave; ``tps``: allowed tensor parallelism (None: every one that fits
-    a domain); ``sps``: training's sequence parallelism tried (each must divide the training GPUs); ``only``: keep just these device
-    splits (placement labels such as ``"shared 7+1"``, ``"colocated 8"``)."""
+    a domain); ``sps``: training's sequence parallelism tried (each must divide the training GPUs);
+    ``only``: keep just these device splits (placement labels such as ``"shared 7+1"``, ``"colocated 8"``)."""
 
     devices: int
     nodes: int = 1

@@ -7,9 +7,9 @@ Every operation is timed as
 plus, for tensor parallelism, two all-reduces of the layer's activations per layer over the scale-up
 interconnect (``link_bw``), and for data-parallel training a gradient all-reduce per optimizer step (over
 ``net_bw`` when the pool spans scale-up domains, ``gpu_table.domain_gpus``), both timed by
-``hardware.allreduce_seconds`` with the calibrated ``collective`` parameters. The efficiencies and overheads come from ``Hardware.params`` (defaults, or
-fitted by ``oppo_sim.hw.calibration``); bandwidths follow ``oppo_sim.hw.hardware``'s convention (one
-direction, per GPU).
+``hardware.allreduce_seconds`` with the calibrated ``collective`` parameters. The efficiencies and
+overheads come from ``Hardware.params`` (defaults, or fitted by ``oppo_sim.hw.calibration``);
+bandwidths follow ``oppo_sim.hw.hardware``'s convention (one direction, per GPU).
 
 Training follows the trainer's memory settings: activation recomputation adds FLOPs (selective: the
 attention core's forward, eager attention only; full: one more forward, 3x -> 4x forward FLOPs; see

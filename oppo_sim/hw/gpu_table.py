@@ -82,7 +82,8 @@ class GPUSpec:
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise ConfigError(f"GPU '{self.id}': nvlink_domain must be an integer >= 1, got {d!r}")
         if not isinstance(self.domain_spans_nodes, bool):
-            raise ConfigError(f"GPU '{self.id}': domain_spans_nodes must be true or false, got {self.domain_spans_nodes!r}")
+            raise ConfigError(f"GPU '{self.id}': domain_spans_nodes must be true or false, "
+                              f"got {self.domain_spans_nodes!r}")
 
     @property
     def ridge_flops_per_byte(self) -> float:

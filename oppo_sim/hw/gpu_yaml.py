@@ -66,7 +66,8 @@ def _number(where: str, key: str, v: Any, positive: bool = True) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ConfigError(f"{where}: '{key}' must be a number, got {v!r}")
     if not (v == v and abs(v) != float("inf")) or (v <= 0 if positive else v < 0):
-        raise ConfigError(f"{where}: '{key}' must be a {'positive' if positive else 'non-negative'} finite number, got {v!r}")
+        kind = "positive" if positive else "non-negative"
+        raise ConfigError(f"{where}: '{key}' must be a {kind} finite number, got {v!r}")
     return v
 
 
@@ -99,8 +100,8 @@ def _spec(doc: dict, path: Path, where: str) -> GPUSpec:
     if not isinstance(spans, bool):
         raise ConfigError(f"{where}: 'domain_spans_nodes' must be true or false, got {spans!r}")
     try:
-        return GPUSpec(id=doc.get("id", _default_id(path)), name=doc["name"], source=doc.get("source", f"datasheet spec {path}"),
-                       nvlink_domain=d, domain_spans_nodes=spans, **kw)
+        return GPUSpec(id=doc.get("id", _default_id(path)), name=doc["name"],
+                       source=doc.get("source", f"datasheet spec {path}"), nvlink_domain=d, domain_spans_nodes=spans, **kw)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
 

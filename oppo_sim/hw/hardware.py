@@ -11,8 +11,8 @@ measurement of that GPU, or the uncalibrated defaults). A calibrated CPU is just
 Units — the one convention of the whole package:
 
 - **Bandwidth**, bytes per second. Links (``link_bw`` to the other GPUs of its scale-up domain, see
-  ``gpu_table``; ``host_bw`` to host memory; ``net_bw`` to other nodes): what ONE GPU moves in ONE direction. Vendors quote NVLink and PCIe
-  with both directions summed (H100 "NVLink 900 GB/s" is 450 GB/s each way; PCIe 4.0 x16 "64 GB/s" is
+  ``gpu_table``; ``host_bw`` to host memory; ``net_bw`` to other nodes): what ONE GPU moves in ONE
+  direction. Vendors quote NVLink and PCIe with both directions summed (H100 "NVLink 900 GB/s" is 450 GB/s each way; PCIe 4.0 x16 "64 GB/s" is
   32 GB/s each way): the table halves those figures. NICs are quoted per direction already (400 Gb/s NDR
   InfiniBand = 50e9 B/s each way). ``mem_bw`` is the device memory's datasheet figure (reads and writes
   together). Printed as GB/s (1e9 B/s), as datasheets and nccl-tests print them.
