@@ -247,3 +247,10 @@ def test_cli_bad_yaml_is_one_line_exit_2(capsys, tmp_path):
     assert main(["run", "--gpu", str(path), "--steps", "1", "--batch", "8", "--actor", "qwen2.5-0.5b"]) == 2
     err = capsys.readouterr().err.strip()
     assert "unknown key 'colour'" in err and str(path) in err and "\n" not in err
+
+
+def test_cli_plan_header_names_the_yaml_gpu(capsys):
+    assert main(["plan", "--gpus", f"2x{EXAMPLE}", "--actor", "qwen2.5-0.5b", "--reward", "qwen2.5-0.5b", "--steps", "2",
+                 "--batch", "8", "--max-response", "1024", "--layouts", "shared", "--policies", "baseline",
+                 "--processes", "1", "--top", "1"]) == 0
+    assert f"plan: 2 x h20 (uncalibrated defaults, datasheet spec {EXAMPLE}) over 1 node(s)" in capsys.readouterr().out
