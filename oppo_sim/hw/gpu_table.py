@@ -12,6 +12,7 @@ AMD Infinity Fabric on an MI300X platform, PCIe peer-to-peer on PCIe cards. ``nv
 how many GPUs one such domain spans, and ``domain_spans_nodes`` whether it reaches past a node:
 
 - HGX/DGX boards (A100, A800, H100, H800, H20, H200, B200): 8 GPUs, the whole node; never past it.
+  GH200: a node of 4 superchips.
 - GB200 NVL72: 72 GPUs over 18 compute trays of 4 GPUs — the domain spans nodes (``True``).
 - MI300X platforms: 8 GPUs fully connected by Infinity Fabric inside the node.
 - PCIe cards (L40S, RTX 4090, RTX PRO 6000): 1 — no GPU shares an NVLink with another. Their peers are
@@ -22,9 +23,11 @@ how many GPUs one such domain spans, and ``domain_spans_nodes`` whether it reach
 scale-up link and the network (the weight-sync path, a pool's gradient all-reduce, the planner's
 tensor-parallel groups): consecutive GPUs, in blocks of whole nodes, share ``link_bw``; a block is one
 node, or — where the domain spans nodes and is larger than a node — as many whole nodes as the domain
-holds (16 GB200 over 4 trays of 4: one block of 16, NVLink throughout; 8 H200 over 2 nodes: two blocks
-of 4, the network between them). A node the user declares larger than the domain is taken as one
-fabric, as before this rule existed (16 H100 on ``--nodes 1``: ``link_bw`` between all 16).
+holds (16 GB200 over 4 trays of 4: all in one 72-GPU block, NVLink throughout; 144 GB200 over 36
+trays: two racks, the network between them; 8 H200 over 2 nodes: two blocks of 4, the network between
+them). The nodes are taken to fill a domain in order, as a scheduler that places a job rack by rack
+does. A node the user declares larger than the domain is taken as one fabric, as before this rule
+existed (16 H100 on ``--nodes 1``: ``link_bw`` between all 16).
 """
 
 from __future__ import annotations
