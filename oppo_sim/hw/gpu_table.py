@@ -1,5 +1,8 @@
-"""The GPU table: one ``GPUSpec`` of datasheet numbers per accelerator the simulator knows by name, each
-with the source of its numbers, and the rule that says which GPUs share a scale-up link.
+"""The GPU table (datasheet numbers with their sources) and which GPUs share a scale-up link.
+
+One ``GPUSpec`` per accelerator the simulator knows by name (``--gpu h20``), each ``source`` saying
+where its numbers come from, and :func:`domain_gpus`, the rule that says which GPUs reach each other
+over ``link_bw`` and which over the network.
 
 Units are those of :mod:`oppo_sim.hw.hardware` (its module docstring): every link is what ONE GPU moves
 in ONE direction, in bytes per second (vendors sum both directions: NVLink 4 "900 GB/s" is 450e9 B/s
