@@ -195,9 +195,12 @@ def cmd_traces(a: argparse.Namespace) -> int:
 
 
 def _add_run_like(p: argparse.ArgumentParser, grid: bool = False) -> None:
+    from oppo_sim.frameworks.framework_args import add_framework_args
+
     add_setup_args(p)
     add_engine_args(p)
     add_policy_args(p, grid=grid)
+    add_framework_args(p)  # --from-verl / --from-openrlhf: translated in main(), before parsing
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -295,7 +298,16 @@ def subcommand_parsers(parser: argparse.ArgumentParser | None = None) -> dict[st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(build_parser(), argv)
+    from oppo_sim.core.errors import OppoError
+    from oppo_sim.frameworks.framework_args import with_framework_args
+
+    parser = build_parser()
+    try:  # a framework's settings become oppo-sim arguments placed before the typed ones (oppo_sim/frameworks/)
+        argv = with_framework_args(parser, sys.argv[1:] if argv is None else argv)
+    except OppoError as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 2
+    return run_command(parser, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover
