@@ -15,12 +15,13 @@ Units and meanings, from ``train_ppo_ray.py``:
   tokens);
 - ``--prompt_max_len`` -> ``--max-prompt`` with ``--truncate-prompt`` (OpenRLHF tokenizes prompts with
   truncation at that length); ``--generate_max_len`` -> ``--max-response``;
-- ``--advantage_estimator``: gae -> ppo, group_norm -> grpo (with ``--dynamic_filtering``: dapo), rloo,
-  reinforce_baseline -> reinforce++; ``reinforce`` and ``dr_grpo`` are approximated by reinforce++ and grpo;
+- ``--advantage_estimator``: gae -> ppo, group_norm -> grpo, rloo, reinforce_baseline -> reinforce++;
+  ``reinforce`` and ``dr_grpo`` are approximated by reinforce++ and grpo; with ``--dynamic_filtering``
+  a group estimator becomes dapo (DAPO's dynamic sampling; the advantage's form costs the same);
 - ``--init_kl_coef 0`` creates no reference model -> ``--no-reference``; ``--use_kl_loss`` moves the KL into
   the loss (the same reference forward);
 - ``--pretrain`` -> ``--actor``; ``--reward_pretrain`` -> ``--reward``; ``--remote_rm_url`` -> ``--reward rule``
-  (a verifier outside the GPUs; its cost is ``--reward-cost-ms``);
+  (as ``--agent_func_path``: a verifier outside the GPUs; its cost is ``--reward-cost-ms``);
 - ``--zero_stage`` -> ``--zero``; ``--gradient_checkpointing`` -> ``--recompute full`` (absent: ``none``);
   ``--ring_attn_size`` -> ``--sp``; ``--vllm_tensor_parallel_size`` -> ``--tp``;
   ``--vllm_gpu_memory_utilization`` -> ``--gpu-memory-utilization``; ``--enable_prefix_caching``.
@@ -70,12 +71,13 @@ ESTIMATORS: dict[str, str] = {"gae": "ppo", "group_norm": "grpo", "rloo": "rloo"
 FLAGS: frozenset[str] = frozenset({
     "colocate_all_models", "colocate_actor_ref", "colocate_critic_reward", "vllm_enable_sleep", "gradient_checkpointing",
     "use_kl_loss", "dynamic_filtering", "enable_prefix_caching", "async_train"})
-READ: frozenset[str] = frozenset({*OPENRLHF_DEFAULTS, *FLAGS, "pretrain", "reward_pretrain", "remote_rm_url"})
+READ: frozenset[str] = frozenset({*OPENRLHF_DEFAULTS, *FLAGS, "pretrain", "reward_pretrain", "remote_rm_url",
+                                  "agent_func_path"})
 """Every OpenRLHF option the reader translates; any other is listed as ignored."""
 
 
 _WHY = {"micro_train_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens (--micro-batch-tokens)",
-        "async_train": "a schedule: oppo-sim's --policy async", "dynamic_filtering": "only with group_norm (dapo)"}
+        "async_train": "a schedule: oppo-sim's --policy async", "dynamic_filtering": "no group to filter under gae"}
 
 
 def parse_openrlhf(text: str) -> tuple[dict[str, Any], list[str]]:
@@ -153,9 +155,12 @@ def _models(b: Builder, o: dict, d: dict) -> None:
     est = str(o["advantage_estimator"]).strip().lower()
     if est not in ESTIMATORS:
         raise ConfigError(f"--advantage_estimator {est}: oppo-sim simulates {', '.join(ESTIMATORS)}")
-    name = "dapo" if est == "group_norm" and "dynamic_filtering" in o else ESTIMATORS[est]
+    name = ESTIMATORS[est]
     note = {"reinforce": "REINFORCE++ without a group baseline: costs as reinforce++",
-            "dr_grpo": "Dr. GRPO: costs as grpo"}.get(est, "with --dynamic_filtering" if name == "dapo" else "")
+            "dr_grpo": "Dr. GRPO: costs as grpo"}.get(est, "")
+    if "dynamic_filtering" in o and name != "ppo":
+        name, note = "dapo", "with --dynamic_filtering: DAPO's dynamic sampling" + (
+            "" if est == "group_norm" else f" (advantage as {est}; the same cost)")
     b.use("--advantage_estimator", est, "--algorithm", name, note=note, default=d["advantage_estimator"])
     if name == "dapo":
         b.use("--dynamic_filtering", True, note="-> --algorithm dapo")
@@ -169,8 +174,9 @@ def _models(b: Builder, o: dict, d: dict) -> None:
         if arg is None:
             b.pending.append(("--actor", missing_model("--pretrain", o["pretrain"], "--actor")))
         b.use("--pretrain", o["pretrain"], *(("--actor", arg) if arg else ()), note=how or "unresolved: needs --actor")
-    if "remote_rm_url" in o:
-        b.use("--remote_rm_url", o["remote_rm_url"], "--reward", "rule", note="a verifier off the GPUs")
+    remote = next((k for k in ("remote_rm_url", "agent_func_path") if k in o), None)
+    if remote:
+        b.use("--" + remote, o[remote], "--reward", "rule", note="a verifier off the GPUs")
     elif "reward_pretrain" in o:
         arg, how = model_arg("--reward_pretrain", o["reward_pretrain"])
         if arg is None:
@@ -227,7 +233,7 @@ def _placement(b: Builder, o: dict, d: dict, given: dict) -> None:
         return
     has_critic = o["advantage_estimator"] == "gae"
     has_ref = as_float("--init_kl_coef", o["init_kl_coef"]) > 0
-    has_rm = "remote_rm_url" not in o
+    has_rm = "remote_rm_url" not in o and "agent_func_path" not in o
     gen, train, score = engines * tp, actor, 0
     used = [f"vLLM {engines} x tp {tp}", f"actor {actor}"]
     if has_critic and "colocate_critic_reward" not in o:

@@ -73,13 +73,13 @@ class Translation:
         lines = [f"{self.framework} configuration from {', '.join(self.sources)} -> oppo-sim options:"]
         width = max((len(u.key) for u in self.used), default=10)
         for u in self.used:
-            became = " ".join(u.args) or "(oppo-sim's default)"
+            became = " ".join(u.args) or "(no option of its own)"
             over = [a for a in u.args if a.startswith("--") and a in given]
             tail = "".join([f"  [{u.note}]" if u.note else "", "  (framework default)" if u.default else "",
                             f"  (overridden by {', '.join(over)} on the command line)" if over else ""])
             lines.append(f"  {u.key:<{width}} = {_show(u.value):<14} -> {became}{tail}")
         if self.ignored:
-            lines.append(f"ignored ({len(self.ignored)} keys oppo-sim does not model):")
+            lines.append(f"ignored ({len(self.ignored)}):")
             lines += [f"  {i.key}{'' if i.value == '' else ' = ' + _show(i.value)}  ({i.why})" for i in self.ignored]
         if self.notes:
             lines.append("approximated:")
