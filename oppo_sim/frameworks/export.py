@@ -83,7 +83,8 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
     if max_prompt is not None:
         out += [f"data.max_prompt_length={max_prompt}", f"data.filter_overlong_prompts={not truncate}"]
         out += ["data.truncation=right"] if truncate else []
-    out += [f"actor_rollout_ref.model.path={model_name(cfg.actor)}", f"actor_rollout_ref.rollout.n={alg.n}",
+    out += ["# the model paths name oppo-sim's table models: point them at your copies",
+            f"actor_rollout_ref.model.path={model_name(cfg.actor)}", f"actor_rollout_ref.rollout.n={alg.n}",
             f"actor_rollout_ref.rollout.tensor_model_parallel_size={eng.tp}",
             f"actor_rollout_ref.rollout.gpu_memory_utilization={eng.gpu_memory_utilization}",
             f"actor_rollout_ref.rollout.max_num_seqs={eng.max_num_seqs}",
@@ -162,7 +163,8 @@ def export_openrlhf(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
            f"{cfg.steps} steps (OpenRLHF counts episodes over the dataset)"]
     if chosen.policy.split("(")[0] != "baseline":
         out.append(f"# OpenRLHF runs the synchronous schedule (or --async_train): {chosen.policy} has no setting")
-    out += [f"--pretrain {model_name(cfg.actor)}"]
+    out += ["# the model paths name oppo-sim's table models: point them at your copies",
+            f"--pretrain {model_name(cfg.actor)}"]
     out += ["--remote_rm_url http://localhost:5000/get_reward  # your verifier"] if alg.reward == "rule" else [
         f"--reward_pretrain {model_name(cfg.reward)}"]
     sequences = cfg.batch * alg.n

@@ -66,11 +66,17 @@ def fit_to(t: Translation, known: set[str]) -> Translation:
     """``t`` without the options the parser does not have (each such key moved to the ignored list)."""
     used, ignored = [], list(t.ignored)
     for u in t.used:
-        missing = [a for a in u.args if a.startswith("--") and a not in known]
-        if missing:
-            ignored.append(Ignored(u.key, u.value, f"-> {' '.join(u.args)}, but this oppo-sim has no {missing[0]}"))
-        else:
-            used.append(u)
+        groups: list[list[str]] = []
+        for a in u.args:
+            if a.startswith("--") or not groups:
+                groups.append([a])
+            else:
+                groups[-1].append(a)
+        kept = [g for g in groups if g[0] in known]
+        for g in groups:
+            if g[0] not in known:
+                ignored.append(Ignored(u.key, u.value, f"-> {' '.join(g)}, but this oppo-sim has no {g[0]}"))
+        used.append(replace(u, args=tuple(a for g in kept for a in g)) if len(kept) < len(groups) else u)
     return replace(t, used=tuple(used), ignored=tuple(ignored))
 
 

@@ -114,7 +114,8 @@ def translate_openrlhf(text: str) -> Translation:
         if k in given and given[k] is not True:
             raise ConfigError(f"--{k} is an on/off flag in OpenRLHF; it takes no value, got {given[k]!r}")
     o = {**OPENRLHF_DEFAULTS, **given}
-    b = Builder("OpenRLHF", (text if len(text) <= 60 else text[:57] + "...",))
+    path = Path(text.strip()).expanduser() if "\n" not in text and len(text) < 4096 else None
+    b = Builder("OpenRLHF", (str(path) if path is not None and path.is_file() else "the arguments given",))
     d = {k: k not in given for k in o}
     _batches(b, o, d)
     _models(b, o, d)
