@@ -20,6 +20,7 @@ import pandas as pd
 from oppo_sim.cli_policy import add_policy_args, check_policy_flags, policy_options
 from oppo_sim.cli_setup import add_engine_args, add_setup_args, sim_config
 from oppo_sim.cliargs import Parser, int_list, nonneg_int, on_off, output, positive, run_command, str_list
+from oppo_sim.core.errors import ConfigError, OppoError
 
 DEFAULT_COMPARE = ("baseline", "stream", "intra", "inter", "oppo")
 
@@ -27,6 +28,8 @@ DEFAULT_COMPARE = ("baseline", "stream", "intra", "inter", "oppo")
 def _config(a: argparse.Namespace, policies: Sequence[str]):
     """The run's ``SimConfig``, after refusing knobs that none of ``policies`` uses."""
     check_policy_flags(a, policies)
+    if getattr(a, "from_verl", None) or getattr(a, "from_openrlhf", None):  # parsed without main(): never silently
+        raise ConfigError("--from-verl/--from-openrlhf are translated by oppo_sim.cli.main before parsing")
     return sim_config(a)
 
 
@@ -298,7 +301,6 @@ def subcommand_parsers(parser: argparse.ArgumentParser | None = None) -> dict[st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from oppo_sim.core.errors import OppoError
     from oppo_sim.frameworks.framework_args import with_framework_args
 
     parser = build_parser()

@@ -253,3 +253,34 @@ def test_plan_export_prints_overrides_that_read_back(capsys, tmp_path):
     path.write_text(text)
     cfg = config_of("--from-verl", str(path))
     assert (cfg.batch, cfg.algorithm.n, cfg.placement.total_devices, cfg.models()["generate"].id) == (8, 4, 4, "qwen2.5-0.5b")
+
+
+@pytest.mark.parametrize("label, pools", [
+    ("colocated 8", [("main", 8)]), ("shared 7+1", [("main", 7), ("score", 1)]),
+    ("split 4+3+1", [("gen", 4), ("train", 3), ("score", 1)]), ("gen-apart 4+4", [("gen", 4), ("train", 4)]),
+])
+def test_placement_takes_the_planners_labels(label, pools):
+    cfg = config_of("--placement", label)
+    assert [(p.name, p.devices) for p in cfg.placement.pools] == pools
+
+
+@pytest.mark.parametrize("label", ["split 4+x", "split 4+3", "ring 8", "colocated 0"])
+def test_bad_placement_label_is_one_line(capsys, label):
+    assert main(["run", "--placement", label]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown placement" in err[0] and "split 4+3+1" in err[0]
+
+
+def test_hydra_defaults_list_is_listed_not_followed(tmp_path):
+    path = tmp_path / "trainer.yaml"
+    path.write_text("defaults:\n  - actor@actor_rollout_ref.actor: dp_actor\ndata:\n  train_batch_size: 32\n")
+    t = translate_verl(str(path))
+    assert pairs(t.args)["--batch"] == "32"
+    assert [(i.key, i.why) for i in t.ignored] == [("defaults", "Hydra defaults list: composition not followed")]
+
+
+def test_framework_options_parsed_without_main_are_refused():
+    parser = build_parser()
+    args = parser.parse_args(["run", "--from-verl", "data.train_batch_size=8"])
+    with pytest.raises(ConfigError, match="translated by oppo_sim.cli.main"):
+        args.func(args)

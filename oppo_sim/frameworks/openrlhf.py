@@ -46,7 +46,6 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.translation import (
     Builder,
     Translation,
-    as_bool,
     as_float,
     as_int,
     missing_model,
@@ -77,7 +76,8 @@ READ: frozenset[str] = frozenset({*OPENRLHF_DEFAULTS, *FLAGS, "pretrain", "rewar
 
 
 _WHY = {"micro_train_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens (--micro-batch-tokens)",
-        "async_train": "a schedule: oppo-sim's --policy async", "dynamic_filtering": "no group to filter under gae"}
+        "async_train": "a schedule: oppo-sim's --policy async",
+        "critic_pretrain": "the critic takes the reward model's shape", "dynamic_filtering": "no group to filter under gae"}
 
 
 def parse_openrlhf(text: str) -> tuple[dict[str, Any], list[str]]:
