@@ -6,7 +6,8 @@ file holding the launch command (a script; ``ray job submit ... -- python3 -m op
 word up to the next ``--option``; an option with none is an on/off flag. Options not given take
 OpenRLHF's defaults (:data:`OPENRLHF_DEFAULTS`, from ``openrlhf/cli/train_ppo_ray.py``), as OpenRLHF would.
 
-Units and meanings, from ``train_ppo_ray.py``:
+Units and meanings, from github.com/OpenRLHF/OpenRLHF ``openrlhf/cli/train_ppo_ray.py`` (commit 021d1b0;
+its argument definitions and the checks after them) and the vLLM engine wrapper's ``sleep(level=1)``:
 
 - ``--rollout_batch_size``: prompts per rollout -> ``--batch``; ``--n_samples_per_prompt`` -> ``--n``;
 - ``--train_batch_size``: the global training batch in *samples* (responses) ->

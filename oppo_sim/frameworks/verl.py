@@ -14,43 +14,36 @@ SOURCE is one of
 Hydra. A key no source sets takes verl's documented default (:data:`VERL_DEFAULTS`), as verl itself
 would — e.g. ``actor.ppo_epochs`` is 1 in verl where oppo-sim's own default is 4.
 
-What each key means, from verl's config reference (``docs/examples/config.rst``) and
-``ppo_trainer.yaml``:
+What each key means, from verl's config reference (github.com/volcengine/verl ``docs/examples/config.rst``,
+commit 006cefd) and ``verl/trainer/config/ppo_trainer.yaml`` (commit 008db45), the rollout's
+``sleep(level=1)`` from verl's vLLM sharding manager:
 
-================================================  ===================================================
-verl key                                          oppo-sim option
-================================================  ===================================================
-``data.train_batch_size`` (prompts per step)      ``--batch``
-``actor_rollout_ref.rollout.n`` (responses each)  ``--n``
-``actor.ppo_mini_batch_size`` (prompts; global)   ``--minibatches = train_batch_size / ppo_mini_batch_size``
-``actor.ppo_epochs``                              ``--ppo-epochs``
-``data.max_prompt_length``                        ``--max-prompt``
-``data.max_response_length``                      ``--max-response``
-``data.filter_overlong_prompts``, ``.truncation`` filtered (oppo-sim's default) or ``--truncate-prompt``
-``rollout.tensor_model_parallel_size``            ``--tp``
-``rollout.gpu_memory_utilization``                ``--gpu-memory-utilization`` (vLLM >= 0.7: a fraction
-                                                  of the whole device, as oppo-sim's)
-``rollout.max_num_seqs``, ``.max_num_batched_tokens``, ``.enable_chunked_prefill``: the vLLM options
-``rollout.free_cache_engine``                     ``--colocate sleep --sleep-level 1`` (verl calls vLLM's
-                                                  ``sleep(level=1)``), else ``--colocate resident``
-``actor.use_kl_loss``, ``algorithm.use_kl_in_reward``  a reference model iff either is set, else ``--no-reference``
-``actor.ulysses_sequence_parallel_size``          ``--sp``
-``model.enable_gradient_checkpointing``           ``--recompute full`` / ``--recompute none``
-``model.path``                                    ``--actor``: the path's ``config.json`` where it exists
-                                                  here, else a table id matched from the name
-``algorithm.adv_estimator``                       ``--algorithm`` (gae -> ppo; grpo + ``algorithm.filter_groups.enable``
-                                                  -> dapo)
-``reward_model.enable``, ``reward_model.model.path``  ``--reward MODEL``, or ``--reward rule`` (verl's reward
-                                                  function) when the reward model is off
-``trainer.n_gpus_per_node`` x ``trainer.nnodes``  ``--placement colocated --devices N --nodes M``: verl's hybrid
-                                                  engine puts every role on every GPU
-``trainer.total_training_steps``                  ``--steps``
-================================================  ===================================================
+| verl key | oppo-sim option |
+|---|---|
+| ``data.train_batch_size`` (prompts per step) | ``--batch`` |
+| ``actor_rollout_ref.rollout.n`` (responses per prompt) | ``--n`` |
+| ``actor.ppo_mini_batch_size`` (prompts, global) | ``--minibatches = train_batch_size / ppo_mini_batch_size`` |
+| ``actor.ppo_epochs`` | ``--ppo-epochs`` |
+| ``data.max_prompt_length``, ``data.max_response_length`` | ``--max-prompt``, ``--max-response`` |
+| ``data.filter_overlong_prompts``, ``data.truncation`` | filtered (oppo-sim's default), or ``--truncate-prompt`` for left/right/middle without the filter |
+| ``rollout.tensor_model_parallel_size`` | ``--tp`` |
+| ``rollout.gpu_memory_utilization`` | ``--gpu-memory-utilization`` (vLLM >= 0.7: a fraction of the whole device, as oppo-sim's) |
+| ``rollout.max_num_seqs``, ``.max_num_batched_tokens``, ``.enable_chunked_prefill`` | the vLLM options of the same names |
+| ``rollout.free_cache_engine`` | ``--colocate sleep --sleep-level 1`` (verl calls vLLM's ``sleep(level=1)``), else ``--colocate resident`` |
+| ``actor.use_kl_loss``, ``algorithm.use_kl_in_reward`` | a reference model iff either is set, else ``--no-reference`` |
+| ``actor.ulysses_sequence_parallel_size`` | ``--sp`` |
+| ``model.enable_gradient_checkpointing`` | ``--recompute full`` / ``--recompute none`` |
+| ``model.path`` | ``--actor``: the path's ``config.json`` where it exists here, else a table id matched from the name (``Qwen/Qwen2.5-7B-Instruct`` -> ``qwen2.5-7b``), else a one-line error naming it (unless ``--actor`` is typed) |
+| ``algorithm.adv_estimator`` | ``--algorithm``: gae -> ppo, grpo, rloo, reinforce_plus_plus(_baseline) -> reinforce++; grpo with ``algorithm.filter_groups.enable`` -> dapo |
+| ``reward_model.enable``, ``reward_model.model.path`` | ``--reward MODEL``, or ``--reward rule`` (verl's reward function) when the reward model is off |
+| ``trainer.n_gpus_per_node`` x ``trainer.nnodes`` | ``--placement colocated --devices N --nodes M``: verl's hybrid engine puts every role on every GPU |
+| ``trainer.total_training_steps`` | ``--steps`` |
 
 (``actor.`` and ``rollout.`` stand for ``actor_rollout_ref.actor.`` and ``actor_rollout_ref.rollout.``.)
 Approximated, and said in the echo: verl's ``truncation: error`` (an overlong prompt stops the run)
 becomes a filter; ``reinforce_plus_plus`` (no baseline) becomes oppo-sim's ``reinforce++``; the critic
-takes the reward model's shape (``critic.model.path`` is not read).
+takes the reward model's shape (``critic.model.path`` is not read). Keys of what oppo-sim does not time
+(optimiser, logging, checkpoints, offload, micro-batch sizes, expert parallelism) are listed as ignored.
 """
 
 from __future__ import annotations
