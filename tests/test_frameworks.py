@@ -284,3 +284,15 @@ def test_framework_options_parsed_without_main_are_refused():
     args = parser.parse_args(["run", "--from-verl", "data.train_batch_size=8"])
     with pytest.raises(ConfigError, match="translated by oppo_sim.cli.main"):
         args.func(args)
+
+
+def test_openrlhf_arguments_as_a_string():
+    args = ("--pretrain Qwen/Qwen2.5-7B-Instruct --rollout_batch_size 32 --n_samples_per_prompt 8 "
+            "--train_batch_size 64 --advantage_estimator group_norm --remote_rm_url http://127.0.0.1:5000/get_reward "
+            "--colocate_all_models --vllm_num_engines 4 --vllm_tensor_parallel_size 2 --actor_num_gpus_per_node 8 "
+            "--vllm_enable_sleep --init_kl_coef 0")
+    cfg = config_of("--from-openrlhf", args)
+    assert (cfg.batch, cfg.algorithm.n, cfg.minibatches, cfg.engine.tp) == (32, 8, 4, 2)
+    assert (cfg.algorithm.name, cfg.algorithm.reward, cfg.algorithm.kl) == ("grpo", "rule", False)
+    assert [(p.name, p.devices) for p in cfg.placement.pools] == [("main", 8)] and cfg.colocate == "sleep"
+    assert translate_openrlhf(args).sources == ("the arguments given",)
