@@ -296,3 +296,14 @@ def test_openrlhf_arguments_as_a_string():
     assert (cfg.algorithm.name, cfg.algorithm.reward, cfg.algorithm.kl) == ("grpo", "rule", False)
     assert [(p.name, p.devices) for p in cfg.placement.pools] == [("main", 8)] and cfg.colocate == "sleep"
     assert translate_openrlhf(args).sources == ("the arguments given",)
+
+
+@pytest.mark.parametrize("name, table_id", [
+    ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"), ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("/models/qwen3-32b/", "qwen3-32b"),
+    ("Qwen/Qwen2.5-0.5B", "qwen2.5-0.5b"), ("OpenRLHF/Llama-3-8b-sft-mixture", None), ("Qwen/Qwen2-7B-Instruct", None),
+])
+def test_model_names_match_table_ids_on_word_boundaries(name, table_id):
+    from oppo_sim.frameworks.translation import model_arg
+
+    assert model_arg("actor_rollout_ref.model.path", name)[0] == table_id
