@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from oppo_real.backends.api import GenRequest
 from oppo_real.config import RealConfig
 from oppo_real.models.task import PromptSampler, rule_reward
-from oppo_sim.traces.replay import TraceReplay
+from oppo_sim.traces.rowmap import TraceReplay
 from oppo_sim.traces.trace import Trace
 
 
@@ -52,7 +52,7 @@ class RSample:
 
 class SampleStore:
     """Creates samples in sample-id order (prompts from the task's sampler, forced lengths from the trace
-    row :class:`~oppo_sim.traces.replay.TraceReplay` gives the sample when it is admitted: the row with
+    row :class:`~oppo_sim.traces.rowmap.TraceReplay` gives the sample when it is admitted: the row with
     the same index, or with a ``step`` column a row of the step's trace step) and holds them until they
     are trained.
 

@@ -10,7 +10,7 @@ the profiled per-call overhead -- and how the executor's torch code batches. :fu
 prompts' lengths from the run's prompt sampler, the forced response lengths by the run's own rule
 (:meth:`oppo_real.executor.sample_store.SampleStore.target_of`), and — when a measured run is given — each sample's
 measured reward-model score, so reward-driven controllers (dynamic Δ) see the rewards the run saw. A trace with
-a ``step`` column chooses a sample's row by the step that admitted it (:mod:`oppo_sim.traces.replay`): the run's
+a ``step`` column chooses a sample's row by the step that admitted it (:mod:`oppo_sim.traces.rowmap`): the run's
 ``decisions`` table says which step admitted each sample; without it every step is taken to admit B x n fresh
 samples (what a baseline run does). The mirror lists the rows in sample order, with no step column.
 """

@@ -9,7 +9,7 @@ inputs and its actions into simulated work:
 - one :class:`~oppo_sim.pipeline.scoring.Scorer` per scoring role the algorithm has
   (``Algorithm.scoring_roles``), and the CPU :class:`~oppo_sim.pipeline.scoring.RuleScorer` (role
   ``rule``) for a rule reward;
-- the trace row each admitted sample replays: :class:`~oppo_sim.traces.replay.TraceReplay` (rows in
+- the trace row each admitted sample replays: :class:`~oppo_sim.traces.rowmap.TraceReplay` (rows in
   order, cyclically; with a ``step`` column, step t's samples from trace step t), chosen at admission;
 - groups (n responses per prompt): the members share the prompt of the trace row of the group's first
   sid, each its own response length; the rewards dynamic sampling reads come with each finish, from the
@@ -66,7 +66,7 @@ from oppo_sim.pipeline.memory_plan import (
 )
 from oppo_sim.pipeline.samples import SimSample
 from oppo_sim.pipeline.scoring import RULE_WORKERS, RuleScorer, Scorer
-from oppo_sim.traces.replay import TraceReplay
+from oppo_sim.traces.rowmap import TraceReplay
 from oppo_sim.traces.trace import Trace
 
 

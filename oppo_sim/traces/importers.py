@@ -12,7 +12,7 @@ versions have no ``gts``; extra keys of the reward function are ignored). The ``
 prompt are consecutive lines. :func:`read_verl_dump` reads one such file or a directory of them (every
 ``*.jsonl``, in step order) into a trace with the columns ``prompt_tokens``, ``response_tokens``,
 ``reward`` (from ``score``) and ``step`` (the line's ``step``, else the file name's number), which
-``oppo-sim run --trace`` replays step by step (:mod:`oppo_sim.traces.replay`).
+``oppo-sim run --trace`` replays step by step (:mod:`oppo_sim.traces.rowmap`).
 
 **Token counts.** The dump holds text, not tokens. With a local Hugging Face tokenizer directory
 (``--tokenizer DIR``: ``tokenizer.json`` and its config, loaded with transformers' ``AutoTokenizer``
@@ -230,7 +230,7 @@ def read_verl_dump(path: str | Path, counter: TokenCounter | None = None) -> Imp
         counter.how,
         "reward = the line's 'score'" if reward is not None else "no 'score' in the dump: no reward column",
         "step = the line's 'step' (the file name's number where a line has none); oppo-sim replays step t's "
-        "rows in step t (oppo_sim.traces.replay)",
+        "rows in step t (oppo_sim.traces.rowmap)",
     )
     return Imported(trace, source, notes)
 

@@ -309,5 +309,5 @@ def _notes(path: Path, m: pd.DataFrame, n: int, cap_note: str, has_reward: bool,
         ("reward: 0/1 with probability = the step's mean (in [0, 1]), else the mean" if has_reward
          else "no reward logged: no reward column"),
         f"logged besides the means: {', '.join(logged) if logged else 'nothing'}",
-        "rows shuffled within their step; oppo-sim replays step t's rows in step t (oppo_sim.traces.replay)",
+        "rows shuffled within their step; oppo-sim replays step t's rows in step t (oppo_sim.traces.rowmap)",
     )
