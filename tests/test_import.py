@@ -69,7 +69,7 @@ def test_verl_dump_estimated_counts_steps_and_rewards(tmp_path):
 
 def test_verl_dump_default_estimate_is_stated(tmp_path):
     imp = read_verl_dump(write_dump(tmp_path / "dump"))
-    assert "4 characters per token" in imp.source
+    assert "4 characters per token" in imp.source and "4 characters per token" in " ".join(imp.notes)
     assert imp.trace.response_tokens[0] == round(len("the answer is 4") / 4.0)
 
 
@@ -80,7 +80,7 @@ def test_verl_dump_exact_counts_with_a_local_tokenizer(tmp_path, tokenizer_dir):
     assert imp.trace.response_tokens.tolist() == [4, 1, 6, 1, 9, 3, 1, 6]
     estimated = read_verl_dump(write_dump(tmp_path / "dump"), token_counter(chars_per_token=4.0)).trace
     assert estimated.response_tokens.tolist() != imp.trace.response_tokens.tolist()
-    assert imp.source.startswith("verl rollout dump") and "exact token counts" in imp.source
+    assert imp.source.startswith("verl rollout dump") and "exact tokens" in imp.source and "exact token counts" in imp.notes[1]
 
 
 def test_verl_dump_one_file_step_from_file_name_and_no_gts(tmp_path):

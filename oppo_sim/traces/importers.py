@@ -77,6 +77,7 @@ class TokenCounter:
 
     count: Callable[[list[str]], list[int]]
     how: str  # one sentence for the output
+    short: str  # a few words for the trace's source column
 
     @property
     def exact(self) -> bool:
@@ -97,7 +98,8 @@ def token_counter(tokenizer: str | Path | None = None, chars_per_token: float | 
         if not (math.isfinite(x) and x > 0):
             raise ConfigError(f"--chars-per-token must be a number > 0, got {chars_per_token!r}")
         return TokenCounter(_estimate(x), f"estimated token counts: max(1, round(characters / {x:g})) "
-                                          f"({x:g} characters per token, no tokenizer given)")
+                                          f"({x:g} characters per token, no tokenizer given)",
+                            f"tokens estimated at {x:g} characters per token")
     return _tokenizer_counter(Path(tokenizer))
 
 
@@ -120,7 +122,8 @@ def _tokenizer_counter(path: Path) -> TokenCounter:
 
     name = type(tok).__name__
     return TokenCounter(count, f"exact token counts with the tokenizer in {path} ({name}; special tokens "
-                               "such as the chat template and EOS are not in verl's decoded text, so not counted)")
+                               "such as the chat template and EOS are not in verl's decoded text, so not counted)",
+                        f"exact tokens ({path.name})")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -224,7 +227,7 @@ def read_verl_dump(path: str | Path, counter: TokenCounter | None = None) -> Imp
     name = Path(path).name or str(path)
     trace = Trace.from_arrays(prompts, responses, name=name, source=str(path), reward=reward, step=steps)
     n_steps = len(np.unique(steps))
-    source = f"verl rollout dump {name}: {len(files)} file(s), {len(rows)} responses, {n_steps} step(s); {counter.how}"
+    source = f"verl rollout dump {name}, {counter.short}"
     notes = (
         f"read {len(rows)} responses from {len(files)} verl dump file(s) in {path}, {n_steps} training step(s)",
         counter.how,

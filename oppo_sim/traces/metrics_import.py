@@ -298,7 +298,8 @@ def _rewards(rng: np.random.Generator, n: int, mean: float) -> np.ndarray:
 
 
 def _notes(path: Path, m: pd.DataFrame, n: int, cap_note: str, has_reward: bool, seed: int) -> tuple[str, ...]:
-    logged = [k for k in ("resp_max", "resp_min", "clip", "prompt_max", "prompt_min") if m[k].notna().any()]
+    logged = [METRICS[k][0] for k in ("resp_max", "resp_min", "clip", "prompt_max", "prompt_min", "reward")
+              if m[k].notna().any()]
     return (
         f"synthetic: {len(m)} steps of {path} (steps {int(m['step'].min())}..{int(m['step'].max())}), {n} rows a step "
         f"(--prompts-per-step), drawn with numpy default_rng((seed={seed}, step))",
