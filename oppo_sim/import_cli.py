@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from oppo_sim.cliargs import positive
+from oppo_sim.cliargs import nonneg_int, positive
 
 FORMATS = ("auto", "verl", "metrics")
 _VERL_ONLY = ("tokenizer", "chars_per_token")
@@ -26,7 +26,7 @@ def add_import_parser(sub) -> None:
     from oppo_sim.traces.metrics_import import DEFAULT_PROMPTS_PER_STEP
 
     p = sub.add_parser("import", help="a verl rollout dump or a metrics CSV (wandb, TensorBoard) -> a trace file")
-    p.add_argument("source", help="verl dump: trainer.rollout_data_dir (or one {step}.jsonl); metrics: a CSV")
+    p.add_argument("source", help="verl dump: trainer.rollout_data_dir (or one {step}.jsonl); metrics: a CSV (required)")
     p.add_argument("--out", required=True, help=f"trace file to write, ending in {', '.join(WRITE_ENDINGS)} (required)")
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="what SOURCE is (default %(default)s: a directory or .jsonl is a verl dump, a .csv metrics)")
@@ -42,7 +42,7 @@ def add_import_parser(sub) -> None:
                    help="the response cap clipped rows sit at (default: the largest response_length/max logged)")
     m.add_argument("--run", default=None, metavar="NAME",
                    help="the run of a wandb export with several ('NAME - metric' columns) (default: the only one)")
-    m.add_argument("--seed", type=int, default=0, help="seed of the synthetic lengths (default %(default)s)")
+    m.add_argument("--seed", type=nonneg_int, default=0, help="seed of the synthetic lengths (default %(default)s)")
     p.set_defaults(func=cmd_import)
 
 

@@ -28,8 +28,10 @@ responses of one batch), with ``step`` = the logged step. Per step, the response
   ``response_length/min``, else 1; below ``L`` when some rows are at the cap) and then scaled so their
   mean is exact — integer rounding is spread so the step's mean matches to 1/N token.
 
-So per step the mean matches (within 1/N token), the max matches exactly, and the clip share matches to
-within 1/(2N). Prompts: the same fit to ``prompt_length/mean`` and ``/max`` (and ``/min``) where the max
+So per step the mean matches (within 1/N token, where the logged numbers are consistent: the cap rows
+must leave room for the rest), the max matches exactly, and the clip share matches to within 1/(2N) —
+except that a step whose max is the cap has at least that one row there (share 1/N) even where
+``round(clip_ratio x N)`` is 0; the drawn rows always stay below the cap. Prompts: the same fit to ``prompt_length/mean`` and ``/max`` (and ``/min``) where the max
 is logged, else every prompt is the step's mean. The reward, when logged: a 0/1 draw with probability
 = the step's mean where that mean is in [0, 1] (rule rewards: right or wrong), else the mean itself.
 Rows are shuffled within their step. Everything is drawn from ``numpy.random.default_rng((seed, step))``:
@@ -213,11 +215,10 @@ def step_responses(rng: np.random.Generator, n: int, mean: float, top: float, lo
     at_cap = min(n, round(clip * n)) if clip > 0 else 0
     top = min(int(round(top)), cap)
     fixed = [cap] * at_cap
-    hi = cap - 1 if at_cap else top
     if top < cap or at_cap == 0:  # the step's max is one row (when the cap rows do not hold it already)
         fixed.append(top)
-        hi = top
     fixed = fixed[:n]
+    hi = max(1, min(top, cap - 1))  # the drawn rows were not clipped: below the cap
     r = n - len(fixed)
     rest_mean = (n * mean - sum(fixed)) / r if r else mean
     lo = max(1, int(math.ceil(low))) if math.isfinite(low) else 1
