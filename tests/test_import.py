@@ -268,3 +268,27 @@ def test_cli_import_refuses_options_of_the_other_format(tmp_path, capsys):
     assert main(["import", str(dump), "--out", str(tmp_path / "t.csv"), "--prompts-per-step", "8"]) == 2
     err = capsys.readouterr().err
     assert "--prompts-per-step: not used when importing a verl source" in err and len(err.splitlines()) == 1
+
+
+def test_step_responses_match_mean_max_and_clip_share_on_consistent_random_steps():
+    from oppo_sim.traces.metrics_import import step_responses
+
+    rng = np.random.default_rng(0)
+    checked = 0
+    for case in range(300):
+        n, cap = int(rng.integers(2, 300)), int(rng.integers(50, 20000))
+        clip = float(rng.choice([0.0, rng.random() * 0.5]))
+        k = round(clip * n)
+        top = cap if k else int(rng.integers(2, cap))
+        low = 1 + int(rng.integers(0, 10))
+        lo_mean = (k * cap + (n - k) * low) / n if k else (top + (n - 1) * low) / n
+        hi_mean = (k * cap + (n - k) * (cap - 1)) / n if k else top
+        if lo_mean >= hi_mean:
+            continue
+        mean = float(rng.uniform(lo_mean, hi_mean))
+        r = step_responses(np.random.default_rng(case), n, mean, top, float(low), clip, cap)
+        assert len(r) == n and r.min() >= low and r.max() == top
+        assert abs(r.mean() - mean) <= 1.0 / n
+        assert abs((r == cap).mean() - clip) <= 1.0 / (2 * n)
+        checked += 1
+    assert checked > 200
