@@ -109,7 +109,10 @@ def _tokenizer_counter(path: Path) -> TokenCounter:
                           "with tokenizer.json or its vocabulary files)")
     try:
         from transformers import AutoTokenizer
-
+    except ImportError:
+        raise ConfigError("--tokenizer needs the transformers package (pip install transformers), "
+                          "or estimate with --chars-per-token") from None
+    try:
         tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except Exception as exc:  # transformers raises OSError, ValueError, KeyError, ... on a bad directory
         raise ConfigError(f"--tokenizer {path}: cannot load a tokenizer from it: {one_line(exc)}") from None
