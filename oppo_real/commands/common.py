@@ -10,8 +10,9 @@ CPU_RUN_LENGTH_SCALE = 0.1
 CPU_RUN_MAX_RESPONSE = 256
 """``--max-response`` of the real commands: new tokens at most in a CPU-sized run (the simulator's cap,
 ``oppo_sim.traces.trace.DEFAULT_MAX_RESPONSE``, is the paper-size 8192)."""
-BACKENDS = ("vllm", "torch", "torch-static")  # oppo_real.config.BACKENDS (not imported here: keeps --help light)
-BACKEND_HELP = ("actor generation engine: vllm (continuous batching), torch (per-request decode loop) or torch-static "
+BACKENDS = ("vllm", "torch", "torch-graph", "torch-static")  # oppo_real.config.BACKENDS (not imported here: keeps --help light)
+BACKEND_HELP = ("actor generation engine: vllm (continuous batching), torch (per-request decode loop), torch-graph "
+                "(torch on static KV slots, decode replayed as CUDA graphs on a GPU, eager on the CPU) or torch-static "
                 "(TRL-style static padded batches generated in calls of the step's chunk size C, KV carried across calls)")
 
 

@@ -90,7 +90,9 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
 def fit_gpu(table: pd.DataFrame, spec: GPUSpec) -> tuple[Hardware, pd.DataFrame]:
     """Fit the cost model to the measurements against the datasheet ``spec`` (efficiencies comparable
     with the defaults)."""
-    return fit_profile(table[MEASUREMENT_COLUMNS].reset_index(drop=True), spec, default_params(spec.id))
+    from oppo_real.profiling.engine_ops import fittable
+
+    return fit_profile(fittable(table)[MEASUREMENT_COLUMNS].reset_index(drop=True), spec, default_params(spec.id))
 
 
 def suggested_defaults(hw: Hardware) -> dict:

@@ -181,7 +181,8 @@ def run_static_profile(paths, grid=None, static_grid: StaticProfileGrid | None =
     """Everything a run on the static decoder needs, on this machine (pinned to ``cores``): the scorers'
     prefill and the PPO update (``oppo_real.profiling.engine_ops``, ``grid``), the static decoder's forwards and per-call
     overhead (``static_grid``) and the weight sync into it. :func:`fit_static` fits the whole table."""
-    from oppo_real.profiling.engine_ops import ProfileGrid, profile_prefill, profile_train
+    from oppo_real.profiling.engine_ops import ProfileGrid, profile_prefill
+    from oppo_real.profiling.train_ops import profile_train
     from oppo_real.workers.recorder import pin_to_cores
 
     grid = grid or ProfileGrid()
