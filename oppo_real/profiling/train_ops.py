@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-FULL_ADAM_SHARE = 0.6
+FULL_ADAM_SHARE = 0.65
 """Full fp32 Adam is timed when its 16 bytes per parameter take at most this share of the GPU's memory."""
 ADAM_BYTES = 16  # fp32 weights, gradients, two moments
 SHARD_SHARE = 0.2  # the optimizer shard's fp32 state: this share of the GPU's memory

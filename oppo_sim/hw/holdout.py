@@ -56,13 +56,15 @@ def holdout_mask(table: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _scores(t: np.ndarray, pred: np.ndarray) -> dict:
+def _scores(t: np.ndarray, pred: np.ndarray, points: int) -> dict:
+    """Errors of ``pred`` against ``t``; r² only where the calls span more than one grid point (else there is
+    only noise to explain, as ``calibration.fit_op`` reports)."""
     if len(t) == 0:
         return {"r2": np.nan, "mape": np.nan, "median_abs_err_pct": np.nan, "max_abs_err_pct": np.nan}
     err = pred - t
     ss_tot = float(np.sum((t - t.mean()) ** 2))
     pct = 100.0 * np.abs(err) / t
-    return {"r2": 1.0 - float(np.sum(err ** 2)) / ss_tot if len(t) > 1 and ss_tot > 0 else np.nan,
+    return {"r2": 1.0 - float(np.sum(err ** 2)) / ss_tot if points > 1 and ss_tot > 0 else np.nan,
             "mape": float(np.mean(np.abs(err) / t)), "median_abs_err_pct": float(np.median(pct)),
             "max_abs_err_pct": float(np.max(pct))}
 
@@ -89,7 +91,8 @@ def holdout_report(table: pd.DataFrame, spec: GPUSpec, defaults: CostParams = DE
         p = hw.params.op(op)
         for split, mask in (("fit", on & ~held), ("held-out", on & held)):
             g = t[mask]
-            rows.append({"op": op, "split": split, "n": int(mask.sum()), "points": _points(g, op),
+            points = _points(g, op)
+            rows.append({"op": op, "split": split, "n": int(mask.sum()), "points": points,
                          "eff_compute": p.eff_compute, "eff_memory": p.eff_memory, "overhead_s": p.overhead_s,
-                         **_scores(g["seconds"].to_numpy(dtype=float), pred[mask])})
+                         **_scores(g["seconds"].to_numpy(dtype=float), pred[mask], points)})
     return hw, pd.DataFrame(rows, columns=HOLDOUT_COLUMNS)
