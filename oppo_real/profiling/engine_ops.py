@@ -123,17 +123,14 @@ def _decode_rows(gen, spec: ModelSpec, grid: ProfileGrid, log, device: str) -> l
 def _sync_rows(gen, actor_dir: Path, spec: ModelSpec, grid: ProfileGrid, log, device: str) -> list[dict]:
     """Weight sync: the actor's own weights loaded into the engine from the device (``path`` device: the
     trainer's copy on the same GPU) and, on a GPU, from host memory (``path`` host: pinned CPU tensors)."""
-    import torch
-
     from oppo_real.models.tiny import load_causal_lm
 
-    host = load_causal_lm(actor_dir).state_dict()
+    host = load_causal_lm(actor_dir, compute_dtype(device)[0]).state_dict()  # as the trainer exports them
     flops, nbytes = CostModel.sync_work(spec)
     rows: list[dict] = []
     paths = [("device", {k: v.detach().to(device) for k, v in host.items()})]
     if device.startswith("cuda"):
-        dtype = getattr(torch, compute_dtype(device)[0])
-        paths.append(("host", {k: v.detach().to(dtype).pin_memory() for k, v in host.items()}))
+        paths.append(("host", {k: v.detach().pin_memory() for k, v in host.items()}))
     for path, sd in paths:
         times = [gen.load_weights(sd) for _ in range(grid.sync_repeats)]
         rows += _rows("sync", flops, nbytes, times, path=path)
