@@ -121,7 +121,8 @@ class SlotDecoder:
         return int(sum(t.numel() * t.element_size() for t in self.k + self.v))
 
     def move(self, src: list[int], dst: list[int], length: int) -> None:
-        """Copy the first ``length`` positions of slots ``src`` into slots ``dst`` (disjoint sets)."""
+        """Copy the first ``length`` positions of slots ``src`` into slots ``dst`` (all read before any is
+        written, so the two may overlap)."""
         if not src:
             return
         s = torch.tensor(src, device=self.device)

@@ -103,8 +103,8 @@ def cmd_profile(a: argparse.Namespace) -> int:
     cores = a.cores if a.cores is not None else (None if cuda else (0,))
     name, spec = _target(device, a.gpu)
     out = Path(a.out)
-    if backend == "torch-static":
-        return _profile_static(a, out, cores)
+    if backend.startswith("torch-static"):
+        return _profile_static(a, out, cores, backend)
     with Console(out, a.verbose) as con:
         con.print(f"oppo-real profile: {backend} on {name} ({device}), models {a.shape or 'tiny'}"
                   + (f", predicting with GPU table entry '{spec.id}' and the default cost parameters" if spec else ""))
@@ -140,7 +140,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
     return 0
 
 
-def _profile_static(a: argparse.Namespace, out: Path, cores) -> int:
+def _profile_static(a: argparse.Namespace, out: Path, cores, backend: str) -> int:
     """The static decoder (TRL-style): its forwards, per-call overhead and sync, plus prefill and training."""
     import pandas as pd
 
@@ -148,10 +148,10 @@ def _profile_static(a: argparse.Namespace, out: Path, cores) -> int:
 
     out.mkdir(parents=True, exist_ok=True)
     paths = build_models(Path(a.cache) if a.cache else default_cache_dir())
-    table, hw, report, static = profile_engines(paths, "torch-static", a.quick, cores)
+    table, hw, report, static = profile_engines(paths, backend, a.quick, cores)
     table.to_csv(out / "measurements.csv", index=False)
     report.to_csv(out / "fit.csv", index=False)
-    save_engine_profile(hw, static, out / "profile.json", {"backend": "torch-static", "cores": list(cores or ()),
+    save_engine_profile(hw, static, out / "profile.json", {"backend": backend, "cores": list(cores or ()),
                                                           "model": str(paths.actor)})
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
         print(report.to_string(index=False))
