@@ -267,7 +267,7 @@ def slots_for(model: torch.nn.Module, max_len: int, max_seqs: int, kv_bytes: flo
     """Slots of ``max_len`` positions: ``max_seqs``, or fewer where ``kv_bytes`` does not hold them."""
     if kv_bytes is None:
         return max_seqs
-    fit = int(kv_bytes // (kv_bytes_per_token(model) * max_len))
+    fit = int(kv_bytes / (kv_bytes_per_token(model) * max_len) * (1 + 1e-9))
     if fit < 1:
         raise ConfigError(f"a KV cache of {kv_bytes / 2**30:.2f} GiB holds no sequence of {max_len} tokens")
     return max(1, min(max_seqs, fit))

@@ -6,9 +6,9 @@ call to call — with each group's KV in static slots and its decode iterations 
 Everything about calls, groups, joining, ending and handing out tokens is `TorchStaticActor`'s; only the
 forwards differ:
 
-- each group draws a `SlotDecoder` of ``gen_batch`` slots (``max_num_seqs`` when ``gen_batch`` is None)
-  from a pool the actor keeps, so a decoder's captured graphs serve group after group; rows sit in slots
-  in group order;
+- each group draws a `SlotDecoder` of ``gen_batch`` slots from a pool the actor keeps, so a decoder's
+  captured graphs serve group after group; rows sit in slots in group order. A group's slots are capped
+  at ``max_num_seqs`` and at what ``kv_cache_bytes`` holds of ``max_model_len``-position slots;
 - a decode iteration runs every row of the group — rows done for this call feed padding, which costs the
   iteration what a padded row costs and writes only a position the row's next real token overwrites —
   padded to the batch bucket and replayed as a graph on a GPU (eagerly on the CPU);
@@ -16,17 +16,17 @@ forwards differ:
 - rows that leave are compacted in order (one indexed copy of their KV).
 
 So the outputs equal `TorchStaticActor`'s (greedy token for token; sampled too: both draw with the
-counter-based noise of `backends.sampling`). With ``gen_batch`` None the group holds at most
-``max_num_seqs`` rows (further requests open another group: the unbatched static engine the simulator
-mirrors has one group; keep ``max_num_seqs`` above the step's requests to match it). Timing records
-(``record_timings``) give a decode's ``width`` as its longest context.
+counter-based noise of `backends.sampling`). With ``gen_batch`` None a group holds at most that cap of
+rows (further requests open another group, where the unbatched static engine the simulator mirrors has
+one: keep the cap above the step's requests to match it). Timing records (``record_timings``) give a
+decode's ``width`` as its longest context.
 """
 
 from __future__ import annotations
 
 import torch
 
-from oppo_real.backends.graph_decoder import SlotDecoder
+from oppo_real.backends.graph_decoder import SlotDecoder, slots_for
 from oppo_real.backends.torch_static import TorchStaticActor, TorchStaticConfig, _Group
 from oppo_sim.core.errors import ConfigError
 
@@ -35,11 +35,12 @@ class TorchStaticGraphActor(TorchStaticActor):
     """`TorchStaticActor` with each group's KV in static slots and its decode iterations graph-captured."""
 
     def __init__(self, cfg: TorchStaticConfig, model: torch.nn.Module | None = None, max_num_seqs: int = 256,
-                 cuda_graphs: bool = True) -> None:
+                 cuda_graphs: bool = True, kv_cache_bytes: int | None = None) -> None:
         if max_num_seqs < 1:
             raise ConfigError(f"max_num_seqs must be >= 1, got {max_num_seqs}")
         super().__init__(cfg, model)
-        self.group_slots = min(cfg.gen_batch or max_num_seqs, max_num_seqs)
+        cap = slots_for(self.model, cfg.max_model_len, max_num_seqs, kv_cache_bytes)  # a group's rows at most
+        self.group_slots = min(cfg.gen_batch or cap, cap)
         self.cuda_graphs = cuda_graphs
         self._pool: list[SlotDecoder] = []
 
@@ -103,11 +104,12 @@ class TorchStaticGraphActor(TorchStaticActor):
 
 
 
-def static_actor(cfg: TorchStaticConfig, backend: str = "torch-static", max_num_seqs: int = 256, cuda_graphs: bool = True):
+def static_actor(cfg: TorchStaticConfig, backend: str = "torch-static", max_num_seqs: int = 256, cuda_graphs: bool = True,
+                 kv_cache_bytes: int | None = None):
     """The static decoder a backend name stands for: `TorchStaticActor` (``torch-static``) or
-    `TorchStaticGraphActor` (``torch-static-graph``)."""
+    `TorchStaticGraphActor` (``torch-static-graph``; the other arguments are its)."""
     if backend == "torch-static-graph":
-        return TorchStaticGraphActor(cfg, max_num_seqs=max_num_seqs, cuda_graphs=cuda_graphs)
+        return TorchStaticGraphActor(cfg, max_num_seqs=max_num_seqs, cuda_graphs=cuda_graphs, kv_cache_bytes=kv_cache_bytes)
     if backend != "torch-static":
         raise ConfigError(f"not a static decoder backend: {backend!r} (torch-static, torch-static-graph)")
     return TorchStaticActor(cfg)

@@ -81,7 +81,7 @@ class GenWorker(Recorder):
 
             return static_actor(TorchStaticConfig(model=cfg.actor, dtype=cfg.dtype, device=cfg.device, sampling=cfg.sampling,
                                                   max_model_len=cfg.max_model_len, gen_batch=cfg.gen_batch),
-                                cfg.backend, cfg.engine.max_num_seqs)
+                                cfg.backend, cfg.engine.max_num_seqs, kv_cache_bytes=cfg.engine.kv_cache_bytes)
         from oppo_real.config import BACKENDS
         from oppo_sim.core.errors import ConfigError
 

@@ -150,3 +150,17 @@ def test_graph_replay_matches_eager_on_cuda(models):  # pragma: no cover - runs 
         out[graphs] = run_to_completion(g, reqs)
         assert g.dec.graphs_on == graphs and (g.dec.graph_count() > 0) == graphs
     _assert_same(out[False], out[True], reqs, abs_lp=1e-3)
+
+
+def test_memory_fit_counts_whole_slots_for_the_graph_decoders():
+    from oppo_real.config import RealConfig
+    from oppo_real.devices.memory_fit import kv_cache_bytes
+    from oppo_sim.hw.models import get_model
+
+    actor = get_model("qwen2.5-1.5b")
+    per = actor.with_(dtype_bytes=4).kv_bytes_per_token()
+    for backend in ("torch-graph", "torch-static-graph"):
+        cfg = RealConfig(backend=backend, batch=8)
+        assert kv_cache_bytes(cfg, actor) == 16 * cfg.max_model_len * per  # 2 x batch slots of max_model_len
+        big = RealConfig(backend=backend, batch=200)
+        assert kv_cache_bytes(big, actor) == big.engine.max_num_seqs * big.max_model_len * per
