@@ -20,7 +20,8 @@ own positions — so attention costs what the context costs, within 2x. Sampling
 pass (`backends.sampling`: counter-based Gumbel-max, no host sync, shapes fixed by the bucket). With
 ``cuda_graphs`` on a CUDA device each (batch bucket, length bucket) is captured once, at its first use,
 into one shared memory pool (as vLLM and gpt-fast do) and replayed afterwards: one graph launch per
-iteration instead of hundreds of kernel launches. The inputs go through fixed buffers: one host-to-device
+iteration instead of hundreds of kernel launches (:meth:`SlotDecoder.capture_all` captures them all at
+warm-up instead). The inputs go through fixed buffers: one host-to-device
 copy per iteration (positions and seeds) and one copy back (tokens and log-probs).
 
 **Prefill** (:meth:`SlotDecoder.prefill`): the whole contexts of new sequences, right-padded to the
@@ -249,6 +250,22 @@ class SlotDecoder:
         self._graphs[(b, length)] = (graph, tok, lp)
         self.captures += 1
         return self._graphs[(b, length)]
+
+    def capture_all(self, max_batch: int) -> int:
+        """Capture every (batch bucket, length bucket) up to ``max_batch`` sequences now (a warm-up: no
+        capture then falls inside a timed iteration). Only while no sequence holds a slot: the captures'
+        warm-up runs write position 0 of the first slots. Returns the graphs captured (0 when eager)."""
+        if not self.graphs_on:
+            return 0
+        self.allocate()
+        self._tok_in.zero_()
+        self._keys_in.zero_()
+        before = self.captures
+        for b in self.buckets[: self.buckets.index(bucket_of(min(max_batch, self.slots), self.buckets)) + 1]:
+            for length in self.len_buckets:
+                if (b, length) not in self._graphs:
+                    self._capture(b, length)
+        return self.captures - before
 
     def graph_count(self) -> int:
         return len(self._graphs)

@@ -150,6 +150,13 @@ class TorchGraphActor:
     def kv_bytes(self) -> int:
         return self.dec.kv_bytes()
 
+    def capture_graphs(self, max_batch: int | None = None) -> int:
+        """Capture the decode graphs of every batch bucket up to ``max_batch`` (default: all slots) and every
+        length bucket now, while no request holds a slot (``backends.warmup`` calls it); returns how many."""
+        if self._rows:
+            raise ConfigError("capture_graphs needs an idle engine (requests hold KV slots)")
+        return self.dec.capture_all(max_batch or self.dec.slots)
+
     def close(self) -> None:
         self._live.clear()
         self._waiting.clear()

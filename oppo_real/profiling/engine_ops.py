@@ -53,6 +53,9 @@ class ProfileGrid:
                    train_batch=(2, 8), train_len=(32, 96), repeats=3, sync_repeats=3)
 
 
+PREFILL_TOKENS = 32768
+"""Padded tokens the torch-graph engine prefills per step when profiling decode (a 7B model's MLP
+activations for 128 x 2k tokens at once would not fit beside its KV cache; the prefill is not timed)."""
 OPS: tuple[str, ...] = ("decode", "prefill", "train", "sync")
 """The operations a profile times (``run_profile(ops=...)``, ``oppo-real profile --ops``)."""
 
@@ -80,7 +83,7 @@ def make_generator(actor_dir: Path, backend: str, max_len: int, max_batch: int, 
 
         return TorchGraphActor(TorchGraphConfig(model=str(actor_dir), dtype=dtype, device=device, max_model_len=max_len,
                                                 sampling=sampling, max_num_seqs=max_batch, cuda_graphs=cuda_graphs,
-                                                max_prefill_tokens=max_batch * max_len))
+                                                max_prefill_tokens=min(max_batch * max_len, PREFILL_TOKENS)))
     from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
 
     return TorchActor(TorchActorConfig(model=str(actor_dir), dtype=dtype, device=device, max_model_len=max_len,

@@ -40,6 +40,11 @@ def test_is_an_actor_backend_and_runs_eagerly_on_the_cpu(models):
     g = TorchGraphActor(TorchGraphConfig(model=str(models.actor), sampling=GREEDY))
     assert isinstance(g, ActorBackend)
     assert not g.dec.graphs_on  # cuda_graphs is on by default, but there is no CUDA device here
+    assert g.capture_graphs() == 0 and g.dec.graph_count() == 0
+    g.add(_reqs(1)[0])
+    g.step()
+    with pytest.raises(ConfigError, match="idle engine"):
+        g.capture_graphs()
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -147,6 +152,8 @@ def test_graph_replay_matches_eager_on_cuda(models):  # pragma: no cover - runs 
     for graphs in (False, True):
         g = TorchGraphActor(TorchGraphConfig(model=str(models.actor), sampling=SamplingConfig(temperature=1.0, seed=3),
                                              device="cuda", max_num_seqs=4, cuda_graphs=graphs))
+        if graphs:
+            assert g.capture_graphs(2) == 2 * len(g.dec.len_buckets)  # batch buckets 1 and 2, every length
         out[graphs] = run_to_completion(g, reqs)
         assert g.dec.graphs_on == graphs and (g.dec.graph_count() > 0) == graphs
     _assert_same(out[False], out[True], reqs, abs_lp=1e-3)
