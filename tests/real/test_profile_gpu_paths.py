@@ -79,3 +79,22 @@ def test_ops_option_and_unknown_ops():
         _ops("decode,adam")
     with pytest.raises(ConfigError, match="unknown profile op"):
         run_profile(SimpleNamespace(), "torch", GRID, cores=None, ops=("nope",))
+
+
+def test_training_rows_time_the_optimizer_on_a_shard_when_adam_does_not_fit(models, monkeypatch):
+    """Forced on the CPU by stating a small device: bf16 weights, forward and backward over the whole model,
+    Adam on a fraction f of the parameters charged as its time / f; the rows say so."""
+    from pathlib import Path
+
+    import oppo_real.profiling.train_ops as train_ops
+
+    grid = ProfileGrid(train_batch=(2,), train_len=(16,), repeats=2)
+    full = train_ops.profile_train(Path(models.actor), Path(models.critic), grid, lambda _m: None)
+    assert {r["optimizer"] for r in full} == {"full"} and {r["role"] for r in full} == {"actor", "critic"}
+    monkeypatch.setattr(train_ops, "_device_bytes", lambda _device: 4e6)
+    rows = train_ops.profile_train(Path(models.actor), Path(models.critic), grid, lambda _m: None)
+    assert len(rows) == 2 * grid.repeats
+    for r in rows:
+        f = float(r["optimizer"].split("f=")[1])
+        assert 0 < f < 0.5 and r["seconds"] == pytest.approx(r["fwd_bwd_s"] + r["optim_s"])
+        assert r["op"] == "train" and r["flops"] > 0
