@@ -110,7 +110,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
                   + (f", predicting with GPU table entry '{spec.id}' and the default cost parameters" if spec else ""))
         paths = _models(a, device)
         grid = ProfileGrid.quick() if a.quick else (gpu_grid(_params(paths)) if cuda else ProfileGrid())
-        warm = engine_warmup_s(a, cuda) if {"decode", "sync"} & set(a.ops) else 0.0
+        warm = engine_warmup_s(a, cuda) if "decode" in a.ops else 0.0  # only decode iterations are timed warm
         table = run_profile(paths, backend, grid, cores=cores, log=con.print, device=device, warmup_s=warm,
                             ops=a.ops, cuda_graphs=a.cuda_graphs)
         table = with_predictions(table, spec, name, a.shape or "tiny")

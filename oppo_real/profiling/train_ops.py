@@ -13,8 +13,8 @@ backward run over the whole model (every gradient computed), and the Adam step i
 fp32 copies of the first parameters, a fraction ``f`` of the model — and charged as ``adam_seconds / f``
 (the step is elementwise over the parameters, so its time scales with their number). The row says so:
 ``optimizer`` is ``full`` or ``shard f=0.160``, with ``fwd_bwd_s`` and ``optim_s`` (as charged) beside
-``seconds``. What a real 7B run does instead (ZeRO / FSDP over several GPUs, or an 8-bit optimizer) is
-not measured here.
+``seconds``. A grid point that runs out of GPU memory is logged and skipped, not the whole stage. What a
+real 7B run does instead (ZeRO / FSDP over several GPUs, or an 8-bit optimizer) is not measured here.
 """
 
 from __future__ import annotations
@@ -69,10 +69,32 @@ def _shard(model, fraction: float):
     return picked, copies, n / total
 
 
+def _steps(run, model, opt, picked, copies, frac: float, n: int, device: str) -> tuple[list[float], list[float]]:
+    """``n`` training steps: (forward + backward seconds, optimizer seconds / ``frac``) of each; with a shard
+    (``picked`` parameters, their fp32 ``copies``) the optimizer steps the copies."""
+    from oppo_real.devices.device_map import synchronize
+
+    fb, op = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        loss = run()
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        synchronize(device)
+        t1 = time.perf_counter()
+        if picked is not None:
+            for p, c in zip(picked, copies):
+                c.grad = p.grad.float()
+        opt.step()
+        synchronize(device)
+        fb.append(t1 - t0)
+        op.append((time.perf_counter() - t1) / frac)
+    return fb, op
+
+
 def _time_role(role: str, model_dir: Path, spec, grid, log, device: str) -> list[dict]:
     import torch
 
-    from oppo_real.devices.device_map import synchronize
     from oppo_real.models.tiny import load_causal_lm, load_value_model
     from oppo_sim.hw.costmodel import CostModel
 
@@ -81,6 +103,7 @@ def _time_role(role: str, model_dir: Path, spec, grid, log, device: str) -> list
     frac = optimizer_fraction(int(n_params), _device_bytes(device))
     sharded = frac < 1.0
     model = load(model_dir, "bfloat16" if sharded else "float32").to(device).train()
+    picked = copies = None
     if sharded:
         picked, copies, frac = _shard(model, frac)
         opt = torch.optim.Adam(copies, lr=1e-6)
@@ -97,21 +120,13 @@ def _time_role(role: str, model_dir: Path, spec, grid, log, device: str) -> list
             old = torch.zeros((b, length), device=device)
             adv = torch.randn((b, length), generator=g).to(device) * mask
             run = _loss_fn(role, model, ids, attn, mask, old, adv)
-            fb, op = [], []
-            for _ in range(grid.repeats + 1):
-                t0 = time.perf_counter()
-                loss = run()
+            try:
+                fb, op = _steps(run, model, opt, picked, copies, frac, grid.repeats + 1, device)
+            except torch.cuda.OutOfMemoryError:
                 model.zero_grad(set_to_none=True)
-                loss.backward()
-                synchronize(device)
-                t1 = time.perf_counter()
-                if sharded:
-                    for p, c in zip(picked, copies):
-                        c.grad = p.grad.float()
-                opt.step()
-                synchronize(device)
-                fb.append(t1 - t0)
-                op.append((time.perf_counter() - t1) / frac)
+                torch.cuda.empty_cache()
+                log(f"train {role} b={b:2d} len={length:4d}: out of GPU memory, point skipped")
+                continue
             fb, op = fb[1:], op[1:]  # the first one warms up
             flops, nbytes = CostModel.train_work(spec, [length] * b, scalar_head=role == "critic")
             how = f"shard f={frac:.3f}" if sharded else "full"
