@@ -12,7 +12,8 @@
 # minutes per command: each stage is cut at OPPO_STAGE_S (default 540 s) so that it and the collection fit
 # one call; a whole run is cut to OPPO_GPU_BUDGET_S (default 1500 s). Every process that decodes first
 # decodes throw-away requests for 45 s (--engine-warmup). Models are random-weight Qwen2.5 shapes in bf16,
-# built once into $OPPO_MODEL_CACHE (default /tmp/oppo-gpu-models; 7B: ~30 GB of disk for actor + reward).
+# built once into $OPPO_MODEL_CACHE (default /tmp/oppo-gpu-models; 7B: ~30 GB of disk for actor + reward);
+# a profile or validate stage builds its shape's models if they are not there (a fresh machine has none).
 #
 # Stages (SHAPE: 1.5b, 3b, 7b, also 0.5b, or tiny for a CPU smoke test; each writes OUT/stages/<dir>/):
 #   env                    torch / transformers / GPU                                  -> stages/env.txt
@@ -21,7 +22,8 @@
 #                          prediction of the GPU table's entry, the fit, the held-out fit; decode rows with
 #                          their kernel share                             -> stages/profile-qwen2.5-SHAPE--OP/
 #   profile-SHAPE-decode-torch   the same decode grid on the per-request torch backend (kernel share before)
-#   validate-SHAPE         baseline,intra,inter,oppo on torch-graph with the merged profile of the shape
+#   validate-SHAPE         baseline,intra,inter,oppo on torch-graph with the merged profile of the shape,
+#                          --repeat OPPO_VALIDATE_REPEAT (default 3) runs per policy, interleaved
 #   collect                scripts/gpu_collect.py: OUT/gpu_profile.csv (device name in every row, kernel_share),
 #                          gpu_fit.csv, gpu_fit_heldout.csv, gpu_profile.png, gpu_validation.csv, gpu_parity.png,
 #                          gpu_timelines.png, gpu_summary.json, gpu_measure.log
@@ -107,7 +109,7 @@ stage_profile() {  # profile-SHAPE-OP[-torch]
 
 stage_validate() {  # validate-SHAPE
     local id; id=$(shape_id "$1")
-    local prof=() size="--batch 8 --steps 5 --warmup 1 --length-scale 0.2 --max-response 192"
+    local prof=() size="--batch 8 --steps 5 --warmup 1 --length-scale 0.2 --max-response 192 --repeat ${OPPO_VALIDATE_REPEAT:-3}"
     [ "$QUICK" = 1 ] && size="--batch 4 --steps 3 --length-scale 0.1 --max-response 32 --warmup 1"
     [ -f "$OUT/stages/profile-$id/profile.json" ] && prof=(--profile "$OUT/stages/profile-$id/profile.json")
     # shellcheck disable=SC2046,SC2086
