@@ -90,7 +90,28 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
 def fit_gpu(table: pd.DataFrame, spec: GPUSpec) -> tuple[Hardware, pd.DataFrame]:
     """Fit the cost model to the measurements against the datasheet ``spec`` (efficiencies comparable
     with the defaults)."""
-    return fit_profile(table[MEASUREMENT_COLUMNS].reset_index(drop=True), spec, default_params(spec.id))
+    from oppo_real.profiling.engine_ops import fittable
+
+    return fit_profile(fittable(table)[MEASUREMENT_COLUMNS].reset_index(drop=True), spec, default_params(spec.id))
+
+
+def heldout_fit(table: pd.DataFrame, spec: GPUSpec | None, cores: int = 1) -> pd.DataFrame:
+    """The fit on half of each op's grid with its error on the other half (``oppo_sim.hw.holdout``): against
+    the datasheet ``spec`` on a GPU (default parameters for what the data leaves open), against the nominal
+    CPU spec on the CPU; ``model`` and ``device`` columns as the measurements have them."""
+    from oppo_real.profiling.engine_ops import fittable
+    from oppo_sim.hw.holdout import holdout_report
+    from oppo_sim.hw.profiles import cpu_spec
+
+    rows = fittable(table)
+    if spec is None:
+        _, rep = holdout_report(rows, cpu_spec(name="cpu", cores=cores))
+    else:
+        _, rep = holdout_report(rows, spec, default_params(spec.id))
+    for col in ("model", "device"):
+        if col in table.columns:
+            rep.insert(0, col, table[col].iloc[0])
+    return rep
 
 
 def suggested_defaults(hw: Hardware) -> dict:
