@@ -15,6 +15,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
+from oppo_sim.hw.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
 from oppo_sim.pipeline.config import SimConfig
 
 ENGINES: tuple[str, ...] = tuple(k.value for k in EngineKind)
@@ -66,7 +67,11 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--sp", type=positive(), default=1, help="sequence parallelism of the trainer (default %(default)s)")
     m.add_argument("--colocate", choices=("sleep", "resident"), default="sleep",
                    help="generation sharing GPUs: engine and trainer take turns (sleep) or both stay resident "
-                        "(default %(default)s)")
+                        "(default %(default)s; async on a shared pool is always resident)")
+    m.add_argument("--sleep-level", type=int, choices=SLEEP_LEVELS, default=DEFAULT_SLEEP_LEVEL,
+                   help="vLLM sleep level of an engine taking turns: 1 offloads its weights to host memory and frees "
+                        "the KV cache (they come back over the host link), 2 frees both (the weight sync refills "
+                        "them); the trainer's state goes to host either way (default %(default)s, verl's)")
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
                    help="weight sync path (default %(default)s: nvlink within a node, network across nodes)")
@@ -226,7 +231,7 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
             zero_stage=None if a.zero == "auto" else int(a.zero), recompute=None if a.recompute == "auto" else a.recompute,
             flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
         ),
-        colocate=a.colocate, nodes=a.nodes, sync=a.sync, **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
+        colocate=a.colocate, sleep_level=a.sleep_level, nodes=a.nodes, sync=a.sync, **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 

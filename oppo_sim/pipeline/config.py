@@ -14,6 +14,7 @@ from oppo_sim.hw.hardware import Hardware, get_hardware
 from oppo_sim.hw.memory import COLOCATE_MODES, TrainMemoryConfig
 from oppo_sim.hw.models import ModelSpec, get_model
 from oppo_sim.hw.overheads import ExecutorOverheads
+from oppo_sim.hw.sleepwake import DEFAULT_SLEEP_LEVEL, check_sleep_level
 from oppo_sim.hw.sync import SYNC_MECHANISMS
 from oppo_sim.traces.synthetic import RewardCurve
 from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE
@@ -52,6 +53,7 @@ class SimConfig:
     trace_offset: int = 0  # first trace row used (rows are then taken in order, cyclically)
     train_memory: TrainMemoryConfig = field(default_factory=TrainMemoryConfig)  # ZeRO stage, recompute (None = auto)
     colocate: str = "sleep"  # generation sharing GPUs: "sleep" (engine and trainer take turns) or "resident"
+    sleep_level: int = DEFAULT_SLEEP_LEVEL  # vLLM sleep level where the engine sleeps (oppo_sim.hw.sleepwake)
     nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): picks the sync path
     sync: str = "auto"  # weight sync: auto (nvlink in a node, network across nodes), nvlink, network, host
     algorithm: Algorithm = field(default_factory=Algorithm)  # ppo (critic, reward model, KL) unless told otherwise
@@ -79,6 +81,7 @@ class SimConfig:
         for ok, msg in checks:
             if not ok:
                 raise ConfigError(msg)
+        check_sleep_level(self.sleep_level)
         object.__setattr__(self, "engine_kind", EngineKind.parse(self.engine_kind))
         if self.reward_curve.seed is None:  # the synthetic rewards follow the run's seed
             object.__setattr__(self, "reward_curve", replace(self.reward_curve, seed=self.seed))
