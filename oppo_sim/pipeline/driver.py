@@ -17,10 +17,9 @@ inputs and its actions into simulated work:
   actions, stop the engines when it says so;
 - the trainer loop (:meth:`Pipeline.trainer`): waits for the machine's ``Train``, runs the PPO epochs
   for the actor (and the critic, where the algorithm has one), syncs the weights and completes the step;
-- where the generation engine takes turns with the roles sharing its GPUs (the memory plan's phases,
-  ``memory_plan.sleep_wake_of``), a ``sleep`` job on its pool when generation ends — the scorers placed
-  there and the training start after it — and a ``wake`` job before the weight sync; the step's
-  ``sleep_wake_s`` is their sum.
+- where the engine takes turns with the roles sharing its GPUs (``memory_plan.sleep_wake_of``), a
+  ``sleep`` job on its pool when generation ends (the scorers there and the training start after it) and
+  a ``wake`` job before the weight sync: the step's ``sleep_wake_s``.
 
 Every timing comes from the cost model via the device pools.
 """
@@ -312,26 +311,20 @@ class Pipeline:
             acts = m.stopped(left)
             self.machine = None
             rec.admitted, rec.deferred, rec.batch = len(m.admitted), len(m.deferred), m.batch
-            asleep = self._sleep(t)
+            asleep = self.asleep[t] = self._switch("sleep", t) if self.sleepwake is not None else None
             if ovh.token_s:  # the batch's tokens are copied into the scoring and training messages
                 yield self.env.timeout(ovh.token_s * sum(self._sample(s).target for s in m.batch))
-            if asleep is None:
-                self._apply(acts, t)
-                continue
-            # the scorers beside the engine start once it sleeps and their weights are back; the others at once
-            later = [a for a in acts if type(a) is ScoreWhole and a.role in self._beside_engine]
-            self._apply([a for a in acts if not (type(a) is ScoreWhole and a.role in self._beside_engine)], t)
-            yield asleep
-            self._apply(later, t)
+            # the scorers beside a sleeping engine start once it sleeps and their weights are back; the others at once
+            later = [a for a in acts if asleep is not None and type(a) is ScoreWhole and a.role in self._beside_engine]
+            self._apply([a for a in acts if all(a is not b for b in later)], t)
+            if later:
+                yield asleep
+                self._apply(later, t)
 
-    def _sleep(self, step: int) -> simpy.Event | None:
-        """Put the engine to sleep on its pool (a job of ``SleepWake.switch_s``); None where it never sleeps."""
-        sw = self.sleepwake
-        if sw is None:
-            return None
-        pool = self.pools[sw.pool]
-        ev = self.asleep[step] = pool.submit(pool.all, sw.switch_s, activity="sleep", role="sleep", step=step).done
-        return ev
+    def _switch(self, activity: str, step: int) -> simpy.Event:
+        """The engine's ``sleep`` (when generation ends) or ``wake`` (before the sync): a job on its pool."""
+        pool = self.pools[self.sleepwake.pool]
+        return pool.submit(pool.all, self.sleepwake.switch_s, activity=activity, role=activity, step=step).done
 
     def trainer(self):
         cfg, pl = self.cfg, self.cfg.placement
@@ -353,11 +346,9 @@ class Pipeline:
                 job = tpool.submit(tpool.all, j.seconds, activity="train", role=j.role, step=t, tokens=j.tokens, flops=j.flops)
                 yield job.done
             rec.train_end = self.env.now
-            sw = self.sleepwake
-            if sw is not None:  # the other roles' state back to the host, the engine awake, before the sync
-                wpool = self.pools[sw.pool]
-                yield wpool.submit(wpool.all, sw.switch_s, activity="wake", role="wake", step=t).done
-                rec.sleep_wake_s = sw.step_s
+            if self.sleepwake is not None:  # the other roles' state back to the host, the engine awake, before the sync
+                yield self._switch("wake", t)
+                rec.sleep_wake_s = self.sleepwake.step_s
             rec.sync_start = self.env.now
             job = gpool.submit(gpool.all, gcost.weight_sync(actor), activity="sync", role="sync", step=t)
             yield job.done

@@ -168,13 +168,14 @@ def fit_for_policy(cfg: SimConfig, policy: Policy, seq_tokens: int | None = None
                    response_tokens: int | None = None) -> tuple[SimConfig, MemoryReport]:
     """The configuration ``policy`` runs (:func:`colocation`) and its :func:`check_fits` report;
     ``ConfigError`` in one line, naming the way out, when a policy that generates beside training does not
-    fit with everything resident on the shared pool."""
+    fit with everything resident on the shared pool (the plain refusal where it would not fit taking turns either)."""
     run = colocation(cfg, policy)
     if run is cfg:
         return cfg, check_fits(cfg, seq_tokens, response_tokens)
     try:
         return run, check_fits(run, seq_tokens, response_tokens)
     except ConfigError as e:
+        check_fits(cfg, seq_tokens, response_tokens)  # what does not fit even taking turns says so plainly
         raise ConfigError(
             f"{policy.label()} generates while the previous step trains, so pool '{cfg.placement.generate}' must hold "
             f"the engine and every other role at once (no sleep), and it {e}; use --placement disaggregated (generation "
