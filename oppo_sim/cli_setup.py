@@ -68,13 +68,19 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--colocate", choices=("sleep", "resident"), default="sleep",
                    help="generation sharing GPUs: engine and trainer take turns (sleep) or both stay resident "
                         "(default %(default)s; async on a shared pool is always resident)")
-    m.add_argument("--sleep-level", type=int, choices=SLEEP_LEVELS, default=DEFAULT_SLEEP_LEVEL,
-                   help="vLLM sleep level of an engine taking turns: 1 offloads its weights to host memory and frees "
-                        "the KV cache (they come back over the host link), 2 frees both (the weight sync refills "
-                        "them); the trainer's state goes to host either way (default %(default)s, verl's)")
+    add_sleep_level_arg(m)
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
                    help="weight sync path (default %(default)s: nvlink within a node, network across nodes)")
+
+
+def add_sleep_level_arg(p) -> None:
+    """``--sleep-level`` (``SimConfig.sleep_level``, see ``oppo_sim.hw.sleepwake``)."""
+    p.add_argument("--sleep-level", type=int, choices=SLEEP_LEVELS, default=DEFAULT_SLEEP_LEVEL,
+                   help="vLLM sleep level of an engine taking turns with the roles beside it: 1 offloads its weights "
+                        "to host memory and frees the KV cache (the weights come back over the host link), 2 frees "
+                        "both (the weight sync refills them); the trainer's state goes to host either way "
+                        "(default %(default)s, verl's)")
 
 
 def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
@@ -235,4 +241,4 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
     )
 
 
-__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "algorithm_fields", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config"]
+__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "add_sleep_level_arg", "algorithm_fields", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config"]
