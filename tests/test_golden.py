@@ -28,8 +28,8 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # recomputation (was ZeRO-2 with full recomputation, -1.77 s), the links add 0.11 s: 60.6821 -> 59.0254 s (-2.73%).
 #
 # The four on the paper placement moved when the generation engine's sleep and wake became a charge
-# (oppo_sim.hw.sleepwake): the 7 shared H200s take turns, so every step the engine (vLLM level 1, 15.2 GB of
-# weights per GPU) and the trainer's state (actor + critic under ZeRO-2 over 7, 58.7 GB per GPU) cross the
+# (oppo_sim.hw.sleepwake): the 7 shared H200s take turns, so every step the engine (vLLM level 1, 15.2e9 B of
+# weights per GPU) and the trainer's state (actor + critic under ZeRO-2 over 7, 58.7e9 B per GPU) cross the
 # host link (PCIe 5, 64e9 B/s at the sync op's 0.6, + 50 ms a leg) twice: 2.0265 s a switch, 4.0529 s a step
 # (A100: PCIe 4, 4.1730 s a switch). The sleep runs when generation ends, beside the score GPU's scoring; the
 # wake before the sync, exposed. Utilizations move as the switches count as busy time on main; generation

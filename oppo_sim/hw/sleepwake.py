@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import Hardware
+from oppo_sim.hw.hardware import GiB, Hardware
 from oppo_sim.hw.memory import GENERATE, OTHER, PoolMemory
 
 __all__ = ["SLEEP_LEVELS", "DEFAULT_SLEEP_LEVEL", "check_sleep_level", "SleepWake", "sleep_wake"]
@@ -93,9 +93,8 @@ class SleepWake:
         return 2.0 * self.switch_s
 
     def describe(self) -> str:
-        gb = 1e9
-        return (f"pool '{self.pool}' sleeps (vLLM level {self.level}): {self.engine_bytes / gb:.1f} GB engine weights + "
-                f"{self.state_bytes / gb:.1f} GB other-phase state per GPU each way over {self.host_bw / gb:.0f} GB/s, "
+        return (f"pool '{self.pool}' sleeps (vLLM level {self.level}): {self.engine_bytes / GiB:.1f} GiB engine weights + "
+                f"{self.state_bytes / GiB:.1f} GiB other-phase state per GPU each way over {self.host_bw / 1e9:.0f} GB/s, "
                 f"{self.step_s:.2f} s a step")
 
 
