@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.explore.parallel import Runner
 from oppo_sim.explore.space import Candidate, PlanSpace, default_candidate
 from oppo_sim.pipeline.config import SimConfig
-from oppo_sim.pipeline.memory_plan import check_fits, longest
+from oppo_sim.pipeline.memory_plan import check_fits, longest, smallest_sp
 from oppo_sim.traces.catalog import SYNTHETIC_PREFIX, find_trace, load_trace
 from oppo_sim.traces.trace import SUFFIXES, Trace
 
@@ -96,8 +96,9 @@ def trace_source(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _trace(source: str, max_response: int | None, seed: int) -> Trace:
-    return load_trace(source, max_response=max_response, seed=seed)
+def _trace(source: str, limits: tuple, seed: int) -> Trace:
+    """Each (worker) process reads a trace once (``limits``: ``SimConfig.trace_limits()`` as items)."""
+    return load_trace(source, seed=seed, **dict(limits))
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class EvalTask:
     base: SimConfig
     trace: str
     max_staleness: int | None = None
+    auto_sp: bool = False  # raise sequence parallelism where the configuration needs it (PlanSpace.sps None)
 
 
 def identity(c: Candidate) -> dict[str, Any]:
@@ -138,11 +140,16 @@ def evaluate(task: EvalTask) -> dict[str, Any]:
     from oppo_sim.pipeline.simulate import simulate  # local: keeps worker start-up light
 
     c = task.candidate
-    row = identity(c)
+    row = {**identity(c), "searched": c.label()}
     try:
         cfg = c.config(task.base)
-        trace = _trace(task.trace, cfg.max_response, cfg.seed)
-        check_fits(cfg, *longest(trace, cfg.max_response))
+        trace = _trace(task.trace, tuple(cfg.trace_limits().items()), cfg.seed)
+        lengths = longest(trace, cfg.max_response)
+        sp = smallest_sp(cfg, *lengths) if task.auto_sp else None
+        if sp is not None and sp != c.placement.sp:  # the smallest sequence parallelism that lets it fit
+            c = replace(c, placement=replace(c.placement, sp=sp))
+            cfg, row = c.config(task.base), {**identity(c), "searched": row["searched"]}
+        check_fits(cfg, *lengths)
     except ConfigError as e:
         return {**row, "status": REFUSED, "reason": str(e)}
     t0, c0 = time.perf_counter(), time.process_time()
@@ -188,7 +195,8 @@ def plan_table(rows: list[dict[str, Any]], objective: str, reference: Candidate)
     for col in COLUMN_ORDER:
         if col not in df.columns:
             df[col] = np.nan
-    df["is_reference"] = df["config"] == reference.label()
+    searched = df["searched"].fillna(df["config"]) if "searched" in df.columns else df["config"]
+    df["is_reference"] = searched == reference.label()  # the configuration asked for, whatever sp it needed
     ref = df.loc[df["is_reference"] & (df["status"] == OK), "samples_per_s"]
     sync = df[(df["policy"] == "baseline") & (df["status"] == OK)]
     if ref.empty and len(sync):
@@ -250,7 +258,7 @@ def run_plan(req: PlanRequest, *, processes: int | None = None, progress: bool =
     with Runner(processes, use_ray, ray_address) as runner, \
             tqdm(total=total, disable=not progress, desc="plan", unit="cfg") as bar:
         def evaluate_all(cands: list[Candidate]) -> list[dict[str, Any]]:
-            return runner.map(evaluate, [EvalTask(c, req.base, req.trace, k) for c in cands], bar)
+            return runner.map(evaluate, [EvalTask(c, req.base, req.trace, k, req.space.auto_sp) for c in cands], bar)
 
         if search == "exhaustive":
             todo = [reference, *(c for c in candidates if c != reference)]

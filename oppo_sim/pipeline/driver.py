@@ -96,7 +96,7 @@ class Pipeline:
         if len(trace) == 0:
             raise ConfigError("the trace has no rows")
         self.cfg = cfg
-        self.trace = trace.capped(cfg.max_response) if cfg.max_response is not None else trace
+        self.trace = cfg.limit(trace)
         self.policy = policy
         # what fits decides the training setup (ZeRO stage, recompute) and the KV caches; refused if nothing fits
         self.memory = memory or check_fits(cfg, *longest(self.trace, cfg.max_response))
