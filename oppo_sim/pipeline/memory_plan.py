@@ -169,8 +169,8 @@ def smallest_sp(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: 
 
 
 def fit_hint(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None) -> str:
-    """``"; fits with --KNOB VALUE"`` for a configuration that does not fit: the first single change that
-    makes it fit, tried in this order — the trainer's own settings where they were pinned (without
+    """``"; fits with --KNOB VALUE"`` (or ``"; fits without --full-logits"``) for a configuration that does
+    not fit: the first single change that makes it fit, tried in this order — the trainer's own settings where they were pinned (without
     ``--full-logits``, ``--recompute full``, ``--zero 3``: they keep the job as it is), sequence
     parallelism (``--sp N``, the smallest that fits; it keeps every token), then a prompt cap
     (``--max-prompt N``, the largest power of two from 256 that fits; it drops or cuts data) — or says
@@ -178,11 +178,11 @@ def fit_hint(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int
     seq, resp = _lengths(cfg, seq_tokens, response_tokens)
     t = cfg.train_memory
     pinned = [("without --full-logits", replace(t, full_logits=False), t.full_logits),
-              ("--recompute full", replace(t, recompute="full"), t.recompute not in (None, "full")),
-              ("--zero 3", replace(t, zero_stage=3), t.zero_stage not in (None, 3))]
+              ("with --recompute full", replace(t, recompute="full"), t.recompute not in (None, "full")),
+              ("with --zero 3", replace(t, zero_stage=3), t.zero_stage not in (None, 3))]
     for knob, train, applies in pinned:
         if applies and _first_fit(replace(cfg, train_memory=train), seq, resp)[0] is not None:
-            return f"; fits with {knob}"
+            return f"; fits {knob}"
     sp = smallest_sp(cfg, seq, resp)
     if sp is not None and sp != t.sequence_parallel:
         return f"; fits with --sp {sp}"

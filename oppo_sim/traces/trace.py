@@ -288,9 +288,11 @@ class Trace:
         """Build a validated trace from array-likes.
 
         ``optional`` may hold ``timestamp``, ``reward``, ``step``, ``source`` (default ``"array:<name>"``),
-        ``max_response``, ``n_clipped`` and ``clipped``.
+        ``max_response``, ``n_clipped``, ``clipped``, ``max_prompt``, ``n_prompts_filtered`` and
+        ``n_prompts_truncated``.
         """
-        allowed = {"timestamp", "reward", "step", "source", "max_response", "n_clipped", "clipped"}
+        allowed = {"timestamp", "reward", "step", "source", "max_response", "n_clipped", "clipped", "max_prompt",
+                   "n_prompts_filtered", "n_prompts_truncated"}
         unknown = sorted(set(optional) - allowed)
         if unknown:
             raise ConfigError(f"Trace.from_arrays: unknown argument(s) {unknown}; allowed: {sorted(allowed)}")
