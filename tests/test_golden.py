@@ -26,6 +26,13 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # lets ZeRO-2 with full recomputation fit (was ZeRO-3: no parameter all-gather, -0.18 s), the links add
 # 0.58 s: 99.6462 -> 100.0459 s (+0.40%). async: the 3-GPU training pool fits with ZeRO-3 and no
 # recomputation (was ZeRO-2 with full recomputation, -1.77 s), the links add 0.11 s: 60.6821 -> 59.0254 s (-2.73%).
+# None moved when the trainer's log-probs became chunk-wise (one 512-token chunk of full-vocabulary logits
+# instead of every token's, oppo_sim.hw.memory; --full-logits keeps the old charge) and the prompt cap
+# (32,768 tokens) arrived: the trace's prompts are all under the cap, and the activations shrink by 5-6
+# GiB per device at these lengths (sequences up to 8,892 tokens), which changes no training setting chosen
+# -- baseline/oppo/partial-rollout ZeRO-2 without recomputation, inter (8B on A100-80GB) ZeRO-2 with full
+# recomputation (without it 103.4 GiB > 72 usable, 108.6 with every token's logits), async ZeRO-3 without --
+# only the headroom (main 18.8 -> 24.9 GiB in the paper's setup), which no golden number reads.
 GOLDEN = [
     ("baseline", SimConfig(steps=5), 70.2115096837812, {"main": 0.5438698344874439, "score": 0.07399869517179918}, 112106),
     # oppo and inter moved (+0.046% / +0.089% step time, 28.2903 -> 28.3033 s and 86.6171 -> 86.6948 s) when
