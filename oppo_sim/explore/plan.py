@@ -6,8 +6,12 @@
     res.table                                                # every configuration tried (refused ones with why)
 
 Each configuration is first checked against memory (``memory_plan.check_fits``: the cheapest ZeRO stage
-/ recomputation that fits; a refusal keeps its one-line reason), then simulated for ``base.steps``
-steps. A deferring or asynchronous policy whose samples come out more than ``space.max_staleness``
+/ recomputation that fits; a refusal keeps its one-line reason, which names the knob that would make it
+fit), then simulated for ``base.steps`` steps. By default (``PlanSpace.sps`` auto) a configuration that
+fits only with sequence parallelism — a trace with prompts of tens of thousands of tokens — gets the
+smallest that fits (``memory_plan.smallest_sp``): its row's ``sp`` and ``config`` say which, and the
+reference is still the one asked for. The trace is loaded with the base configuration's prompt and
+response caps (``SimConfig.trace_limits``). A deferring or asynchronous policy whose samples come out more than ``space.max_staleness``
 policy versions stale (``staleness_max``, the bound a trainer would have to accept) is kept in the table
 as ``over-stale`` and not ranked.
 
