@@ -3,8 +3,9 @@
 when they load a prompt set, and whether the trainer materialises the full logits.
 
 - ``--max-prompt N`` (verl ``data.max_prompt_length``, OpenRLHF ``--prompt_max_len``; default
-  :data:`~oppo_sim.traces.trace.DEFAULT_MAX_PROMPT` = 32,768, the default actor's context window — verl's
-  512 and OpenRLHF's 1,024 would drop ordinary prompts of the shipped trace; 0 = no cap): a longer prompt
+  :data:`~oppo_sim.traces.trace.DEFAULT_MAX_PROMPT` = 131,072, the 128k context of Llama 3.1, Qwen2.5 with
+  YaRN and DeepSeek-V3, over every prompt of the shipped and public traces — verl's 512 and OpenRLHF's
+  1,024 would drop ordinary prompts of the shipped trace; 0 = no cap): a longer prompt
   is filtered (its row dropped, as verl's ``data.filter_overlong_prompts``), or with
   ``--truncate-prompt`` cut to N tokens (verl ``data.truncation``, OpenRLHF's tokenizer truncation). The
   run's first line says how many prompts were filtered or truncated; if every prompt would be filtered,
@@ -27,8 +28,8 @@ def add_limit_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--max-prompt", type=nonneg_int, default=DEFAULT_MAX_PROMPT, metavar="N",
                    help="prompt cap in tokens, as verl data.max_prompt_length / OpenRLHF --prompt_max_len: longer "
                         "prompts are filtered (verl filter_overlong_prompts) unless --truncate-prompt (default "
-                        "%(default)s, the Qwen2.5 context window: keeps every ordinary prompt of the shipped and "
-                        "public traces; 0 = no cap)")
+                        "%(default)s: the 128k context of Llama 3.1 / Qwen2.5-YaRN / DeepSeek-V3, over every prompt "
+                        "of the shipped and public traces; 0 = no cap)")
     g.add_argument("--truncate-prompt", action="store_true",
                    help="cut prompts over --max-prompt to it (verl data.truncation) instead of filtering them "
                         "(default off: filtered)")
@@ -47,7 +48,7 @@ def limit_fields(a: argparse.Namespace) -> dict:
 
 
 def limits_note(trace: Trace) -> str:
-    """``"; prompts over 32,768 tokens: 1 filtered"`` (empty where no cap was applied)."""
+    """``"; prompts over 131,072 tokens: 1 filtered"`` (empty where no cap was applied)."""
     if trace.max_prompt is None:
         return ""
     done = [f"{n:,} {what}" for n, what in ((trace.n_prompts_filtered, "filtered"),

@@ -329,7 +329,7 @@ def test_the_parser_builds_without_side_effects(tmp_path):
 
 
 @pytest.mark.parametrize("args, get, want", [
-    ([], lambda c: (c.max_prompt, c.truncate_prompt, c.train_memory.full_logits), (32768, False, False)),
+    ([], lambda c: (c.max_prompt, c.truncate_prompt, c.train_memory.full_logits), (131072, False, False)),
     (["--max-prompt", "4096"], lambda c: c.max_prompt, 4096),
     (["--max-prompt", "0"], lambda c: c.max_prompt, None),
     (["--truncate-prompt"], lambda c: c.truncate_prompt, True),

@@ -28,7 +28,7 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # recomputation (was ZeRO-2 with full recomputation, -1.77 s), the links add 0.11 s: 60.6821 -> 59.0254 s (-2.73%).
 # None moved when the trainer's log-probs became chunk-wise (one 512-token chunk of full-vocabulary logits
 # instead of every token's, oppo_sim.hw.memory; --full-logits keeps the old charge) and the prompt cap
-# (32,768 tokens) arrived: the trace's prompts are all under the cap, and the activations shrink by 5-6
+# (131,072 tokens) arrived: the trace's prompts are all under the cap, and the activations shrink by 5-6
 # GiB per device at these lengths (sequences up to 8,892 tokens), which changes no training setting chosen
 # -- baseline/oppo/partial-rollout ZeRO-2 without recomputation, inter (8B on A100-80GB) ZeRO-2 with full
 # recomputation (without it 103.4 GiB > 72 usable, 108.6 with every token's logits), async ZeRO-3 without --

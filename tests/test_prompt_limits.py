@@ -46,7 +46,7 @@ def test_the_fixture_is_its_script_output_and_sharegpt_shaped():
 def test_default_cap_filters_only_the_overlong_prompts():
     raw = load_trace(LONG, max_prompt=None)
     over = int((raw.prompt_tokens > DEFAULT_MAX_PROMPT).sum())
-    assert over == 2 and raw.n_prompts_filtered == 0 and raw.max_prompt is None
+    assert over == 1 and raw.n_prompts_filtered == 0 and raw.max_prompt is None
     t = load_trace(LONG)  # the default
     assert (len(t), t.n_prompts_filtered, t.n_prompts_truncated, t.max_prompt) == (1000 - over, over, 0, DEFAULT_MAX_PROMPT)
     keep = raw.prompt_tokens <= DEFAULT_MAX_PROMPT
@@ -91,7 +91,7 @@ def test_a_cap_that_filters_every_prompt_is_one_line(capsys):
 def test_run_with_defaults_filters_the_long_prompt_and_says_so(capsys):
     assert main(["run", "--trace", LONG]) == 0
     out = capsys.readouterr().out
-    assert "998 rows" in out and "prompts over 32,768 tokens: 2 filtered" in out
+    assert "999 rows" in out and "prompts over 131,072 tokens: 1 filtered" in out
 
 
 def test_run_truncating_says_so(capsys):

@@ -18,11 +18,13 @@ tokens is *filtered* (its row dropped) or, with ``truncate_prompt``, *truncated*
 (verl ``data.truncation``; the response length is kept as traced). :meth:`Trace.limited` is the one
 place both caps are applied, for the simulator and the real executor alike; the counts are kept on the
 trace (``max_prompt``, ``n_prompts_filtered``, ``n_prompts_truncated``). The default,
-:data:`DEFAULT_MAX_PROMPT` = 32,768, is the default actor's (Qwen2.5) context window: it keeps every
-prompt of the shipped trace (longest 1,412) and of the public traces but the longest tail (Mooncake:
-828 of 12,031 prompts filtered; ServeGen's sample: 69 of 50,000), and a longest sequence of 32,768 +
-8,192 tokens trains on the default setup. verl's default (512) or OpenRLHF's (1,024) would filter 239
-or 8 of the shipped trace's 4,000 ordinary prompts.
+:data:`DEFAULT_MAX_PROMPT` = 131,072, is the longest context of the models in the table (128k tokens:
+Llama 3.1, Qwen2.5 with YaRN, DeepSeek-V3) — no prompt beyond it can be served by any of them — and
+lies above every prompt of the shipped trace (longest 1,412) and of the public traces (longest:
+Mooncake's 126,195), so none of them loses a row and their results stay as they were; with chunk-wise
+log-probs (``hw.memory``) their longest sequences train on the default setup. What it filters is the
+outlier no framework trains on (a ShareGPT-like set's 162,307-token prompt). verl's default (512) or
+OpenRLHF's (1,024) would filter 239 or 8 of the shipped trace's 4,000 ordinary prompts.
 
 File formats: CSV, JSONL and Parquet, each optionally gzip-compressed (detected from the magic bytes,
 so ``.gz`` is optional). Required columns are ``prompt_tokens`` and ``response_tokens``; other columns
@@ -60,7 +62,7 @@ from oppo_sim.traces.columns import (
 DEFAULT_MAX_RESPONSE: int = 8192
 """Generation cap (max new tokens per response) that :func:`load_trace` applies unless told otherwise."""
 
-DEFAULT_MAX_PROMPT: int = 32768
+DEFAULT_MAX_PROMPT: int = 131072
 """Prompt cap (tokens) :func:`load_trace` and ``SimConfig`` apply unless told otherwise (module notes)."""
 
 DEFAULT_TRACE: str = "oppo-longtail-default"
