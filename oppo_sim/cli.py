@@ -173,7 +173,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
 
     cfg = ReplayConfig(gpu=resolve_hardware(a.profile or a.gpu), model=a.model, engine=engine, limit=a.limit or None,
                        time_scale=a.time_scale, rate=a.rate, seed=a.seed)
-    trace = load_trace(a.trace, max_response=a.max_response or None, seed=a.seed)
+    trace = load_trace(a.trace, max_response=a.max_response or None, seed=a.seed, max_prompt=None)  # serving: no RL cap
     res = replay(trace, cfg)
     s = res.summary
     print(f"replay of {trace.name}: {s['requests']} requests on {s['tp']} x {s['gpu']}, {s['model']}, "
