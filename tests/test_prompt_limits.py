@@ -169,3 +169,17 @@ def test_the_planner_raises_sp_only_where_needed_and_deterministically():
     assert len(ok) > 0 and (ok["sp"] > 1).all()  # nothing fits this trace on H100s without it
     assert all(f" sp{sp} " in label for sp, label in zip(ok["sp"], ok["config"]))
     assert (ok["train_gpus"] % ok["sp"] == 0).all()
+
+
+def test_the_real_executor_loads_the_trace_through_the_same_cap():
+    """``oppo-real run --trace`` takes the same options and says what the cap did on its first line."""
+    from oppo_real.cli import build_parser
+    from oppo_real.commands.run_cmd import describe_run
+    from oppo_real.config import RealConfig
+    from oppo_sim.core.policies import make_policy
+
+    a = build_parser().parse_args(["run", "--trace", LONG, "--max-prompt", "100", "--truncate-prompt"])
+    assert (a.max_prompt, a.truncate_prompt) == (100, True)
+    trace = load_trace(LONG, max_response=None, max_prompt=a.max_prompt, truncate_prompt=a.truncate_prompt)
+    line = describe_run(RealConfig(batch=2, steps=1), make_policy("baseline"), trace, Path("out"))
+    assert f"prompts over 100 tokens: {trace.n_prompts_truncated} truncated" in line and trace.n_prompts_truncated > 100
