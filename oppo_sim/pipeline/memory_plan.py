@@ -170,11 +170,11 @@ def smallest_sp(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: 
 
 def fit_hint(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None) -> str:
     """``"; fits with --KNOB VALUE"`` (or ``"; fits without --full-logits"``) for a configuration that does
-    not fit: the first single change that makes it fit, tried in this order — the trainer's own settings where they were pinned (without
-    ``--full-logits``, ``--recompute full``, ``--zero 3``: they keep the job as it is), sequence
-    parallelism (``--sp N``, the smallest that fits; it keeps every token), then a prompt cap
-    (``--max-prompt N``, the largest power of two from 256 that fits; it drops or cuts data) — or says
-    that none does."""
+    not fit: the first single change that makes it fit, tried in this order — the trainer's own settings
+    where they were pinned (without ``--full-logits``, ``--recompute full``, ``--zero 3``: they keep the
+    job as it is), sequence parallelism (``--sp N``, the smallest that fits; it keeps every token), then a
+    prompt cap (``--max-prompt N``, the largest power of two from 256 that fits; it drops or cuts data) —
+    or says that none does."""
     seq, resp = _lengths(cfg, seq_tokens, response_tokens)
     t = cfg.train_memory
     pinned = [("without --full-logits", replace(t, full_logits=False), t.full_logits),
