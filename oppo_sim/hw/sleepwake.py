@@ -81,7 +81,8 @@ class SleepWake:
     def legs(self) -> dict[str, float]:
         """Seconds of each leg of one switch (they add up to :attr:`switch_s`)."""
         bw = self.host_bw * self.eff
-        return {"engine": self.overhead_s + self.engine_bytes / bw, "state": self.overhead_s + self.state_bytes / bw}
+        state = self.overhead_s + self.state_bytes / bw if self.state_bytes > 0 else 0.0  # nothing offloaded: no call
+        return {"engine": self.overhead_s + self.engine_bytes / bw, "state": state}
 
     @property
     def switch_s(self) -> float:

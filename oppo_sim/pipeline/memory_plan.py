@@ -105,27 +105,45 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     )
 
 
+def frozen_shards(cfg: SimConfig, pool: str, zero_stage: int) -> int:
+    """Devices a frozen scorer's weights (reference, reward) on ``pool`` are sharded over: all of the pool's
+    where the pool trains and the trainer runs ZeRO-3 — verl's reference and reward workers are FSDP-wrapped
+    over the colocated worker group, OpenRLHF's run as DeepSpeed ZeRO-3 inference engines under
+    ``--zero_stage 3`` — else 1: a full copy on every device (data parallel; the paper placement's score
+    GPU). Sharded weights are all-gathered for each forward (``CostModel.param_gather``)."""
+    pl = cfg.placement
+    return pl.pool(pool).devices if pool == pl.train and zero_stage == 3 else 1
+
+
 def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int, resp: int) -> PoolMemory:
     pl, models = cfg.placement, cfg.models()
     here = [r for r in ROLES if pl.pool_of(r) == pool.name]
     generates = pl.generate == pool.name
     swap = generates and len(here) > 1 and cfg.colocate == "sleep"
-
-    def phase(role: str) -> str:
-        return ALWAYS if not swap else (GENERATE if role == "generate" else OTHER)
+    # what is not the engine's: offloaded while it generates (OTHER), or held throughout (ALWAYS) when the
+    # trainer's state stays on the GPUs (offload_train_state off) — then only its activations take turns
+    rest = OTHER if swap and cfg.offload_train_state else ALWAYS
 
     roles: list[RoleMemory] = []
     actor: ModelSpec = models["generate"]
     tp = cfg.engine.tp if generates else 1
     if generates:
-        roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", phase("generate"), weights=actor.weight_bytes() / tp))
+        roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", GENERATE if swap else ALWAYS,
+                                weights=actor.weight_bytes() / tp))
     if pl.train == pool.name:
-        roles.append(_train_role(cfg, pool.devices, train, seq, resp, phase("train")))
+        t = _train_role(cfg, pool.devices, train, seq, resp, rest)
+        if swap and rest == ALWAYS:  # the state stays; the activations live only while training
+            roles += [replace(t, activations=0.0),
+                      RoleMemory("train", t.label, OTHER, activations=t.activations, note="activations, freed while generating")]
+        else:
+            roles.append(t)
+    shards = frozen_shards(cfg, pool.name, train.zero_stage)
     for role in cfg.scoring_roles():  # only the forwards the algorithm runs hold weights
         if pl.pool_of(role) != pool.name or (role in ("critic", "logprob") and pl.train == pool.name):
             continue
         m = models[role]
-        roles.append(RoleMemory(role, m.id, phase(role), weights=m.weight_bytes(scalar_head=role in ("reward", "critic"))))
+        roles.append(RoleMemory(role, m.id, rest, weights=m.weight_bytes(scalar_head=role in ("reward", "critic")) / shards,
+                                note=f"sharded over {shards}" if shards > 1 else ""))
     gpu = cfg.hardware_of(pool.name).gpu
     return PoolMemory(
         pool.name, gpu.id, pool.devices, gpu.mem_bytes, cfg.engine.gpu_memory_utilization, tuple(roles),
@@ -188,8 +206,8 @@ def smallest_sp(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: 
 def fit_hint(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None) -> str:
     """``"; fits with --KNOB VALUE"`` (or ``"; fits without --full-logits"``) for a configuration that does
     not fit: the first single change that makes it fit, tried in this order — the trainer's own settings
-    where they were pinned (without ``--full-logits``, ``--recompute full``, ``--zero 3``: they keep the
-    job as it is), sequence parallelism (``--sp N``, the smallest that fits; it keeps every token), then a
+    where they were pinned (without ``--full-logits``, ``--recompute full``, ``--zero 3``, then
+    ``--offload-train-state`` where the engine sleeps: they keep the job as it is), sequence parallelism (``--sp N``, the smallest that fits; it keeps every token), then a
     prompt cap (``--max-prompt N``, the largest power of two from 256 that fits; it drops or cuts data) —
     or says that none does."""
     seq, resp = _lengths(cfg, seq_tokens, response_tokens)
@@ -200,6 +218,9 @@ def fit_hint(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int
     for knob, train, applies in pinned:
         if applies and _first_fit(replace(cfg, train_memory=train), seq, resp)[0] is not None:
             return f"; fits {knob}"
+    if (cfg.colocate == "sleep" and not cfg.offload_train_state
+            and _first_fit(replace(cfg, offload_train_state=True), seq, resp)[0] is not None):
+        return "; fits with --offload-train-state"
     sp = smallest_sp(cfg, seq, resp)
     if sp is not None and sp != t.sequence_parallel:
         return f"; fits with --sp {sp}"
