@@ -91,7 +91,8 @@ def add_sleep_level_arg(p) -> None:
     p.add_argument("--sleep-level", type=int, choices=SLEEP_LEVELS, default=DEFAULT_SLEEP_LEVEL,
                    help="vLLM sleep level of an engine taking turns with the roles beside it: 1 offloads its weights "
                         "to host memory and frees the KV cache (the weights come back over the host link), 2 frees "
-                        "both (the weight sync refills them); the trainer's state goes to host either way "
+                        "both (the weight sync refills them); the trainer's state goes to host either way unless "
+                        "--no-offload-train-state "
                         "(default %(default)s, verl's)")
 
 

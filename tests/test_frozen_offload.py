@@ -39,7 +39,7 @@ def test_reference_on_the_training_pool_is_sharded_only_under_zero_3(zero, shard
     cfg = replace(SMALL, train_memory=replace(SMALL.train_memory, zero_stage=zero))
     ref = _ref(memory_report(cfg))
     w = get_model("qwen2.5-1.5b").weight_bytes()
-    assert frozen_shards(cfg, "main", zero) == shards
+    assert frozen_shards(cfg, "reference", zero) == shards
     assert ref.weights == pytest.approx(w / shards, rel=1e-12)
     assert ("sharded over 4" in ref.note) == (shards > 1) and ("sharded over 4" in ref.describe()) == (shards > 1)
 
@@ -50,7 +50,7 @@ def test_frozen_models_on_a_pool_of_their_own_stay_full_copies():
     w = get_model("qwen2.5-7b").weight_bytes(scalar_head=True)
     reward = next(r for r in report.pool("score").roles if r.role == "reward")
     assert reward.weights == pytest.approx(w, rel=1e-12) and reward.note == ""
-    assert frozen_shards(cfg, "score", 3) == 1
+    assert frozen_shards(cfg, "reward", 3) == frozen_shards(cfg, "reference", 3) == 1
 
 
 def test_each_sharded_forward_pays_the_zero3_parameter_all_gather():
@@ -64,6 +64,7 @@ def test_each_sharded_forward_pays_the_zero3_parameter_all_gather():
     z2_cost = replace(cost, zero_stage=2)
     assert cost.gradient_sync(w, 4) - z2_cost.gradient_sync(w, 4) == pytest.approx(gather, rel=1e-12)
     assert Pipeline(SMALL, TRACE, make_policy("baseline")).scorers["reference"].gather_s == 0.0
+    assert frozen_shards(z3, "logprob", 3) == 1  # the trainer's own weights serve log-probs: not a frozen copy
 
 
 def test_30b_moe_on_8_h100_fits_only_by_sharding_the_reference():

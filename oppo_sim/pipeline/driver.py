@@ -171,7 +171,7 @@ class Pipeline:
             sharing = sum(1 for r in gpu_roles if pl.pool_of(r) == name)
             free = pool.n * max(0.0, self.memory.pool(name).headroom) / sharing
             model, cost = self.models[role], self.cost_of[name]
-            shards = frozen_shards(self.cfg, name, self.memory.train.zero_stage)  # sharded: gathered per forward
+            shards = frozen_shards(self.cfg, role, self.memory.train.zero_stage)  # sharded: gathered per forward
             gather = cost.param_gather(model.weight_bytes(scalar_head=role in ("reward", "critic")), shards)
             self.scorers[role] = Scorer(self.env, role, model, pool, cost, self.cfg,
                                         free / model.kv_bytes_per_token(), self.on_scored, gather)

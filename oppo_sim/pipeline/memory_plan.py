@@ -10,7 +10,10 @@ Who holds what (bytes per device):
   plus the larger of their activations (the trainer runs them one after the other) — the critic only for
   an algorithm that has one (``ppo``; ``SimConfig.trained()``);
 - ``reward`` / ``reference``: frozen weights (their KV budget is what the pool has left) — only the roles
-  in ``SimConfig.scoring_roles()``: no reward model with a rule reward, no reference without KL;
+  in ``SimConfig.scoring_roles()``: no reward model with a rule reward, no reference without KL. On the
+  pool that trains, under a ZeRO-3 trainer, they are sharded with it (:func:`frozen_shards`: verl's FSDP
+  reference/reward workers, OpenRLHF's ZeRO-3 inference engines) and each forward all-gathers them; on a
+  pool of their own (the paper placement's score GPU) every device holds a full copy;
 - ``critic`` / ``logprob`` forwards: nothing extra on the training pool (the training weights serve);
   a copy of the weights on any other pool.
 
@@ -20,7 +23,11 @@ run and they are offloaded while it generates, as OpenRLHF (``--colocate_all_mod
 DeepSpeed sleep) and verl's hybrid engine do; it is what the simulator's engine assumes when it sizes
 its KV cache from the whole device, as the paper's 7 shared GPUs need for rollouts of 8k tokens.
 ``resident`` — everything stays, and the KV cache gets what training leaves (``vllm`` with a lowered
-``gpu_memory_utilization`` next to a live trainer, or verl with its offload switches off).
+``gpu_memory_utilization`` next to a live trainer). ``offload_train_state=False`` (``--no-offload-train-state``;
+verl's default, ``actor.fsdp_config.param_offload/optimizer_offload=False``; OpenRLHF without
+``--deepspeed_enable_sleep``) with ``sleep``: the engine still sleeps while the others run, but the trainer's
+weights, gradients and Adam state and the frozen weights stay on the GPUs in both phases; only its
+activations take turns with the engine, whose KV cache gets what the state leaves.
 
 Taking turns is not free: each step the engine goes to sleep when generation ends and wakes before the
 next one, and the other roles' state leaves for host memory and comes back. :func:`sleep_wake_of` says
@@ -105,14 +112,18 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     )
 
 
-def frozen_shards(cfg: SimConfig, pool: str, zero_stage: int) -> int:
-    """Devices a frozen scorer's weights (reference, reward) on ``pool`` are sharded over: all of the pool's
-    where the pool trains and the trainer runs ZeRO-3 — verl's reference and reward workers are FSDP-wrapped
+FROZEN_ROLES: tuple[str, ...] = ("reward", "reference")
+
+
+def frozen_shards(cfg: SimConfig, role: str, zero_stage: int) -> int:
+    """Devices the weights of scoring ``role`` are sharded over: for a frozen model (:data:`FROZEN_ROLES`),
+    all of its pool's where that pool trains and the trainer runs ZeRO-3 — verl's reference and reward workers are FSDP-wrapped
     over the colocated worker group, OpenRLHF's run as DeepSpeed ZeRO-3 inference engines under
     ``--zero_stage 3`` — else 1: a full copy on every device (data parallel; the paper placement's score
     GPU). Sharded weights are all-gathered for each forward (``CostModel.param_gather``)."""
     pl = cfg.placement
-    return pl.pool(pool).devices if pool == pl.train and zero_stage == 3 else 1
+    pool = pl.pool_of(role)
+    return pl.pool(pool).devices if role in FROZEN_ROLES and pool == pl.train and zero_stage == 3 else 1
 
 
 def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int, resp: int) -> PoolMemory:
@@ -137,11 +148,10 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
                       RoleMemory("train", t.label, OTHER, activations=t.activations, note="activations, freed while generating")]
         else:
             roles.append(t)
-    shards = frozen_shards(cfg, pool.name, train.zero_stage)
     for role in cfg.scoring_roles():  # only the forwards the algorithm runs hold weights
         if pl.pool_of(role) != pool.name or (role in ("critic", "logprob") and pl.train == pool.name):
             continue
-        m = models[role]
+        m, shards = models[role], frozen_shards(cfg, role, train.zero_stage)
         roles.append(RoleMemory(role, m.id, rest, weights=m.weight_bytes(scalar_head=role in ("reward", "critic")) / shards,
                                 note=f"sharded over {shards}" if shards > 1 else ""))
     gpu = cfg.hardware_of(pool.name).gpu
