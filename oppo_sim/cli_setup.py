@@ -75,6 +75,7 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                    help="generation sharing GPUs: engine and trainer take turns (sleep) or both stay resident "
                         "(default %(default)s; async on a shared pool is always resident)")
     add_sleep_level_arg(m)
+    add_offload_arg(m)
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
                    help="weight sync path (default %(default)s: nvlink within a scale-up domain - a node, or a "
@@ -90,8 +91,19 @@ def add_sleep_level_arg(p) -> None:
     p.add_argument("--sleep-level", type=int, choices=SLEEP_LEVELS, default=DEFAULT_SLEEP_LEVEL,
                    help="vLLM sleep level of an engine taking turns with the roles beside it: 1 offloads its weights "
                         "to host memory and frees the KV cache (the weights come back over the host link), 2 frees "
-                        "both (the weight sync refills them); the trainer's state goes to host either way "
+                        "both (the weight sync refills them); the trainer's state goes to host either way unless "
+                        "--no-offload-train-state "
                         "(default %(default)s, verl's)")
+
+
+def add_offload_arg(p) -> None:
+    """``--offload-train-state/--no-offload-train-state`` (``SimConfig.offload_train_state``)."""
+    p.add_argument("--offload-train-state", action=argparse.BooleanOptionalAction, default=True,
+                   help="where the engine sleeps (--colocate sleep): the trainer's weights, gradients and Adam state "
+                        "(and frozen models' weights on its GPUs) go to host memory while the engine generates, as "
+                        "verl's actor.fsdp_config.param_offload/optimizer_offload=True and OpenRLHF's "
+                        "--deepspeed_enable_sleep; --no-offload-train-state keeps them on the GPUs (verl's default: "
+                        "offload off; the KV cache gets what they leave, only the engine sleeps) (default on)")
 
 
 def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
@@ -251,8 +263,8 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
             flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
             full_logits=a.full_logits,
         ), **limit_fields(a),
-        colocate=a.colocate, sleep_level=a.sleep_level, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
+        colocate=a.colocate, sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 
-__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "add_sleep_level_arg", "algorithm_fields", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config"]
+__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "add_offload_arg", "add_sleep_level_arg", "algorithm_fields", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config"]

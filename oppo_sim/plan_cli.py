@@ -19,7 +19,8 @@ import pandas as pd
 
 from oppo_sim.cli_limits import add_limit_args, add_logits_arg, limit_fields
 from oppo_sim.cli_policy import check_policy_flags
-from oppo_sim.cli_setup import add_algorithm_args, add_engine_args, add_sleep_level_arg, algorithm_fields, engine_fields
+from oppo_sim.cli_setup import (add_algorithm_args, add_engine_args, add_offload_arg, add_sleep_level_arg, algorithm_fields,
+                                 engine_fields)
 from oppo_sim.cliargs import int_list, nonneg_int, output, positive, str_list
 
 _GPUS_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$")
@@ -97,7 +98,7 @@ def add_plan_parser(sub) -> None:
                         "does not fit without it, then the smallest that fits (default %(default)s)")
     k.add_argument("--placements", type=str_list, default=None,
                    help='only these device splits, e.g. "shared 7+1,colocated 8" (default: all of --layouts)')
-    for add in (add_algorithm_args, add_sleep_level_arg, add_logits_arg):
+    for add in (add_algorithm_args, add_sleep_level_arg, add_offload_arg, add_logits_arg):
         add(p)
     add_engine_args(p, tp=False)  # every configuration runs this engine with these settings (tp: --tps)
     p.set_defaults(func=cmd_plan)
@@ -119,6 +120,7 @@ def _request(a: argparse.Namespace):
     check_policy_flags(a, policies)  # --[no-]stream-batching with no streaming policy in the space
     base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(gpu), actor=a.actor,
                      placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
+                     offload_train_state=a.offload_train_state,
                      train_memory=TrainMemoryConfig(full_logits=a.full_logits), **limit_fields(a),
                      **engine_fields(a, gpu), **algorithm_fields(a))
     space = space_for(base, count, a.nodes, layouts=a.layouts, policies=policies,

@@ -51,8 +51,9 @@ def test_verl_launch_script_keys_become_options_with_verl_units():
     expected = {"--batch": "1024", "--n": "5", "--max-response": "1024", "--max-prompt": "512", "--tp": "2",
                 "--gpu-memory-utilization": "0.6", "--minibatches": "4", "--ppo-epochs": "1", "--algorithm": "grpo",
                 "--reward": "rule", "--placement": "colocated", "--devices": "8", "--nodes": "1", "--actor": "qwen2.5-7b",
-                "--recompute": "full", "--sp": "1", "--colocate": "sleep", "--sleep-level": "1"}
+                "--recompute": "full", "--sp": "1", "--colocate": "sleep", "--sleep-level": "1", "--zero": "3"}
     assert {k: got.get(k) for k in expected} == expected
+    assert "--no-offload-train-state" in got and "--offload-train-state" not in got  # actor offload False
     assert "--no-reference" not in got  # use_kl_loss=True keeps the reference
     assert "--truncate-prompt" not in got  # filter_overlong_prompts=True: oppo-sim's filter
     defaults = {u.key for u in t.used if u.default}  # not in the script: verl's documented defaults
@@ -93,10 +94,21 @@ def test_verl_yaml_file_with_interpolations_and_later_overrides():
     ("data.filter_overlong_prompts=False data.truncation=left", "--truncate-prompt", None),
     ("actor_rollout_ref.actor.use_kl_loss=False algorithm.use_kl_in_reward=False", "--no-reference", None),
     ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=4", "--sp", "4"),
+    ("actor_rollout_ref.actor.strategy=fsdp2", "--zero", "3"),
+    ("actor_rollout_ref.actor.fsdp_config.param_offload=True", "--offload-train-state", None),
+    ("actor_rollout_ref.actor.fsdp_config.optimizer_offload=True", "--offload-train-state", None),
+    ("data.train_batch_size=8", "--no-offload-train-state", None),  # verl's default: offload off
 ])
 def test_verl_key_semantics(overrides, option, value):
     got = pairs(translate_verl(overrides).args)
     assert option in got and got[option] == value
+
+
+def test_verl_megatron_strategy_leaves_the_zero_stage_auto_and_says_so():
+    t = translate_verl("actor_rollout_ref.actor.strategy=megatron")
+    assert "--zero" not in pairs(t.args) and any("megatron" in n and "ZeRO stage left auto" in n for n in t.notes)
+    with pytest.raises(ConfigError, match="actor_rollout_ref.actor.strategy: expected fsdp, fsdp2 or megatron"):
+        translate_verl("actor_rollout_ref.actor.strategy=ddp")
 
 
 def test_verl_model_path_config_json_is_passed_as_a_path(tmp_path):
@@ -123,6 +135,7 @@ def test_openrlhf_hybrid_engine_fixture():
                 "--zero": "3", "--recompute": "full", "--sp": "2", "--tp": "2", "--gpu-memory-utilization": "0.7",
                 "--placement": "colocated", "--devices": "4", "--nodes": "1", "--colocate": "resident"}
     assert {k: got.get(k) for k in expected} == expected
+    assert "--offload-train-state" in got  # --deepspeed_enable_sleep
     assert "--truncate-prompt" in got and "--no-reference" not in got  # init_kl_coef 1e-5 > 0: a reference
     ignored = {i.key for i in t.ignored}
     assert {"--actor_learning_rate", "--micro_train_batch_size", "--use_dynamic_batch", "--ref_num_nodes"} <= ignored
@@ -190,6 +203,10 @@ ROUND_TRIP = [  # (framework, oppo-sim arguments of the original run, what the p
                   "--batch", "32", "--minibatches", "2"], Chosen("inter", 2, "full")),
     ("openrlhf", ["--placement", "gen-apart 4+4", "--algorithm", "dapo", "--n", "4", "--reward", "rule", "--batch", "16"],
      Chosen("async", 3, "full")),
+    ("verl", ["--placement", "colocated", "--devices", "8", "--algorithm", "grpo", "--n", "4", "--reward", "rule",
+              "--no-offload-train-state"], Chosen("baseline", 3, "full")),
+    ("openrlhf", ["--placement", "colocated", "--devices", "8", "--algorithm", "grpo", "--n", "4", "--reward", "rule",
+                  "--no-offload-train-state"], Chosen("baseline", 3, "full")),
 ]
 
 
@@ -203,7 +220,8 @@ def _fields(cfg) -> dict:
             "gpu_memory_utilization": cfg.engine.gpu_memory_utilization, "sp": cfg.train_memory.sequence_parallel,
             "max_response": cfg.max_response, "max_prompt": getattr(cfg, "max_prompt", None),
             "ppo_epochs": cfg.ppo_epochs, "minibatches": cfg.minibatches,
-            "colocate": cfg.colocate if p.shared(p.generate) else "generation apart"}
+            "colocate": cfg.colocate if p.shared(p.generate) else "generation apart",
+            "offload_train_state": cfg.offload_train_state if p.shared(p.generate) else None}
 
 
 @pytest.mark.parametrize("framework, argv, chosen", ROUND_TRIP)
@@ -222,7 +240,7 @@ def test_export_then_import_gives_the_same_config(tmp_path, framework, argv, cho
     assert _fields(back) == _fields(original)
     want = {"none": "none", "full": "full", None: None}[chosen.recompute]
     assert back.train_memory.recompute == want
-    if framework == "openrlhf":
+    if framework == "openrlhf" or chosen.zero_stage == 3:  # verl's FSDP is ZeRO-3 whatever the plan chose
         assert back.train_memory.zero_stage == chosen.zero_stage
 
 

@@ -11,7 +11,10 @@ generation with training while the scorers sit apart), the trainer's ZeRO stage 
 and the step count (OpenRLHF counts episodes over a dataset). The inverse mapping is the readers'
 (``verl.py``, ``openrlhf.py``); where the framework can express the configuration, export then import
 gives back the same batch, n, tp, devices, nodes, placement, memory fraction, sp, prompt and response
-caps and algorithm (``tests/test_frameworks.py``).
+caps, algorithm and, where generation shares its GPUs, whether the trainer's state is offloaded while it
+generates (``SimConfig.offload_train_state``: verl's ``actor.fsdp_config.param_offload`` /
+``optimizer_offload`` and ``ref.fsdp_config.param_offload``, OpenRLHF's ``--deepspeed_enable_sleep``);
+verl's ``actor.strategy=fsdp`` is ZeRO-3 (``tests/test_frameworks.py``).
 """
 
 from __future__ import annotations
@@ -101,8 +104,12 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
         if chosen.recompute == "selective":
             out.append("# verl checkpoints whole layers: the plan's selective recomputation becomes full")
         out.append(f"actor_rollout_ref.model.enable_gradient_checkpointing={chosen.recompute != 'none'}")
-    if chosen.zero_stage is not None:
+    if chosen.zero_stage not in (None, 3):
         out.append(f"# the plan's trainer uses ZeRO-{chosen.zero_stage}; verl's FSDP shards fully (ZeRO-3)")
+    off = cfg.offload_train_state
+    out += ["actor_rollout_ref.actor.strategy=fsdp", f"actor_rollout_ref.actor.fsdp_config.param_offload={off}",
+            f"actor_rollout_ref.actor.fsdp_config.optimizer_offload={off}",
+            f"actor_rollout_ref.ref.fsdp_config.param_offload={off}"]
     out.append(f"algorithm.adv_estimator={_VERL_EST[alg.name]}")
     if alg.name == "dapo":
         out.append("algorithm.filter_groups.enable=True  # DAPO's dynamic sampling (verl's DAPO recipe)")
@@ -136,7 +143,8 @@ def _orl_placement(cfg: SimConfig, layout: str, gen: int, train: int, score: int
             f"{gen}+{score} becomes colocated {devices}"]
         out += ["--colocate_all_models", *_pool(cfg, "actor", devices), f"--vllm_num_engines {devices // tp}"]
         out += [a for role, on in (("ref", ref), ("reward", rm), ("critic", critic)) if on for a in _pool(cfg, role, devices)]
-        return out + (["--vllm_enable_sleep", "--deepspeed_enable_sleep"] if cfg.colocate == "sleep" else [])
+        return (out + (["--vllm_enable_sleep"] if cfg.colocate == "sleep" else [])
+                + (["--deepspeed_enable_sleep"] if cfg.offload_train_state else []))
     out = [f"--vllm_num_engines {gen // tp}", *_pool(cfg, "actor", train)]
     if critic:
         out.append("--colocate_critic_reward  # oppo-sim trains the critic on the actor's pool")

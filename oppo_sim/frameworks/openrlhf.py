@@ -23,13 +23,16 @@ its argument definitions and the checks after them) and the vLLM engine wrapper'
   the loss (the same reference forward);
 - ``--pretrain`` -> ``--actor``; ``--reward_pretrain`` -> ``--reward``; ``--remote_rm_url`` -> ``--reward rule``
   (as ``--agent_func_path``: a verifier outside the GPUs; its cost is ``--reward-cost-ms``);
-- ``--zero_stage`` -> ``--zero``; ``--gradient_checkpointing`` -> ``--recompute full`` (absent: ``none``);
+- ``--zero_stage`` -> ``--zero`` (under 3 the reference and reward models on the actor's GPUs run as ZeRO-3
+  inference engines, sharded with it); ``--gradient_checkpointing`` -> ``--recompute full`` (absent: ``none``);
   ``--ring_attn_size`` -> ``--sp``; ``--vllm_tensor_parallel_size`` -> ``--tp``;
   ``--vllm_gpu_memory_utilization`` -> ``--gpu-memory-utilization``; ``--enable_prefix_caching``.
 
 Placement. With ``--colocate_all_models`` every model shares the actor's
 ``actor_num_nodes x actor_num_gpus_per_node`` GPUs: ``--placement colocated`` (``--vllm_enable_sleep``:
-``--colocate sleep --sleep-level 1``, vLLM's ``sleep(level=1)``; without it ``--colocate resident``). Otherwise
+``--colocate sleep --sleep-level 1``, vLLM's ``sleep(level=1)``; without it ``--colocate resident``;
+``--deepspeed_enable_sleep``: ``--offload-train-state``, DeepSpeed's ``offload_states`` of the trainer and the
+frozen models while vLLM generates; without it ``--no-offload-train-state``). Otherwise
 each model has its own GPUs, which the planner's labels express: ``split G+T+S`` — G =
 ``vllm_num_engines x vllm_tensor_parallel_size`` generate; T = the actor's GPUs (and the critic's, unless it
 shares the reward model's) train; S = the reward model's and the reference's GPUs (unless
@@ -70,7 +73,7 @@ ESTIMATORS: dict[str, str] = {"gae": "ppo", "group_norm": "grpo", "rloo": "rloo"
 
 FLAGS: frozenset[str] = frozenset({
     "colocate_all_models", "colocate_actor_ref", "colocate_critic_reward", "vllm_enable_sleep", "gradient_checkpointing",
-    "use_kl_loss", "dynamic_filtering", "enable_prefix_caching", "async_train"})
+    "use_kl_loss", "dynamic_filtering", "enable_prefix_caching", "async_train", "deepspeed_enable_sleep"})
 READ: frozenset[str] = frozenset({*OPENRLHF_DEFAULTS, *FLAGS, "pretrain", "reward_pretrain", "remote_rm_url",
                                   "agent_func_path"})
 """Every OpenRLHF option the reader translates; any other is listed as ignored."""
@@ -219,8 +222,9 @@ def _placement(b: Builder, o: dict, d: dict, given: dict) -> None:
     if "actor_num_nodes" in given:
         b.use("--actor_num_nodes", nodes, note="in the placement")
     if "colocate_all_models" in o or engines == 0:
-        sleep = "vllm_enable_sleep" in o
+        sleep, offload = "vllm_enable_sleep" in o, "deepspeed_enable_sleep" in o
         extra = ("--colocate", "sleep", "--sleep-level", 1) if sleep else ("--colocate", "resident")
+        extra += ("--offload-train-state" if offload else "--no-offload-train-state",)
         if engines == 0:
             extra = ("--engine", "static")
             b.notes.append("no vLLM engines: the actor generates with Hugging Face generate (oppo-sim's static engine)")
@@ -232,6 +236,8 @@ def _placement(b: Builder, o: dict, d: dict, given: dict) -> None:
                   + ("" if engines * tp == actor else f" (OpenRLHF requires {actor})"))
         if sleep:
             b.use("--vllm_enable_sleep", True, note="vLLM sleep(level=1)")
+        if offload:
+            b.use("--deepspeed_enable_sleep", True, note="the trainer's state to host while vLLM generates")
         return
     has_critic = o["advantage_estimator"] == "gae"
     has_ref = as_float("--init_kl_coef", o["init_kl_coef"]) > 0

@@ -32,6 +32,8 @@ commit 006cefd) and ``verl/trainer/config/ppo_trainer.yaml`` (commit 008db45), t
 | ``rollout.free_cache_engine`` | ``--colocate sleep --sleep-level 1`` (verl calls vLLM's ``sleep(level=1)``), else ``--colocate resident`` |
 | ``actor.use_kl_loss``, ``algorithm.use_kl_in_reward`` | a reference model iff either is set, else ``--no-reference`` |
 | ``actor.ulysses_sequence_parallel_size`` | ``--sp`` |
+| ``actor.strategy`` | ``fsdp``/``fsdp2`` (verl's default; FSDP full-shard, the reference and reward workers sharded the same way) -> ``--zero 3``; ``megatron`` -> the ZeRO stage left auto (approximated) |
+| ``actor.fsdp_config.param_offload``, ``.optimizer_offload`` | either True -> ``--offload-train-state``; both False (verl's default) -> ``--no-offload-train-state`` |
 | ``model.enable_gradient_checkpointing`` | ``--recompute full`` / ``--recompute none`` |
 | ``model.path`` | ``--actor``: the path's ``config.json`` where it exists here, else a table id matched from the name (``Qwen/Qwen2.5-7B-Instruct`` -> ``qwen2.5-7b``), else a one-line error naming it (unless ``--actor`` is typed) |
 | ``algorithm.adv_estimator`` | ``--algorithm``: gae -> ppo, grpo, rloo, reinforce_plus_plus(_baseline) -> reinforce++; grpo with ``algorithm.filter_groups.enable`` -> dapo |
@@ -43,7 +45,7 @@ commit 006cefd) and ``verl/trainer/config/ppo_trainer.yaml`` (commit 008db45), t
 Approximated, and said in the echo: verl's ``truncation: error`` (an overlong prompt stops the run)
 becomes a filter; ``reinforce_plus_plus`` (no baseline) becomes oppo-sim's ``reinforce++``; the critic
 takes the reward model's shape (``critic.model.path`` is not read). Keys of what oppo-sim does not time
-(optimiser, logging, checkpoints, offload, micro-batch sizes, expert parallelism) are listed as ignored.
+(optimiser, logging, checkpoints, micro-batch sizes, expert parallelism) are listed as ignored.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ VERL_DEFAULTS: dict[str, Any] = {
     R + "n": 1, R + "tensor_model_parallel_size": 2, R + "gpu_memory_utilization": 0.5, R + "max_num_seqs": 1024,
     R + "max_num_batched_tokens": 8192, R + "enable_chunked_prefill": True, R + "free_cache_engine": True,
     A + "ppo_mini_batch_size": 256, A + "ppo_epochs": 1, A + "use_kl_loss": False, A + "ulysses_sequence_parallel_size": 1,
+    A + "strategy": "fsdp", A + "fsdp_config.param_offload": False, A + "fsdp_config.optimizer_offload": False,
     "actor_rollout_ref.model.enable_gradient_checkpointing": True,
     "algorithm.adv_estimator": "gae", "algorithm.use_kl_in_reward": False, "reward_model.enable": False,
     "trainer.n_gpus_per_node": 8, "trainer.nnodes": 1,
@@ -97,7 +100,8 @@ _GROUPED = ("data.filter_overlong_prompts", "data.truncation", R + "enable_chunk
             A + "ppo_mini_batch_size", A + "use_kl_loss", "algorithm.use_kl_in_reward",
             "actor_rollout_ref.model.enable_gradient_checkpointing", "actor_rollout_ref.model.path",
             "algorithm.adv_estimator", "algorithm.filter_groups.enable", "reward_model.enable",
-            "reward_model.model.path", "trainer.n_gpus_per_node", "trainer.nnodes")
+            "reward_model.model.path", "trainer.n_gpus_per_node", "trainer.nnodes", A + "strategy",
+            A + "fsdp_config.param_offload", A + "fsdp_config.optimizer_offload", "actor_rollout_ref.ref.fsdp_config.param_offload")
 READ: frozenset[str] = frozenset([k for k, _, _ in _PLAIN] + list(_GROUPED))
 """Every verl key the reader translates; any other key is listed as ignored."""
 
@@ -132,6 +136,7 @@ def translate_verl(sources: Sequence[str] | str) -> Translation:
     _prompts(b, cfg, dflt)
     _engine(b, cfg, dflt)
     _training(b, cfg, dflt)
+    _trainer_state(b, cfg, dflt)
     _algorithm(b, cfg, dflt)
     _placement(b, cfg, dflt)
     for key in sorted(k for k in given if k not in READ):
@@ -187,6 +192,29 @@ def _training(b: Builder, cfg: dict, dflt: dict) -> None:
             b.use(k, cfg[k], note="unresolved: needs --actor")
         else:
             b.use(k, cfg[k], "--actor", arg, note=how)
+
+
+def _trainer_state(b: Builder, cfg: dict, dflt: dict) -> None:
+    """The actor's strategy (FSDP full-shard = ZeRO-3) and its offload switches (``--[no-]offload-train-state``)."""
+    k = A + "strategy"
+    strategy = str(cfg[k]).strip().lower()
+    if strategy in ("fsdp", "fsdp2"):
+        b.use(k, strategy, "--zero", 3, note="FSDP full-shard: ZeRO-3 (the reference sharded with it)", default=dflt[k])
+    elif strategy == "megatron":
+        b.use(k, strategy, note="ZeRO stage left auto", default=dflt[k])
+        b.notes.append("actor.strategy=megatron: tensor/pipeline parallel training is not modelled; oppo-sim's "
+                       "data-parallel trainer with the ZeRO stage left auto (2, else 3) stands in for it")
+    else:
+        raise ConfigError(f"{k}: expected fsdp, fsdp2 or megatron, got {cfg[k]!r}")
+    pk, ok = A + "fsdp_config.param_offload", A + "fsdp_config.optimizer_offload"
+    param, opt = as_bool(pk, cfg[pk]), as_bool(ok, cfg[ok])
+    b.use(pk, param, default=dflt[pk])
+    b.use(ok, opt, "--offload-train-state" if param or opt else "--no-offload-train-state", default=dflt[ok],
+          note="with param_offload: the trainer's state " + ("to host while vLLM generates" if param or opt else
+                                                            "stays on the GPUs while vLLM generates"))
+    rk = "actor_rollout_ref.ref.fsdp_config.param_offload"
+    if rk in cfg:
+        b.use(rk, cfg[rk], note="oppo-sim offloads frozen weights exactly when it offloads the trainer's state")
 
 
 def _algorithm(b: Builder, cfg: dict, dflt: dict) -> None:

@@ -267,12 +267,22 @@ class CostModel:
         all-reduce (ZeRO-2's reduce-scatter + all-gather move the same bus bytes), and under ZeRO-3 also
         the parameter all-gather, half an all-reduce's bytes (the ZeRO paper's 1.5x). Over ``net_bw`` when
         the pool spans scale-up domains: a ring runs at its slowest link."""
-        g, op = self.hw.gpu, self.hw.params.collective
-        bw = g.net_bw if self.cross_node else g.link_bw
-        t = allreduce_seconds(op, weight_bytes, devices, bw)
-        if self.zero_stage == 3 and devices > 1:
-            t += collective_seconds(op, (devices - 1) / devices * weight_bytes, bw)
-        return t
+        t = allreduce_seconds(self.hw.params.collective, weight_bytes, devices, self._dp_bw)
+        return t + (self.param_gather(weight_bytes, devices) if self.zero_stage == 3 else 0.0)
+
+    @property
+    def _dp_bw(self) -> float:
+        g = self.hw.gpu
+        return g.net_bw if self.cross_node else g.link_bw
+
+    def param_gather(self, weight_bytes: float, devices: int) -> float:
+        """Seconds of one all-gather of ``weight_bytes`` of weights sharded over ``devices`` ranks (ZeRO-3 /
+        FSDP full-shard): each rank receives the ``(n-1)/n`` it lacks, as a ``collective``. ZeRO-3 training
+        pays it once per optimizer step (:meth:`gradient_sync`); a frozen model sharded with the trainer
+        (``memory_plan.frozen_shards``) once per forward. 0 on one device."""
+        if devices <= 1:
+            return 0.0
+        return collective_seconds(self.hw.params.collective, (devices - 1) / devices * weight_bytes, self._dp_bw)
 
     def recompute_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:
         """FLOPs one training pass over sequences of ``seq_tokens`` tokens spends recomputing activations:

@@ -278,6 +278,14 @@ class PoolMemory:
     def capacity(self) -> float:
         return self.mem_bytes * self.utilization
 
+    def by_role(self) -> dict[str, float]:
+        """GiB per device of each role (a role held in parts — the trainer's state always, its activations
+        only while training — summed)."""
+        out: dict[str, float] = {}
+        for r in self.roles:
+            out[r.role] = out.get(r.role, 0.0) + r.total / GiB
+        return out
+
     def held(self, phase: str) -> tuple[RoleMemory, ...]:
         """Roles on the devices during ``phase`` (``generate`` or ``other``), largest first."""
         return tuple(sorted((r for r in self.roles if r.phase in (ALWAYS, phase)), key=lambda r: -r.total))
@@ -349,7 +357,7 @@ class MemoryReport:
         """Plain numbers (GiB per device) for a result summary."""
         return {
             "memory_headroom_gib": self.headroom_gib(),
-            "memory_gib": {p.pool: {r.role: r.total / GiB for r in p.roles} for p in self.pools},
+            "memory_gib": {p.pool: p.by_role() for p in self.pools},
             "kv_cache_gib": {p.pool: p.kv_cache / GiB for p in self.pools if p.kv_cache is not None},
             "zero_stage": self.train.zero_stage,
             "recompute": self.train.recompute,

@@ -24,8 +24,11 @@ returns, then the trainer moves its state):
   offloaded to host memory while the engine generates and reloaded before it is used: verl's
   ``actor.fsdp_config.param_offload`` / ``optimizer_offload`` (and ``ref.fsdp_config.param_offload``),
   OpenRLHF's ``--deepspeed_enable_sleep`` (DeepSpeed ``offload_states``: parameters, optimizer states
-  and the contiguous gradient buffer). Activations are freed, not moved. (verl's offload switches are
-  off by default; such a job keeps its trainer resident: ``--colocate resident``.)
+  and the contiguous gradient buffer). Activations are freed, not moved. verl's offload switches are
+  off by default: such a job (``SimConfig.offload_train_state=False``, ``--no-offload-train-state``) keeps
+  the trainer's state and the frozen weights on the GPUs in both phases, so nothing of theirs is in the
+  ``other`` phase alone (only activations, freed), this leg moves nothing and is not charged at all (no
+  offload call), and a switch is the engine's leg alone.
 
 Cost of one switch, per device, with the ``sync`` op's calibrated efficiency and overhead (defaults 0.6
 and 50 ms; a switch is a bulk copy of weights between device and pinned host memory plus the framework's
@@ -33,7 +36,7 @@ own work, which is what a weight sync measures end to end — no run measures a 
 gets no op kind of its own) and ``host_bw`` the GPU's host link, one direction
 (:mod:`oppo_sim.hw.hardware`)::
 
-    switch = 2 * overhead_s + (engine_bytes + state_bytes) / (host_bw * eff)
+    switch = 2 * overhead_s + (engine_bytes + state_bytes) / (host_bw * eff)   (one overhead_s when state_bytes = 0)
     engine_bytes = generation weights per device (W / tp) at level 1, 0 at level 2
     state_bytes  = sum over the other phase's roles of weights + gradients + Adam, per device
 
@@ -81,7 +84,8 @@ class SleepWake:
     def legs(self) -> dict[str, float]:
         """Seconds of each leg of one switch (they add up to :attr:`switch_s`)."""
         bw = self.host_bw * self.eff
-        return {"engine": self.overhead_s + self.engine_bytes / bw, "state": self.overhead_s + self.state_bytes / bw}
+        state = self.overhead_s + self.state_bytes / bw if self.state_bytes > 0 else 0.0  # nothing offloaded: no call
+        return {"engine": self.overhead_s + self.engine_bytes / bw, "state": state}
 
     @property
     def switch_s(self) -> float:

@@ -57,6 +57,8 @@ class SimConfig:
     train_memory: TrainMemoryConfig = field(default_factory=TrainMemoryConfig)  # ZeRO stage, recompute (None = auto)
     colocate: str = "sleep"  # generation sharing GPUs: "sleep" (engine and trainer take turns) or "resident"
     sleep_level: int = DEFAULT_SLEEP_LEVEL  # vLLM sleep level where the engine sleeps (oppo_sim.hw.sleepwake)
+    offload_train_state: bool = True  # colocate="sleep": the trainer's state (and frozen weights) go to host while
+    #                                   the engine generates (verl param/optimizer_offload, OpenRLHF --deepspeed_enable_sleep)
     nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): with the GPU's
     #                 scale-up domain (gpu_table.domain_gpus) it picks the sync path
     sync: str = "auto"  # weight sync: auto (nvlink in a scale-up domain, network across), nvlink, network, host
@@ -75,6 +77,8 @@ class SimConfig:
             (self.max_prompt is None or (isinstance(self.max_prompt, int) and not isinstance(self.max_prompt, bool)
                                          and self.max_prompt >= 1), f"max_prompt must be an integer >= 1 or None, got {self.max_prompt!r}"),
             (isinstance(self.truncate_prompt, bool), f"truncate_prompt must be a bool, got {self.truncate_prompt!r}"),
+            (isinstance(self.offload_train_state, bool),
+             f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
             (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),
             (self.trace_offset >= 0, f"trace_offset must be >= 0, got {self.trace_offset}"),

@@ -60,13 +60,8 @@ from oppo_sim.hw.memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
 from oppo_sim.pipeline.generation import GenReplica
-from oppo_sim.pipeline.memory_plan import (
-    cost_models,
-    fit_for_policy,
-    generation_kv_blocks,
-    longest,
-    sleep_wake_of,
-)
+from oppo_sim.pipeline.memory_plan import (cost_models, fit_for_policy, frozen_shards, generation_kv_blocks, longest,
+                                           sleep_wake_of)
 from oppo_sim.pipeline.samples import SimSample
 from oppo_sim.pipeline.scoring import RULE_WORKERS, RuleScorer, Scorer
 from oppo_sim.traces.rowmap import TraceReplay
@@ -154,7 +149,7 @@ class Pipeline:
         hw = cfg.hardware_of(name)
         blocks = kv_blocks_for(model.weight_bytes(), model.replica_kv_bytes_per_token(tp), hw.gpu.mem_bytes, cfg.engine,
                                f"{tp} x {hw.gpu.id} (generation, {model.id})")
-        if cfg.colocate == "resident":  # training state stays on the GPUs: the engine gets what it leaves
+        if cfg.colocate == "resident" or not cfg.offload_train_state:  # training state stays: the engine gets what it leaves
             blocks = min(blocks, generation_kv_blocks(cfg, self.memory))
         dc = cost.decode(model, tp, cfg.engine.enable_expert_parallel)
         self.replicas = [
@@ -175,8 +170,11 @@ class Pipeline:
             pool = self.pools[name]
             sharing = sum(1 for r in gpu_roles if pl.pool_of(r) == name)
             free = pool.n * max(0.0, self.memory.pool(name).headroom) / sharing
-            self.scorers[role] = Scorer(self.env, role, self.models[role], pool, self.cost_of[name], self.cfg,
-                                        free / self.models[role].kv_bytes_per_token(), self.on_scored)
+            model, cost = self.models[role], self.cost_of[name]
+            shards = frozen_shards(self.cfg, role, self.memory.train.zero_stage)  # sharded: gathered per forward
+            gather = cost.param_gather(model.weight_bytes(scalar_head=role in ("reward", "critic")), shards)
+            self.scorers[role] = Scorer(self.env, role, model, pool, cost, self.cfg,
+                                        free / model.kv_bytes_per_token(), self.on_scored, gather)
         if "rule" in self.roles:  # CPU workers, off the GPU pools (in the timeline, in no utilization)
             cpu = DevicePool(self.env, "cpu", RULE_WORKERS, 0.0, 0.0, self.timeline)
             self.scorers["rule"] = RuleScorer(self.env, cpu, self.algorithm.reward_cost_ms, self.on_scored)

@@ -10,7 +10,10 @@ Who holds what (bytes per device):
   plus the larger of their activations (the trainer runs them one after the other) — the critic only for
   an algorithm that has one (``ppo``; ``SimConfig.trained()``);
 - ``reward`` / ``reference``: frozen weights (their KV budget is what the pool has left) — only the roles
-  in ``SimConfig.scoring_roles()``: no reward model with a rule reward, no reference without KL;
+  in ``SimConfig.scoring_roles()``: no reward model with a rule reward, no reference without KL. On the
+  pool that trains, under a ZeRO-3 trainer, they are sharded with it (:func:`frozen_shards`: verl's FSDP
+  reference/reward workers, OpenRLHF's ZeRO-3 inference engines) and each forward all-gathers them; on a
+  pool of their own (the paper placement's score GPU) every device holds a full copy;
 - ``critic`` / ``logprob`` forwards: nothing extra on the training pool (the training weights serve);
   a copy of the weights on any other pool.
 
@@ -20,7 +23,11 @@ run and they are offloaded while it generates, as OpenRLHF (``--colocate_all_mod
 DeepSpeed sleep) and verl's hybrid engine do; it is what the simulator's engine assumes when it sizes
 its KV cache from the whole device, as the paper's 7 shared GPUs need for rollouts of 8k tokens.
 ``resident`` — everything stays, and the KV cache gets what training leaves (``vllm`` with a lowered
-``gpu_memory_utilization`` next to a live trainer, or verl with its offload switches off).
+``gpu_memory_utilization`` next to a live trainer). ``offload_train_state=False`` (``--no-offload-train-state``;
+verl's default, ``actor.fsdp_config.param_offload/optimizer_offload=False``; OpenRLHF without
+``--deepspeed_enable_sleep``) with ``sleep``: the engine still sleeps while the others run, but the trainer's
+weights, gradients and Adam state and the frozen weights stay on the GPUs in both phases; only its
+activations take turns with the engine, whose KV cache gets what the state leaves.
 
 Taking turns is not free: each step the engine goes to sleep when generation ends and wakes before the
 next one, and the other roles' state leaves for host memory and comes back. :func:`sleep_wake_of` says
@@ -105,27 +112,48 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     )
 
 
+FROZEN_ROLES: tuple[str, ...] = ("reward", "reference")
+
+
+def frozen_shards(cfg: SimConfig, role: str, zero_stage: int) -> int:
+    """Devices the weights of scoring ``role`` are sharded over: for a frozen model (:data:`FROZEN_ROLES`),
+    all of its pool's where that pool trains and the trainer runs ZeRO-3 — verl's reference and reward workers are FSDP-wrapped
+    over the colocated worker group, OpenRLHF's run as DeepSpeed ZeRO-3 inference engines under
+    ``--zero_stage 3`` — else 1: a full copy on every device (data parallel; the paper placement's score
+    GPU). Sharded weights are all-gathered for each forward (``CostModel.param_gather``)."""
+    pl = cfg.placement
+    pool = pl.pool_of(role)
+    return pl.pool(pool).devices if role in FROZEN_ROLES and pool == pl.train and zero_stage == 3 else 1
+
+
 def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int, resp: int) -> PoolMemory:
     pl, models = cfg.placement, cfg.models()
     here = [r for r in ROLES if pl.pool_of(r) == pool.name]
     generates = pl.generate == pool.name
     swap = generates and len(here) > 1 and cfg.colocate == "sleep"
-
-    def phase(role: str) -> str:
-        return ALWAYS if not swap else (GENERATE if role == "generate" else OTHER)
+    # what is not the engine's: offloaded while it generates (OTHER), or held throughout (ALWAYS) when the
+    # trainer's state stays on the GPUs (offload_train_state off) — then only its activations take turns
+    rest = OTHER if swap and cfg.offload_train_state else ALWAYS
 
     roles: list[RoleMemory] = []
     actor: ModelSpec = models["generate"]
     tp = cfg.engine.tp if generates else 1
     if generates:
-        roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", phase("generate"), weights=actor.weight_bytes() / tp))
+        roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", GENERATE if swap else ALWAYS,
+                                weights=actor.weight_bytes() / tp))
     if pl.train == pool.name:
-        roles.append(_train_role(cfg, pool.devices, train, seq, resp, phase("train")))
+        t = _train_role(cfg, pool.devices, train, seq, resp, rest)
+        if swap and rest == ALWAYS:  # the state stays; the activations live only while training
+            roles += [replace(t, activations=0.0),
+                      RoleMemory("train", t.label, OTHER, activations=t.activations, note="activations, freed while generating")]
+        else:
+            roles.append(t)
     for role in cfg.scoring_roles():  # only the forwards the algorithm runs hold weights
         if pl.pool_of(role) != pool.name or (role in ("critic", "logprob") and pl.train == pool.name):
             continue
-        m = models[role]
-        roles.append(RoleMemory(role, m.id, phase(role), weights=m.weight_bytes(scalar_head=role in ("reward", "critic"))))
+        m, shards = models[role], frozen_shards(cfg, role, train.zero_stage)
+        roles.append(RoleMemory(role, m.id, rest, weights=m.weight_bytes(scalar_head=role in ("reward", "critic")) / shards,
+                                note=f"sharded over {shards}" if shards > 1 else ""))
     gpu = cfg.hardware_of(pool.name).gpu
     return PoolMemory(
         pool.name, gpu.id, pool.devices, gpu.mem_bytes, cfg.engine.gpu_memory_utilization, tuple(roles),
@@ -188,8 +216,8 @@ def smallest_sp(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: 
 def fit_hint(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None) -> str:
     """``"; fits with --KNOB VALUE"`` (or ``"; fits without --full-logits"``) for a configuration that does
     not fit: the first single change that makes it fit, tried in this order — the trainer's own settings
-    where they were pinned (without ``--full-logits``, ``--recompute full``, ``--zero 3``: they keep the
-    job as it is), sequence parallelism (``--sp N``, the smallest that fits; it keeps every token), then a
+    where they were pinned (without ``--full-logits``, ``--recompute full``, ``--zero 3``, then
+    ``--offload-train-state`` where the engine sleeps: they keep the job as it is), sequence parallelism (``--sp N``, the smallest that fits; it keeps every token), then a
     prompt cap (``--max-prompt N``, the largest power of two from 256 that fits; it drops or cuts data) —
     or says that none does."""
     seq, resp = _lengths(cfg, seq_tokens, response_tokens)
@@ -200,6 +228,9 @@ def fit_hint(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int
     for knob, train, applies in pinned:
         if applies and _first_fit(replace(cfg, train_memory=train), seq, resp)[0] is not None:
             return f"; fits {knob}"
+    if (cfg.colocate == "sleep" and not cfg.offload_train_state
+            and _first_fit(replace(cfg, offload_train_state=True), seq, resp)[0] is not None):
+        return "; fits with --offload-train-state"
     sp = smallest_sp(cfg, seq, resp)
     if sp is not None and sp != t.sequence_parallel:
         return f"; fits with --sp {sp}"

@@ -20,8 +20,9 @@ class Scorer:
     """One scoring role on its pool: batches ready work, keeps per-sequence KV for streamed chunks (LRU)."""
 
     def __init__(self, env: simpy.Environment, role: str, model: ModelSpec, pool: DevicePool, cost: CostModel,
-                 cfg: SimConfig, kv_tokens: float, on_scored: Callable[[str, list[int]], None]):
+                 cfg: SimConfig, kv_tokens: float, on_scored: Callable[[str, list[int]], None], gather_s: float = 0.0):
         self.env = env
+        self.gather_s = gather_s  # each forward's all-gather of weights sharded with the trainer (0: a full copy)
         self.role = role
         self.cfg = cfg
         self.cost = cost
@@ -60,6 +61,7 @@ class Scorer:
                 width = max(n + c for n, c in zip(new_tok, ctx_tok))  # padded to the longest sequence
                 new_tok = [width - c for c in ctx_tok]
             secs, flops = cost.prefill_cost(self.model, self.pool.n, new_tok, ctx_tok, scalar_head=self.scalar)
+            secs += self.gather_s
             if one_by_one:  # each streamed chunk is its own remote call to the scorer process
                 secs += self.cfg.overheads.call_s
             job = self.pool.submit(
