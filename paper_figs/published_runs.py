@@ -1,0 +1,342 @@
+"""Table: published RL training runs, side by side with oppo-sim's prediction of their step time.
+
+Each run of ``published_runs_data.RUNS`` (NeMo RL's performance summary, verl's colocated baselines and
+DeepSeek benchmark, OpenRLHF's benchmark with DeepSpeed-Chat beside it, the OPPO paper's TRL baseline; every
+one with its source URL and commit) is expressed as its framework ran it — model, GPU, devices, nodes,
+placement, prompts per step, n, prompt/response caps, algorithm, reward, KL, tensor parallelism, epochs and
+mini-batches, the engine's memory fraction, recomputation — and simulated with the **baseline** policy (the
+framework's own synchronous schedule) at the simulator's **default, uncalibrated** cost parameters. Nothing
+is fitted to a published time.
+
+Response lengths are rarely published in full: a run with a published mean gets a synthetic trace whose
+mean matches it (lognormal lengths, capped at the run's max response, the median solved so the *capped* mean
+is the published one); a run without one uses the assumed mean its record states. Prompt lengths are
+lognormal around the stated (or derived) mean, capped at the prompt limit. Every assumption is in the CSV's
+``assumptions`` column.
+
+Columns: the run's setup (``framework`` .. ``sp``), ``mean_prompt``, ``mean_response``,
+``mean_response_published``, ``status`` (``ok``; ``needs model X`` / ``needs GPU Y`` where the tables lack
+an id; ``refused: ...`` where the memory check refuses the configuration), ``published_step_s``,
+``predicted_step_s``, ``error_pct`` (predicted / published - 1, in %), the same for ``generation``,
+``scoring`` and ``training`` where the source publishes them, ``stage_definition``, ``assumptions``,
+``source``, ``version``, ``steps``.
+
+Writes ``out/published_runs.csv`` and ``out/published_runs.png`` (predicted vs published, and the error per
+run). ``--quick``: 1 step per run; ``--only KEY,KEY``: a subset.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from oppo_sim.core.algorithms import Algorithm
+from oppo_sim.core.errors import ConfigError, OppoError, TraceError
+from oppo_sim.core.placement import Placement, Pool, colocated_placement, paper_placement
+from oppo_sim.engine.request import EngineConfig
+from oppo_sim.engine.static_params import StaticConfig
+from oppo_sim.hw.hardware import get_hardware
+from oppo_sim.hw.memory import TrainMemoryConfig
+from oppo_sim.hw.models import get_model
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.simulate import simulate
+from oppo_sim.traces.catalog import find_trace, load_trace
+from oppo_sim.traces.trace import Trace
+
+try:
+    from common import parse_args, print_table, save
+    from published_runs_data import RUNS, PublishedRun
+except ImportError:  # imported as paper_figs.published_runs
+    from paper_figs.common import parse_args, print_table, save
+    from paper_figs.published_runs_data import RUNS, PublishedRun
+
+NAME = "published_runs"
+PROMPT_SIGMA = 0.3
+"""Log-space spread of the synthetic prompt lengths (math/chat prompts vary little)."""
+STAGES = ("generation", "scoring", "training")
+COLUMNS: tuple[str, ...] = (
+    "key", "framework", "model", "hf_model", "gpu", "devices", "nodes", "placement", "batch", "n", "max_prompt",
+    "max_response", "algorithm", "reward", "kl", "tp", "ppo_epochs", "minibatches", "gpu_memory_utilization",
+    "engine", "recompute", "sp", "trace", "mean_prompt", "mean_response", "mean_response_published", "status",
+    "published_step_s", "predicted_step_s", "error_pct",
+    *(c for k in STAGES for c in (f"published_{k}_s", f"predicted_{k}_s", f"{k}_error_pct")),
+    "predicted_sync_s", "memory", "stage_definition", "assumptions", "source", "version", "steps",
+)
+"""The CSV's columns, in order."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The response-length assumption: a lognormal whose mean, after the cap, is the published one
+
+
+def capped_lognormal_mean(median: float, sigma: float, cap: float) -> float:
+    """E[min(X, cap)] for X lognormal with this median and log-space spread."""
+    if sigma <= 0:
+        return min(median, cap)
+    mu, z = math.log(median), math.log(cap)
+    phi = lambda x: 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))  # noqa: E731
+    return math.exp(mu + sigma * sigma / 2) * phi((z - mu - sigma * sigma) / sigma) + cap * (1 - phi((z - mu) / sigma))
+
+
+def median_for_mean(mean: float, sigma: float, cap: float) -> float:
+    """The median whose lognormal, capped at ``cap``, has mean ``mean`` (``mean >= cap``: every response at the
+    cap, returned as ``inf``)."""
+    if mean >= cap:
+        return math.inf
+    if sigma <= 0:
+        return mean
+    lo, hi = 1e-3, cap * 1e6
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if capped_lognormal_mean(mid, sigma, cap) < mean else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+def derived_prompt_mean(run: PublishedRun) -> float:
+    """The run's mean prompt length: stated, or (NeMo RL) derived from its tokens/s/GPU column."""
+    if run.mean_prompt is not None:
+        return run.mean_prompt
+    if run.tokens_per_s_per_gpu is None or run.mean_response is None:
+        raise ConfigError(f"{run.key}: no prompt length stated and none derivable")
+    total = run.tokens_per_s_per_gpu * run.devices * run.published_step_s / (run.batch * run.n)
+    return max(1.0, total - run.mean_response)
+
+
+def response_cap(run: PublishedRun) -> int:
+    """The response cap: the run's max response, less the prompt where the cap is on the whole sequence."""
+    if run.max_prompt == run.max_response:  # NeMo RL: max_total_sequence_length bounds prompt + response
+        return int(run.max_response - round(derived_prompt_mean(run)))
+    return run.max_response
+
+
+def trace_name(run: PublishedRun) -> str:
+    """The first of the run's named traces found on the trace search path."""
+    for name in run.trace or ():
+        try:
+            find_trace(name)
+            return name
+        except TraceError:
+            continue
+    raise ConfigError(f"{run.key}: none of the traces {', '.join(run.trace or ())} is on the trace search path")
+
+
+def run_trace(run: PublishedRun, rows: int, seed: int = 0) -> Trace:
+    """The trace a run is simulated on (see the module docstring)."""
+    cap = response_cap(run)
+    if run.trace is not None:
+        t = load_trace(trace_name(run), max_response=cap)
+        return Trace.from_arrays(np.minimum(t.prompt_tokens, run.max_prompt), t.response_tokens, name=t.name,
+                                 max_response=cap)
+    rng = np.random.default_rng(seed)
+    pmean = derived_prompt_mean(run)
+    prompts = rng.lognormal(math.log(pmean) - PROMPT_SIGMA ** 2 / 2, PROMPT_SIGMA, rows)
+    prompts = np.clip(np.rint(prompts), 1, run.max_prompt).astype(np.int64)
+    mean = run.mean_response if run.mean_response is not None else run.assumed_mean_response
+    if mean is None:
+        raise ConfigError(f"{run.key}: neither a published nor an assumed mean response length")
+    median = median_for_mean(mean, run.response_sigma, cap)
+    if math.isinf(median):
+        responses = np.full(rows, cap, dtype=np.int64)
+    else:
+        raw = rng.lognormal(math.log(median), run.response_sigma, rows) if run.response_sigma > 0 else np.full(rows, median)
+        responses = np.clip(np.rint(raw), 1, cap).astype(np.int64)
+    return Trace.from_arrays(prompts, responses, name=f"{run.key}-synthetic", max_response=cap)
+
+
+# --------------------------------------------------------------------------------------------------
+# The run as oppo-sim's configuration
+
+
+def placement(run: PublishedRun) -> Placement:
+    spec = run.placement.strip().lower()
+    if spec == "colocated":
+        return colocated_placement(run.devices)
+    if spec == "paper":
+        return paper_placement(run.devices)
+    if spec.startswith("pools:"):
+        sizes = dict(part.split("=") for part in spec.removeprefix("pools:").split(","))
+        pools = tuple(Pool(name, int(sizes[name])) for name in ("gen", "train", "score"))
+        if sum(p.devices for p in pools) != run.devices:
+            raise ConfigError(f"{run.key}: pools {spec} do not add up to {run.devices} devices")
+        return Placement(pools, generate="gen", reward="score", reference="score", critic="train",
+                         logprob="train", train="train")
+    raise ConfigError(f"{run.key}: unknown placement '{run.placement}'")
+
+
+def missing_ids(run: PublishedRun) -> list[str]:
+    """The ids the simulator's tables lack for this run (``model X``, ``GPU Y``)."""
+    out = []
+    for m in dict.fromkeys([run.model] + ([] if run.reward == "rule" else [run.reward])):
+        try:
+            get_model(m)
+        except ConfigError:
+            out.append(f"model {m}")
+    try:
+        get_hardware(run.gpu)
+    except ConfigError:
+        out.append(f"GPU {run.gpu}")
+    return out
+
+
+def sim_config(run: PublishedRun, steps: int) -> SimConfig:
+    rule = run.reward == "rule"
+    return SimConfig(
+        batch=run.batch, steps=steps, gpu=run.gpu, actor=run.model, reward=run.model if rule else run.reward,
+        placement=placement(run), engine=EngineConfig(tp=run.tp, gpu_memory_utilization=run.gpu_memory_utilization),
+        engine_kind=run.engine, static=StaticConfig(gen_batch=run.gen_batch), ppo_epochs=run.ppo_epochs,
+        minibatches=run.minibatches, max_response=response_cap(run), nodes=run.nodes,
+        train_memory=TrainMemoryConfig(recompute=run.recompute, sequence_parallel=run.sp),
+        algorithm=Algorithm(name=run.algorithm, n=run.n, reward="rule" if rule else "model", kl=run.kl),
+    )
+
+
+def assumptions(run: PublishedRun) -> str:
+    prompts = "prompts" if run.trace is not None else f"prompts (mean {derived_prompt_mean(run):.0f})"
+    return (f"responses: {run.response_note}; {prompts}: {run.prompt_note}; "
+            f"not modelled / translated: {run.notes}; default (uncalibrated) cost parameters, baseline policy")
+
+
+def _err(pred: float | None, pub: float | None) -> float:
+    return float("nan") if pred is None or pub is None or not np.isfinite(pred) else 100.0 * (pred / pub - 1.0)
+
+
+def simulate_run(run: PublishedRun, steps: int) -> dict:
+    """One row of the table: the run's setup, the published times, the prediction and its error."""
+    row = {"key": run.key, "framework": run.framework, "model": run.model, "hf_model": run.hf_model, "gpu": run.gpu,
+           "devices": run.devices, "nodes": run.nodes, "placement": run.placement, "batch": run.batch, "n": run.n,
+           "max_prompt": run.max_prompt, "max_response": run.max_response, "algorithm": run.algorithm,
+           "reward": run.reward, "kl": run.kl, "tp": run.tp, "ppo_epochs": run.ppo_epochs,
+           "minibatches": run.minibatches, "gpu_memory_utilization": run.gpu_memory_utilization,
+           "engine": run.engine, "recompute": run.recompute or "auto", "sp": run.sp,
+           "mean_prompt": derived_prompt_mean(run) if run.trace is None else float("nan"),
+           "mean_response": run.mean_response if run.mean_response is not None else run.assumed_mean_response,
+           "mean_response_published": run.mean_response is not None, "status": "ok", "trace": "synthetic",
+           "published_step_s": run.published_step_s, "predicted_step_s": float("nan")}
+    pub = {"generation": run.stages.generation_s, "scoring": run.stages.scoring_s, "training": run.stages.training_s}
+    pred: dict[str, float | None] = dict.fromkeys(STAGES)
+    missing = missing_ids(run)
+    if missing:
+        row["status"] = "needs " + ", ".join(missing)
+    else:
+        try:
+            cfg = sim_config(run, steps)
+            res = simulate(run_trace(run, run.batch * run.n * steps), "baseline", cfg)
+        except OppoError as e:
+            row["status"] = f"refused: {e}"
+        else:
+            s = res.steps
+            row["predicted_step_s"] = float(s["step_time_s"].median())
+            row["predicted_sync_s"] = float(s["sync_s"].median())
+            row["memory"] = f"ZeRO-{res.summary['zero_stage']}, recompute {res.summary['recompute']}"
+            pred = {k: float(s[f"{k}_s"].median()) for k in STAGES}
+            if run.trace is not None:
+                row["mean_prompt"], row["mean_response"] = float(s["prompt_tokens"].sum() / s["samples"].sum()), \
+                    float((s["tokens"] - s["prompt_tokens"]).sum() / s["samples"].sum())
+                row["trace"] = trace_name(run)
+            if run.stages.generation_includes_scoring:
+                pred["generation"] = pred["generation"] + pred["scoring"]
+    row["error_pct"] = _err(row["predicted_step_s"], run.published_step_s)
+    for k in STAGES:
+        row[f"published_{k}_s"] = pub[k]
+        row[f"predicted_{k}_s"] = pred[k]
+        row[f"{k}_error_pct"] = _err(pred[k], pub[k])
+    row.update(stage_definition=run.stages.definition, assumptions=assumptions(run), source=run.source,
+               version=run.version, steps=steps)
+    return row
+
+
+def compute(runs: Sequence[PublishedRun], steps: int) -> pd.DataFrame:
+    return pd.DataFrame([simulate_run(r, steps) for r in runs]).reindex(columns=list(COLUMNS))
+
+
+def summary(df: pd.DataFrame) -> dict[str, float | int]:
+    """Median and worst |step-time error| over the simulated runs (and over those with a published mean
+    response length)."""
+    ok = df[df["status"] == "ok"]
+    stated = ok[ok["mean_response_published"].astype(bool)]
+    err, err_stated = ok["error_pct"].abs(), stated["error_pct"].abs()
+    return {"runs": len(df), "simulated": len(ok), "median_abs_error_pct": float(err.median()) if len(ok) else math.nan,
+            "worst_abs_error_pct": float(err.max()) if len(ok) else math.nan,
+            "stated_runs": len(stated),
+            "median_abs_error_pct_stated": float(err_stated.median()) if len(stated) else math.nan,
+            "worst_abs_error_pct_stated": float(err_stated.max()) if len(stated) else math.nan}
+
+
+# --------------------------------------------------------------------------------------------------
+# Figure and command line
+
+
+def figure(df: pd.DataFrame, steps: int) -> Figure:
+    fig = Figure(figsize=(12, 5.2))
+    ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.3]})
+    ok = df[df["status"] == "ok"]
+    for fw, g in ok.groupby("framework"):
+        ax.scatter(g["published_step_s"], g["predicted_step_s"], label=fw, s=40)
+    if len(ok):
+        lo = 0.5 * min(ok["published_step_s"].min(), ok["predicted_step_s"].min())
+        hi = 2.0 * max(ok["published_step_s"].max(), ok["predicted_step_s"].max())
+        xs = np.array([lo, hi])
+        ax.plot(xs, xs, "k-", lw=1, label="predicted = published")
+        ax.fill_between(xs, xs * 0.75, xs * 1.25, color="grey", alpha=0.15, label="±25%")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("published step time (s)")
+    ax.set_ylabel("predicted step time (s), uncalibrated")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(f"{len(ok)} of {len(df)} published runs simulated")
+    order = ok.sort_values("error_pct")
+    colors = ["tab:red" if abs(e) > 50 else "tab:orange" if abs(e) > 25 else "tab:green" for e in order["error_pct"]]
+    bx.barh(order["key"], order["error_pct"], color=colors)
+    bx.axvline(0, color="k", lw=1)
+    bx.set_xlabel("step-time error, predicted / published - 1 (%)")
+    bx.tick_params(axis="y", labelsize=7)
+    s = summary(df)
+    bx.set_title(f"median |error| {s['median_abs_error_pct']:.0f}%, worst {s['worst_abs_error_pct']:.0f}% "
+                 f"(baseline policy, {steps} step(s) each)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def select(only: str) -> list[PublishedRun]:
+    keys = [k.strip() for k in only.split(",") if k.strip()]
+    if not keys:
+        return list(RUNS)
+    known = {r.key: r for r in RUNS}
+    unknown = [k for k in keys if k not in known]
+    if unknown:
+        raise SystemExit(f"error: unknown run(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return [known[k] for k in keys]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    only = ""
+    if "--only" in argv:  # the common parser has no --only; take it out before parsing the rest
+        i = argv.index("--only")
+        only = argv[i + 1] if i + 1 < len(argv) else ""
+        del argv[i:i + 2]
+    args = parse_args(__doc__.splitlines()[0], argv)
+    steps = 1 if args.quick else 3
+    df = compute(select(only), steps)
+    show = df[["key", "gpu", "devices", "status", "published_step_s", "predicted_step_s", "error_pct"]]
+    print_table(show.assign(status=show["status"].str.slice(0, 40)),
+                f"published runs vs oppo-sim (baseline policy, default cost parameters, {steps} step(s) each)",
+                floatfmt="{:.1f}")
+    s = summary(df)
+    print(f"simulated {s['simulated']} of {s['runs']} runs: median |error| {s['median_abs_error_pct']:.1f}%, worst "
+          f"{s['worst_abs_error_pct']:.1f}%; with a published mean response ({s['stated_runs']} runs): median "
+          f"{s['median_abs_error_pct_stated']:.1f}%, worst {s['worst_abs_error_pct_stated']:.1f}%")
+    waiting = df[df["status"].str.startswith("needs")]
+    for _, r in waiting.iterrows():
+        print(f"- {r['key']}: {r['status']}")
+    save(figure(df, steps), df, NAME, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
