@@ -25,6 +25,9 @@ FIGURES = {
     "fig_timelines": {"policy", "kind", "pool", "devices", "activity", "step", "start", "end"},
     "paper_vs_ours": {"group", "quantity", "setting", "paper", "paper_low", "paper_high", "ours", "unit", "difference",
                       "agrees", "assumptions", "why_differs", "trace"},
+    "published_runs": {"key", "framework", "model", "gpu", "devices", "nodes", "placement", "batch", "n", "algorithm",
+                       "status", "published_step_s", "predicted_step_s", "error_pct", "assumptions", "source",
+                       "version"},
 }
 NEEDS_REASONING = {"fig_chunk_ucurve", "fig_delta_ablation", "fig_timelines"}
 
@@ -154,3 +157,55 @@ def test_chunk_curve_has_both_engines_and_marks_their_best_chunk(tmp_path, monke
     # static batching: C = ∞ (one unchunked generate) is slower than the best chunked call size
     st = paper[(paper["engine"] == "static") & (paper["policy"] == "intra")]
     assert st["speedup"].max() > float(st.loc[st["chunk"] == float("inf"), "speedup"].iloc[0])
+
+
+RUNNABLE = ("nemo-v0.5-llama3.1-8b-16xh100", "oppo-paper-trl-2x4xa100")
+"""Published runs whose model and GPU ids the tables have had from the start."""
+
+
+def test_published_runs_subset_has_sources_and_assumptions(tmp_path, monkeypatch):
+    mod = _load("published_runs", monkeypatch)
+    assert mod.main(["--quick", "--out", str(tmp_path), "--only", ",".join(RUNNABLE)]) == 0
+    df = pd.read_csv(tmp_path / "published_runs.csv")
+    assert list(df["key"]) == list(RUNNABLE) and list(df.columns) == list(mod.COLUMNS)
+    assert (df["status"] == "ok").all() and df["predicted_step_s"].gt(0).all()
+    assert (df["error_pct"] - 100 * (df["predicted_step_s"] / df["published_step_s"] - 1)).abs().max() < 0.01
+    assert df["source"].str.startswith("https://").all() and df["version"].str.len().gt(5).all()
+    assert df["assumptions"].str.contains("responses: ").all() and df["assumptions"].str.contains("prompts").all()
+    nemo = df.set_index("key").loc[RUNNABLE[0]]
+    assert nemo["mean_response_published"] and abs(nemo["mean_response"] - 1019) < 1e-9
+    with pytest.raises(SystemExit):
+        mod.select("no-such-run")
+
+
+def test_every_published_run_states_its_source_and_assumptions(monkeypatch):
+    data = _load("published_runs_data", monkeypatch)
+    keys = [r.key for r in data.RUNS]
+    assert len(keys) == len(set(keys)) >= 8
+    for r in data.RUNS:
+        assert r.source.startswith("https://") and r.version and r.published_step_s > 0, r.key
+        assert r.response_note and r.notes and (r.prompt_note or r.trace), r.key
+        assert (r.mean_response is not None) != (r.assumed_mean_response is not None) or r.trace, r.key
+
+
+def test_synthetic_lengths_match_the_published_mean_after_the_cap(monkeypatch):
+    mod = _load("published_runs", monkeypatch)
+    run = next(r for r in mod.RUNS if r.key == "nemo-v0.5-qwen3-32b-32xh100")  # mean 3251 against a cap of ~3990
+    cap = mod.response_cap(run)
+    assert cap == 4096 - round(mod.derived_prompt_mean(run)) and 90 < mod.derived_prompt_mean(run) < 120
+    median = mod.median_for_mean(run.mean_response, run.response_sigma, cap)
+    assert abs(mod.capped_lognormal_mean(median, run.response_sigma, cap) - run.mean_response) < 0.5
+    t = mod.run_trace(run, 20_000)
+    assert t.response_tokens.max() == cap and abs(t.response_tokens.mean() / run.mean_response - 1) < 0.02
+    assert t.prompt_tokens.max() <= run.max_prompt
+    assert mod.median_for_mean(5000, 0.7, 4000) == float("inf")  # a mean at the cap: every response at the cap
+
+
+def test_a_run_with_unknown_ids_is_kept_and_named(monkeypatch):
+    from dataclasses import replace
+
+    mod = _load("published_runs", monkeypatch)
+    run = replace(next(r for r in mod.RUNS if r.key == RUNNABLE[0]), gpu="no-such-gpu", model="no-such-model")
+    row = mod.simulate_run(run, steps=1)
+    assert row["status"] == "needs model no-such-model, GPU no-such-gpu"
+    assert pd.isna(row["predicted_step_s"]) and pd.isna(row["error_pct"]) and row["source"] == run.source
