@@ -19,7 +19,10 @@ Columns: the run's setup (``framework`` .. ``sp``), ``mean_prompt``, ``mean_resp
 an id; ``refused: ...`` where the memory check refuses the configuration), ``published_step_s``,
 ``predicted_step_s``, ``error_pct`` (predicted / published - 1, in %), the same for ``generation``,
 ``scoring`` and ``training`` where the source publishes them, ``stage_definition``, ``assumptions``,
-``source``, ``version``, ``steps``.
+``source``, ``version``, ``steps``; then a calibration check kept apart from the uncalibrated numbers:
+``calibration`` (``fit`` for the NeMo RL runs one step-time scale factor is fitted on, ``held out`` for every
+other simulated run), ``calibration_factor``, and ``calibrated_step_s`` / ``calibrated_error_pct`` for the
+held-out runs only.
 
 Writes ``out/published_runs.csv`` and ``out/published_runs.png`` (predicted vs published, and the error per
 run). ``--quick``: 1 step per run; ``--only KEY,KEY``: a subset.
@@ -251,7 +254,25 @@ def simulate_run(run: PublishedRun, steps: int) -> dict:
 
 
 def compute(runs: Sequence[PublishedRun], steps: int) -> pd.DataFrame:
-    return pd.DataFrame([simulate_run(r, steps) for r in runs]).reindex(columns=list(COLUMNS))
+    return calibrate(pd.DataFrame([simulate_run(r, steps) for r in runs]).reindex(columns=list(COLUMNS)))
+
+
+FIT_FRAMEWORK = "NeMo RL"
+"""The calibration check fits on the runs of this framework only and reports the error on every other run."""
+
+
+def calibrate(df: pd.DataFrame) -> pd.DataFrame:
+    """One step-time scale factor, the median of published / predicted over the simulated ``FIT_FRAMEWORK``
+    runs, applied to every *other* simulated run (``calibrated_step_s``, ``calibrated_error_pct``); the runs it
+    was fitted on get ``fit`` in ``calibration`` and no calibrated error."""
+    ok = df["status"] == "ok"
+    fit = ok & df["framework"].str.startswith(FIT_FRAMEWORK)
+    factor = float((df.loc[fit, "published_step_s"] / df.loc[fit, "predicted_step_s"]).median()) if fit.any() else math.nan
+    out = df.assign(calibration=np.where(fit, "fit", np.where(ok, "held out", "")), calibration_factor=factor)
+    held = ok & ~fit
+    out["calibrated_step_s"] = np.where(held, out["predicted_step_s"] * factor, np.nan)
+    out["calibrated_error_pct"] = 100.0 * (out["calibrated_step_s"] / out["published_step_s"] - 1.0)
+    return out
 
 
 def summary(df: pd.DataFrame) -> dict[str, float | int]:
@@ -260,7 +281,11 @@ def summary(df: pd.DataFrame) -> dict[str, float | int]:
     ok = df[df["status"] == "ok"]
     stated = ok[ok["mean_response_published"].astype(bool)]
     err, err_stated = ok["error_pct"].abs(), stated["error_pct"].abs()
+    held = ok[ok["calibration"] == "held out"] if "calibration" in ok else ok.iloc[:0]
     return {"runs": len(df), "simulated": len(ok), "median_abs_error_pct": float(err.median()) if len(ok) else math.nan,
+            "held_out": len(held),
+            "median_abs_calibrated_error_pct": float(held["calibrated_error_pct"].abs().median()) if len(held) else math.nan,
+            "median_abs_uncalibrated_error_pct_held_out": float(held["error_pct"].abs().median()) if len(held) else math.nan,
             "worst_abs_error_pct": float(err.max()) if len(ok) else math.nan,
             "stated_runs": len(stated),
             "median_abs_error_pct_stated": float(err_stated.median()) if len(stated) else math.nan,
@@ -331,6 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"simulated {s['simulated']} of {s['runs']} runs: median |error| {s['median_abs_error_pct']:.1f}%, worst "
           f"{s['worst_abs_error_pct']:.1f}%; with a published mean response ({s['stated_runs']} runs): median "
           f"{s['median_abs_error_pct_stated']:.1f}%, worst {s['worst_abs_error_pct_stated']:.1f}%")
+    if s["held_out"]:
+        print(f"calibration check: one scale factor {df['calibration_factor'].iloc[0]:.3f} fitted on the {FIT_FRAMEWORK} "
+              f"runs; on the {s['held_out']} other runs median |error| {s['median_abs_uncalibrated_error_pct_held_out']:.1f}% "
+              f"uncalibrated -> {s['median_abs_calibrated_error_pct']:.1f}% calibrated")
     waiting = df[df["status"].str.startswith("needs")]
     for _, r in waiting.iterrows():
         print(f"- {r['key']}: {r['status']}")

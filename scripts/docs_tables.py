@@ -185,6 +185,13 @@ def published_runs() -> str:
     if len(stated) and len(stated) < len(ok):
         text += (f"; over the {len(stated)} with a published mean response length: median "
                  f"{stated.error_pct.abs().median():.0f}%, worst {stated.error_pct.abs().max():.0f}%")
+    held = ok[ok.calibration == "held out"]
+    if len(held):
+        fitted = int((ok.calibration == "fit").sum())
+        text += (f". Calibration check, kept apart from the numbers above: one step-time factor "
+                 f"({p.calibration_factor.iloc[0]:.2f}) fitted on the {fitted} simulated NeMo RL runs; on the "
+                 f"{len(held)} other runs the median |error| goes from {held.error_pct.abs().median():.0f}% to "
+                 f"{held.calibrated_error_pct.abs().median():.0f}%")
     waiting = p[p.status.str.startswith("needs")]
     refused = p[p.status.str.startswith("refused")]
     if len(refused):

@@ -167,7 +167,7 @@ def test_published_runs_subset_has_sources_and_assumptions(tmp_path, monkeypatch
     mod = _load("published_runs", monkeypatch)
     assert mod.main(["--quick", "--out", str(tmp_path), "--only", ",".join(RUNNABLE)]) == 0
     df = pd.read_csv(tmp_path / "published_runs.csv")
-    assert list(df["key"]) == list(RUNNABLE) and list(df.columns) == list(mod.COLUMNS)
+    assert list(df["key"]) == list(RUNNABLE) and list(df.columns)[:len(mod.COLUMNS)] == list(mod.COLUMNS)
     assert (df["status"] == "ok").all() and df["predicted_step_s"].gt(0).all()
     assert (df["error_pct"] - 100 * (df["predicted_step_s"] / df["published_step_s"] - 1)).abs().max() < 0.01
     assert df["source"].str.startswith("https://").all() and df["version"].str.len().gt(5).all()
@@ -209,3 +209,17 @@ def test_a_run_with_unknown_ids_is_kept_and_named(monkeypatch):
     row = mod.simulate_run(run, steps=1)
     assert row["status"] == "needs model no-such-model, GPU no-such-gpu"
     assert pd.isna(row["predicted_step_s"]) and pd.isna(row["error_pct"]) and row["source"] == run.source
+
+
+def test_calibration_is_fitted_on_one_framework_and_reported_on_the_others(monkeypatch):
+    mod = _load("published_runs", monkeypatch)
+    df = pd.DataFrame({"framework": ["NeMo RL v0.5", "NeMo RL v0.4", "verl", "OpenRLHF", "verl"],
+                       "status": ["ok", "ok", "ok", "ok", "needs GPU h20"],
+                       "published_step_s": [100.0, 90.0, 200.0, 50.0, 70.0],
+                       "predicted_step_s": [80.0, 60.0, 100.0, 50.0, float("nan")]})
+    out = mod.calibrate(df)
+    assert list(out["calibration"]) == ["fit", "fit", "held out", "held out", ""]
+    assert out["calibration_factor"].iloc[0] == pytest.approx((100 / 80 + 90 / 60) / 2)  # median of the fitted two
+    assert out.loc[:1, "calibrated_error_pct"].isna().all() and pd.isna(out.loc[4, "calibrated_error_pct"])
+    assert out.loc[2, "calibrated_step_s"] == pytest.approx(100 * 1.375)
+    assert out.loc[3, "calibrated_error_pct"] == pytest.approx(37.5)
