@@ -40,7 +40,8 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu", default="h200",
                    help="GPU id (h200, h100-sxm, a100-80gb, ...) or a calibrated .json profile (default %(default)s)")
     g.add_argument("--profile", default=None, help="calibrated hardware profile (.json); overrides --gpu (default: none)")
-    g.add_argument("--actor", default="qwen2.5-7b", help="actor model id (default %(default)s)")
+    g.add_argument("--actor", default="qwen2.5-7b",
+                   help="actor model: a table id, or a Hugging Face config.json or its directory (default %(default)s)")
     g.add_argument("--placement", default="paper",
                    help="paper (N-1 generate+train, 1 scores), colocated, disaggregated (default %(default)s)")
     g.add_argument("--devices", type=positive(), default=8,
@@ -70,6 +71,10 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
                    help="weight sync path (default %(default)s: nvlink within a node, network across nodes)")
+    m.add_argument("--ep", type=positive(), default=1,
+                   help="expert parallelism of a MoE actor: the trainer shards the experts over N ranks (Megatron/verl "
+                        "expert_model_parallel_size) and N > 1 shards them over each generation replica's tp GPUs (vLLM "
+                        "enable_expert_parallel) (default %(default)s: off)")
 
 
 def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
@@ -85,8 +90,8 @@ def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
     g.add_argument("--n", type=positive(), default=1,
                    help="responses per prompt: verl rollout.n, OpenRLHF n_samples_per_prompt (default %(default)s)")
     if reward:
-        g.add_argument("--reward", default="qwen2.5-7b", metavar="{MODEL_ID,rule}",
-                       help="reward model id (the critic has its shape), or rule: a verifier on the CPU, no reward "
+        g.add_argument("--reward", default="qwen2.5-7b", metavar="{MODEL_ID,PATH,rule}",
+                       help="reward model id or Hugging Face config.json (the critic has its shape), or rule: a verifier on the CPU, no reward "
                             "model (default %(default)s)")
     g.add_argument("--reward-cost-ms", type=nonneg_float, default=None,
                    help=f"CPU milliseconds per rule-reward call; only with --reward rule (default {DEFAULT_RULE_COST_MS}: "
@@ -182,7 +187,7 @@ def engine_fields(a: argparse.Namespace, hardware: str) -> dict:
     from oppo_sim.engine.static_params import StaticConfig, StaticCostParams
 
     check_engine_flags(a)
-    engine = EngineConfig(gpu_memory_utilization=a.gpu_mem_util, **_given(a, (
+    engine = EngineConfig(gpu_memory_utilization=a.gpu_mem_util, enable_expert_parallel=getattr(a, "ep", 1) > 1, **_given(a, (
         "tp", "block_size", "num_gpu_blocks_override", *CONTINUOUS_ONLY)))
     static = _given(a, ("gen_batch", "call_tokens", "carry_kv"))
     out = {"engine": engine, "engine_kind": a.engine, "static": StaticConfig(**static),
@@ -226,7 +231,7 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
             zero_stage=None if a.zero == "auto" else int(a.zero), recompute=None if a.recompute == "auto" else a.recompute,
             flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
         ),
-        colocate=a.colocate, nodes=a.nodes, sync=a.sync, **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
+        colocate=a.colocate, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 

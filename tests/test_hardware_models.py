@@ -29,6 +29,7 @@ GPU_IDS = ["a100-40gb", "a100-80gb", "h100-sxm", "h200", "gh200", "l40s", "rtx-4
 MODEL_IDS = [
     "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
     "qwen2.5-72b", "qwen3-8b", "qwen3-32b", "llama-3.1-8b", "llama-3.1-70b",
+    "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3", "qwen2.5-math-7b", "llama-2-7b", "llama-2-13b", "llama-2-70b",
 ]
 
 

@@ -31,6 +31,7 @@ class EngineConfig:
     enable_chunked_prefill: bool = True
     long_prefill_token_threshold: int = 0  # 0: off (vLLM's default)
     num_gpu_blocks_override: int | None = None  # vLLM's num_gpu_blocks instead of sizing it from memory
+    enable_expert_parallel: bool = False  # a MoE model's experts sharded over the tp GPUs, not sliced
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "tp"):
@@ -41,7 +42,7 @@ class EngineConfig:
             raise ConfigError(f"engine num_gpu_blocks_override must be >= 2 (one is vLLM's null block), got {self.num_gpu_blocks_override}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        for name in ("enable_prefix_caching", "enable_chunked_prefill"):
+        for name in ("enable_prefix_caching", "enable_chunked_prefill", "enable_expert_parallel"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"engine {name} must be a bool, got {getattr(self, name)!r}")
         thr = self.long_prefill_token_threshold

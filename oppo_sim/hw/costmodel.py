@@ -17,6 +17,12 @@ attention core's forward, eager attention only; full: one more forward, 3x -> 4x
 model-sized transfers per optimizer step, the ZeRO paper's 1.5x). The weight sync goes by the
 mechanism in ``oppo_sim.hw.sync``.
 
+A mixture-of-experts model costs its *active* parameters' FLOPs (router, top-k and shared experts) and
+reads, per forward, only the experts its tokens touch (``ModelSpec.weight_bytes_read``: a decode batch
+of a few sequences reads a few experts per layer, a long prefill all of them); training reads all of
+them and holds state for all of them. Expert parallelism (``DecodeCost.expert_parallel``,
+``CostModel.expert_parallel``) prices its all-to-alls as ``oppo_sim.hw.expert_parallel`` says.
+
 Generation cost is needed per engine iteration, and the engine jumps over many identical-shape decode
 iterations at once, so :class:`DecodeCost` gives the closed-form sum of ``m`` consecutive decode
 iterations (the KV length grows by the batch size each iteration) and its inverse.
@@ -31,6 +37,7 @@ from functools import cached_property
 import numpy as np
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.expert_parallel import decode_comm_coeffs, expert_split, train_alltoall_seconds
 from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds
 from oppo_sim.hw.memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models import ModelSpec
@@ -54,12 +61,16 @@ class DecodeCost:
 
     An iteration that decodes ``b`` sequences whose KV holds ``kv`` tokens in total, and prefills
     ``n`` prompt tokens with ``pairs`` attention (query, key) pairs, costs
-    ``ovh + comm(b+n) + max(c0 + c_tok*(b+n) + c_pair*(pairs + kv + b), m0 + m_kv*(kv + b + n))``.
+    ``ovh + comm(b+n) + max(c0 + c_tok*(b+n) + c_pair*(pairs + kv + b), m0(b+n) + m_kv*(kv + b + n))``:
+    ``m0`` is the weights the iteration reads — all of them for a dense model, the experts its ``b + n``
+    tokens touch for a MoE model (``ModelSpec.weight_bytes_read``). ``expert_parallel``: the replica's
+    experts are sharded over its GPUs (vLLM ``enable_expert_parallel``; see ``oppo_sim.hw.expert_parallel``).
     """
 
     model: ModelSpec
     hw: Hardware
     tp: int = 1
+    expert_parallel: bool = False
 
     @cached_property
     def _k(self) -> tuple[float, float, float, float, float]:
@@ -67,19 +78,23 @@ class DecodeCost:
         fl = self.tp * g.peak_flops * p.eff_compute
         by = self.tp * g.mem_bw * p.eff_memory
         c_tok = 2.0 * m.matmul_params / fl
-        c_pair = 4.0 * m.layers * m.attn_width / fl
+        c_pair = m.pair_flops / fl
         m0 = m.weight_bytes() / by
-        m_kv = m.kv_bytes_per_token() / by
+        m_kv = m.replica_kv_bytes_per_token(self.tp) / by
         return p.overhead_s, c_tok, c_pair, m0, m_kv
+
+    def _m0(self, tokens: float) -> float:
+        """Seconds of the weight reads of an iteration over ``tokens`` tokens (all weights, if dense)."""
+        if not self.model.moe:
+            return self._k[3]
+        return self.model.weight_bytes_read(tokens) / (self.tp * self.hw.gpu.mem_bw * self.hw.params.decode.eff_memory)
 
     @cached_property
     def _comm_k(self) -> tuple[float, float]:
-        """(fixed, per-token) seconds of an iteration's tensor-parallel all-reduces: two per layer, each of
-        ``tokens * hidden * dtype_bytes`` bytes (``allreduce_seconds`` is affine in the bytes)."""
-        m, g, op = self.model, self.hw.gpu, self.hw.params.collective
-        fixed = allreduce_seconds(op, 0.0, self.tp, g.link_bw)
-        per_token = allreduce_seconds(op, m.hidden * m.dtype_bytes, self.tp, g.link_bw) - fixed
-        return 2.0 * m.layers * fixed, 2.0 * m.layers * per_token
+        """(fixed, per-token) seconds of an iteration's tensor-parallel collectives: two all-reduces per
+        layer, each of ``tokens * hidden * dtype_bytes`` bytes (``allreduce_seconds`` is affine in the
+        bytes); with expert parallelism, a MoE layer's second one is a dispatch and a combine all-to-all."""
+        return decode_comm_coeffs(self.model, self.hw.params.collective, self.tp, self.hw.gpu.link_bw, self.expert_parallel)
 
     def comm(self, tokens: float) -> float:
         """Seconds of the tensor-parallel all-reduces of an iteration over ``tokens`` tokens (0 at tp 1)."""
@@ -94,15 +109,15 @@ class DecodeCost:
         """Seconds for one mixed iteration: ``decode_seqs`` decodes over ``kv_decode`` cached tokens, plus
         ``prefill_tokens`` chunked-prefill tokens with ``prefill_pairs`` attention pairs over ``kv_prefill``
         cached context tokens."""
-        ovh, c_tok, c_pair, m0, m_kv = self._k
+        ovh, c_tok, c_pair, _, m_kv = self._k
         b, n = decode_seqs, prefill_tokens
         comp = c_tok * (b + n) + c_pair * (prefill_pairs + kv_decode + b)
-        mem = m0 + m_kv * (kv_decode + kv_prefill + b + n)
+        mem = self._m0(b + n) + m_kv * (kv_decode + kv_prefill + b + n)
         return ovh + self.comm(b + n) + max(comp, mem)
 
     def flops(self, decode_seqs: int, kv_decode: float, prefill_tokens: int = 0, prefill_pairs: float = 0.0) -> float:
         m = self.model
-        return 2.0 * m.matmul_params * (decode_seqs + prefill_tokens) + 4.0 * m.layers * m.attn_width * (
+        return 2.0 * m.matmul_params * (decode_seqs + prefill_tokens) + m.pair_flops * (
             prefill_pairs + kv_decode + decode_seqs
         )
 
@@ -110,13 +125,13 @@ class DecodeCost:
         """FLOPs of ``iters`` pure-decode iterations (KV grows by b per iteration)."""
         m = self.model
         kv_sum = iters * kv0 + b * iters * (iters - 1) / 2.0
-        return 2.0 * m.matmul_params * b * iters + 4.0 * m.layers * m.attn_width * (kv_sum + b * iters)
+        return 2.0 * m.matmul_params * b * iters + m.pair_flops * (kv_sum + b * iters)
 
     def _lines(self, b: int, kv0: float) -> tuple[float, float, float, float, float]:
-        ovh, c_tok, c_pair, m0, m_kv = self._k
+        ovh, c_tok, c_pair, _, m_kv = self._k
         a_c = c_tok * b + c_pair * (kv0 + b)
         s_c = c_pair * b
-        a_m = m0 + m_kv * (kv0 + b)
+        a_m = self._m0(b) + m_kv * (kv0 + b)
         s_m = m_kv * b
         return ovh + self.comm(b), a_c, s_c, a_m, s_m
 
@@ -172,6 +187,7 @@ class CostModel:
     flash_attention: bool = True
     sync: SyncPlan = SyncPlan()
     cross_node: bool = False  # the pool spans nodes: its gradient all-reduce crosses the network (net_bw)
+    expert_parallel: int = 1  # training: a MoE model's experts sharded over this many ranks (Megatron's EP)
 
     def __post_init__(self) -> None:
         if isinstance(self.zero_stage, bool) or self.zero_stage not in ZERO_STAGES:
@@ -181,8 +197,8 @@ class CostModel:
         if not isinstance(self.sync, SyncPlan):
             raise ConfigError(f"CostModel: sync must be a SyncPlan, got {type(self.sync).__name__}")
 
-    def decode(self, model: ModelSpec, tp: int = 1) -> DecodeCost:
-        return DecodeCost(model, self.hw, tp)
+    def decode(self, model: ModelSpec, tp: int = 1, expert_parallel: bool = False) -> DecodeCost:
+        return DecodeCost(model, self.hw, tp, expert_parallel)
 
     def prefill_flops(self, model: ModelSpec, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool) -> float:
         return float(np.sum(model.forward_flops(new_tokens, context, scalar_head=scalar_head)))
@@ -198,7 +214,7 @@ class CostModel:
         for n, c in zip(new_tokens, context):
             flops += lin * n + att * (n * c + n * (n + 1) / 2.0)
             kv += c + n
-        nbytes = model.weight_bytes(scalar_head=scalar_head) + kv * model.kv_bytes_per_token()
+        nbytes = model.weight_bytes_read(sum(new_tokens), scalar_head) + kv * model.kv_bytes_per_token()
         return _roofline(self.hw.params.prefill, flops, nbytes, devices, self.hw), flops
 
     def group_prefill_cost(
@@ -224,14 +240,26 @@ class CostModel:
         self, model: ModelSpec, devices: int, seq_tokens: np.ndarray, minibatches: int, scalar_head: bool = False
     ) -> float:
         """Seconds for one PPO epoch: forward+backward over the sequences in ``minibatches`` optimizer steps
-        (data parallel over ``devices`` with sharded optimizer state and a gradient all-reduce per step)."""
+        (data parallel over ``devices`` with sharded optimizer state and a gradient all-reduce per step).
+        A MoE model under expert parallelism reads ``1 / ep`` of the expert weights per device, all-reduces
+        the expert gradients over ``devices / ep`` ranks and pays its all-to-alls
+        (``oppo_sim.hw.expert_parallel``)."""
         op = self.hw.params.train
         flops = self.train_flops(model, seq_tokens, scalar_head) + self.recompute_flops(model, seq_tokens, scalar_head)
         w = model.weight_bytes(scalar_head=scalar_head)
         params = model.params_scalar_head if scalar_head else model.params
-        nbytes = minibatches * (3.0 * w * devices + OPTIMIZER_BYTES_PER_PARAM * params)
+        ep = self.expert_parallel if model.moe else 1
+        if ep == 1:
+            nbytes = minibatches * (3.0 * w * devices + OPTIMIZER_BYTES_PER_PARAM * params)
+            t = _roofline(op, flops, nbytes, devices, self.hw) + (minibatches - 1) * op.overhead_s
+            return t + minibatches * self.gradient_sync(w, devices)
+        shared, experts = (x * model.dtype_bytes for x in expert_split(model, params, ep))
+        nbytes = minibatches * (3.0 * (shared + experts) * devices + OPTIMIZER_BYTES_PER_PARAM * params)
         t = _roofline(op, flops, nbytes, devices, self.hw) + (minibatches - 1) * op.overhead_s
-        return t + minibatches * self.gradient_sync(w, devices)
+        sync = self.gradient_sync(shared, devices) + self.gradient_sync(experts, devices // ep)
+        bw = self.hw.gpu.net_bw if self.cross_node else self.hw.gpu.link_bw
+        tokens = float(np.sum(seq_tokens)) / devices
+        return t + minibatches * sync + train_alltoall_seconds(model, self.hw, ep, tokens, minibatches, bw)
 
     def gradient_sync(self, weight_bytes: float, devices: int) -> float:
         """Seconds of one optimizer step's collectives over ``devices`` data-parallel ranks: the gradient
@@ -247,29 +275,29 @@ class CostModel:
 
     def recompute_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:
         """FLOPs one training pass over sequences of ``seq_tokens`` tokens spends recomputing activations:
-        0 (none), the attention core's forward ``4 * layers * attn_width * n(n+1)/2`` per sequence
+        0 (none), the attention core's forward ``pair_flops * n(n+1)/2`` per sequence
         (selective, eager attention; FlashAttention already recomputes it inside its kernel, which the 3x
         rule absorbs), or one whole forward (full)."""
         n = np.asarray(seq_tokens, dtype=np.float64)
         if self.recompute == "full":
             return float(np.sum(model.forward_flops(n, 0, scalar_head=scalar_head)))
         if self.recompute == "selective" and not self.flash_attention:
-            return float(4.0 * model.layers * model.attn_width * np.sum(n * (n + 1.0) / 2.0))
+            return float(model.pair_flops * np.sum(n * (n + 1.0) / 2.0))
         return 0.0
 
     # -- the work of one call, as the calibration table records it (FLOPs, bytes) ----------------------
     @staticmethod
     def decode_work(model: ModelSpec, batch: int, kv_tokens: float) -> tuple[float, float]:
         """One decode iteration of ``batch`` sequences over ``kv_tokens`` cached tokens in total."""
-        flops = 2.0 * model.matmul_params * batch + 4.0 * model.layers * model.attn_width * (kv_tokens + batch)
-        return flops, model.weight_bytes() + model.kv_bytes_per_token() * (kv_tokens + batch)
+        flops = 2.0 * model.matmul_params * batch + model.pair_flops * (kv_tokens + batch)
+        return flops, model.weight_bytes_read(batch) + model.kv_bytes_per_token() * (kv_tokens + batch)
 
     @staticmethod
     def prefill_work(model: ModelSpec, new_tokens, context, scalar_head: bool = False) -> tuple[float, float]:
         n = np.asarray(new_tokens, dtype=np.float64)
         c = np.asarray(context, dtype=np.float64)
         flops = float(np.sum(model.forward_flops(n, c, scalar_head=scalar_head)))
-        return flops, model.weight_bytes(scalar_head=scalar_head) + float(np.sum(c + n)) * model.kv_bytes_per_token()
+        return flops, model.weight_bytes_read(float(np.sum(n)), scalar_head) + float(np.sum(c + n)) * model.kv_bytes_per_token()
 
     @staticmethod
     def train_work(model: ModelSpec, seq_tokens, scalar_head: bool = False) -> tuple[float, float]:

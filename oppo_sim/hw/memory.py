@@ -30,6 +30,10 @@ here to the Llama / Qwen layers of ``ModelSpec`` as Hugging Face models run them
 
 So per token per layer: ``b·(2h [norm inputs] + h + 2·attn_width + 2·kv_width [q/k/v input, Q, O, K, V]
 + h + 4·intermediate [MLP]) + core``, with ``core = 2·a·s`` (eager), ``4·a`` (flash) or 0 (recomputed).
+A mixture-of-experts layer keeps the four tensors of each of the token's top-k experts and of the shared
+experts (``ModelSpec.mlp_act_width``, averaged over dense and MoE layers; the router's logits and the
+dispatch buffers are not counted); MLA keeps K and V per head after decompression and its two latents
+(``ModelSpec.attn_act_width``).
 
 **Compute cost of recomputation** (in ``oppo_sim.hw.costmodel.CostModel.train``): selective adds the
 attention core's forward FLOPs (eager attention only); full adds one forward pass (training FLOPs 3x ->
@@ -160,8 +164,8 @@ def layer_activation_bytes_per_token(model: ModelSpec, seq_len: int, core: str =
     ``b·a·s``), ``flash`` (a fp32 log-sum-exp per head) or ``recomputed`` (nothing)."""
     b, h = model.dtype_bytes, model.hidden
     norms = 2 * h  # the two RMSNorm inputs
-    attn = h + 2 * model.attn_width + 2 * model.kv_width  # q/k/v input; Q and attention output; K and V
-    mlp = h + 4 * model.intermediate  # gate/up input; gate, SiLU(gate), up, product (down input)
+    attn = h + model.attn_act_width  # q/k/v input; Q and attention output; K and V (MLA: and its latents)
+    mlp = h + 4 * model.mlp_act_width  # gate/up input; gate, SiLU(gate), up, product (MoE: top-k + shared experts')
     if core == "eager":
         extra = float(b * model.heads * seq_len)
     elif core == "flash":

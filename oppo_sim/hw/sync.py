@@ -1,7 +1,8 @@
 """Weight sync by mechanism: how the trained actor's weights reach the generation engines.
 
 After each PPO update every generator GPU needs the new actor weights (its tensor-parallel share
-``W / tp`` of the ``W`` weight bytes). RLHF frameworks move them one of three ways:
+``W / tp`` of the ``W`` weight bytes; all of them — a mixture-of-experts model sends every expert, and
+its share is the same whether the replica slices or shards the experts). RLHF frameworks move them one of three ways:
 
 - ``nvlink`` — trainer and generators in one node. The trainer ranks broadcast the weights in large
   buckets with NCCL over the GPU interconnect (``link_bw``: NVLink, or PCIe peer-to-peer on PCIe
@@ -91,9 +92,14 @@ class SyncPlan:
 
 def param_tensors(model: ModelSpec) -> int:
     """Parameter tensors in the model's state dict: per layer q, k, v, o, gate, up, down and two norms (+3
-    q/k/v biases, +2 q/k norms); then the embedding, the final norm and an untied lm_head."""
-    per_layer = 7 + 2 + (3 if model.qkv_bias else 0) + (2 if model.qk_norm else 0)
-    return model.layers * per_layer + 2 + (0 if model.tied_embeddings else 1)
+    q/k/v biases, +2 q/k norms); then the embedding, the final norm and an untied lm_head. MLA's attention
+    has q_a, its norm, q_b (or one q_proj), kv_a, its norm, kv_b and o; a MoE layer's MLP has the router
+    (and its bias), gate/up/down of every routed expert, and of the shared experts (and their gate)."""
+    attn = (5 + (2 if model.q_lora_rank else 0)) if model.mla else 4
+    per_layer = attn + 3 + 2 + (3 if model.qkv_bias else 0) + (2 if model.qk_norm else 0)
+    moe = 1 + (1 if model.router_bias else 0) + 3 * model.experts + (1 if model.shared_expert_gate else 0)
+    moe += 0 if model.shared_intermediate else -3  # the dense MLP's 3 tensors are the shared expert's, or none
+    return model.layers * per_layer + model.moe_layers * moe + 2 + (0 if model.tied_embeddings else 1)
 
 
 def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> dict[str, float]:

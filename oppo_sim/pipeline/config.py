@@ -10,6 +10,7 @@ from oppo_sim.core.placement import Placement, paper_placement
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams
+from oppo_sim.hw.expert_parallel import check_expert_parallel
 from oppo_sim.hw.hardware import Hardware, get_hardware
 from oppo_sim.hw.memory import COLOCATE_MODES, TrainMemoryConfig
 from oppo_sim.hw.models import ModelSpec, get_model
@@ -55,6 +56,7 @@ class SimConfig:
     nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): picks the sync path
     sync: str = "auto"  # weight sync: auto (nvlink in a node, network across nodes), nvlink, network, host
     algorithm: Algorithm = field(default_factory=Algorithm)  # ppo (critic, reward model, KL) unless told otherwise
+    expert_parallel: int = 1  # training: a MoE actor's experts over this many ranks (Megatron/verl expert_model_parallel_size)
 
     def __post_init__(self) -> None:
         checks = [
@@ -88,8 +90,11 @@ class SimConfig:
                 f"generation pool '{gen.name}' has {gen.devices} devices, not a multiple of tensor parallelism {self.engine.tp}"
             )
         # resolve names now so a typo fails at construction with a one-line error
-        self.models()
+        actor = self.models()["train"]
         self.hardware_of(gen.name)
+        check_expert_parallel(actor, self.expert_parallel, self.placement.pool(self.placement.train).devices)
+        if self.engine.enable_expert_parallel and not actor.moe:
+            raise ConfigError(f"expert parallelism (--ep) needs a mixture-of-experts model; '{actor.id}' is dense")
 
     @property
     def sequences(self) -> int:

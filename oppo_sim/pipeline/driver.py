@@ -136,11 +136,11 @@ class Pipeline:
         cfg, name = self.cfg, self.cfg.placement.generate
         pool, cost, model, tp = self.pools[name], self.cost_of[name], self.models["generate"], self.cfg.engine.tp
         hw = cfg.hardware_of(name)
-        blocks = kv_blocks_for(model.weight_bytes(), model.kv_bytes_per_token(), hw.gpu.mem_bytes, cfg.engine,
+        blocks = kv_blocks_for(model.weight_bytes(), model.replica_kv_bytes_per_token(tp), hw.gpu.mem_bytes, cfg.engine,
                                f"{tp} x {hw.gpu.id} (generation, {model.id})")
         if cfg.colocate == "resident":  # training state stays on the GPUs: the engine gets what it leaves
             blocks = min(blocks, generation_kv_blocks(cfg, self.memory))
-        dc = cost.decode(model, tp)
+        dc = cost.decode(model, tp, cfg.engine.enable_expert_parallel)
         self.replicas = [
             GenReplica(self.env, i, make_engine(cfg.engine_kind, dc, cfg.engine, blocks, cfg.static, cfg.static_cost), pool,
                        tuple(range(i * tp, (i + 1) * tp)), self._on_gen)

@@ -30,6 +30,7 @@ import math
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import ROLES, Pool
 from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.expert_parallel import expert_split
 from oppo_sim.hw.memory import (
     ALWAYS,
     GENERATE,
@@ -75,15 +76,17 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     tokens = max(train.micro_batch_tokens or seq, seq)  # packed sequences; a sequence is never split
     resp_in = min(tokens, resp * math.ceil(tokens / seq))
     weights = grads = optimizer = act = 0.0
+    ep = cfg.expert_parallel
     for _, model, scalar in cfg.trained():
-        s = state_bytes(model.params_scalar_head if scalar else model.params, devices, z)
-        weights, grads, optimizer = weights + s.weights, grads + s.grads, optimizer + s.optimizer
+        shared, experts = expert_split(model, model.params_scalar_head if scalar else model.params, ep if model.moe else 1)
+        for s in (state_bytes(shared, devices, z), state_bytes(experts, devices // ep, z)):
+            weights, grads, optimizer = weights + s.weights, grads + s.grads, optimizer + s.optimizer
         act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in) / sp)
     label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
     return RoleMemory(
         "train", label, phase, weights=weights, grads=grads, optimizer=optimizer, activations=act,
         note=f"ZeRO-{z} over {devices} device{'s' if devices > 1 else ''}, recompute {rc}"
-        + (f", sequence parallel {sp}" if sp > 1 else ""),
+        + (f", sequence parallel {sp}" if sp > 1 else "") + (f", expert parallel {ep}" if ep > 1 else ""),
     )
 
 
@@ -112,7 +115,7 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
     return PoolMemory(
         pool.name, gpu.id, pool.devices, gpu.mem_bytes, cfg.engine.gpu_memory_utilization, tuple(roles),
         generates=generates, seq_tokens=seq,  # a KV budget given explicitly (blocks override) is the engine's to check
-        kv_min=seq * actor.kv_bytes_per_token() / tp if generates and cfg.engine.num_gpu_blocks_override is None else 0.0,
+        kv_min=seq * actor.replica_kv_bytes_per_token(tp) / tp if generates and cfg.engine.num_gpu_blocks_override is None else 0.0,
     )
 
 
@@ -168,7 +171,7 @@ def generation_kv_blocks(cfg: SimConfig, report: MemoryReport) -> int:
     if cfg.engine.num_gpu_blocks_override is not None:
         return cfg.engine.num_gpu_blocks_override
     kv = report.pool(cfg.placement.generate).kv_cache or 0.0
-    per_block = cfg.models()["generate"].kv_bytes_per_token() * cfg.engine.block_size
+    per_block = cfg.models()["generate"].replica_kv_bytes_per_token(cfg.engine.tp) * cfg.engine.block_size
     return int(kv * cfg.engine.tp // per_block)
 
 
@@ -177,6 +180,6 @@ def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
     t, plan, nodes = report.train, sync_plan(cfg), pool_nodes(cfg)
     return {
         p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan,
-                          cross_node=len(nodes[p.name]) > 1)
+                          cross_node=len(nodes[p.name]) > 1, expert_parallel=cfg.expert_parallel)
         for p in cfg.placement.pools
     }

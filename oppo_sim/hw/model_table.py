@@ -1,0 +1,75 @@
+"""The models ``--actor``/``--reward`` know by id: their shapes, from their published ``config.json``.
+
+The Qwen2.5, Qwen3 and Llama-3.1 entries are written as shapes; the newer ones (two Qwen3 MoE models,
+DeepSeek-V3, Qwen2.5-Math-7B, Llama-2) are the shape keys of their Hugging Face ``config.json``, read by
+the same reader a user's config goes through (:func:`oppo_sim.hw.hf_config.model_from_hf_config`); the
+test suite holds the full files (``tests/fixtures/hf_configs/<id>/config.json``) and checks that each
+reads to its table entry. Counts, with the reader's conventions (DeepSeek-V3 without its
+multi-token-prediction layer): Qwen3-30B-A3B 30.5B total / 3.3B active, Qwen3-235B-A22B 235B / 22B,
+DeepSeek-V3 671B / 37B, Llama-2 6.74B / 13.0B / 69.0B.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Mapping
+
+from oppo_sim.hw.hf_config import model_from_hf_config
+from oppo_sim.hw.model_spec import ModelSpec
+
+__all__ = ["MODELS", "HF_CONFIGS"]
+
+_QWEN25 = dict(qkv_bias=True)
+_SHAPES = (
+    ModelSpec("qwen2.5-0.5b", "Qwen2.5-0.5B", 24, 896, 14, 2, 4864, 151936, tied_embeddings=True, **_QWEN25),
+    ModelSpec("qwen2.5-1.5b", "Qwen2.5-1.5B", 28, 1536, 12, 2, 8960, 151936, tied_embeddings=True, **_QWEN25),
+    ModelSpec("qwen2.5-3b", "Qwen2.5-3B", 36, 2048, 16, 2, 11008, 151936, tied_embeddings=True, **_QWEN25),
+    ModelSpec("qwen2.5-7b", "Qwen2.5-7B", 28, 3584, 28, 4, 18944, 152064, **_QWEN25),
+    ModelSpec("qwen2.5-14b", "Qwen2.5-14B", 48, 5120, 40, 8, 13824, 152064, **_QWEN25),
+    ModelSpec("qwen2.5-32b", "Qwen2.5-32B", 64, 5120, 40, 8, 27648, 152064, **_QWEN25),
+    ModelSpec("qwen2.5-72b", "Qwen2.5-72B", 80, 8192, 64, 8, 29568, 152064, **_QWEN25),
+    ModelSpec("qwen3-8b", "Qwen3-8B", 36, 4096, 32, 8, 12288, 151936, head_dim=128, qk_norm=True),
+    ModelSpec("qwen3-32b", "Qwen3-32B", 64, 5120, 64, 8, 25600, 151936, head_dim=128, qk_norm=True),
+    ModelSpec("llama-3.1-8b", "Llama-3.1-8B", 32, 4096, 32, 8, 14336, 128256),
+    ModelSpec("llama-3.1-70b", "Llama-3.1-70B", 80, 8192, 64, 8, 28672, 128256),
+)
+
+
+def _qwen3_moe(layers: int, hidden: int, heads: int, moe_intermediate: int, intermediate: int) -> dict:
+    return {"model_type": "qwen3_moe", "num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
+            "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": intermediate, "vocab_size": 151936,
+            "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": moe_intermediate,
+            "decoder_sparse_step": 1, "mlp_only_layers": [], "attention_bias": False,
+            "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def _llama2(layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int) -> dict:
+    return {"model_type": "llama", "num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
+            "num_key_value_heads": kv_heads, "intermediate_size": intermediate, "vocab_size": 32000,
+            "tie_word_embeddings": False, "torch_dtype": "float16"}
+
+
+HF_CONFIGS: Mapping[str, tuple[str, Mapping]] = MappingProxyType({
+    "qwen3-30b-a3b": ("Qwen3-30B-A3B", _qwen3_moe(48, 2048, 32, 768, 6144)),
+    "qwen3-235b-a22b": ("Qwen3-235B-A22B", _qwen3_moe(94, 4096, 64, 1536, 12288)),
+    "deepseek-v3": ("DeepSeek-V3", {
+        "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128,
+        "num_key_value_heads": 128, "intermediate_size": 18432, "vocab_size": 129280,
+        "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+        "first_k_dense_replace": 3, "moe_layer_freq": 1, "topk_method": "noaux_tc", "num_nextn_predict_layers": 1,
+        "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+        "attention_bias": False, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
+    "qwen2.5-math-7b": ("Qwen2.5-Math-7B", {
+        "model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 3584, "num_attention_heads": 28,
+        "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),
+    "llama-2-7b": ("Llama-2-7B", _llama2(32, 4096, 32, 32, 11008)),
+    "llama-2-13b": ("Llama-2-13B", _llama2(40, 5120, 40, 40, 13824)),
+    "llama-2-70b": ("Llama-2-70B", _llama2(80, 8192, 64, 8, 28672)),
+})
+"""Shape keys of each table model's ``config.json`` (id -> (display name, keys))."""
+
+MODELS: Mapping[str, ModelSpec] = MappingProxyType(
+    {m.id: m for m in _SHAPES}
+    | {mid: model_from_hf_config(cfg, id=mid, name=name) for mid, (name, cfg) in HF_CONFIGS.items()}
+)
