@@ -73,6 +73,7 @@ class PublishedRun:
     gen_batch: int | None = None  # static engine: rows per generate call
     recompute: str | None = None  # "full" where the source turns activation/gradient checkpointing on
     sp: int = 1  # trainer sequence parallelism (verl ulysses_sequence_parallel_size)
+    ep: int = 1  # trainer expert parallelism (Megatron expert_model_parallel_size); generation keeps vLLM's TP
     mean_response: float | None = None  # published mean response length (tokens)
     assumed_mean_response: float | None = None  # used when no mean is published
     mean_prompt: float | None = None  # published, derived (prompt_note says how) or assumed
@@ -99,14 +100,14 @@ _NEMO_PROMPT = ("derived from the table: tokens/s/GPU x GPUs x step time / (prom
 
 def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str, devices: int, nodes: int,
           prompts: int, n: int, train_gbs: int, max_total: int, mean_response: float, tp: int, tok_s_gpu: float,
-          step_s: float, recipe: str, recompute: str | None = None, note: str = "") -> PublishedRun:
+          step_s: float, recipe: str, recompute: str | None = None, ep: int = 1, note: str = "") -> PublishedRun:
     return PublishedRun(
         key=key, framework=f"NeMo RL {version}", source=NEMO_RL.format(commit=commit),
         version=f"{commit[:12]} (recipe examples/configs/recipes/llm/performance/{recipe}.yaml)",
         model=model, hf_model=hf, gpu=gpu, devices=devices, nodes=nodes, placement="colocated", batch=prompts,
         n=n, max_prompt=max_total, max_response=max_total, algorithm="grpo", reward="rule", kl=True, tp=tp,
         published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.6,
-        recompute=recompute, mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu,
+        recompute=recompute, ep=ep, mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu,
         prompt_note=_NEMO_PROMPT,
         response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
                        f"the tokens/s/GPU column); responses capped at max_total_sequence_length {max_total} minus "
@@ -125,15 +126,16 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
     _nemo("nemo-v0.5-qwen3-30b-a3b-32xh100", version="v0.5", commit=NEMO_V05, model="qwen3-30b-a3b",
           hf="Qwen/Qwen3-30B-A3B", gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512,
           max_total=4096, mean_response=3196, tp=2, tok_s_gpu=1066, step_s=198, recipe="grpo-qwen3-30ba3b-4n8g",
-          note="training EP8, token-dropless MoE"),
+          ep=8, note="token-dropless MoE"),
     _nemo("nemo-v0.5-qwen3-235b-a22b-128xh100", version="v0.5", commit=NEMO_V05, model="qwen3-235b-a22b",
           hf="Qwen/Qwen3-235B-A22B", gpu="h100-sxm", devices=128, nodes=16, prompts=16, n=32, train_gbs=512,
           max_total=8192, mean_response=5700, tp=16, tok_s_gpu=54.1, step_s=431, recipe="grpo-qwen3-235b-16n8g",
-          recompute="full", note="training TP2 CP2 EP16 PP8; async vLLM engine"),
+          recompute="full", ep=16, note="training TP2 CP2 PP8 (EP16 modelled); async vLLM engine"),
     _nemo("nemo-v0.5-deepseek-v3-256xh100", version="v0.5", commit=NEMO_V05, model="deepseek-v3",
           hf="unsloth/DeepSeek-V3-0324-BF16", gpu="h100-sxm", devices=256, nodes=32, prompts=32, n=16,
           train_gbs=512, max_total=1536, mean_response=744, tp=32, tok_s_gpu=12.7, step_s=134,
-          recipe="grpo-deepseek-v3-32n8g", recompute="full", note="training EP16 PP16; async vLLM engine"),
+          recipe="grpo-deepseek-v3-32n8g", recompute="full", ep=16,
+          note="training PP16 (EP16 modelled); async vLLM engine"),
     _nemo("nemo-v0.5-llama3.1-8b-8xgb200", version="v0.5", commit=NEMO_V05, model="llama-3.1-8b",
           hf="meta-llama/Llama-3.1-8B-Instruct", gpu="gb200", devices=8, nodes=2, prompts=64, n=32, train_gbs=512,
           max_total=4096, mean_response=1066, tp=1, tok_s_gpu=3359, step_s=91.0,
@@ -211,22 +213,22 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         model="qwen3-30b-a3b", hf_model="Qwen/Qwen3-30B-A3B-Base", gpu="h20", devices=128, nodes=16,
         placement="colocated", batch=512, n=16, max_prompt=2048, max_response=8192, algorithm="grpo", reward="rule",
         kl=True, tp=4, published_step_s=497.89, minibatches=512 // 128, gpu_memory_utilization=0.7,
-        recompute="full", assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
+        recompute="full", ep=8, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
         stages=Stages(348.05, 28.73 + 20.86, 86.27, definition=_VERL_STAGES),
         prompt_note=_DAPO_PROMPT,
         response_note=("no mean response length is published; assumed 2,500 tokens, lognormal spread 1.0, capped "
                        "at 8,192"),
-        notes="Megatron TP2 EP8 with offload; GRPO with a low-variance KL loss (reference forward); rule reward"),
+        notes="Megatron TP2 with offload (EP8 modelled); GRPO with a low-variance KL loss (reference forward); rule reward"),
     PublishedRun(
         key="verl-deepseek-v3-96xh20", framework="verl (colocated, synchronous)", source=VERL_DPSK,
         version=f"{VERL[:12]} (script examples/grpo_trainer/run_deepseek671b_math_megatron_96gb.sh)",
         model="deepseek-v3", hf_model="deepseek-ai/DeepSeek-V3 (MTP off)", gpu="h20", devices=96, nodes=12,
         placement="colocated", batch=96, n=8, max_prompt=2048, max_response=9632, algorithm="grpo", reward="rule",
-        kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full",
+        kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full", ep=8,
         mean_response=1960, mean_prompt=150, stages=Stages(generation_s=1050, definition="rollout time (s)"),
         prompt_note="not published; assumed a 150-token mean (math prompts)",
         response_note="mean response 1,960 published; lognormal spread 0.7, capped at 9,632 (1204 x 8, as the script)",
-        notes=("Megatron TP8 PP12 EP8 with full optimizer offload to the CPU (1.5 TB CPU memory per node), which "
+        notes=("Megatron TP8 PP12 (EP8 modelled) with full optimizer offload to the CPU (1.5 TB CPU memory per node), which "
                "the simulator does not charge; GRPO with a KL loss; rule reward")),
 )
 
