@@ -223,3 +223,13 @@ def test_calibration_is_fitted_on_one_framework_and_reported_on_the_others(monke
     assert out.loc[:1, "calibrated_error_pct"].isna().all() and pd.isna(out.loc[4, "calibrated_error_pct"])
     assert out.loc[2, "calibrated_step_s"] == pytest.approx(100 * 1.375)
     assert out.loc[3, "calibrated_error_pct"] == pytest.approx(37.5)
+
+
+def test_a_run_the_memory_check_refuses_is_timed_past_it_and_marked(monkeypatch):
+    mod = _load("published_runs", monkeypatch)
+    run = next(r for r in mod.RUNS if r.key == "nemo-v0.5-qwen3-32b-32xh100")  # a frozen reference held whole
+    row = mod.simulate_run(run, steps=1)
+    assert row["status"] == "ok, past the memory check" and "does not fit" in row["memory_check"]
+    assert row["memory"].startswith("ZeRO-3") and row["predicted_step_s"] > 0
+    fits = mod.simulate_run(next(r for r in mod.RUNS if r.key == RUNNABLE[0]), steps=1)
+    assert fits["status"] == "ok" and fits["memory_check"] == "fits"
