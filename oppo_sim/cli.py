@@ -59,6 +59,11 @@ def _memory_line(s: dict) -> str:
             f"(longest sequence {s['max_seq_tokens']:,} tokens); weight sync over {s['sync_mechanism']}")
 
 
+def _gpu(cfg) -> str:
+    """The generating GPU and where its cost parameters come from, for a header line."""
+    return cfg.hardware_of(cfg.placement.generate).label
+
+
 def _print_table(df: pd.DataFrame) -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 50, "display.float_format", "{:.3f}".format):
         print(df.to_string(index=False))
@@ -72,7 +77,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     trace = load_trace(a.trace, max_response=cfg.max_response, seed=cfg.seed)
     res = simulate(trace, _policy(a.policy, a), cfg, progress=sys.stderr.isatty())
     s = res.summary
-    print(f"trace {s['trace']} ({len(trace)} rows, cap {cfg.max_response}), {cfg.gpu_id}, placement {res.meta['placement']}, "
+    print(f"trace {s['trace']} ({len(trace)} rows, cap {cfg.max_response}), {_gpu(cfg)}, placement {res.meta['placement']}, "
           f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
     print(_memory_line(s))
     _print_table(pd.DataFrame([_row(res)]))
@@ -117,7 +122,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     base = results["baseline"].summary
     df.insert(3, "speedup", df["samples_per_s"] / base["samples_per_s"])
     df.insert(4, "util_gain", df["util_overall"] / base["utilization_overall"])
-    print(f"trace {trace.name} ({len(trace)} rows, cap {cfg.max_response}), {cfg.gpu_id}, B={cfg.batch} prompts x "
+    print(f"trace {trace.name} ({len(trace)} rows, cap {cfg.max_response}), {_gpu(cfg)}, B={cfg.batch} prompts x "
           f"n={cfg.algorithm.n}, {cfg.steps} steps, placement {results['baseline'].meta['placement']}, "
           f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
     print(_memory_line(base))

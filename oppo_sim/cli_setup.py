@@ -38,7 +38,8 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch", type=positive(), default=112,
                    help="prompts per step, B; a step trains B x --n responses (default %(default)s)")
     g.add_argument("--gpu", default="h200",
-                   help="GPU id (h200, h100-sxm, a100-80gb, ...) or a calibrated .json profile (default %(default)s)")
+                   help="GPU id (h200, h100-sxm, b200, mi300x, ...), a calibrated .json profile or a datasheet "
+                        ".yaml spec (examples/gpus/h20.yaml) (default %(default)s)")
     g.add_argument("--profile", default=None, help="calibrated hardware profile (.json); overrides --gpu (default: none)")
     g.add_argument("--actor", default="qwen2.5-7b",
                    help="actor model: a table id, or a Hugging Face config.json or its directory (default %(default)s)")
@@ -70,7 +71,8 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                         "(default %(default)s)")
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
-                   help="weight sync path (default %(default)s: nvlink within a node, network across nodes)")
+                   help="weight sync path (default %(default)s: nvlink within a scale-up domain - a node, or a "
+                        "GB200 NVL72 rack - network across them)")
     m.add_argument("--ep", type=positive(), default=1,
                    help="expert parallelism of a MoE actor: the trainer shards the experts over N ranks (Megatron/verl "
                         "expert_model_parallel_size) and N > 1 shards them over each generation replica's tp GPUs (vLLM "

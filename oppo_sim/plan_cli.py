@@ -27,7 +27,8 @@ SHOWN = ("rank", "config", "samples_per_s", "speedup", "time_to_steps_s", "step_
 
 
 def gpus_arg(text: str) -> tuple[int, str]:
-    """``COUNTxGPU`` (``8xh100-sxm``; GPU a table id or a calibrated profile ``.json``) -> (count, gpu)."""
+    """``COUNTxGPU`` (``8xh100-sxm``; GPU a table id, a calibrated profile ``.json`` or a datasheet
+    ``.yaml``) -> (count, gpu)."""
     m = _GPUS_RE.match(text)
     if not m or int(m.group(1)) < 2:
         raise argparse.ArgumentTypeError(f"expected COUNTxGPU with COUNT >= 2, e.g. 8xh100-sxm, got {text!r}")
@@ -45,7 +46,7 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--trace", default=DEFAULT_TRACE, help="trace name or file (default %(default)s)")
     p.add_argument("--actor", default="qwen2.5-7b", help="actor model id (default %(default)s)")
     p.add_argument("--gpus", type=gpus_arg, default="8xh200",
-                   help="COUNTxGPU, e.g. 8xh100-sxm (GPU id or profile .json) (default %(default)s)")
+                   help="COUNTxGPU, e.g. 8xh100-sxm (GPU id, profile .json or datasheet .yaml) (default %(default)s)")
     p.add_argument("--nodes", type=positive(), default=1, help="nodes the GPUs are spread over, equally (default %(default)s)")
     p.add_argument("--steps", type=positive(), default=50, help="training steps simulated per configuration (default %(default)s)")
     p.add_argument("--batch", type=positive(), default=112,
@@ -122,7 +123,7 @@ def _report(res, top: int) -> None:
     req, t = res.request, res.table
     base = req.base
     n_ok = int((t["status"] == "ok").sum())
-    print(f"plan: {req.space.devices} x {base.gpu_id} over {req.space.nodes} node(s), actor {base.models()['generate'].id}, "
+    print(f"plan: {req.space.devices} x {base.hardware_of(base.placement.generate).label} over {req.space.nodes} node(s), actor {base.models()['generate'].id}, "
           f"{base.algorithm.label()}, reward {'rule' if base.algorithm.reward == 'rule' else base.models()['reward'].id}, "
           f"B={base.batch}, {base.steps} steps of {req.trace}; objective {req.objective}")
     print(f"space: {res.space_size} configurations; search {res.search}: {len(t)} tried, {n_ok} fit, "

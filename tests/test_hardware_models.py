@@ -25,7 +25,8 @@ from oppo_sim.hw.hardware import (
 )
 from oppo_sim.hw.models import MODELS, ModelSpec, get_model, model_from_hf_config
 
-GPU_IDS = ["a100-40gb", "a100-80gb", "h100-sxm", "h200", "gh200", "l40s", "rtx-4090", "rtx-pro-6000"]
+GPU_IDS = ["a100-40gb", "a100-80gb", "h100-sxm", "h200", "gh200", "l40s", "rtx-4090", "rtx-pro-6000",
+           "h20", "h800", "a800-80gb", "b200", "gb200", "mi300x"]
 MODEL_IDS = [
     "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
     "qwen2.5-72b", "qwen3-8b", "qwen3-32b", "llama-3.1-8b", "llama-3.1-70b",
@@ -54,6 +55,12 @@ def test_gpu_table_complete_and_read_only():
         ("l40s", 362e12, 864e9, 46_068, 32e9),  # PCIe 4.0 x16 "64 GB/s"
         ("rtx-4090", 165.2e12, 1008e9, 24_564, 32e9),
         ("rtx-pro-6000", 503.8e12, 1792e9, 97_887, 64e9),  # PCIe 5.0 x16 "128 GB/s"
+        ("h20", 148e12, 4000e9, 97_871, 450e9),
+        ("h800", 989e12, 3350e9, 81_559, 200e9),  # NVLink cut to "400 GB/s"
+        ("a800-80gb", 312e12, 2039e9, 81_920, 200e9),
+        ("b200", 2250e12, 8000e9, 183_359, 900e9),  # NVLink 5 "1.8 TB/s"
+        ("gb200", 2500e12, 8000e9, 189_471, 900e9),
+        ("mi300x", 1307.4e12, 5300e9, 196_608, 448e9),  # 7 Infinity Fabric links x 64 GB/s each way
     ],
 )
 def test_gpu_values(gid, peak, bw, mib, link):

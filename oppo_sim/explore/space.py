@@ -22,11 +22,12 @@ that fits, chosen per configuration by ``memory_plan.check_fits``; scorers run d
 What is *not* enumerated, because it cannot be better or is the same configuration twice:
 
 - other pool orders: generation comes first, so it starts on a node boundary (its tensor-parallel
-  groups are as aligned as they can be) and training right after it (they share a node whenever any
-  order lets them, which decides the weight sync path, ``memory_plan.sync_plan``); scoring's position
-  changes nothing the simulator times;
-- ``tp`` that does not divide the actor's attention heads (vLLM refuses it), exceeds a node, or puts
-  a tensor-parallel group across two nodes;
+  groups are as aligned as they can be) and training right after it (they share a scale-up domain
+  whenever any order lets them, which decides the weight sync path, ``memory_plan.sync_plan``);
+  scoring's position changes nothing the simulator times;
+- ``tp`` that does not divide the actor's attention heads (vLLM refuses it), exceeds a scale-up domain,
+  or puts a tensor-parallel group across two of them — a domain is a node, or several whole nodes where
+  the GPU's NVLink reaches past the node (GB200 NVL72: 72 GPUs over trays of 4; ``gpu_table.domain_gpus``);
 - a knob on a policy without it (C only multiplies chunked policies, Δ only deferring ones, …);
 - streaming where nothing can be streamed to: in ``colocated`` the frozen scorers share the generators'
   GPUs, so no chunk reaches them early (``placement.streamed_roles``) — there ``stream`` and ``intra``
@@ -42,6 +43,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import Placement, Pool, streamed_roles
 from oppo_sim.core.policies import POLICY_NAMES, DeltaRule, Policy, make_policy
 from oppo_sim.engine.request import EngineConfig
+from oppo_sim.hw.gpu_table import domain_gpus
 from oppo_sim.pipeline.config import SimConfig
 
 LAYOUTS: tuple[str, ...] = ("colocated", "shared", "split", "gen-apart")
@@ -180,13 +182,15 @@ def _tuple(name: str, values, check, known: tuple = ()) -> tuple:
 class PlanSpace:
     """What the planner searches: ``devices`` GPUs over ``nodes`` nodes (equal shares), the layouts, the
     policies and each knob's values. ``heads``: the actor's attention (and KV) heads, which ``tp`` must
-    suit; ``tps``: allowed tensor parallelism (None: every one that fits a node); ``sps``: training's
-    sequence parallelism tried (each must divide the training GPUs); ``only``: keep just these device
-    splits (placement labels such as ``"shared 7+1"``, ``"colocated 8"``)."""
+    suit; ``domain``: GPUs per scale-up domain (``gpu_table.domain_gpus``; None: a node), which a
+    tensor-parallel group may not leave; ``tps``: allowed tensor parallelism (None: every one that fits
+    a domain); ``sps``: training's sequence parallelism tried (each must divide the training GPUs);
+    ``only``: keep just these device splits (placement labels such as ``"shared 7+1"``, ``"colocated 8"``)."""
 
     devices: int
     nodes: int = 1
     heads: tuple[int, int] = (0, 0)
+    domain: int | None = None
     layouts: tuple[str, ...] = LAYOUTS
     policies: tuple[str, ...] = POLICY_NAMES
     chunks: tuple[int, ...] = (256, 500, 1024)
@@ -202,6 +206,9 @@ class PlanSpace:
     def __post_init__(self) -> None:
         if self.devices < 2 or self.nodes < 1 or self.devices % self.nodes:
             raise ConfigError(f"need >= 2 GPUs spread evenly over the nodes, got {self.devices} over {self.nodes}")
+        if self.domain is not None and (isinstance(self.domain, bool) or not isinstance(self.domain, int)
+                                        or self.domain < 1 or self.domain % self.per_node):
+            raise ConfigError(f"domain must be a whole number of nodes of {self.per_node} GPUs, got {self.domain!r}")
         pos = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1  # noqa: E731
         for name, known in (("layouts", LAYOUTS), ("policies", POLICY_NAMES), ("chunks", ()), ("deltas", ()),
                             ("rules", DELTA_RULES), ("budgets", ()), ("stalenesses", ()), ("sps", ())):
@@ -223,16 +230,22 @@ class PlanSpace:
     def per_node(self) -> int:
         return self.devices // self.nodes
 
+    @property
+    def per_domain(self) -> int:
+        """GPUs a tensor-parallel group may span: a scale-up domain (a node unless ``domain`` says more)."""
+        return self.domain if self.domain is not None else self.per_node
+
     def tp_choices(self, gen: int) -> tuple[int, ...]:
         """Tensor parallelism for ``gen`` generating GPUs starting at GPU 0 (see the module notes)."""
         heads, kv = self.heads
         out = []
-        for tp in range(1, min(gen, self.per_node) + 1):
+        block = self.per_domain
+        for tp in range(1, min(gen, block) + 1):
             if gen % tp or (self.tps is not None and tp not in self.tps):
                 continue
             if heads and (heads % tp or (kv % tp and tp % kv)):
                 continue
-            if any(i * tp // self.per_node != ((i + 1) * tp - 1) // self.per_node for i in range(gen // tp)):
+            if any(i * tp // block != ((i + 1) * tp - 1) // block for i in range(gen // tp)):
                 continue
             out.append(tp)
         return tuple(out)
@@ -280,9 +293,10 @@ class PlanSpace:
 
 
 def space_for(base: SimConfig, devices: int, nodes: int = 1, **kwargs) -> PlanSpace:
-    """A space whose ``tp`` choices suit ``base``'s actor."""
+    """A space whose ``tp`` choices suit ``base``'s actor and its GPU's scale-up domain."""
     actor = base.models()["generate"]
-    return PlanSpace(devices=devices, nodes=nodes, heads=(actor.heads, actor.kv_heads), **kwargs)
+    domain = domain_gpus(base.hardware_of(base.placement.generate).gpu, devices, nodes)
+    return PlanSpace(devices=devices, nodes=nodes, heads=(actor.heads, actor.kv_heads), domain=domain, **kwargs)
 
 
 __all__ = ["LAYOUTS", "DELTA_RULES", "PlacementSpec", "PolicySpec", "Candidate", "PlanSpace", "default_candidate",

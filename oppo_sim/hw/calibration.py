@@ -299,7 +299,7 @@ def fit_profile(
             continue
         fitted[op], rep = fit_op(sub, spec, defaults.op(op))
         rows.append(rep.as_row())
-    hw = Hardware(spec, replace(defaults, **fitted))
+    hw = Hardware(spec, replace(defaults, **fitted), f"fitted to measurements ({', '.join(fitted)})")
     return hw, pd.DataFrame(rows, columns=REPORT_COLUMNS)
 
 
@@ -318,7 +318,8 @@ def with_transfer_seconds(hw: Hardware, op: str, transfer_bytes: float, bw: floa
         new = replace(p, overhead_s=seconds - transfer)
     else:
         new = replace(p, overhead_s=0.0, eff_memory=min(1.0, transfer_bytes / (bw * seconds)))
-    return replace(hw, params=replace(hw.params, **{op: new}))
+    return replace(hw, params=replace(hw.params, **{op: new}),
+                   params_source=f"{hw.params_source}; {op} from a measured time")
 
 
 def with_sync_seconds(hw: Hardware, transfer_bytes: float, link_bw: float, seconds: float) -> Hardware:
@@ -345,4 +346,5 @@ def with_collective_busbw(hw: Hardware, busbw: float, latency_s: float | None = 
                           f"(one direction), got {busbw!r}")
     p = hw.params.collective
     new = replace(p, eff_memory=busbw / hw.gpu.link_bw, overhead_s=p.overhead_s if latency_s is None else latency_s)
-    return replace(hw, params=replace(hw.params, collective=new))
+    return replace(hw, params=replace(hw.params, collective=new),
+                   params_source=f"{hw.params_source}; collective from a measured busbw")

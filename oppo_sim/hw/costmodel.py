@@ -4,12 +4,12 @@ Every operation is timed as
 
     overhead_s + max(flops / (devices * peak_flops * eff_compute), bytes / (devices * mem_bw * eff_memory))
 
-plus, for tensor parallelism, two all-reduces of the layer's activations per layer over the node's
+plus, for tensor parallelism, two all-reduces of the layer's activations per layer over the scale-up
 interconnect (``link_bw``), and for data-parallel training a gradient all-reduce per optimizer step (over
-``net_bw`` when the pool spans nodes), both timed by ``hardware.allreduce_seconds`` with the calibrated
-``collective`` parameters. The efficiencies and overheads come from ``Hardware.params`` (defaults, or
-fitted by ``oppo_sim.hw.calibration``); bandwidths follow ``oppo_sim.hw.hardware``'s convention (one
-direction, per GPU).
+``net_bw`` when the pool spans scale-up domains, ``gpu_table.domain_gpus``), both timed by
+``hardware.allreduce_seconds`` with the calibrated ``collective`` parameters. The efficiencies and
+overheads come from ``Hardware.params`` (defaults, or fitted by ``oppo_sim.hw.calibration``);
+bandwidths follow ``oppo_sim.hw.hardware``'s convention (one direction, per GPU).
 
 Training follows the trainer's memory settings: activation recomputation adds FLOPs (selective: the
 attention core's forward, eager attention only; full: one more forward, 3x -> 4x forward FLOPs; see
@@ -186,7 +186,8 @@ class CostModel:
     recompute: str = "none"
     flash_attention: bool = True
     sync: SyncPlan = SyncPlan()
-    cross_node: bool = False  # the pool spans nodes: its gradient all-reduce crosses the network (net_bw)
+    cross_node: bool = False  # the pool spans scale-up domains (nodes, or NVL72 racks): its gradient all-reduce
+    #                           crosses the network (net_bw); see gpu_table.domain_gpus
     expert_parallel: int = 1  # training: a MoE model's experts sharded over this many ranks (Megatron's EP)
 
     def __post_init__(self) -> None:
@@ -265,7 +266,7 @@ class CostModel:
         """Seconds of one optimizer step's collectives over ``devices`` data-parallel ranks: the gradient
         all-reduce (ZeRO-2's reduce-scatter + all-gather move the same bus bytes), and under ZeRO-3 also
         the parameter all-gather, half an all-reduce's bytes (the ZeRO paper's 1.5x). Over ``net_bw`` when
-        the pool spans nodes: a ring runs at its slowest link."""
+        the pool spans scale-up domains: a ring runs at its slowest link."""
         g, op = self.hw.gpu, self.hw.params.collective
         bw = g.net_bw if self.cross_node else g.link_bw
         t = allreduce_seconds(op, weight_bytes, devices, bw)

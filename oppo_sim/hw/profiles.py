@@ -2,8 +2,8 @@
 (format ``oppo-profile/2``: the units of ``oppo_sim.hw.hardware``, bandwidths one direction per GPU and
 memory in bytes as the device reports it; ``/1`` files predate that convention and are refused), a
 nominal spec for the local CPU to calibrate against, and :func:`resolve_hardware` — the one place where a
-command line's ``--gpu``/``--profile`` text becomes a :class:`Hardware` (a GPU-table id, or a path to a
-profile)."""
+command line's ``--gpu``/``--profile`` text becomes a :class:`Hardware` (a GPU-table id, a path to a
+profile, or a path to a datasheet-only ``.yaml`` spec, :mod:`oppo_sim.hw.gpu_yaml`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.gpu_yaml import is_gpu_yaml, load_gpu_yaml
 from oppo_sim.hw.hardware import (
     GPUS,
     OP_KINDS,
@@ -26,6 +27,7 @@ from oppo_sim.hw.hardware import (
     Hardware,
     OpParams,
     default_params,
+    default_params_source,
 )
 
 PROFILE_FORMAT = "oppo-profile/2"
@@ -85,10 +87,12 @@ def _build(cls: type, obj: dict, prefix: str, where: str) -> Any:
                 continue
             raise ConfigError(f"{where}: missing field '{prefix}.{f.name}'")
         v = obj[f.name]
-        want_str = f.type in ("str", str)
+        want_str, want_bool = f.type in ("str", str), f.type in ("bool", bool)
         if want_str and not isinstance(v, str):
             raise ConfigError(f"{where}: field '{prefix}.{f.name}' must be a string, got {v!r}")
-        if not want_str and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        if want_bool and not isinstance(v, bool):
+            raise ConfigError(f"{where}: field '{prefix}.{f.name}' must be true or false, got {v!r}")
+        if not (want_str or want_bool) and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise ConfigError(f"{where}: field '{prefix}.{f.name}' must be a number, got {v!r}")
         kw[f.name] = v
     try:
@@ -137,7 +141,7 @@ def read_profile(path: str | PathLike) -> tuple[Hardware, dict]:
     meta = doc.get("meta", {})
     if not isinstance(meta, dict):
         raise ConfigError(f"{where}: field 'meta' must be an object")
-    return Hardware(gpu, CostParams(**ops)), meta
+    return Hardware(gpu, CostParams(**ops), f"calibrated profile {path}"), meta
 
 
 def load_profile(path: str | PathLike) -> Hardware:
@@ -213,13 +217,17 @@ def cpu_spec(
 
 def resolve_hardware(gpu_or_profile: str | PathLike | Hardware) -> Hardware:
     """A GPU-table id -> its ``Hardware`` with default cost parameters; a path to a ``.json`` profile ->
-    the calibrated ``Hardware`` it holds; a ``Hardware`` -> itself. Command lines call this once, so
-    configurations below them hold resolved specs and never read files."""
+    the calibrated ``Hardware`` it holds; a path to a ``.yaml``/``.yml`` datasheet spec -> that GPU with
+    uncalibrated defaults (:func:`oppo_sim.hw.gpu_yaml.load_gpu_yaml`); a ``Hardware`` -> itself. Command
+    lines call this once, so configurations below them hold resolved specs and never read files."""
     if isinstance(gpu_or_profile, Hardware):
         return gpu_or_profile
     text = str(gpu_or_profile).strip()
     if text.lower() in GPUS:
-        return Hardware(GPUS[text.lower()], default_params(text))
+        return Hardware(GPUS[text.lower()], default_params(text), default_params_source(text))
+    if is_gpu_yaml(text):
+        return load_gpu_yaml(text)
     if text.lower().endswith(".json") or Path(text).exists():
         return load_profile(text)
-    raise ConfigError(f"unknown GPU {text!r}; known: {', '.join(GPUS)} (or pass a path to a .json profile)")
+    raise ConfigError(f"unknown GPU {text!r}; known: {', '.join(GPUS)} (or pass a path to a .json profile "
+                      "or a .yaml datasheet spec)")

@@ -4,12 +4,14 @@ After each PPO update every generator GPU needs the new actor weights (its tenso
 ``W / tp`` of the ``W`` weight bytes; all of them — a mixture-of-experts model sends every expert, and
 its share is the same whether the replica slices or shards the experts). RLHF frameworks move them one of three ways:
 
-- ``nvlink`` — trainer and generators in one node. The trainer ranks broadcast the weights in large
-  buckets with NCCL over the GPU interconnect (``link_bw``: NVLink, or PCIe peer-to-peer on PCIe
-  cards), every GPU's link busy at once; when generation shares the trainer's GPUs this is the
-  all-gather of ZeRO-3 shards plus CUDA-IPC handles (OpenRLHF, verl ``update_weights``).
-- ``network`` — generators on other nodes: the same bucketed broadcast over each GPU's own NIC
-  (``net_bw``: 400 Gb/s NDR InfiniBand per H100/H200 in a DGX, 200 Gb/s HDR per A100).
+- ``nvlink`` — trainer and generators in one scale-up domain (one node, or one rack-scale NVLink
+  domain such as GB200 NVL72's 72 GPUs: ``gpu_table.domain_gpus``). The trainer ranks broadcast the
+  weights in large buckets with NCCL over the GPU interconnect (``link_bw``: NVLink, Infinity Fabric, or
+  PCIe peer-to-peer on PCIe cards), every GPU's link busy at once; when generation shares the trainer's
+  GPUs this is the all-gather of ZeRO-3 shards plus CUDA-IPC handles (OpenRLHF, verl ``update_weights``).
+- ``network`` — generators in another scale-up domain (on other nodes): the same bucketed broadcast
+  over each GPU's own NIC (``net_bw``: 400 Gb/s NDR InfiniBand per H100/H200 in a DGX, 200 Gb/s HDR
+  per A100).
 - ``host`` — staged through host memory: the full weights are gathered on one trainer rank, copied to
   its host over that rank's one PCIe link, then loaded into each generator GPU from host memory tensor
   by tensor (a state dict handed over by RPC or a file, as simple integrations and engine "refit" APIs

@@ -53,8 +53,9 @@ class SimConfig:
     trace_offset: int = 0  # first trace row used (rows are then taken in order, cyclically)
     train_memory: TrainMemoryConfig = field(default_factory=TrainMemoryConfig)  # ZeRO stage, recompute (None = auto)
     colocate: str = "sleep"  # generation sharing GPUs: "sleep" (engine and trainer take turns) or "resident"
-    nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): picks the sync path
-    sync: str = "auto"  # weight sync: auto (nvlink in a node, network across nodes), nvlink, network, host
+    nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): with the GPU's
+    #                 scale-up domain (gpu_table.domain_gpus) it picks the sync path
+    sync: str = "auto"  # weight sync: auto (nvlink in a scale-up domain, network across), nvlink, network, host
     algorithm: Algorithm = field(default_factory=Algorithm)  # ppo (critic, reward model, KL) unless told otherwise
     expert_parallel: int = 1  # training: a MoE actor's experts over this many ranks (Megatron/verl expert_model_parallel_size)
 

@@ -31,6 +31,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import ROLES, Pool
 from oppo_sim.hw.costmodel import CostModel
 from oppo_sim.hw.expert_parallel import expert_split
+from oppo_sim.hw.gpu_table import domain_gpus
 from oppo_sim.hw.memory import (
     ALWAYS,
     GENERATE,
@@ -145,24 +146,28 @@ def check_fits(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: i
     return report.check()
 
 
-def pool_nodes(cfg: SimConfig) -> dict[str, frozenset[int]]:
-    """The nodes each pool's devices sit on: ``nodes`` nodes of equal size, pools laid out in order."""
-    per_node = math.ceil(cfg.placement.total_devices / cfg.nodes)
+def pool_domains(cfg: SimConfig) -> dict[str, frozenset[int]]:
+    """The scale-up domains each pool's devices sit in (``gpu_table.domain_gpus``: blocks of whole nodes
+    that share ``link_bw``; ``nodes`` nodes of equal size, pools laid out in order). Where pools run on
+    different GPUs, the smallest block of theirs holds for all (two kinds of GPU share no NVLink)."""
+    total = cfg.placement.total_devices
+    block = min(domain_gpus(cfg.hardware_of(p.name).gpu, total, cfg.nodes) for p in cfg.placement.pools)
     out, start = {}, 0
     for p in cfg.placement.pools:
-        out[p.name] = frozenset(d // per_node for d in range(start, start + p.devices))
+        out[p.name] = frozenset(d // block for d in range(start, start + p.devices))
         start += p.devices
     return out
 
 
 def sync_plan(cfg: SimConfig) -> SyncPlan:
-    """``cfg.sync``, or for ``auto``: NVLink when the generation and training pools sit in one node, the
-    network otherwise (a pool spanning nodes gathers its weights across them)."""
+    """``cfg.sync``, or for ``auto``: NVLink when the generation and training pools sit in one scale-up
+    domain (one node, or one rack-scale NVLink domain such as GB200 NVL72's), the network otherwise (a
+    pool spanning domains gathers its weights across them)."""
     if cfg.sync != "auto":
         return SyncPlan(SyncMechanism(cfg.sync), cfg.engine.tp)
-    nodes = pool_nodes(cfg)
-    one_node = len(nodes[cfg.placement.generate] | nodes[cfg.placement.train]) == 1
-    return SyncPlan(SyncMechanism.NVLINK if one_node else SyncMechanism.NETWORK, cfg.engine.tp)
+    domains = pool_domains(cfg)
+    one = len(domains[cfg.placement.generate] | domains[cfg.placement.train]) == 1
+    return SyncPlan(SyncMechanism.NVLINK if one else SyncMechanism.NETWORK, cfg.engine.tp)
 
 
 def generation_kv_blocks(cfg: SimConfig, report: MemoryReport) -> int:
@@ -177,9 +182,9 @@ def generation_kv_blocks(cfg: SimConfig, report: MemoryReport) -> int:
 
 def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
     """One cost model per pool, with the report's training setup and the configuration's sync plan."""
-    t, plan, nodes = report.train, sync_plan(cfg), pool_nodes(cfg)
+    t, plan, domains = report.train, sync_plan(cfg), pool_domains(cfg)
     return {
         p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan,
-                          cross_node=len(nodes[p.name]) > 1, expert_parallel=cfg.expert_parallel)
+                          cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel)
         for p in cfg.placement.pools
     }
