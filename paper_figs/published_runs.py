@@ -172,7 +172,7 @@ def summary(df: pd.DataFrame) -> dict[str, float | int]:
 
 
 def figure(df: pd.DataFrame, steps: int) -> Figure:
-    fig = Figure(figsize=(12, 5.2))
+    fig = Figure(figsize=(12, 6.8))
     ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.3]})
     ok = df[df["status"].str.startswith("ok")]
     for i, (fw, g) in enumerate(ok.groupby("framework")):
@@ -190,7 +190,7 @@ def figure(df: pd.DataFrame, steps: int) -> Figure:
         ax.set_yscale("log")
     ax.set_xlabel("published step time (s)")
     ax.set_ylabel("predicted step time (s), uncalibrated")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
     ax.set_title(f"{len(ok)} of {len(df)} published runs simulated")
     order = ok.sort_values("error_pct")
     colors = ["tab:red" if abs(e) > 50 else "tab:orange" if abs(e) > 25 else "tab:green" for e in order["error_pct"]]
