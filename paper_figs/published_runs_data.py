@@ -71,6 +71,8 @@ class PublishedRun:
     gpu_memory_utilization: float = 0.9
     engine: str = "continuous"  # continuous (vLLM/SGLang) or static (Hugging Face generate)
     gen_batch: int | None = None  # static engine: rows per generate call
+    max_num_seqs: int | None = None  # continuous engine (vLLM): sequences per iteration (None: oppo-sim's default)
+    max_num_batched_tokens: int | None = None  # continuous engine (vLLM): tokens per iteration (None: default)
     recompute: str | None = None  # "full" where the source turns activation/gradient checkpointing on
     sp: int = 1  # trainer sequence parallelism (verl ulysses_sequence_parallel_size)
     ep: int = 1  # trainer expert parallelism (Megatron expert_model_parallel_size); generation keeps vLLM's TP
@@ -168,7 +170,8 @@ _DAPO_RESPONSE = ("no mean response length is published; assumed 2,500 tokens (a
 _DAPO_PROMPT = "not published; assumed a 150-token mean (DAPO-Math-17k prompts with the template)"
 _DAPO_NOTES = ("DAPO recipe settings run as grpo (clip-higher, token-mean loss and overlong shaping cost nothing "
                "extra; no dynamic sampling in these scripts); no KL, no reference; rule reward; dynamic batch size "
-               "by tokens; ")
+               "by tokens; vLLM max_num_batched_tokens = max prompt + max response (the scripts), max_num_seqs 256 "
+               "(verl's default); ")
 
 
 def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_response: int, tp: int, sp: int,
@@ -178,7 +181,8 @@ def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_res
         model="qwen2.5-math-7b", hf_model="Qwen/Qwen2.5-Math-7B (max_position_embeddings raised to 32768)",
         gpu="h20", devices=devices, nodes=nodes, placement="colocated", batch=512, n=n, max_prompt=2048,
         max_response=max_response, algorithm="grpo", reward="rule", kl=False, tp=tp, published_step_s=step_s,
-        minibatches=512 // 32, gpu_memory_utilization=0.8, recompute="full", sp=sp,
+        minibatches=512 // 32, gpu_memory_utilization=0.8, recompute="full", sp=sp, max_num_seqs=256,
+        max_num_batched_tokens=2048 + max_response,
         assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
         stages=Stages(gen_s, score_s, train_s, definition=_VERL_STAGES),
         prompt_note=_DAPO_PROMPT, response_note=_DAPO_RESPONSE, notes=_DAPO_NOTES + note)
@@ -213,7 +217,7 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         model="qwen3-30b-a3b", hf_model="Qwen/Qwen3-30B-A3B-Base", gpu="h20", devices=128, nodes=16,
         placement="colocated", batch=512, n=16, max_prompt=2048, max_response=8192, algorithm="grpo", reward="rule",
         kl=True, tp=4, published_step_s=497.89, minibatches=512 // 128, gpu_memory_utilization=0.7,
-        recompute="full", ep=8, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
+        recompute="full", ep=8, max_num_seqs=256, max_num_batched_tokens=2048 + 8192, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
         stages=Stages(348.05, 28.73 + 20.86, 86.27, definition=_VERL_STAGES),
         prompt_note=_DAPO_PROMPT,
         response_note=("no mean response length is published; assumed 2,500 tokens, lognormal spread 1.0, capped "
@@ -225,6 +229,7 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         model="deepseek-v3", hf_model="deepseek-ai/DeepSeek-V3 (MTP off)", gpu="h20", devices=96, nodes=12,
         placement="colocated", batch=96, n=8, max_prompt=2048, max_response=9632, algorithm="grpo", reward="rule",
         kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full", ep=8,
+        max_num_seqs=256, max_num_batched_tokens=2048 + 9632,
         mean_response=1960, mean_prompt=150, stages=Stages(generation_s=1050, definition="rollout time (s)"),
         prompt_note="not published; assumed a 150-token mean (math prompts)",
         response_note="mean response 1,960 published; lognormal spread 0.7, capped at 9,632 (1204 x 8, as the script)",
@@ -247,12 +252,13 @@ _OPENRLHF_PROMPT = "not published; assumed a 256-token mean (HH/rm-static prompt
 
 def _openrlhf(key: str, *, framework: str, model: str, hf: str, devices: int, placement: str, tp: int,
               step_s: float, gen_s: float, train_s: float, engine: str = "continuous", gen_batch: int | None = None,
-              nodes: int = 1, note: str = "") -> PublishedRun:
+              max_num_seqs: int | None = None, nodes: int = 1, note: str = "") -> PublishedRun:
     return PublishedRun(
         key=key, framework=framework, source=OPENRLHF_BENCH, version=OPENRLHF, model=model, hf_model=hf,
         gpu="a800-80gb", devices=devices, nodes=nodes, placement=placement, batch=1024, n=1, max_prompt=1024,
         max_response=1024, algorithm="ppo", reward=model, kl=True, tp=tp, published_step_s=step_s,
-        minibatches=1024 // 128, engine=engine, gen_batch=gen_batch, recompute="full", mean_response=1024,
+        minibatches=1024 // 128, engine=engine, gen_batch=gen_batch, max_num_seqs=max_num_seqs, recompute="full",
+        mean_response=1024,
         mean_prompt=256, response_sigma=0.0,
         stages=Stages(generation_s=gen_s, training_s=train_s, generation_includes_scoring=True,
                       definition=_OPENRLHF_STAGES),
@@ -264,17 +270,21 @@ def _openrlhf(key: str, *, framework: str, model: str, hf: str, devices: int, pl
 OPENRLHF_RUNS: tuple[PublishedRun, ...] = (
     _openrlhf("openrlhf-ray-vllm-llama2-7b-8xa800", framework="OpenRLHF (Ray + vLLM)", model="llama-2-7b",
               hf="meta-llama/Llama-2-7b-hf", devices=8, placement="pools:gen=2,train=4,score=2", tp=1,
-              step_s=885.16, gen_s=481.86, train_s=403.29,
-              note="GPUs ref:reward:actor:critic:vLLM = 1:1:2:2:2 (actor and critic share the 4-GPU train pool here)"),
+              step_s=885.16, gen_s=481.86, train_s=403.29, max_num_seqs=16,
+              note=("GPUs ref:reward:actor:critic:vLLM = 1:1:2:2:2 (actor and critic share the 4-GPU train pool "
+                    "here); each actor rank sends its micro rollout batch of 16 to one of the 2 engines, so an "
+                    "engine runs at most 16 sequences (max_num_seqs 16)")),
     _openrlhf("openrlhf-ray-vllm-llama2-13b-8xa800", framework="OpenRLHF (Ray + vLLM)", model="llama-2-13b",
               hf="meta-llama/Llama-2-13b-hf", devices=8, placement="pools:gen=2,train=4,score=2", tp=1,
-              step_s=2392.91, gen_s=1425.75, train_s=967.15,
-              note="GPUs ref:reward:actor:critic:vLLM = 1:1:2:2:2"),
+              step_s=2392.91, gen_s=1425.75, train_s=967.15, max_num_seqs=8,
+              note=("GPUs ref:reward:actor:critic:vLLM = 1:1:2:2:2; micro rollout batch 8 per actor rank, one rank "
+                    "per engine (max_num_seqs 8)")),
     _openrlhf("openrlhf-ray-vllm-llama2-70b-16xa800", framework="OpenRLHF (Ray + vLLM)", model="llama-2-70b",
               hf="meta-llama/Llama-2-70b-hf", devices=16, nodes=2, placement="pools:gen=4,train=8,score=4", tp=2,
-              step_s=9822.62, gen_s=7122.65, train_s=2699.97,
+              step_s=9822.62, gen_s=7122.65, train_s=2699.97, max_num_seqs=8,
               note=("GPUs ref:reward:actor:critic:vLLM = 2:2:4:4:4, two vLLM engines of TP2 (as the repository's "
-                    "70B script); ZeRO-3 with Adam offload")),
+                    "70B script); micro rollout batch 4 per actor rank, two ranks per engine (max_num_seqs 8); "
+                    "ZeRO-3 with Adam offload")),
     _openrlhf("openrlhf-deepspeed-llama2-7b-8xa800", framework="OpenRLHF (DeepSpeed, no Ray)", model="llama-2-7b",
               hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, step_s=1177.78, gen_s=920.81,
               train_s=256.97, engine="static", gen_batch=8,

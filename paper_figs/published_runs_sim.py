@@ -148,11 +148,18 @@ def missing_ids(run: PublishedRun) -> list[str]:
     return out
 
 
+def engine_config(run: PublishedRun) -> EngineConfig:
+    """The generation engine's settings the run states; the rest are oppo-sim's (vLLM-like) defaults."""
+    given = {k: v for k, v in (("max_num_seqs", run.max_num_seqs), ("max_num_batched_tokens", run.max_num_batched_tokens))
+             if v is not None}
+    return EngineConfig(tp=run.tp, gpu_memory_utilization=run.gpu_memory_utilization, **given)
+
+
 def sim_config(run: PublishedRun, steps: int) -> SimConfig:
     rule = run.reward == "rule"
     return SimConfig(
         batch=run.batch, steps=steps, gpu=run.gpu, actor=run.model, reward=run.model if rule else run.reward,
-        placement=placement(run), engine=EngineConfig(tp=run.tp, gpu_memory_utilization=run.gpu_memory_utilization),
+        placement=placement(run), engine=engine_config(run),
         engine_kind=run.engine, static=StaticConfig(gen_batch=run.gen_batch), ppo_epochs=run.ppo_epochs,
         minibatches=run.minibatches, max_response=response_cap(run), nodes=run.nodes, expert_parallel=run.ep,
         train_memory=TrainMemoryConfig(recompute=run.recompute, sequence_parallel=run.sp),
