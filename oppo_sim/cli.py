@@ -20,6 +20,7 @@ import pandas as pd
 from oppo_sim.cli_policy import add_policy_args, check_policy_flags, policy_options
 from oppo_sim.cli_setup import add_engine_args, add_setup_args, sim_config
 from oppo_sim.cliargs import Parser, int_list, nonneg_int, on_off, output, positive, run_command, str_list
+from oppo_sim.core.errors import ConfigError, OppoError
 
 DEFAULT_COMPARE = ("baseline", "stream", "intra", "inter", "oppo")
 
@@ -27,6 +28,8 @@ DEFAULT_COMPARE = ("baseline", "stream", "intra", "inter", "oppo")
 def _config(a: argparse.Namespace, policies: Sequence[str]):
     """The run's ``SimConfig``, after refusing knobs that none of ``policies`` uses."""
     check_policy_flags(a, policies)
+    if getattr(a, "from_verl", None) or getattr(a, "from_openrlhf", None):  # parsed without main(): never silently
+        raise ConfigError("--from-verl/--from-openrlhf are translated by oppo_sim.cli.main before parsing")
     return sim_config(a)
 
 
@@ -200,9 +203,12 @@ def cmd_traces(a: argparse.Namespace) -> int:
 
 
 def _add_run_like(p: argparse.ArgumentParser, grid: bool = False) -> None:
+    from oppo_sim.frameworks.framework_args import add_framework_args
+
     add_setup_args(p)
     add_engine_args(p)
     add_policy_args(p, grid=grid)
+    add_framework_args(p)  # --from-verl / --from-openrlhf: translated in main(), before parsing
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -300,7 +306,15 @@ def subcommand_parsers(parser: argparse.ArgumentParser | None = None) -> dict[st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(build_parser(), argv)
+    from oppo_sim.frameworks.framework_args import with_framework_args
+
+    parser = build_parser()
+    try:  # a framework's settings become oppo-sim arguments placed before the typed ones (oppo_sim/frameworks/)
+        argv = with_framework_args(parser, sys.argv[1:] if argv is None else argv)
+    except OppoError as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 2
+    return run_command(parser, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -44,7 +44,8 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--actor", default="qwen2.5-7b",
                    help="actor model: a table id, or a Hugging Face config.json or its directory (default %(default)s)")
     g.add_argument("--placement", default="paper",
-                   help="paper (N-1 generate+train, 1 scores), colocated, disaggregated (default %(default)s)")
+                   help="paper (N-1 generate+train, 1 scores), colocated, disaggregated, or a planner label with its "
+                        "own device counts: colocated N, shared M+S, split G+T+S, gen-apart G+T (default %(default)s)")
     g.add_argument("--devices", type=positive(), default=8,
                    help="GPUs in total for the paper/colocated placements (default %(default)s)")
     g.add_argument("--max-response", type=nonneg_int, default=DEFAULT_MAX_RESPONSE,
@@ -221,8 +222,10 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
         placement = colocated_placement(a.devices)
     elif place == "disaggregated":
         placement = disaggregated_placement()
-    else:
-        raise ConfigError(f"unknown placement '{a.placement}'; known: paper, colocated, disaggregated")
+    else:  # a planner label, e.g. "split 4+3+1" (what --from-openrlhf and plan --export write)
+        from oppo_sim.explore.space import placement_of_label
+
+        placement = placement_of_label(a.placement)
     if place == "paper" and a.devices < 2:
         raise ConfigError("the paper placement needs at least 2 devices (one scores)")
     return SimConfig(

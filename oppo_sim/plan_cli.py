@@ -60,6 +60,9 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--top", type=positive(), default=10, help="rows of the ranked table printed (default %(default)s)")
     p.add_argument("--out", default=None, help="folder for plan.csv and pareto.png (default: not written)")
     p.add_argument("--json", default=None, help="write the whole table as JSON records (default: not written)")
+    p.add_argument("--export", choices=("verl", "openrlhf"), default=None,
+                   help="also print the best configuration as verl overrides or an OpenRLHF command line "
+                        "(default: not printed)")
     s = p.add_argument_group("search")
     s.add_argument("--search", choices=SEARCHES, default="auto",
                    help="auto: exhaustive if the space has <= --trials configurations, else Optuna TPE "
@@ -171,6 +174,10 @@ def cmd_plan(a: argparse.Namespace) -> int:
     if a.json:
         output(a.json).write_text(res.table.to_json(orient="records", indent=2) + "\n")
         print(f"json: {a.json}")
+    if a.export:
+        from oppo_sim.frameworks.export import export_best
+
+        print(f"\n{a.export} settings of the best configuration:\n" + export_best(res, a.export))
     return 0
 
 

@@ -292,6 +292,21 @@ class PlanSpace:
         return len(self.candidates())
 
 
+_LABEL_SIZES = {"colocated": lambda n: (n, n, 0), "shared": lambda m, s: (m, m, s), "split": lambda g, t, s: (g, t, s),
+                "gen-apart": lambda g, t: (g, t, 0)}
+
+
+def placement_of_label(text: str) -> Placement:
+    """The placement a label names (``"split 4+3+1"``, ``"colocated 8"``: :meth:`PlacementSpec.label`'s form)."""
+    layout, _, sizes = " ".join(str(text).split()).partition(" ")
+    try:
+        counts = tuple(int(x) for x in sizes.split("+"))
+        return PlacementSpec(layout, *_LABEL_SIZES[layout](*counts)).placement()
+    except (KeyError, TypeError, ValueError, ConfigError):
+        raise ConfigError(f"unknown placement {text!r}; known: paper, colocated, disaggregated, or a planner label such "
+                          f"as colocated 8, shared 7+1, split 4+3+1, gen-apart 4+4") from None
+
+
 def space_for(base: SimConfig, devices: int, nodes: int = 1, **kwargs) -> PlanSpace:
     """A space whose ``tp`` choices suit ``base``'s actor and its GPU's scale-up domain."""
     actor = base.models()["generate"]
@@ -300,4 +315,4 @@ def space_for(base: SimConfig, devices: int, nodes: int = 1, **kwargs) -> PlanSp
 
 
 __all__ = ["LAYOUTS", "DELTA_RULES", "PlacementSpec", "PolicySpec", "Candidate", "PlanSpace", "default_candidate",
-           "space_for"]
+           "placement_of_label", "space_for"]

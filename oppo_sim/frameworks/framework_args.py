@@ -1,0 +1,116 @@
+"""The ``--from-verl`` / ``--from-openrlhf`` options of ``oppo-sim run``/``compare``/``sweep``: the framework's
+settings are translated into oppo-sim arguments and placed *before* the typed ones, so that one parser
+builds the ``SimConfig`` and a typed oppo-sim flag wins over a translated one. The echo (every key used
+with the option it became, every key ignored) is printed first.
+
+A translated option this oppo-sim does not have is moved to the ignored list rather than refused (a
+reader may know a setting before the simulator models it)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from typing import Sequence
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.frameworks.translation import Ignored, Translation
+
+FLAGS: tuple[str, ...] = ("--from-verl", "--from-openrlhf")
+COMMANDS: tuple[str, ...] = ("run", "compare", "sweep")
+
+
+def add_framework_args(p: argparse.ArgumentParser) -> None:
+    """``--from-verl SOURCE`` (repeatable) and ``--from-openrlhf ARGS`` (read by :func:`with_framework_args`)."""
+    g = p.add_argument_group("a framework's settings, translated (typed oppo-sim options win)")
+    g.add_argument("--from-verl", action="append", metavar="SOURCE", default=None,
+                   help="a verl trainer config: a ppo_trainer.yaml-shaped .yaml file, a file of key=value overrides "
+                        "or a launch script, or the overrides themselves; repeatable, later wins (default: none)")
+    g.add_argument("--from-openrlhf", metavar="ARGS", default=None,
+                   help="an OpenRLHF train_ppo_ray command line (its arguments, or a file holding it) (default: none)")
+
+
+def _known(parser: argparse.ArgumentParser, cmd: str) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(cmd)
+    return None
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str], str | None]:
+    """(argv without the framework options, verl sources, OpenRLHF args)."""
+    rest: list[str] = []
+    verl: list[str] = []
+    orl: str | None = None
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        flag, eq, value = tok.partition("=")
+        if flag in FLAGS:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise ConfigError(f"{flag} needs a value")
+                value, i = argv[i + 1], i + 1
+            if flag == "--from-verl":
+                verl.append(value)
+            elif orl is not None:
+                raise ConfigError("--from-openrlhf given twice")
+            else:
+                orl = value
+        else:
+            rest.append(tok)
+        i += 1
+    return rest, verl, orl
+
+
+def fit_to(t: Translation, known: set[str]) -> Translation:
+    """``t`` without the options the parser does not have (each such key moved to the ignored list)."""
+    used, ignored = [], list(t.ignored)
+    for u in t.used:
+        groups: list[list[str]] = []
+        for a in u.args:
+            if a.startswith("--") or not groups:
+                groups.append([a])
+            else:
+                groups[-1].append(a)
+        kept = [g for g in groups if g[0] in known]
+        for g in groups:
+            if g[0] not in known:
+                ignored.append(Ignored(u.key, u.value, f"-> {' '.join(g)}, but this oppo-sim has no {g[0]}"))
+        used.append(replace(u, args=tuple(a for g in kept for a in g)) if len(kept) < len(groups) else u)
+    return replace(t, used=tuple(used), ignored=tuple(ignored))
+
+
+def translate(verl: Sequence[str], openrlhf: str | None) -> Translation:
+    if verl and openrlhf is not None:
+        raise ConfigError("give --from-verl or --from-openrlhf, not both")
+    if openrlhf is not None:
+        from oppo_sim.frameworks.openrlhf import translate_openrlhf
+
+        return translate_openrlhf(openrlhf)
+    from oppo_sim.frameworks.verl import translate_verl
+
+    return translate_verl(verl)
+
+
+def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], echo: bool = True) -> list[str]:
+    """``argv`` with any ``--from-verl``/``--from-openrlhf`` replaced by the translated arguments, placed right
+    after the sub-command (so typed options win); prints the echo. Other argv is returned unchanged."""
+    argv = list(argv)
+    if not argv or not any(tok.partition("=")[0] in FLAGS for tok in argv):
+        return argv
+    cmd = argv[0]
+    sub = _known(parser, cmd) if cmd in COMMANDS else None
+    if sub is None:
+        raise ConfigError(f"--from-verl/--from-openrlhf go with {', '.join(COMMANDS)}, after the sub-command")
+    rest, verl, orl = _split(argv[1:])
+    t = fit_to(translate(verl, orl), set(sub._option_string_actions))
+    typed = {tok.partition("=")[0] for tok in rest if tok.startswith("--")}
+    for option, error in t.pending:
+        if option not in typed:
+            raise ConfigError(error)
+    if echo:
+        print(t.echo(typed) + "\n")
+    return [cmd, *t.args, *rest]
+
+
+__all__ = ["COMMANDS", "FLAGS", "add_framework_args", "fit_to", "translate", "with_framework_args"]

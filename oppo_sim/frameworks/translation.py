@@ -1,0 +1,284 @@
+"""What the framework readers share: the :class:`Translation` a reader returns (oppo-sim arguments, and
+what each framework key became or why it was ignored), the readers' inputs (a YAML file, a file of
+``key=value`` overrides or a launch script, a string of them), the model-path rule, and the planner's
+placement labels that ``--placement`` also takes.
+
+A translation is a list of oppo-sim command-line arguments, parsed by the same parser as typed ones:
+there is one path from options to a ``SimConfig``. On the command line the translated arguments go
+*before* the ones typed, so an explicit oppo-sim flag wins over a translated one (argparse keeps the
+last value). An on/off option the translation sets (``--no-reference``, ``--truncate-prompt``) cannot be
+unset from the command line; edit the framework file instead.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from oppo_sim.core.errors import ConfigError
+
+_KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-]*$")
+_INTERP = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
+_WORD = re.compile(r"[a-z0-9.]+")
+
+
+@dataclass(frozen=True)
+class Used:
+    """A framework key and the oppo-sim arguments it became (empty: oppo-sim's default already matches)."""
+
+    key: str
+    value: Any
+    args: tuple[str, ...]
+    note: str = ""
+    default: bool = False  # the framework's documented default, not given in the source
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A framework key oppo-sim does not use, and why."""
+
+    key: str
+    value: Any
+    why: str
+
+
+@dataclass(frozen=True)
+class Translation:
+    """A framework configuration as oppo-sim arguments: ``args`` in order, ``used`` (key -> option), ``ignored``,
+    ``notes`` (what is approximated), and ``pending``: option -> error raised unless the option is typed
+    explicitly (e.g. a model path that names no known model, which ``--actor`` on the command line settles)."""
+
+    framework: str
+    sources: tuple[str, ...]
+    used: tuple[Used, ...]
+    ignored: tuple[Ignored, ...] = ()
+    notes: tuple[str, ...] = ()
+    pending: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        return tuple(a for u in self.used for a in u.args)
+
+    def options(self) -> tuple[str, ...]:
+        """The oppo-sim options the translation sets (``--batch``, ``--no-reference``, ...)."""
+        return tuple(a for a in self.args if a.startswith("--"))
+
+    def echo(self, given: Iterable[str] = ()) -> str:
+        """The readable block: every key used with the option it became, every key ignored, the notes.
+        ``given``: options typed on the command line (they win; marked as overridden)."""
+        given = set(given)
+        lines = [f"{self.framework} configuration from {', '.join(self.sources)} -> oppo-sim options:"]
+        width = max((len(u.key) for u in self.used), default=10)
+        for u in self.used:
+            became = " ".join(u.args) or "(no option of its own)"
+            over = [a for a in u.args if a.startswith("--") and a in given]
+            tail = "".join([f"  [{u.note}]" if u.note else "", "  (framework default)" if u.default else "",
+                            f"  (overridden by {', '.join(over)} on the command line)" if over else ""])
+            lines.append(f"  {u.key:<{width}} = {_show(u.value):<14} -> {became}{tail}")
+        if self.ignored:
+            lines.append(f"ignored ({len(self.ignored)}):")
+            lines += [f"  {i.key}{'' if i.value == '' else ' = ' + _show(i.value)}  ({i.why})" for i in self.ignored]
+        if self.notes:
+            lines.append("approximated:")
+            lines += [f"  - {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _show(v: Any) -> str:
+    text = str(v)
+    return text if len(text) <= 48 else text[:45] + "..."
+
+
+@dataclass
+class Builder:
+    """Collects a translation key by key (a reader's scratch pad; :meth:`done` freezes it)."""
+
+    framework: str
+    sources: tuple[str, ...]
+    used: list[Used] = field(default_factory=list)
+    ignored: list[Ignored] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    pending: list[tuple[str, str]] = field(default_factory=list)
+
+    def use(self, key: str, value: Any, *args: Any, note: str = "", default: bool = False) -> None:
+        self.used.append(Used(key, value, tuple(str(a) for a in args), note, default))
+
+    def ignore(self, key: str, value: Any, why: str) -> None:
+        self.ignored.append(Ignored(key, value, why))
+
+    def done(self) -> Translation:
+        return Translation(self.framework, self.sources, tuple(self.used), tuple(self.ignored), tuple(self.notes),
+                           tuple(self.pending))
+
+
+# ---- reading -------------------------------------------------------------------------------------------
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as dotted keys (``{'data': {'train_batch_size': 8}}`` -> ``{'data.train_batch_size': 8}``);
+    lists and scalars are values."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        out.update(flatten(v, key) if isinstance(v, dict) and v else {key: v})
+    return out
+
+
+def _yaml():
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - pyyaml is a dependency
+        raise ConfigError("reading a YAML config needs PyYAML: pip install pyyaml") from None
+    return yaml
+
+
+def _yaml_error(yaml, e: Exception) -> str:
+    mark = getattr(e, "problem_mark", None)
+    where = f"line {mark.line + 1}: " if mark is not None else ""
+    return where + str(getattr(e, "problem", None) or e).splitlines()[0]
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping file, flattened; anything else -> one-line ConfigError."""
+    yaml = _yaml()
+    try:
+        tree = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"cannot read {path}: {_yaml_error(yaml, e)}") from None
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys (a verl trainer config), got {type(tree).__name__}")
+    return flatten(tree)
+
+
+def scalar(text: str) -> Any:
+    """An override's value as Hydra reads it (YAML scalars: ``True``, ``null``, ``512``, ``0.6``, ``[a,b]``);
+    what YAML cannot read stays a string (``$HOME/data``)."""
+    yaml = _yaml()
+    try:
+        return yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        return text
+
+
+def read_overrides(tokens: Iterable[str], source: str) -> tuple[dict[str, Any], list[str]]:
+    """``key=value`` tokens (Hydra's ``+key``/``++key`` taken as ``key``) -> (overrides in order, other tokens).
+    ``~key`` (a deletion) and a token that is not ``key=value`` are returned as the other tokens."""
+    out: dict[str, Any] = {}
+    stray: list[str] = []
+    for tok in tokens:
+        key, eq, value = tok.partition("=")
+        if not eq or not _KEY.match(key) or key.startswith("~"):
+            if eq and not key:
+                raise ConfigError(f"{source}: override {tok!r} has no key (expected key=value)")
+            stray.append(tok)
+            continue
+        out[key.lstrip("+")] = scalar(value)
+    return out, stray
+
+
+def read_source(source: str, flag: str) -> tuple[dict[str, Any], list[str]]:
+    """One ``--from-verl`` value: a ``.yaml``/``.yml`` file (a whole trainer config), another file (overrides
+    or a launch script: its ``key=value`` words), or the overrides themselves. -> (keys, stray words)."""
+    path = Path(source).expanduser()
+    if path.is_file():
+        if path.suffix.lower() in (".yaml", ".yml"):
+            return read_yaml(path), []
+        return read_overrides(split_words(path.read_text(), str(path)), str(path))
+    if "=" in source:
+        return read_overrides(split_words(source, flag), flag)
+    raise ConfigError(f"{flag} {source!r}: no such file, and not key=value overrides")
+
+
+def split_words(text: str, where: str) -> list[str]:
+    """Shell words of a command line or script (comments and line continuations removed)."""
+    try:
+        return shlex.split(re.sub(r"\\\r?\n", " ", text), comments=True)
+    except ValueError as e:
+        raise ConfigError(f"{where}: cannot split into shell words: {e}") from None
+
+
+def resolve(flat: dict[str, Any]) -> dict[str, Any]:
+    """Replace ``${other.key}`` values by that key's value (Hydra interpolation, one level deep at a time)."""
+    out = dict(flat)
+    for _ in range(4):
+        changed = False
+        for k, v in out.items():
+            m = _INTERP.match(v) if isinstance(v, str) else None
+            if m and m.group(1) in out and out[m.group(1)] is not v:
+                out[k], changed = out[m.group(1)], True
+        if not changed:
+            break
+    return out
+
+
+# ---- values --------------------------------------------------------------------------------------------
+
+def as_int(key: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise ConfigError(f"{key}: expected an integer, got {v!r}")
+    try:
+        f = float(v)
+    except ValueError:
+        raise ConfigError(f"{key}: expected an integer, got {v!r}") from None
+    if f != int(f):
+        raise ConfigError(f"{key}: expected an integer, got {v!r}")
+    return int(f)
+
+
+def as_float(key: str, v: Any) -> float:
+    if isinstance(v, bool):
+        raise ConfigError(f"{key}: expected a number, got {v!r}")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected a number, got {v!r}") from None
+
+
+def as_bool(key: str, v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", "none", "null"):
+        return False
+    raise ConfigError(f"{key}: expected True or False, got {v!r}")
+
+
+def model_arg(key: str, value: Any) -> tuple[str | None, str]:
+    """A framework's model path as an oppo-sim model argument -> (argument, how it was found), argument None
+    when nothing matches. A local directory holding ``config.json`` (or the file itself) is passed as a path
+    (``get_model`` reads Hugging Face configs); otherwise a table id is matched from the name
+    (``Qwen/Qwen2.5-7B-Instruct`` -> ``qwen2.5-7b``: the longest id found in the name on word boundaries)."""
+    from oppo_sim.hw.models import MODELS
+
+    text = str(value).strip()
+    path = Path(text).expanduser()
+    if path.is_file() and path.name == "config.json":
+        return str(path), "its config.json"
+    if path.is_dir() and (path / "config.json").is_file():
+        return str(path / "config.json"), "its config.json"
+    name = text.rstrip("/").rsplit("/", 1)[-1].lower().replace("_", "-")
+    best = None
+    for mid in MODELS:
+        for m in re.finditer(re.escape(mid), name):
+            before = name[m.start() - 1] if m.start() else "-"
+            after = name[m.end()] if m.end() < len(name) else "-"
+            if not before.isalnum() and not (after.isalnum() or after == "."):
+                best = mid if best is None or len(mid) > len(best) else best
+    if best is None:
+        return None, ""
+    return best, f"table id matched from the name {text!r}"
+
+
+def missing_model(key: str, value: Any, flag: str) -> str:
+    return (f"{key}={value}: no config.json there and no oppo-sim model matches the name; give {flag} with a "
+            f"table id or a path to a Hugging Face config.json")
+
+
+__all__ = ["Builder", "Ignored", "Translation", "Used", "as_bool", "as_float", "as_int", "flatten", "missing_model",
+           "model_arg", "read_overrides", "read_source", "read_yaml", "resolve", "scalar", "split_words"]
