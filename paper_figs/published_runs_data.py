@@ -60,7 +60,7 @@ class PublishedRun:
     batch: int  # prompts per step
     n: int  # responses per prompt
     max_prompt: int
-    max_response: int
+    max_response: int  # with total_cap: the cap on prompt + response (NeMo RL's max_total_sequence_length)
     algorithm: str
     reward: str  # "rule" (a verifier) or the reward model's table id
     kl: bool  # a frozen reference model for a KL term
@@ -73,6 +73,7 @@ class PublishedRun:
     gen_batch: int | None = None  # static engine: rows per generate call
     max_num_seqs: int | None = None  # continuous engine (vLLM): sequences per iteration (None: oppo-sim's default)
     max_num_batched_tokens: int | None = None  # continuous engine (vLLM): tokens per iteration (None: default)
+    total_cap: bool = False  # max_response caps prompt + response together (a response gets the cap less its prompt)
     recompute: str | None = None  # "full" where the source turns activation/gradient checkpointing on
     sp: int = 1  # trainer sequence parallelism (verl ulysses_sequence_parallel_size)
     ep: int = 1  # trainer expert parallelism (Megatron expert_model_parallel_size); generation keeps vLLM's TP
@@ -107,7 +108,8 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         key=key, framework=f"NeMo RL {version}", source=NEMO_RL.format(commit=commit),
         version=f"{commit[:12]} (recipe examples/configs/recipes/llm/performance/{recipe}.yaml)",
         model=model, hf_model=hf, gpu=gpu, devices=devices, nodes=nodes, placement="colocated", batch=prompts,
-        n=n, max_prompt=max_total, max_response=max_total, algorithm="grpo", reward="rule", kl=True, tp=tp,
+        n=n, max_prompt=max_total, max_response=max_total, total_cap=True, algorithm="grpo", reward="rule", kl=True,
+        tp=tp,
         published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.6,
         recompute=recompute, ep=ep, mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu,
         prompt_note=_NEMO_PROMPT,

@@ -74,7 +74,7 @@ def derived_prompt_mean(run: PublishedRun) -> float:
 
 def response_cap(run: PublishedRun) -> int:
     """The response cap: the run's max response, less the prompt where the cap is on the whole sequence."""
-    if run.max_prompt == run.max_response:  # NeMo RL: max_total_sequence_length bounds prompt + response
+    if run.total_cap:  # NeMo RL: max_total_sequence_length bounds prompt + response
         return int(run.max_response - round(derived_prompt_mean(run)))
     return run.max_response
 

@@ -233,3 +233,24 @@ def test_a_run_the_memory_check_refuses_is_timed_past_it_and_marked(monkeypatch)
     assert row["memory"].startswith("ZeRO-3") and row["predicted_step_s"] > 0
     fits = mod.simulate_run(next(r for r in mod.RUNS if r.key == RUNNABLE[0]), steps=1)
     assert fits["status"] == "ok" and fits["memory_check"] == "fits"
+
+
+def test_the_openrlhf_record_agrees_with_the_openrlhf_reader(monkeypatch):
+    """The 70B benchmark row, written by hand from the repository's 70B script, against ``--from-openrlhf``."""
+    from oppo_sim.frameworks.openrlhf import translate_openrlhf
+
+    mod = _load("published_runs", monkeypatch)
+    run = next(r for r in mod.RUNS if r.key == "openrlhf-ray-vllm-llama2-70b-16xa800")
+    script = ("--ref_num_nodes 1 --ref_num_gpus_per_node 2 --reward_num_nodes 1 --reward_num_gpus_per_node 2 "
+              "--critic_num_nodes 1 --critic_num_gpus_per_node 4 --actor_num_nodes 1 --actor_num_gpus_per_node 4 "
+              "--vllm_num_engines 2 --vllm_tensor_parallel_size 2 --pretrain meta-llama/Llama-2-70b-hf "
+              "--reward_pretrain meta-llama/Llama-2-70b-hf --train_batch_size 128 --micro_rollout_batch_size 4 "
+              "--rollout_batch_size 1024 --max_epochs 1 --prompt_max_len 1024 --generate_max_len 1024 "
+              "--zero_stage 3 --gradient_checkpointing\n")  # a line break: the text is arguments, not a file name
+    args = dict(zip(*[iter(a for a in translate_openrlhf(script).args if a not in ("--truncate-prompt",))] * 2))
+    cfg = mod.sim_config(run, steps=1)
+    assert int(args["--batch"]) == cfg.batch and int(args["--n"]) == cfg.algorithm.n
+    assert int(args["--minibatches"]) == cfg.minibatches and int(args["--ppo-epochs"]) == cfg.ppo_epochs
+    assert int(args["--max-response"]) == cfg.max_response and int(args["--tp"]) == cfg.engine.tp
+    assert args["--actor"] == run.model and args["--recompute"] == cfg.train_memory.recompute
+    assert args["--placement"] == "split " + "+".join(str(p.devices) for p in cfg.placement.pools)
