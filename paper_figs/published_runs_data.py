@@ -172,8 +172,8 @@ _DAPO_RESPONSE = ("no mean response length is published; assumed 2,500 tokens (a
 _DAPO_PROMPT = "not published; assumed a 150-token mean (DAPO-Math-17k prompts with the template)"
 _DAPO_NOTES = ("DAPO recipe settings run as grpo (clip-higher, token-mean loss and overlong shaping cost nothing "
                "extra; no dynamic sampling in these scripts); no KL, no reference; rule reward; dynamic batch size "
-               "by tokens; vLLM max_num_batched_tokens = max prompt + max response (the scripts), max_num_seqs 256 "
-               "(verl's default); ")
+               "by tokens; vLLM max_num_batched_tokens = max prompt + max response (the scripts), max_num_seqs 1024 "
+               "(verl's default when these runs were published; 256 from 2026-01-24); ")
 
 
 def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_response: int, tp: int, sp: int,
@@ -183,7 +183,7 @@ def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_res
         model="qwen2.5-math-7b", hf_model="Qwen/Qwen2.5-Math-7B (max_position_embeddings raised to 32768)",
         gpu="h20", devices=devices, nodes=nodes, placement="colocated", batch=512, n=n, max_prompt=2048,
         max_response=max_response, algorithm="grpo", reward="rule", kl=False, tp=tp, published_step_s=step_s,
-        minibatches=512 // 32, gpu_memory_utilization=0.8, recompute="full", sp=sp, max_num_seqs=256,
+        minibatches=512 // 32, gpu_memory_utilization=0.8, recompute="full", sp=sp, max_num_seqs=1024,
         max_num_batched_tokens=2048 + max_response,
         assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
         stages=Stages(gen_s, score_s, train_s, definition=_VERL_STAGES),
@@ -219,7 +219,7 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         model="qwen3-30b-a3b", hf_model="Qwen/Qwen3-30B-A3B-Base", gpu="h20", devices=128, nodes=16,
         placement="colocated", batch=512, n=16, max_prompt=2048, max_response=8192, algorithm="grpo", reward="rule",
         kl=True, tp=4, published_step_s=497.89, minibatches=512 // 128, gpu_memory_utilization=0.7,
-        recompute="full", ep=8, max_num_seqs=256, max_num_batched_tokens=2048 + 8192, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
+        recompute="full", ep=8, max_num_seqs=1024, max_num_batched_tokens=2048 + 8192, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
         stages=Stages(348.05, 28.73 + 20.86, 86.27, definition=_VERL_STAGES),
         prompt_note=_DAPO_PROMPT,
         response_note=("no mean response length is published; assumed 2,500 tokens, lognormal spread 1.0, capped "
@@ -231,7 +231,7 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         model="deepseek-v3", hf_model="deepseek-ai/DeepSeek-V3 (MTP off)", gpu="h20", devices=96, nodes=12,
         placement="colocated", batch=96, n=8, max_prompt=2048, max_response=9632, algorithm="grpo", reward="rule",
         kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full", ep=8,
-        max_num_seqs=256, max_num_batched_tokens=2048 + 9632,
+        max_num_seqs=1024, max_num_batched_tokens=2048 + 9632,
         mean_response=1960, mean_prompt=150, stages=Stages(generation_s=1050, definition="rollout time (s)"),
         prompt_note="not published; assumed a 150-token mean (math prompts)",
         response_note="mean response 1,960 published; lognormal spread 0.7, capped at 9,632 (1204 x 8, as the script)",

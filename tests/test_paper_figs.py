@@ -254,3 +254,33 @@ def test_the_openrlhf_record_agrees_with_the_openrlhf_reader(monkeypatch):
     assert int(args["--max-response"]) == cfg.max_response and int(args["--tp"]) == cfg.engine.tp
     assert args["--actor"] == run.model and args["--recompute"] == cfg.train_memory.recompute
     assert args["--placement"] == "split " + "+".join(str(p.devices) for p in cfg.placement.pools)
+
+
+def test_a_verl_record_agrees_with_the_verl_reader(monkeypatch):
+    """The 128-GPU fully-async page's colocated row, by hand from the recipe script, against ``--from-verl``."""
+    from oppo_sim.frameworks.verl import translate_verl
+
+    mod = _load("published_runs", monkeypatch)
+    run = next(r for r in mod.RUNS if r.key == "verl-fullyasync-colocate-128xh20")
+    overrides = ["data.max_prompt_length=2048", "data.max_response_length=28672", "data.train_batch_size=512",
+                 "actor_rollout_ref.rollout.n=16", "algorithm.adv_estimator=grpo", "algorithm.use_kl_in_reward=False",
+                 "actor_rollout_ref.actor.use_kl_loss=False", "actor_rollout_ref.actor.ppo_mini_batch_size=32",
+                 "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+                 "actor_rollout_ref.rollout.gpu_memory_utilization=0.80",
+                 "actor_rollout_ref.actor.ulysses_sequence_parallel_size=4",
+                 "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+                 "actor_rollout_ref.rollout.max_num_batched_tokens=30720",
+                 "actor_rollout_ref.model.path=Qwen/Qwen2.5-Math-7B", "trainer.n_gpus_per_node=8", "trainer.nnodes=16"]
+    args = list(translate_verl(overrides).args)
+    value = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a.startswith("--") and not args[i + 1].startswith("--")}
+    cfg = mod.sim_config(run, steps=1)
+    assert (int(value["--batch"]), int(value["--n"]), int(value["--minibatches"])) == (cfg.batch, cfg.algorithm.n,
+                                                                                         cfg.minibatches)
+    assert (int(value["--max-response"]), int(value["--tp"]), int(value["--sp"])) == (
+        cfg.max_response, cfg.engine.tp, cfg.train_memory.sequence_parallel)
+    assert float(value["--gpu-memory-utilization"]) == cfg.engine.gpu_memory_utilization
+    assert int(value["--max-num-seqs"]) == cfg.engine.max_num_seqs
+    assert int(value["--max-num-batched-tokens"]) == cfg.engine.max_num_batched_tokens
+    assert (int(value["--devices"]), int(value["--nodes"])) == (cfg.placement.total_devices, cfg.nodes)
+    assert value["--actor"] == run.model and value["--recompute"] == cfg.train_memory.recompute
+    assert "--no-reference" in args and not cfg.algorithm.kl and value["--reward"] == "rule"
