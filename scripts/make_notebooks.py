@@ -123,7 +123,7 @@ REAL_RUN = [
         "report[['op', 'n', 'eff_compute', 'eff_memory', 'overhead_s', 'mape']]"
     ),
     new_code_cell(
-        "sim = simulate(mirror_trace(cfg, trace, len(trace), real.rollouts), policy, mirror_config(cfg, hw, paths))\n"
+        "sim = simulate(mirror_trace(cfg, trace, len(trace), real.rollouts, real.decisions), policy, mirror_config(cfg, hw, paths))\n"
         "pd.DataFrame({'predicted': measure(sim, 1), 'measured': measure(real, 1)})"
     ),
     new_code_cell("plots.plot_timelines({'predicted': sim, 'measured': real}, steps=(1, min(3, STEPS - 1)))"),

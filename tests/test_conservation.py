@@ -51,7 +51,7 @@ def drive(policy: Policy, lengths: list[int], batch: int, steps: int, train_afte
     """Run ``steps`` steps on a bare ledger. A step's training completes once the next step has made
     ``train_after(t)`` reports (or earlier, when the staleness gate needs it); ``between(ledger, t)`` runs
     after step t's generation stopped (a place to plant a bug)."""
-    ledger = Ledger(policy, batch, ROLES, STREAMED, lambda sid: lengths[sid % len(lengths)])
+    ledger = Ledger(policy, batch, ROLES, STREAMED, lambda sid, step: lengths[sid % len(lengths)])
     ledger.log = []
     training: list[int] = []
 
@@ -225,7 +225,7 @@ def test_a_request_paused_and_refilled_twice_in_one_step_is_resumed_once():
 def test_the_table_survives_a_checkpoint():
     ledger = drive(Inter(delta=4), LENGTHS, 2, 3)
     doc = json.loads(json.dumps(ledger.to_json()))
-    again = Ledger(Inter(delta=4), 2, ROLES, STREAMED, lambda sid: LENGTHS[sid % len(LENGTHS)])
+    again = Ledger(Inter(delta=4), 2, ROLES, STREAMED, lambda sid, step: LENGTHS[sid % len(LENGTHS)])
     again.load_json(doc)
     assert again.conservation == ledger.conservation and len(again.conservation) == 3
     del doc["conservation"]  # a checkpoint written before the table existed
@@ -238,7 +238,7 @@ def test_a_checkpoint_holds_a_step_whose_batch_is_training_and_reopens_it():
     step and load_json re-opens it, so completing it after a restart balances as it would have."""
     from oppo_sim.core.stepmachine import StepMachine
 
-    ledger = Ledger(make_policy("async"), 2, ("reward",), (), lambda sid: 10)
+    ledger = Ledger(make_policy("async"), 2, ("reward",), (), lambda sid, step: 10)
     m = ledger.begin(0, ledger.plan(0))
     for _ in range(2):
         m.admitted.append(ledger.new_sample(0))
@@ -247,7 +247,7 @@ def test_a_checkpoint_holds_a_step_whose_batch_is_training_and_reopens_it():
     m.batch, m.ended, m.trained = tuple(m.admitted), True, True
     ledger.record(m)
     doc = json.loads(json.dumps(ledger.to_json()))
-    again = Ledger(make_policy("async"), 2, ("reward",), (), lambda sid: 10)
+    again = Ledger(make_policy("async"), 2, ("reward",), (), lambda sid, step: 10)
     again.load_json(doc)
     assert set(again.open) == {0} and isinstance(again.open[0], StepMachine)
     assert again.open[0].batch == m.batch and again.open[0].plan == m.plan

@@ -209,3 +209,21 @@ def test_dapo_drops_the_same_groups_in_both_drivers(name):
     assert sim.dropped and sorted(sim.dropped) == sorted(real.dropped)
     assert all(len(set(rewards[s % len(rewards)] for s in d.trained[i:i + 2])) == 2
                for d in sim.decisions for i in range(0, len(d.trained), 2))
+
+
+@pytest.mark.parametrize("alg", ["ppo", "grpo"])
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_both_drivers_replay_a_stepped_trace_alike(alg, name):
+    """A trace with a ``step`` column: both drivers take each step's rows from its trace step
+    (oppo_sim.traces.rowmap: one rule), so they take identical decisions; the steps here have 5 rows, fewer
+    than a step admits (cycled), and are listed out of order in the file."""
+    steps = [(7 * i) % 5 for i in range(len(LENGTHS) - 3)]  # 5 trace steps, rows interleaved
+    trace = Trace.from_arrays([12] * len(steps), LENGTHS[:len(steps)], step=steps, name="stepped")
+    policy, algorithm = Scripted(inner=POLICIES[name]), (PPO if alg == "ppo" else Algorithm("grpo", n=2))
+    sim, real = sim_ledger(policy, trace, algorithm), real_ledger(policy, trace, algorithm)
+    a, b = by_step(sim.log), by_step(real.log)
+    assert sorted(a) == sorted(b) == list(range(STEPS))
+    for t in range(STEPS):
+        assert a[t] == b[t], f"{alg} {name}: step {t} differs"
+    unstepped = sim_ledger(policy, Trace.from_arrays([12] * len(steps), LENGTHS[:len(steps)], name="flat"), algorithm)
+    assert by_step(unstepped.log) != a  # the step column changed what was replayed

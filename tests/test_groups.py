@@ -38,7 +38,7 @@ def drive(policy, lengths: list[int], batch: int, n: int, steps: int, reward_of:
     """A lockstep driver on a bare ledger: every generating response gains one token per report; rewards (for
     dynamic sampling) come with each finish from ``reward_of``; a step's training completes after
     ``train_after`` reports of the next step (or when the staleness gate needs it)."""
-    ledger = Ledger(policy, batch, ROLES, STREAMED, lambda sid: lengths[sid % len(lengths)], group_size=n,
+    ledger = Ledger(policy, batch, ROLES, STREAMED, lambda sid, step: lengths[sid % len(lengths)], group_size=n,
                     filter_groups=reward_of is not None)
     ledger.log = []
     training: list[int] = []
@@ -280,7 +280,7 @@ def test_a_grouped_ledger_round_trips_through_json():
     ledger = drive(policy_of("inter", delta=2), lengths, 2, n, 3, lambda sid: float(sid % 5 == 0))
     assert ledger.deferred and ledger.dropped
     doc = ledger.to_json()
-    again = Ledger(policy_of("inter", delta=2), 2, ROLES, STREAMED, lambda sid: lengths[sid % len(lengths)], group_size=n,
+    again = Ledger(policy_of("inter", delta=2), 2, ROLES, STREAMED, lambda sid, step: lengths[sid % len(lengths)], group_size=n,
                    filter_groups=True)
     again.load_json(doc)
     assert again.to_json() == doc

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from oppo_real.backends.api import GenRequest
 from oppo_real.config import RealConfig
 from oppo_real.models.task import PromptSampler, rule_reward
+from oppo_sim.traces.rowmap import TraceReplay
 from oppo_sim.traces.trace import Trace
 
 
@@ -51,7 +52,9 @@ class RSample:
 
 class SampleStore:
     """Creates samples in sample-id order (prompts from the task's sampler, forced lengths from the trace
-    row with the same index) and holds them until they are trained.
+    row :class:`~oppo_sim.traces.rowmap.TraceReplay` gives the sample when it is admitted: the row with
+    the same index, or with a ``step`` column a row of the step's trace step) and holds them until they
+    are trained.
 
     The n members of a group (``sid // n``, n = ``cfg.algorithm.group_size``) share one prompt, drawn once
     when its first member is created: the engine gets n requests with the same prompt ids (vLLM's prefix
@@ -60,6 +63,8 @@ class SampleStore:
     def __init__(self, cfg: RealConfig, trace: Trace | None) -> None:
         self.cfg = cfg
         self.trace = trace
+        self.replay = TraceReplay(trace) if trace is not None else None
+        self.budgets: dict[int, int] = {}  # sid -> its budget, from admission until the sample is created
         self.n = cfg.algorithm.group_size
         self.sampler = PromptSampler(cfg.task, seed=cfg.seed)
         self.samples: dict[int, RSample] = {}
@@ -67,11 +72,16 @@ class SampleStore:
         self.created: dict[int, int] = {}  # group -> members created so far
         self._good = cfg.task.good_mask()
 
-    def target_of(self, sid: int) -> int:
-        """Most response tokens sample ``sid`` may generate: its forced length, or the cap."""
-        if self.trace is None:
-            return self.cfg.max_response
-        return max(1, min(self.cfg.max_response, int(round(self.trace.row(sid)[1] * self.cfg.length_scale))))
+    def target_of(self, sid: int, step: int) -> int:
+        """Sample ``sid`` is admitted in step ``step``: the most response tokens it may generate (its forced
+        length, or the cap)."""
+        budget = self.cfg.max_response if self.replay is None else self.length_of(self.replay.admit(sid, step))
+        self.budgets[sid] = budget
+        return budget
+
+    def length_of(self, row: int) -> int:
+        """The forced length of trace row ``row``: scaled by ``length_scale``, capped, at least 1."""
+        return max(1, min(self.cfg.max_response, int(round(int(self.trace.response_tokens[row]) * self.cfg.length_scale))))
 
     def prompt_of(self, sid: int) -> tuple[int, ...]:
         """The prompt of ``sid``'s group (drawn from the sampler when the group's first member asks)."""
@@ -84,7 +94,7 @@ class SampleStore:
         prompt = self.prompt_of(sid)
         g = sid // self.n
         self.created[g] = self.created.get(g, 0) + 1
-        s = self.samples[sid] = RSample(sid, prompt, self.target_of(sid), self.trace is not None)
+        s = self.samples[sid] = RSample(sid, prompt, self.budgets.pop(sid), self.trace is not None)
         return s
 
     def rule_reward(self, sid: int) -> float:

@@ -9,7 +9,10 @@ torch decoder (``--backend torch-static``), the simulator's static engine with t
 the profiled per-call overhead -- and how the executor's torch code batches. :func:`mirror_trace` gives the simulator the same requests in the same order: the
 prompts' lengths from the run's prompt sampler, the forced response lengths by the run's own rule
 (:meth:`oppo_real.executor.sample_store.SampleStore.target_of`), and — when a measured run is given — each sample's
-measured reward-model score, so reward-driven controllers (dynamic Δ) see the rewards the run saw.
+measured reward-model score, so reward-driven controllers (dynamic Δ) see the rewards the run saw. A trace with
+a ``step`` column chooses a sample's row by the step that admitted it (:mod:`oppo_sim.traces.rowmap`): the run's
+``decisions`` table says which step admitted each sample; without it every step is taken to admit B x n fresh
+samples (what a baseline run does). The mirror lists the rows in sample order, with no step column.
 """
 
 from __future__ import annotations
@@ -31,12 +34,26 @@ from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import Trace
 
 
-def mirror_trace(cfg: RealConfig, trace: Trace | None, rows: int, rollouts: pd.DataFrame | None = None) -> Trace:
+def _admitting_steps(cfg: RealConfig, rows: int, decisions: pd.DataFrame | None) -> list[int]:
+    """The step that admitted each sample id below ``rows`` (by ``decisions``; else B x n a step)."""
+    per_step = cfg.batch * cfg.algorithm.group_size
+    steps = [sid // per_step for sid in range(rows)]
+    if decisions is not None and len(decisions):
+        for step, admitted in zip(decisions["step"], decisions["admitted"]):
+            for sid in admitted:
+                if sid < rows:
+                    steps[sid] = int(step)
+    return steps
+
+
+def mirror_trace(cfg: RealConfig, trace: Trace | None, rows: int, rollouts: pd.DataFrame | None = None,
+                 decisions: pd.DataFrame | None = None) -> Trace:
     """The requests a real run admits, in sample-id order; ``rollouts`` (a measured run's) adds the
-    reward-model score each trained sample got (0 for samples the run did not train)."""
+    reward-model score each trained sample got (0 for samples the run did not train); ``decisions`` (the
+    run's) says which step admitted each sample, for a trace with a ``step`` column."""
     store = SampleStore(cfg, trace)
     prompts = [store.prompt_of(sid) for sid in range(rows)]  # a group's members share its prompt
-    resp = [store.target_of(sid) for sid in range(rows)]
+    resp = [store.target_of(sid, step) for sid, step in enumerate(_admitting_steps(cfg, rows, decisions))]
     reward = None
     if rollouts is not None and len(rollouts):
         scores = dict(zip(rollouts["sid"].astype(int), rollouts["rm_score"].astype(float)))

@@ -153,7 +153,7 @@ def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: 
             log(f"[{name}] run {r + 1}/{repeat}: {cfg.steps} steps for real ...")
             out = (out_dir / name / f"run{r}") if out_dir else None
             real[name].append(run_real(cfg, pol, trace, out_dir=out, overwrite=True, checkpoint_steps=False))
-            pred[name].append(simulate(mirror_trace(cfg, trace, rows, real[name][-1].rollouts), pol, sim_cfg))
+            pred[name].append(simulate(mirror_trace(cfg, trace, rows, real[name][-1].rollouts, real[name][-1].decisions), pol, sim_cfg))
             p, m = measure(pred[name][-1], warmup), measure(real[name][-1], warmup)
             log(f"[{name}] predicted {p['step_s']:.3f} s/step, measured {m['step_s']:.3f} s/step")
     mp = {n: [measure(x, warmup) for x in pred[n]] for n in names}

@@ -112,7 +112,7 @@ class Ledger:
     """Cross-step state of a run under ``policy`` with batch size B (pure; JSON-checkpointable)."""
 
     def __init__(self, policy: Policy, batch: int, roles: Sequence[str], streamed: Sequence[str],
-                 target_of: Callable[[int], int], group_size: int = 1, filter_groups: bool = False) -> None:
+                 target_of: Callable[[int, int], int], group_size: int = 1, filter_groups: bool = False) -> None:
         self.policy = policy
         self.batch = batch  # B: prompts (groups) per step
         self.group_size = group_size  # samples per group (Algorithm.group_size): sids come in blocks of it
@@ -120,7 +120,7 @@ class Ledger:
         self.dropped: list[int] = []  # sids of dropped groups (never trained)
         self.roles = tuple(roles)  # every role that must score a sample before it is trained
         self.streamed = tuple(r for r in roles if r in streamed)  # roles that may receive streamed chunks
-        self.target_of = target_of  # sample id -> most response tokens it can generate
+        self.target_of = target_of  # (sample id, step admitting it) -> most response tokens it can generate
         self.state: PolicyState = policy.initial_state()
         self.version = 0
         self.next_sid = 0
@@ -194,7 +194,7 @@ class Ledger:
     def new_sample(self, step: int) -> int:
         sid = self.next_sid
         self.next_sid += 1
-        self.tracks[sid] = Track(sid, step, self.version, self.target_of(sid))
+        self.tracks[sid] = Track(sid, step, self.version, self.target_of(sid, step))
         return sid
 
     def take_deferred(self) -> list[int]:

@@ -50,7 +50,7 @@ class SimConfig:
     padded_batches: bool = False  # whole-sequence scoring and training pad every sequence to the batch's longest
     overheads: ExecutorOverheads = field(default_factory=ExecutorOverheads)  # the driver's own time (0: ideal driver)
     reward_curve: RewardCurve = field(default_factory=RewardCurve)
-    trace_offset: int = 0  # first trace row used (rows are then taken in order, cyclically)
+    trace_offset: int = 0  # first trace row used (trace step, with a step column): oppo_sim.traces.rowmap
     train_memory: TrainMemoryConfig = field(default_factory=TrainMemoryConfig)  # ZeRO stage, recompute (None = auto)
     colocate: str = "sleep"  # generation sharing GPUs: "sleep" (engine and trainer take turns) or "resident"
     nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): with the GPU's

@@ -9,6 +9,8 @@ inputs and its actions into simulated work:
 - one :class:`~oppo_sim.pipeline.scoring.Scorer` per scoring role the algorithm has
   (``Algorithm.scoring_roles``), and the CPU :class:`~oppo_sim.pipeline.scoring.RuleScorer` (role
   ``rule``) for a rule reward;
+- the trace row each admitted sample replays: :class:`~oppo_sim.traces.rowmap.TraceReplay` (rows in
+  order, cyclically; with a ``step`` column, step t's samples from trace step t), chosen at admission;
 - groups (n responses per prompt): the members share the prompt of the trace row of the group's first
   sid, each its own response length; the rewards dynamic sampling reads come with each finish, from the
   trace's ``reward`` column, else drawn once per group (informative with probability
@@ -64,6 +66,7 @@ from oppo_sim.pipeline.memory_plan import (
 )
 from oppo_sim.pipeline.samples import SimSample
 from oppo_sim.pipeline.scoring import RULE_WORKERS, RuleScorer, Scorer
+from oppo_sim.traces.rowmap import TraceReplay
 from oppo_sim.traces.trace import Trace
 
 
@@ -118,7 +121,9 @@ class Pipeline:
         self.streamed_roles = self.ledger.streamed
         self.samples: dict[int, SimSample] = {}
         self._forgotten = 0  # dropped samples forgotten so far
-        self._rows = len(self.trace)  # the trace's columns as Python lists: a sample is made per admission
+        self.replay = TraceReplay(self.trace, cfg.trace_offset)  # the row each admitted sample replays
+        self._row_of: dict[int, int] = {}  # sid -> its row, from admission until it is trained or dropped
+        # the trace's columns as Python lists: a sample is made per admission
         self._prompts = list(map(int, self.trace.prompt_tokens.tolist()))
         self._responses = list(map(int, self.trace.response_tokens.tolist()))
         self._rewards = list(map(float, self.trace.reward.tolist())) if self.trace.reward is not None else None
@@ -166,22 +171,20 @@ class Pipeline:
             self.scorers["rule"] = RuleScorer(self.env, cpu, self.algorithm.reward_cost_ms, self.on_scored)
 
     # -- samples ----------------------------------------------------------------------------------
-    def _row(self, sid: int) -> int:
-        return (self.cfg.trace_offset + sid) % self._rows
-
-    def _target_of(self, sid: int) -> int:
-        return self._responses[self._row(sid)]
+    def _target_of(self, sid: int, step: int) -> int:
+        row = self._row_of[sid] = self.replay.admit(sid, step)
+        return self._responses[row]
 
     def _sample(self, sid: int) -> SimSample:
         s = self.samples.get(sid)
         if s is None:
-            i = self._row(sid)
+            i = self._row_of[sid]
             reward = self._rewards[i] if self._rewards is not None else None
             if self.n == 1:
                 s = self.samples[sid] = SimSample(sid, i, self._prompts[i], self._responses[i], reward)
             else:  # the group's prompt: the row of its first sid
                 g = sid // self.n
-                prompt = self._prompts[self._row(g * self.n)]
+                prompt = self._prompts[self._row_of[g * self.n]]
                 s = self.samples[sid] = SimSample(sid, i, prompt, self._responses[i], reward, group=g)
         return s
 
@@ -190,7 +193,7 @@ class Pipeline:
         informative with probability ``Algorithm.informative`` -- the same for every run with this seed. With
         neither (no column, no fraction stated) every group is informative: nothing is dropped."""
         if self._rewards is not None:
-            return self._rewards[self._row(sid)]
+            return self._rewards[self._row_of[sid]]
         g, n = divmod(sid, self.n)
         p = self.algorithm.informative if self.algorithm.informative is not None else 1.0
         informative = np.random.default_rng((self.cfg.seed, g)).random() < p
@@ -343,9 +346,11 @@ class Pipeline:
         rec.step_time_s = self.ledger.complete(rec.step, rec.start, rec.end, rec.reward).step_time_s
         for s in batch:
             del self.samples[s.sid]
+            del self._row_of[s.sid]
         dropped = self.ledger.dropped
         for sid in dropped[self._forgotten:]:  # groups dynamic sampling dropped: never trained
             self.samples.pop(sid, None)
+            self._row_of.pop(sid, None)
         self._forgotten = len(dropped)
 
     def run(self) -> None:

@@ -5,7 +5,9 @@ response length (new tokens) of request ``i``; optional columns are ``timestamp`
 ``reward`` (finite float) and ``step`` (training step, >= 0).
 
 Replay rule: :meth:`Trace.row` is **cyclic** -- request ``i`` uses row ``i % len(trace)``, so a trace
-shorter than the run is replayed from the start.
+shorter than the run is replayed from the start. Which row a run's sample replays -- in order, or, with a
+``step`` column, a row of the trace step its simulation step replays -- is decided in one place for the
+simulator and the real executor: :mod:`oppo_sim.traces.rowmap`.
 
 Generation cap: :func:`load_trace` clips every response to ``max_response`` new tokens, by default
 :data:`DEFAULT_MAX_RESPONSE` (8192, a common ``max_new_tokens`` for RLHF rollouts). Pass
