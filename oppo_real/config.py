@@ -16,12 +16,14 @@ from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import Placement, Pool
 
-BACKENDS: tuple[str, ...] = ("vllm", "torch", "torch-static")
+BACKENDS: tuple[str, ...] = ("vllm", "torch", "torch-graph", "torch-static", "torch-static-graph")
 """Actor generation engines: ``vllm`` (continuous batching, streamed deltas), ``torch`` (a per-request
-transformers decode loop, `TorchActor`) and ``torch-static`` (TRL-style static padded mini-batches
+transformers decode loop, `TorchActor`), ``torch-graph`` (the same continuous batching on static KV slots,
+decode iterations replayed as CUDA graphs on a GPU, `TorchGraphActor`) and ``torch-static`` (TRL-style static padded mini-batches
 generated in calls of the step's chunk size C with the KV cache carried across calls,
-`TorchStaticActor` -- the engine OPPO was measured on; mirrored by the simulator's static engine)."""
-STATIC_BACKENDS = frozenset({"torch-static"})
+`TorchStaticActor` -- the engine OPPO was measured on; mirrored by the simulator's static engine) and
+``torch-static-graph`` (the same on static KV slots, decode replayed as CUDA graphs, `TorchStaticGraphActor`)."""
+STATIC_BACKENDS = frozenset({"torch-static", "torch-static-graph"})
 
 
 @dataclass(frozen=True)

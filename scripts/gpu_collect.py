@@ -1,16 +1,24 @@
 """Gather the stages of ``scripts/gpu_measure.sh`` into the files that are kept (``paper_figs/out/``):
 
-    gpu_profile.csv     every timed call of every profiled model: device name, GPU-table entry, model, op,
-                        grid point, measured seconds, uncalibrated prediction (default cost parameters), error
-    gpu_fit.csv         the fitted cost parameters per model and op (against the GPU table's datasheet entry)
+    gpu_profile.csv     every timed call of every profiled model: device name, GPU-table entry, model, backend,
+                        op, grid point, measured seconds, uncalibrated prediction (default cost parameters),
+                        error, and for decode iterations the kernel share (GPU time / wall time)
+    gpu_fit.csv         the fitted cost parameters per model, backend and op (against the GPU table's entry)
+    gpu_fit_heldout.csv the fit on half of each op's grid, r2 and error per op on the fitted (split=fit) and
+                        the held-out (split=held-out) grid points (oppo_sim.hw.holdout states the split)
     gpu_profile.png     measured vs uncalibrated prediction per op (the first model's figure)
     gpu_validation.csv  predicted vs measured per policy and model (validation.csv of each validate stage)
     gpu_parity.png, gpu_timelines.png   the first validation's figures
-    gpu_summary.json    versions, device, stage status, per-op error medians, suggested default parameters
+    gpu_summary.json    versions, device, stage status, per-op error medians, decode kernel shares per
+                        model / backend / batch, suggested default parameters per model
 
     python scripts/gpu_collect.py OUT
 
-Whatever a stage did not produce is left out (and said so in gpu_summary.json); nothing here needs a GPU.
+A profile may be measured one op per stage (``profile-<model>--<op>``, one device-machine call each): the
+per-op fits of a model are merged into ``OUT/stages/profile-<model>/profile.json`` (each op's parameters
+from the stage that measured it, with the torch-graph engine where both engines were measured), which the
+validate stage predicts with. Whatever a stage did not produce is left out (and said so in
+gpu_summary.json); nothing here needs a GPU.
 """
 
 from __future__ import annotations
@@ -18,17 +26,30 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
 
-def _read(paths: list[Path], model_of) -> pd.DataFrame | None:
+def model_of(p: Path) -> str:
+    """``profile-qwen2.5-7b--train/x`` or ``validate-qwen2.5-7b/x`` -> ``qwen2.5-7b``."""
+    return p.parent.name.split("-", 1)[1].split("--")[0]
+
+
+def _meta(p: Path) -> dict:
+    f = p.parent / "profile.json"
+    return json.loads(f.read_text()).get("meta", {}) if f.exists() else {}
+
+
+def _read(paths: list[Path], tag_backend: bool = False) -> pd.DataFrame | None:
     frames = []
     for p in paths:
         df = pd.read_csv(p)
         if "model" not in df.columns:
             df.insert(0, "model", model_of(p))
+        if tag_backend and "backend" not in df.columns:
+            df.insert(1, "backend", _meta(p).get("backend", ""))
         frames.append(df)
     return pd.concat(frames, ignore_index=True) if frames else None
 
@@ -41,24 +62,60 @@ def _first(paths: list[Path], dst: Path) -> str | None:
     return None
 
 
+def merge_profiles(stages: Path) -> dict[str, list[str]]:
+    """Per model, one profile.json from its per-op stages; returns {model: [ops merged]}."""
+    from oppo_sim.hw.profiles import read_profile, save_profile
+
+    by_model: dict[str, list[tuple[Path, dict]]] = {}
+    for p in sorted(stages.glob("profile-*--*/profile.json")):
+        by_model.setdefault(model_of(p), []).append((p, _meta(p)))
+    merged: dict[str, list[str]] = {}
+    for model, parts in by_model.items():
+        parts.sort(key=lambda pm: pm[1].get("backend") == "torch-graph")  # graph-engine fits win
+        hw, ops, suggested = None, [], {}
+        for p, meta in parts:
+            part, _ = read_profile(p)
+            hw = part if hw is None else hw
+            for op in meta.get("ops", []):
+                hw = replace(hw, params=replace(hw.params, **{op: part.params.op(op)}))
+                suggested[op] = (meta.get("suggested_defaults") or {}).get(op)
+                ops.append(op)
+        save_profile(hw, stages / f"profile-{model}" / "profile.json",
+                     meta={"merged_from": [str(p) for p, _ in parts], "ops": sorted(set(ops)), "suggested_defaults": suggested})
+        merged[model] = sorted(set(ops))
+    return merged
+
+
+def kernel_shares(table: pd.DataFrame) -> dict:
+    """Median kernel share of decode iterations per model, backend and batch (where measured)."""
+    if "kernel_share" not in table.columns:
+        return {}
+    dec = table[(table["op"] == "decode") & table["kernel_share"].notna()]
+    keys = [c for c in ("model", "backend", "batch") if c in dec.columns]
+    return {"/".join(str(v) for v in (k if isinstance(k, tuple) else (k,))): round(float(g["kernel_share"].median()), 3)
+            for k, g in dec.groupby(keys)} if len(dec) else {}
+
+
 def collect(out: Path) -> dict:
     stages = out / "stages"
-    model_of = lambda p: p.parent.name.split("-", 1)[1]  # noqa: E731  profile-qwen2.5-0.5b -> qwen2.5-0.5b
     summary: dict = {"files": {}}
+    summary["merged_profiles"] = merge_profiles(stages) if stages.exists() else {}
     prof = sorted(stages.glob("profile-*/measurements.csv"))
-    table = _read(prof, model_of)
+    table = _read(prof, tag_backend=True)
     if table is not None:
         table.to_csv(out / "gpu_profile.csv", index=False)
         summary["device"] = str(table["device"].iloc[0]) if "device" in table else None
         err = table.groupby(["model", "op"])["err_pct"].median().round(1)
         summary["median_err_pct_uncalibrated"] = {f"{m}/{op}": float(v) for (m, op), v in err.items()}
-    fits = _read(sorted(stages.glob("profile-*/fit.csv")), model_of)
-    if fits is not None:
-        fits.to_csv(out / "gpu_fit.csv", index=False)
+        summary["decode_kernel_share"] = kernel_shares(table)
+    for name, dst in (("fit.csv", "gpu_fit.csv"), ("heldout.csv", "gpu_fit_heldout.csv")):
+        df = _read(sorted(stages.glob(f"profile-*/{name}")), tag_backend=True)
+        if df is not None:
+            df.to_csv(out / dst, index=False)
     for p in sorted(stages.glob("profile-*/profile.json")):
-        meta = json.loads(p.read_text()).get("meta", {})
-        summary.setdefault("suggested_defaults", {})[model_of(p)] = meta.get("suggested_defaults")
-    val = _read(sorted(stages.glob("validate-*/validation.csv")), model_of)
+        if "--" not in p.parent.name:  # whole or merged profiles
+            summary.setdefault("suggested_defaults", {})[model_of(p)] = _meta(p).get("suggested_defaults")
+    val = _read(sorted(stages.glob("validate-*/validation.csv")))
     if val is not None:
         val.to_csv(out / "gpu_validation.csv", index=False)
     summary["files"]["gpu_profile.png"] = _first([p.parent / "profile.png" for p in prof], out / "gpu_profile.png")

@@ -1,30 +1,48 @@
 #!/usr/bin/env bash
-# The GPU measurement of issue 9, in one command from the repository root:
+# The GPU measurement of issues 9 and 19, from the repository root:
 #
-#   bash scripts/gpu_measure.sh OUT [PYTHON]          # PYTHON defaults to python3
+#   bash scripts/gpu_measure.sh OUT [PYTHON]                  # every stage in order, within OPPO_GPU_BUDGET_S
+#   bash scripts/gpu_measure.sh OUT [PYTHON] --stage NAME     # one stage, then collect: one device-machine call
+#   bash scripts/gpu_measure.sh OUT [PYTHON] --stage list     # the stage names
 #
 # Needs: a CUDA GPU, torch >= 2.9 with its transformers (5.x), pandas, numpy, scipy, matplotlib, and simpy
 # (pure Python: if it is not installed, a wheel in ./.whl or $OPPO_WHEELS is put on PYTHONPATH; make one
 # where pip works with `python3 -m pip download --no-deps simpy -d .whl`). No network, no vLLM, no Ray:
-# the torch backend on local workers. Budget: about 10 minutes per shape on one H100 (OPPO_GPU_BUDGET_S,
-# default 1500 s: each stage is cut to what is left, so the collection always runs; OPPO_GPU_SHAPES picks the
-# shapes). Every process decodes throw-away requests for 45 s before it times anything (--engine-warmup).
+# the torch-graph backend (decode replayed as CUDA graphs) on local workers. A device machine allows 10
+# minutes per command: each stage is cut at OPPO_STAGE_S (default 540 s) so that it and the collection fit
+# one call; a whole run is cut to OPPO_GPU_BUDGET_S (default 1500 s). Every process that decodes first
+# decodes throw-away requests for 45 s (--engine-warmup). Models are random-weight Qwen2.5 shapes in bf16,
+# built once into $OPPO_MODEL_CACHE (default /tmp/oppo-gpu-models; 7B: ~30 GB of disk for actor + reward);
+# a profile or validate stage builds its shape's models if they are not there (a fresh machine has none).
 #
-# Stages (each writes its outputs before the next starts; a failed stage is logged and the next runs):
-#   1. environment: torch / transformers / GPU                         -> OUT/stages/env.txt
-#   2. profile the Qwen2.5-0.5B and -1.5B shapes: every op measured vs the uncalibrated prediction of the
-#      GPU table's entry (default cost parameters), then the fit     -> OUT/stages/profile-<shape>/
-#   3. validate baseline,intra,inter,oppo on each shape (while the budget lasts) -> OUT/stages/validate-<shape>/
-#   4. collect (scripts/gpu_collect.py): OUT/gpu_profile.csv (device name in every row), gpu_fit.csv,
-#      gpu_profile.png, gpu_validation.csv, gpu_parity.png, gpu_timelines.png, gpu_summary.json,
-#      gpu_measure.log — eight files, what a device machine hands back.
+# Stages (SHAPE: 1.5b, 3b, 7b, also 0.5b, or tiny for a CPU smoke test; each writes OUT/stages/<dir>/):
+#   env                    torch / transformers / GPU                                  -> stages/env.txt
+#   models-SHAPE           build the shape's models (so a profile stage spends its call measuring)
+#   profile-SHAPE-OP       OP = decode | prefill | train | sync, on torch-graph: every call vs the uncalibrated
+#                          prediction of the GPU table's entry, the fit, the held-out fit; decode rows with
+#                          their kernel share                             -> stages/profile-qwen2.5-SHAPE--OP/
+#   profile-SHAPE-decode-torch   the same decode grid on the per-request torch backend (kernel share before)
+#   validate-SHAPE         baseline,intra,inter,oppo on torch-graph with the merged profile of the shape,
+#                          --repeat OPPO_VALIDATE_REPEAT (default 3) runs per policy, interleaved
+#   collect                scripts/gpu_collect.py: OUT/gpu_profile.csv (device name in every row, kernel_share),
+#                          gpu_fit.csv, gpu_fit_heldout.csv, gpu_profile.png, gpu_validation.csv, gpu_parity.png,
+#                          gpu_timelines.png, gpu_summary.json, gpu_measure.log
+# Without --stage: env, then for each of OPPO_GPU_SHAPES (default "1.5b 3b 7b") its four profile stages,
+# then validate-1.5b and validate-3b, then collect (a failed stage is logged and the next runs).
 set -u
-OUT="${1:?usage: bash scripts/gpu_measure.sh OUT [PYTHON]}"
-PY="${2:-python3}"
+OUT="${1:?usage: bash scripts/gpu_measure.sh OUT [PYTHON] [--stage NAME]}"
+shift
+PY=python3
+if [ $# -gt 0 ] && [ "$1" != --stage ]; then PY="$1"; shift; fi
+ONLY=""
+if [ $# -gt 0 ]; then [ "$1" = --stage ] && [ $# -ge 2 ] || { echo "usage: ... --stage NAME" >&2; exit 2; }; ONLY="$2"; fi
 BUDGET="${OPPO_GPU_BUDGET_S:-1500}"
+STAGE_S="${OPPO_STAGE_S:-540}"
+DEVICE="${OPPO_GPU_DEVICE:-cuda}"          # cpu + a tiny shape + OPPO_GPU_QUICK=1: a smoke test of this script
+QUICK="${OPPO_GPU_QUICK:-0}"
 mkdir -p "$OUT/stages"
 LOG="$OUT/gpu_measure.log"
-: > "$LOG"
+[ -n "$ONLY" ] || : > "$LOG"
 export PYTHONUNBUFFERED=1
 export OPPO_MODEL_CACHE="${OPPO_MODEL_CACHE:-/tmp/oppo-gpu-models}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -38,11 +56,11 @@ if ! "$PY" -c "import simpy" 2>/dev/null; then
     done
 fi
 
-stage() {  # stage NAME SECONDS command...: run, log, record the status; never stops the script
+run() {  # run NAME SECONDS command...: run, log, record the status; never stops the script
     local name="$1" limit="$2"; shift 2
     local left=$(( BUDGET - $(elapsed) - 45 ))   # a stage ends in time for the collect stage
-    if [ "$name" != collect ] && [ "$left" -lt "$limit" ]; then limit=$left; fi
-    if [ "$(elapsed)" -ge "$BUDGET" ] || [ "$limit" -le 0 ]; then say "SKIP $name (budget of ${BUDGET}s spent)"; echo "$name skipped" >> "$OUT/stages/status.txt"; return; fi
+    if [ -z "$ONLY" ] && [ "$name" != collect ] && [ "$left" -lt "$limit" ]; then limit=$left; fi
+    if [ "$limit" -le 0 ]; then say "SKIP $name (budget of ${BUDGET}s spent)"; echo "$name skipped" >> "$OUT/stages/status.txt"; return; fi
     say "START $name: $*"
     timeout "$limit" "$@" >> "$LOG" 2>&1
     local rc=$?
@@ -50,46 +68,90 @@ stage() {  # stage NAME SECONDS command...: run, log, record the status; never s
     echo "$name rc=$rc" >> "$OUT/stages/status.txt"
 }
 
-: > "$OUT/stages/status.txt"
-stage env 120 "$PY" -c "
-import torch, transformers, platform, sys
-print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)
-ok = torch.cuda.is_available()
-print('gpu', torch.cuda.get_device_name(0) if ok else 'none', 'memory_gib', round(torch.cuda.mem_get_info(0)[1] / 2**30, 1) if ok else 0)
-import simpy; print('simpy', simpy.__version__)
-sys.exit(0 if ok else 3)
-"
-cp "$LOG" "$OUT/stages/env.txt"
-
-CLI=("$PY" -m oppo_real.cli)
-DEVICE="${OPPO_GPU_DEVICE:-cuda}"          # cpu + OPPO_GPU_SHAPES=tiny + OPPO_GPU_QUICK=1: a smoke test of this script
-SHAPES="${OPPO_GPU_SHAPES:-qwen2.5-0.5b qwen2.5-1.5b}"
-QUICK="${OPPO_GPU_QUICK:-0}"
+shape_id() { case "$1" in tiny) echo tiny ;; qwen*|llama*) echo "$1" ;; *) echo "qwen2.5-$1" ;; esac; }
 shape_args() { [ "$1" = tiny ] || echo --shape "$1"; }
-for shape in $SHAPES; do
-    extra=()
-    [ "$QUICK" = 1 ] && extra=(--quick --gpu h100-sxm)
-    # shellcheck disable=SC2046
-    stage "profile-$shape" 300 "${CLI[@]}" profile --device "$DEVICE" --backend torch $(shape_args "$shape") "${extra[@]}" \
-        --out "$OUT/stages/profile-$shape"
-done
+CLI=("$PY" -m oppo_real.cli)
+quick_args() { [ "$QUICK" = 1 ] && echo --quick --gpu h100-sxm; }
 
-COMMON=(validate --device "$DEVICE" --backend torch --workers local --policies baseline,intra,inter,oppo --no-checkpoint
-        --trace oppo-longtail-default --chunk 64 --delta 4)
-size() {  # batch, steps, length scale, max response per shape (sized to fit an 80 GB GPU and the time budget)
-    if [ "$QUICK" = 1 ]; then echo "--batch 4 --steps 3 --length-scale 0.1 --max-response 32 --warmup 1"; return; fi
+stage_env() {
+    run env 120 "$PY" -c "
+import torch, transformers, platform, sys
+ok = torch.cuda.is_available()
+import simpy
+lines = ['python ' + platform.python_version() + ' torch ' + torch.__version__ + ' cuda ' + str(torch.version.cuda)
+         + ' transformers ' + transformers.__version__,
+         'gpu ' + (torch.cuda.get_device_name(0) if ok else 'none') + ' memory_gib '
+         + str(round(torch.cuda.mem_get_info(0)[1] / 2**30, 1) if ok else 0), 'simpy ' + simpy.__version__]
+print(*lines, sep='\\n')
+open('$OUT/stages/env.txt', 'w').write('\\n'.join(lines) + '\\n')
+sys.exit(0 if ok or '$DEVICE' == 'cpu' else 3)
+"
+}
+
+stage_models() {  # models-SHAPE
+    local id; id=$(shape_id "$1")
+    [ "$id" = tiny ] && { run "models-$1" "$STAGE_S" "$PY" -c "from oppo_real.models.tiny import build_models, default_cache_dir; print(build_models(default_cache_dir()).root)"; return; }
+    local dev=cuda; [ "$DEVICE" = cpu ] && dev=cpu
+    run "models-$1" "$STAGE_S" "$PY" -c "
+from oppo_real.models.shaped import build_shaped_models
+from oppo_real.models.tiny import default_cache_dir
+print(build_shaped_models(default_cache_dir(), '$id', device='$dev').root)"
+}
+
+stage_profile() {  # profile-SHAPE-OP[-torch]
+    local shape="$1" op="$2" backend="${3:-torch-graph}" id suffix=""
+    id=$(shape_id "$shape")
+    [ "$backend" = torch ] && suffix=-torch
+    # shellcheck disable=SC2046
+    run "profile-$shape-$op$suffix" "$STAGE_S" "${CLI[@]}" profile --device "$DEVICE" --backend "$backend" $(shape_args "$id") \
+        --ops "$op" $(quick_args) --out "$OUT/stages/profile-$id--$op$suffix"
+}
+
+stage_validate() {  # validate-SHAPE
+    local id; id=$(shape_id "$1")
+    local prof=() size="--batch 8 --steps 5 --warmup 1 --length-scale 0.2 --max-response 192 --repeat ${OPPO_VALIDATE_REPEAT:-3}"
+    [ "$QUICK" = 1 ] && size="--batch 4 --steps 3 --length-scale 0.1 --max-response 32 --warmup 1"
+    [ -f "$OUT/stages/profile-$id/profile.json" ] && prof=(--profile "$OUT/stages/profile-$id/profile.json")
+    # shellcheck disable=SC2046,SC2086
+    run "validate-$1" "$STAGE_S" "${CLI[@]}" validate --device "$DEVICE" --backend torch-graph --workers local \
+        --policies baseline,intra,inter,oppo --no-checkpoint --trace oppo-longtail-default --chunk 64 --delta 4 \
+        $(shape_args "$id") "${prof[@]}" $size --out "$OUT/stages/validate-$id"
+}
+
+stage_collect() { run collect 120 "$PY" scripts/gpu_collect.py "$OUT"; }
+
+stage() {  # stage NAME: dispatch one stage by name
     case "$1" in
-        qwen2.5-0.5b) echo "--batch 16 --steps 6 --warmup 1 --length-scale 0.2 --max-response 256" ;;
-        *) echo "--batch 8 --steps 5 --warmup 1 --length-scale 0.2 --max-response 192" ;;
+        env) stage_env ;;
+        collect) stage_collect ;;
+        models-*) stage_models "${1#models-}" ;;
+        profile-*-decode-torch) local s="${1#profile-}"; stage_profile "${s%-decode-torch}" decode torch ;;
+        profile-*-decode|profile-*-prefill|profile-*-train|profile-*-sync) local s="${1#profile-}"; stage_profile "${s%-*}" "${s##*-}" ;;
+        validate-*) stage_validate "${1#validate-}" ;;
+        *) echo "unknown stage '$1' (try --stage list)" >&2; return 2 ;;
     esac
 }
-for shape in $SHAPES; do
-    prof=()
-    [ -f "$OUT/stages/profile-$shape/profile.json" ] && prof=(--profile "$OUT/stages/profile-$shape/profile.json")
-    # shellcheck disable=SC2046
-    stage "validate-$shape" 600 "${CLI[@]}" "${COMMON[@]}" $(shape_args "$shape") "${prof[@]}" $(size "$shape") \
-        --out "$OUT/stages/validate-$shape"
-done
 
-stage collect 120 "$PY" scripts/gpu_collect.py "$OUT"
-say "done; status:"; cat "$OUT/stages/status.txt" | tee -a "$LOG"
+if [ "$ONLY" = list ]; then
+    echo "env collect"
+    for s in 1.5b 3b 7b; do echo "models-$s profile-$s-decode profile-$s-prefill profile-$s-train profile-$s-sync profile-$s-decode-torch validate-$s"; done
+    exit 0
+fi
+[ -f "$OUT/stages/status.txt" ] || : > "$OUT/stages/status.txt"
+if [ -n "$ONLY" ]; then
+    stage "$ONLY" || exit $?
+    [ "$ONLY" = collect ] || stage_collect
+    exit 0
+fi
+: > "$OUT/stages/status.txt"
+stage_env
+SHAPES="${OPPO_GPU_SHAPES:-1.5b 3b 7b}"
+for shape in $SHAPES; do
+    for op in decode prefill train sync; do stage "profile-$shape-$op"; done
+done
+stage_collect  # merges each shape's per-op fits into the profile its validation predicts with
+for shape in $SHAPES; do
+    case "$shape" in 7b) ;; *) stage "validate-$shape" ;; esac
+done
+stage_collect
+say "done; status:"; tee -a "$LOG" < "$OUT/stages/status.txt"

@@ -363,6 +363,10 @@ class TorchStaticActor:
         """Sample the next token of every row (rows not ``active`` are ignored); book-keep the active ones."""
         seeds, positions = row_keys([s.seed for s in seqs], [len(s.context) for s in seqs], logits.device)
         tok, lp = sample(logits, self.cfg.sampling.temperature, seeds, positions)  # inactive rows: ignored
+        return self._book(tok, lp, seqs, active)
+
+    def _book(self, tok: torch.Tensor, lp: torch.Tensor, seqs: list[_Seq], active: list[bool] | None) -> torch.Tensor:
+        """Book the sampled tokens of the active rows (their context, call output, finish reason)."""
         host = torch.stack([tok.double(), lp.double()]).tolist()  # the step's one host sync
         for i, s in enumerate(seqs):
             if active is not None and not active[i]:

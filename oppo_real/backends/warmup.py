@@ -5,7 +5,8 @@ process ran every decode iteration ~2.4x slower than later (0.5B model: a first 
 next five 6.1-6.5 s/step, interleaved); the kernels are a small share of an iteration there (the host
 launches them), so whatever the process sets up lazily on its first minute of work shows in every
 timing taken in it. ``burn_in`` decodes synthetic requests across batch sizes until the process has
-spent ``seconds`` doing so — once per process: a second engine in the same process (``validate``'s next
+spent ``seconds`` doing so — a graph-captured engine (``torch-graph``) first captures the decode graph of
+every batch and length bucket — once per process: a second engine in the same process (``validate``'s next
 run on local workers) finds it warm and returns at once; a new worker process (Ray) warms again.
 """
 
@@ -34,6 +35,11 @@ def burn_in(gen, seconds: float, vocab: int, max_batch: int = 64, prompt: int = 
         return 0.0
     if log:
         log(f"warming the engine for {end - t0:.0f} s (left out of every timing)")
+    capture = getattr(gen, "capture_graphs", None)  # a graph-captured engine captures every bucket first
+    if capture is not None and not gen.has_unfinished():
+        n_graphs = capture(max_batch)
+        if log and n_graphs:
+            log(f"captured {n_graphs} decode graphs in {time.monotonic() - t0:.1f} s")
     top = max(1, max_batch)
     sizes = sorted({min(b, top) for b in (1, 4, 16)} | {top})  # batch sizes up to the engine's largest
     n = 0

@@ -10,9 +10,11 @@ CPU_RUN_LENGTH_SCALE = 0.1
 CPU_RUN_MAX_RESPONSE = 256
 """``--max-response`` of the real commands: new tokens at most in a CPU-sized run (the simulator's cap,
 ``oppo_sim.traces.trace.DEFAULT_MAX_RESPONSE``, is the paper-size 8192)."""
-BACKENDS = ("vllm", "torch", "torch-static")  # oppo_real.config.BACKENDS (not imported here: keeps --help light)
-BACKEND_HELP = ("actor generation engine: vllm (continuous batching), torch (per-request decode loop) or torch-static "
-                "(TRL-style static padded batches generated in calls of the step's chunk size C, KV carried across calls)")
+BACKENDS = ("vllm", "torch", "torch-graph", "torch-static", "torch-static-graph")  # oppo_real.config.BACKENDS (not imported here: keeps --help light)
+BACKEND_HELP = ("actor generation engine: vllm (continuous batching), torch (per-request decode loop), torch-graph "
+                "(torch on static KV slots, decode replayed as CUDA graphs on a GPU, eager on the CPU), torch-static "
+                "(TRL-style static padded batches generated in calls of the step's chunk size C, KV carried across calls) "
+                "or torch-static-graph (torch-static on static KV slots, decode replayed as CUDA graphs on a GPU)")
 
 
 class DefaultsHelp(argparse.HelpFormatter):
@@ -41,18 +43,18 @@ def cores(text: str) -> tuple[int, ...]:
 def profile_engines(paths, backend: str, quick: bool, cores, log=print):
     """Time this machine's engines for ``backend`` and fit the cost model: ``(table, hw, report, static)``;
     ``static`` (the static decoder's per-call overhead, ``StaticCostParams``) is None unless the backend is
-    ``torch-static``, which is profiled with ``oppo_real.profiling.static_decoder`` (its forwards, calls and sync)."""
+    a static decoder (``torch-static``, ``torch-static-graph``), which is profiled with ``oppo_real.profiling.static_decoder`` (its forwards, calls and sync)."""
     from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
 
     grid = ProfileGrid.quick() if quick else ProfileGrid()
-    if backend == "torch-static":
+    if backend.startswith("torch-static"):
         from oppo_real.profiling.static_decoder import (
             StaticProfileGrid,
             fit_static,
             run_static_profile,
         )
 
-        table = run_static_profile(paths, grid, StaticProfileGrid.quick() if quick else StaticProfileGrid(), cores, log)
+        table = run_static_profile(paths, grid, StaticProfileGrid.quick() if quick else StaticProfileGrid(), cores, log, backend)
         hw, static, report = fit_static(table, cores=len(cores or (0,)))
         return table, hw, report, static
     table = run_profile(paths, backend, grid, cores=cores, log=log)

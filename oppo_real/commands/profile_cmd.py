@@ -29,10 +29,25 @@ def add_parser(sub) -> None:
     pr.add_argument("--device", type=device_map, default=None, help="cpu (default), cuda or cuda:N (the generator's device is profiled)")
     pr.add_argument("--shape", default=None, help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (default: tiny)")
     pr.add_argument("--gpu", default=None, help="GPU-table entry to predict with (default: the one matching the device's name)")
+    pr.add_argument("--ops", type=_ops, default=_ALL_OPS,
+                    help="comma-separated operations to time, of decode,prefill,train,sync (default: all four)")
+    pr.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
+                    help="torch-graph backend: decode eagerly instead of replaying CUDA graphs (default: graphs on a GPU)")
     add_engine_warmup_arg(pr)
     pr.add_argument("--verbose", action="store_true", help="engine logs on the console too")
     pr.add_argument("--out", default="out/profile", help="directory for measurements.csv, fit.csv, profile.json")
     pr.set_defaults(func=cmd_profile)
+
+
+_ALL_OPS = ("decode", "prefill", "train", "sync")  # oppo_real.profiling.engine_ops.OPS (not imported: keeps --help light)
+
+
+def _ops(text: str) -> tuple[str, ...]:
+    ops = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+    bad = [o for o in ops if o not in _ALL_OPS]
+    if bad or not ops:
+        raise argparse.ArgumentTypeError(f"unknown op(s) {', '.join(bad) or '(none)'}; known: {', '.join(_ALL_OPS)}")
+    return ops
 
 
 def _models(a: argparse.Namespace, device: str):
@@ -75,6 +90,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
         error_summary,
         fit_gpu,
         gpu_grid,
+        heldout_fit,
         plot_profile,
         suggested_defaults,
         with_predictions,
@@ -87,15 +103,16 @@ def cmd_profile(a: argparse.Namespace) -> int:
     cores = a.cores if a.cores is not None else (None if cuda else (0,))
     name, spec = _target(device, a.gpu)
     out = Path(a.out)
-    if backend == "torch-static":
-        return _profile_static(a, out, cores)
+    if backend.startswith("torch-static"):
+        return _profile_static(a, out, cores, backend)
     with Console(out, a.verbose) as con:
         con.print(f"oppo-real profile: {backend} on {name} ({device}), models {a.shape or 'tiny'}"
                   + (f", predicting with GPU table entry '{spec.id}' and the default cost parameters" if spec else ""))
         paths = _models(a, device)
         grid = ProfileGrid.quick() if a.quick else (gpu_grid(_params(paths)) if cuda else ProfileGrid())
-        table = run_profile(paths, backend, grid, cores=cores, log=con.print, device=device,
-                            warmup_s=engine_warmup_s(a, cuda))
+        warm = engine_warmup_s(a, cuda) if "decode" in a.ops else 0.0  # only decode iterations are timed warm
+        table = run_profile(paths, backend, grid, cores=cores, log=con.print, device=device, warmup_s=warm,
+                            ops=a.ops, cuda_graphs=a.cuda_graphs)
         table = with_predictions(table, spec, name, a.shape or "tiny")
         table.to_csv(out / "measurements.csv", index=False)
         if cuda:
@@ -103,7 +120,10 @@ def cmd_profile(a: argparse.Namespace) -> int:
         else:
             hw, report = fit(table, cores=len(cores or (0,)))
         report.to_csv(out / "fit.csv", index=False)
-        meta = {"backend": backend, "device": name, "cores": list(cores or ()), "model": str(paths.actor)}
+        heldout = heldout_fit(table, spec if cuda else None, len(cores or (0,)))
+        heldout.to_csv(out / "heldout.csv", index=False)
+        meta = {"backend": backend, "device": name, "cores": list(cores or ()), "model": str(paths.actor), "ops": list(a.ops),
+                "cuda_graphs": bool(a.cuda_graphs and backend == "torch-graph" and cuda)}
         if cuda:
             meta["suggested_defaults"] = suggested_defaults(hw)
         save_profile(hw, out / "profile.json", meta=meta)
@@ -113,12 +133,14 @@ def cmd_profile(a: argparse.Namespace) -> int:
                 con.print(error_summary(table).to_string(index=False))
                 plot_profile(table).savefig(out / "profile.png", dpi=110)
             con.print(report.to_string(index=False))
-        con.print(f"wrote {out}/measurements.csv, fit.csv, profile.json" + (", profile.png" if spec is not None else "")
+            con.print("fitted on half the grid, checked on the other half (oppo_sim.hw.holdout):")
+            con.print(heldout.to_string(index=False))
+        con.print(f"wrote {out}/measurements.csv, fit.csv, heldout.csv, profile.json" + (", profile.png" if spec is not None else "")
                   + f"  (use: oppo-sim run --profile {out}/profile.json)")
     return 0
 
 
-def _profile_static(a: argparse.Namespace, out: Path, cores) -> int:
+def _profile_static(a: argparse.Namespace, out: Path, cores, backend: str) -> int:
     """The static decoder (TRL-style): its forwards, per-call overhead and sync, plus prefill and training."""
     import pandas as pd
 
@@ -126,10 +148,10 @@ def _profile_static(a: argparse.Namespace, out: Path, cores) -> int:
 
     out.mkdir(parents=True, exist_ok=True)
     paths = build_models(Path(a.cache) if a.cache else default_cache_dir())
-    table, hw, report, static = profile_engines(paths, "torch-static", a.quick, cores)
+    table, hw, report, static = profile_engines(paths, backend, a.quick, cores)
     table.to_csv(out / "measurements.csv", index=False)
     report.to_csv(out / "fit.csv", index=False)
-    save_engine_profile(hw, static, out / "profile.json", {"backend": "torch-static", "cores": list(cores or ()),
+    save_engine_profile(hw, static, out / "profile.json", {"backend": backend, "cores": list(cores or ()),
                                                           "model": str(paths.actor)})
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
         print(report.to_string(index=False))

@@ -70,8 +70,13 @@ def seq_tokens(cfg: RealConfig) -> int:
 
 def kv_cache_bytes(cfg: RealConfig, actor: ModelSpec) -> float:
     """Bytes the generator's KV cache takes: vLLM's explicit budget on the CPU; on a GPU (and for the
-    torch decoders anywhere) what ``2 * batch`` sequences of the longest length need, at least vLLM's budget."""
-    need = 2 * cfg.batch * cfg.algorithm.n * seq_tokens(cfg) * actor.with_(dtype_bytes=cfg.devices.dtype_bytes("gen")).kv_bytes_per_token()
+    torch decoders anywhere) what ``2 * batch`` sequences of the longest length need, at least vLLM's budget;
+    the graph-captured torch decoders (static slots of ``max_model_len`` positions) ``2 * batch`` slots, at
+    most ``max_num_seqs``."""
+    per_token = actor.with_(dtype_bytes=cfg.devices.dtype_bytes("gen")).kv_bytes_per_token()
+    if cfg.backend in ("torch-graph", "torch-static-graph"):
+        return float(min(cfg.engine.max_num_seqs, 2 * cfg.batch * cfg.algorithm.n) * cfg.max_model_len * per_token)
+    need = 2 * cfg.batch * cfg.algorithm.n * seq_tokens(cfg) * per_token
     if cfg.backend == "vllm":
         return float(cfg.engine.kv_cache_bytes if not cfg.devices.is_cuda("gen") else max(need, cfg.engine.kv_cache_bytes))
     return float(need)

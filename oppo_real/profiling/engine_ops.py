@@ -1,19 +1,23 @@
 """Profile the real engines: time every operation the simulator's cost model uses, over a grid of sizes,
 on whatever device this is, and write the measurements table that ``oppo_sim.hw.calibration`` fits.
 
-- ``decode``: one vLLM (or torch) engine iteration of ``batch`` sequences over ``kv`` cached tokens each;
+- ``decode``: one engine iteration (vLLM, torch or torch-graph) of ``batch`` sequences over ``kv`` cached
+  tokens each; on a GPU also its kernel share (``kernel_s``, ``kernel_share``: GPU time over wall time,
+  ``oppo_real.profiling.kernel_share``; on the CPU NaN, ``kernel_note`` says why);
 - ``prefill``: a scorer forward of ``new`` tokens over ``ctx`` cached ones (incremental prefill);
-- ``train``: one PPO mini-batch step (forward, clipped loss, backward, Adam) of the actor, and of the critic;
-- ``sync``: loading the actor's weights into the generation engine.
+- ``train``: one PPO mini-batch step (forward, clipped loss, backward, Adam) of the actor, and of the
+  critic (``oppo_real.profiling.train_ops``: the optimizer timed on a shard where full Adam does not fit);
+- ``sync``: loading the actor's weights into the generation engine, from the same device (``path``
+  device) and, on a GPU, from pinned host memory (``path`` host: reported, not fitted).
 
-Each row: ``op, devices, flops, bytes, seconds`` (what the call had to do, from the same formulas the
-simulator charges: ``CostModel.*_work``) plus the grid coordinates. ``fit(table)`` turns it into a
-hardware profile the simulator runs on (``oppo-sim run --profile``).
+``run_profile(ops=...)`` times a subset (one op per call keeps a 7B profile within a device machine's
+10 minutes per command). Each row: ``op, devices, flops, bytes, seconds`` (what the call had to do, from
+the same formulas the simulator charges: ``CostModel.*_work``) plus the grid coordinates. ``fit(table)``
+turns it into a hardware profile the simulator runs on (``oppo-sim run --profile``).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +30,8 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.calibration import fit_profile
 from oppo_sim.hw.costmodel import CostModel
 from oppo_sim.hw.hardware import Hardware
-from oppo_sim.hw.models import ModelSpec, model_from_hf_config
+from oppo_real.profiling.model_shape import compute_dtype, model_spec
+from oppo_sim.hw.models import ModelSpec
 from oppo_sim.hw.profiles import cpu_spec
 
 
@@ -48,77 +53,111 @@ class ProfileGrid:
                    train_batch=(2, 8), train_len=(32, 96), repeats=3, sync_repeats=3)
 
 
-def model_spec(model_dir: Path, dtype_bytes: int = 4) -> ModelSpec:
-    """The simulator's shape of a local HF model (the tiny models run in float32)."""
-    cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    return model_from_hf_config(cfg, id=Path(model_dir).parent.name or "local").with_(dtype_bytes=dtype_bytes)
+PREFILL_TOKENS = 32768
+"""Padded tokens the torch-graph engine prefills per step when profiling decode (a 7B model's MLP
+activations for 128 x 2k tokens at once would not fit beside its KV cache; the prefill is not timed)."""
+OPS: tuple[str, ...] = ("decode", "prefill", "train", "sync")
+"""The operations a profile times (``run_profile(ops=...)``, ``oppo-real profile --ops``)."""
 
 
 def _rows(op: str, flops: float, nbytes: float, times: list[float], **coords) -> list[dict]:
     return [{"op": op, "devices": 1, "flops": flops, "bytes": nbytes, "seconds": t, **coords} for t in times]
 
 
-def _dtype(device: str) -> tuple[str, int]:
-    """(dtype, bytes per element) a device computes in: bf16 on a GPU, fp32 on the CPU."""
-    return ("bfloat16", 2) if device.startswith("cuda") else ("float32", 4)
+def make_generator(actor_dir: Path, backend: str, max_len: int, max_batch: int, cores: tuple[int, ...] | None,
+                   device: str = "cpu", cuda_graphs: bool = True):
+    """The generation engine ``backend`` (vllm, torch or torch-graph) over ``actor_dir``, sized for
+    ``max_batch`` sequences of ``max_len`` tokens, sampling at temperature 1."""
+    from oppo_real.backends.api import SamplingConfig
 
-
-def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tuple[int, ...] | None, log,
-                   device: str = "cpu", warmup_s: float = 0.0) -> list[dict]:
-    from oppo_real.backends.api import GenRequest, SamplingConfig
-
-    dtype, nbytes_el = _dtype(device)
-    spec = model_spec(actor_dir, nbytes_el)
-    rng = np.random.default_rng(0)
-    max_len = max(1024, max(grid.decode_kv) + grid.repeats + grid.decode_warm + 8)
+    dtype = compute_dtype(device)[0]
+    sampling = SamplingConfig(temperature=1.0, seed=0)
     if backend == "vllm":
         from oppo_real.backends.vllm_actor import VLLMActor, VLLMActorConfig
 
         gpu = {"kv_cache_bytes": None} if device.startswith("cuda") else {}
-        gen = VLLMActor(VLLMActorConfig(model=str(actor_dir), dtype=dtype, max_model_len=max_len, max_num_seqs=max(64, max(grid.decode_batch)),
-                                        sampling=SamplingConfig(temperature=1.0, seed=0),
-                                        cpu_threads_bind=",".join(map(str, cores)) if cores else None, **gpu))
-    else:
-        from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
+        return VLLMActor(VLLMActorConfig(model=str(actor_dir), dtype=dtype, max_model_len=max_len, max_num_seqs=max(64, max_batch),
+                                         sampling=sampling, cpu_threads_bind=",".join(map(str, cores)) if cores else None, **gpu))
+    if backend == "torch-graph":
+        from oppo_real.backends.torch_graph import TorchGraphActor, TorchGraphConfig
 
-        gen = TorchActor(TorchActorConfig(model=str(actor_dir), dtype=dtype, device=device, max_model_len=max_len,
-                                          max_prefill_tokens=max(grid.decode_batch) * (max(grid.decode_kv) + 1)))
+        return TorchGraphActor(TorchGraphConfig(model=str(actor_dir), dtype=dtype, device=device, max_model_len=max_len,
+                                                sampling=sampling, max_num_seqs=max_batch, cuda_graphs=cuda_graphs,
+                                                max_prefill_tokens=min(max_batch * max_len, PREFILL_TOKENS)))
+    from oppo_real.backends.torch_actor import TorchActor, TorchActorConfig
+
+    return TorchActor(TorchActorConfig(model=str(actor_dir), dtype=dtype, device=device, max_model_len=max_len,
+                                       sampling=sampling, max_prefill_tokens=max_batch * max_len))
+
+
+def _decode_rows(gen, spec: ModelSpec, grid: ProfileGrid, log, device: str) -> list[dict]:
+    """Decode iterations over the batch x KV grid; on CUDA each point's kernel share too."""
+    from oppo_real.backends.api import GenRequest
+    from oppo_real.profiling.kernel_share import UNMEASURED, measure_kernel_share
+
+    cuda = device.startswith("cuda")
+    rng = np.random.default_rng(0)
+    rows: list[dict] = []
+    n = 0
+    for kv in grid.decode_kv:
+        for b in grid.decode_batch:
+            budget = grid.repeats + grid.decode_warm + 1 + (2 * grid.repeats if cuda else 0)
+            for i in range(b):
+                gen.add(GenRequest(f"p{n}.{i}", tuple(int(x) for x in rng.integers(3, spec.vocab, size=kv)), budget, ignore_eos=True))
+            n += 1
+            gen.step()  # prefill (+ first token): not a decode iteration
+            for _ in range(grid.decode_warm):  # to the steady state of this batch
+                gen.step()
+            times = []
+            for _ in range(grid.repeats):
+                t0 = time.perf_counter()
+                gen.step()
+                times.append(time.perf_counter() - t0)
+            share = measure_kernel_share(gen.step, grid.repeats, device) if cuda else UNMEASURED
+            while gen.has_unfinished():
+                gen.step()
+            flops, nbytes = CostModel.decode_work(spec, b, b * (kv + 1 + grid.decode_warm + grid.repeats // 2))
+            rows += _rows("decode", flops, nbytes, times, batch=b, kv=kv, **share.columns())
+            extra = f", kernels {100 * share.share:5.1f}% of {1000 * share.wall_s:.2f} ms" if cuda else ""
+            log(f"decode b={b:3d} kv={kv:4d}: {1000 * np.median(times):7.2f} ms{extra}")
+    return rows
+
+
+def _sync_rows(gen, actor_dir: Path, spec: ModelSpec, grid: ProfileGrid, log, device: str) -> list[dict]:
+    """Weight sync: the actor's own weights loaded into the engine from the device (``path`` device: the
+    trainer's copy on the same GPU) and, on a GPU, from host memory (``path`` host: pinned CPU tensors)."""
+    from oppo_real.models.tiny import load_causal_lm
+
+    host = load_causal_lm(actor_dir, compute_dtype(device)[0]).state_dict()  # as the trainer exports them
+    flops, nbytes = CostModel.sync_work(spec)
+    rows: list[dict] = []
+    paths = [("device", {k: v.detach().to(device) for k, v in host.items()})]
+    if device.startswith("cuda"):
+        paths.append(("host", {k: v.detach().pin_memory() for k, v in host.items()}))
+    for path, sd in paths:
+        times = [gen.load_weights(sd) for _ in range(grid.sync_repeats)]
+        rows += _rows("sync", flops, nbytes, times, path=path)
+        log(f"sync from {path}: {1000 * np.median(times):.2f} ms")
+    return rows
+
+
+def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tuple[int, ...] | None, log,
+                   device: str = "cpu", warmup_s: float = 0.0, ops: tuple[str, ...] = ("decode", "sync"),
+                   cuda_graphs: bool = True) -> list[dict]:
+    """Decode iterations and weight syncs (those of ``ops``) of the generation engine ``backend``."""
+    spec = model_spec(actor_dir, compute_dtype(device)[1])
+    extra = 3 * grid.repeats if device.startswith("cuda") else 0
+    max_len = max(1024, max(grid.decode_kv) + grid.repeats + grid.decode_warm + extra + 8)
+    gen = make_generator(actor_dir, backend, max_len, max(grid.decode_batch), cores, device, cuda_graphs)
     rows: list[dict] = []
     try:
         from oppo_real.backends.warmup import burn_in
 
         burn_in(gen, warmup_s, spec.vocab, max(grid.decode_batch), log=log)
-        n = 0
-        for kv in grid.decode_kv:
-            for b in grid.decode_batch:
-                reqs = [GenRequest(f"p{n}.{i}", tuple(int(x) for x in rng.integers(3, spec.vocab, size=kv)),
-                                   grid.repeats + grid.decode_warm + 1, ignore_eos=True) for i in range(b)]
-                n += 1
-                for r in reqs:
-                    gen.add(r)
-                gen.step()  # prefill (+ first token): not a decode iteration
-                for _ in range(grid.decode_warm):  # to the steady state of this batch
-                    gen.step()
-                times = []
-                ctx = kv + 1
-                for _ in range(grid.repeats):
-                    t0 = time.perf_counter()
-                    gen.step()
-                    times.append(time.perf_counter() - t0)
-                    ctx += 1
-                while gen.has_unfinished():
-                    gen.step()
-                flops, nbytes = CostModel.decode_work(spec, b, b * (kv + 1 + grid.decode_warm + grid.repeats // 2))
-                rows += _rows("decode", flops, nbytes, times, batch=b, kv=kv)
-                log(f"decode b={b:3d} kv={kv:4d}: {1000 * np.median(times):7.2f} ms")
-        # weight sync: the actor's own weights back in
-        from oppo_real.models.tiny import load_causal_lm
-
-        sd = {k: v.detach().to(device) for k, v in load_causal_lm(actor_dir).state_dict().items()}  # the trainer's, in place
-        times = [gen.load_weights(sd) for _ in range(grid.sync_repeats)]
-        flops, nbytes = CostModel.sync_work(spec)
-        rows += _rows("sync", flops, nbytes, times)
-        log(f"sync: {1000 * np.median(times):.2f} ms")
+        if "decode" in ops:
+            rows += _decode_rows(gen, spec, grid, log, device)
+        if "sync" in ops:
+            rows += _sync_rows(gen, Path(actor_dir), spec, grid, log, device)
     finally:
         gen.close()
     return rows
@@ -127,7 +166,7 @@ def profile_decode(actor_dir: Path, backend: str, grid: ProfileGrid, cores: tupl
 def profile_prefill(reward_dir: Path, grid: ProfileGrid, log, device: str = "cpu") -> list[dict]:
     from oppo_real.backends.scorer import IncrementalScorer, ScorerConfig
 
-    dtype, nbytes_el = _dtype(device)
+    dtype, nbytes_el = compute_dtype(device)
     spec = model_spec(reward_dir, nbytes_el)
     sc = IncrementalScorer(ScorerConfig(kind="reward", model=str(reward_dir), dtype=dtype, device=device))
     rng = np.random.default_rng(1)
@@ -154,67 +193,35 @@ def profile_prefill(reward_dir: Path, grid: ProfileGrid, log, device: str = "cpu
     return rows
 
 
-def profile_train(actor_dir: Path, critic_dir: Path, grid: ProfileGrid, log, device: str = "cpu") -> list[dict]:
-    """One PPO mini-batch step as the trainer runs it: actor log-probs + clipped policy loss + backward +
-    Adam step, and critic values + clipped value loss + backward + Adam step (each a ``train`` row)."""
-    import torch
-
-    from oppo_real.devices.device_map import synchronize
-    from oppo_real.models.tiny import load_causal_lm, load_value_model
-    from oppo_real.ppo.algo import (
-        critic_values,
-        policy_loss,
-        token_logprobs,
-        value_loss,
-    )
-
-    spec = model_spec(actor_dir, _dtype(device)[1])
-    cspec = model_spec(critic_dir, _dtype(device)[1])
-    actor = load_causal_lm(actor_dir).to(device).train()  # fp32 master weights; bf16 autocast on a GPU
-    critic = load_value_model(critic_dir).to(device).train()
-    opt_a = torch.optim.Adam(actor.parameters(), lr=1e-6)
-    opt_c = torch.optim.Adam(critic.parameters(), lr=1e-6)
-    g = torch.Generator().manual_seed(2)
-    rows: list[dict] = []
-    for b in grid.train_batch:
-        for length in grid.train_len:
-            ids = torch.randint(3, spec.vocab, (b, length), generator=g).to(device)
-            attn = torch.ones_like(ids)
-            mask = torch.zeros((b, length), device=device)
-            mask[:, length // 4:] = 1.0
-            old = torch.zeros((b, length), device=device)
-            adv = torch.randn((b, length), generator=g).to(device) * mask
-            for role, run in (("actor", lambda: policy_loss(token_logprobs(actor, ids, attn, mask), old, adv, mask, 0.2)[0]),
-                              ("critic", lambda: value_loss(critic_values(critic, ids, attn, mask), old, adv, mask, 0.2)[0])):
-                opt = opt_a if role == "actor" else opt_c
-                times = []
-                for _ in range(grid.repeats + 1):
-                    t0 = time.perf_counter()
-                    loss = run()
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                    synchronize(device)
-                    times.append(time.perf_counter() - t0)
-                times = times[1:]
-                flops, nbytes = CostModel.train_work(spec if role == "actor" else cspec, [length] * b, scalar_head=role == "critic")
-                rows += _rows("train", flops, nbytes, times, batch=b, length=length, role=role)
-                log(f"train {role} b={b:2d} len={length:4d}: {1000 * np.median(times):7.2f} ms")
-    return rows
-
-
 def run_profile(paths, backend: str = "vllm", grid: ProfileGrid | None = None, cores: tuple[int, ...] | None = (0,),
-                log: Callable[[str], None] = print, device: str = "cpu", warmup_s: float = 0.0) -> pd.DataFrame:
-    """Time every operation on ``device`` (pinned to ``cores``), after ``warmup_s`` seconds of throw-away
-    decoding (``oppo_real.backends.warmup``); returns the measurements table."""
+                log: Callable[[str], None] = print, device: str = "cpu", warmup_s: float = 0.0,
+                ops: tuple[str, ...] = OPS, cuda_graphs: bool = True) -> pd.DataFrame:
+    """Time the operations ``ops`` on ``device`` (pinned to ``cores``), after ``warmup_s`` seconds of
+    throw-away decoding (``oppo_real.backends.warmup``); returns the measurements table."""
+    from oppo_real.profiling.train_ops import profile_train
     from oppo_real.workers.recorder import pin_to_cores
 
+    unknown = sorted(set(ops) - set(OPS))
+    if unknown or not ops:
+        raise ConfigError(f"unknown profile op(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(OPS)}")
     grid = grid or ProfileGrid()
     pin_to_cores(cores)
-    rows = profile_decode(Path(paths.actor), backend, grid, cores, log, device, warmup_s)
-    rows += profile_prefill(Path(paths.reward), grid, log, device)
-    rows += profile_train(Path(paths.actor), Path(paths.critic), grid, log, device)
+    rows: list[dict] = []
+    if "decode" in ops or "sync" in ops:
+        rows += profile_decode(Path(paths.actor), backend, grid, cores, log, device, warmup_s, ops, cuda_graphs)
+    if "prefill" in ops:
+        rows += profile_prefill(Path(paths.reward), grid, log, device)
+    if "train" in ops:
+        rows += profile_train(Path(paths.actor), Path(paths.critic), grid, log, device)
     return pd.DataFrame(rows)
+
+
+def fittable(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows a fit uses: every row but the weight syncs through host memory (``path`` host), which
+    cross a different link than the cost model's ``sync`` prices (they are reported, not fitted)."""
+    if "path" not in table.columns:
+        return table
+    return table[table["path"].fillna("device") != "host"].reset_index(drop=True)
 
 
 def fit(table: pd.DataFrame, cores: int = 1, name: str = "cpu") -> tuple[Hardware, pd.DataFrame]:
@@ -222,4 +229,4 @@ def fit(table: pd.DataFrame, cores: int = 1, name: str = "cpu") -> tuple[Hardwar
     the truth); returns the hardware profile and the per-op fit report."""
     if table.empty:
         raise ConfigError("the measurements table is empty")
-    return fit_profile(table, cpu_spec(name=name, cores=cores))
+    return fit_profile(fittable(table), cpu_spec(name=name, cores=cores))

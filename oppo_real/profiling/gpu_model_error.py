@@ -22,8 +22,11 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.calibration import MEASUREMENT_COLUMNS, fit_profile, predict_seconds
 from oppo_sim.hw.hardware import GPUS, OP_KINDS, GPUSpec, Hardware, default_params
 
-_NAMES = (("gh200", "gh200"), ("h200", "h200"), ("h100", "h100-sxm"), ("l40s", "l40s"), ("4090", "rtx-4090"),
-          ("rtx pro 6000", "rtx-pro-6000"))
+_NAMES = (("gh200", "gh200"), ("gb200", "gb200"), ("b200", "b200"), ("h200", "h200"), ("h20", "h20"),
+          ("h100", "h100-sxm"), ("h800", "h800"), ("a800", "a800-80gb"), ("mi300x", "mi300x"), ("l40s", "l40s"),
+          ("4090", "rtx-4090"), ("rtx pro 6000", "rtx-pro-6000"))
+"""Device-name fragment -> table id, the longer name first where one contains another (gh200 / gb200 / b200,
+h200 / h20)."""
 
 
 def gpu_table_id(name: str, total_bytes: float | None = None) -> str | None:
@@ -90,7 +93,28 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
 def fit_gpu(table: pd.DataFrame, spec: GPUSpec) -> tuple[Hardware, pd.DataFrame]:
     """Fit the cost model to the measurements against the datasheet ``spec`` (efficiencies comparable
     with the defaults)."""
-    return fit_profile(table[MEASUREMENT_COLUMNS].reset_index(drop=True), spec, default_params(spec.id))
+    from oppo_real.profiling.engine_ops import fittable
+
+    return fit_profile(fittable(table)[MEASUREMENT_COLUMNS].reset_index(drop=True), spec, default_params(spec.id))
+
+
+def heldout_fit(table: pd.DataFrame, spec: GPUSpec | None, cores: int = 1) -> pd.DataFrame:
+    """The fit on half of each op's grid with its error on the other half (``oppo_sim.hw.holdout``): against
+    the datasheet ``spec`` on a GPU (default parameters for what the data leaves open), against the nominal
+    CPU spec on the CPU; ``model`` and ``device`` columns as the measurements have them."""
+    from oppo_real.profiling.engine_ops import fittable
+    from oppo_sim.hw.holdout import holdout_report
+    from oppo_sim.hw.profiles import cpu_spec
+
+    rows = fittable(table)
+    if spec is None:
+        _, rep = holdout_report(rows, cpu_spec(name="cpu", cores=cores))
+    else:
+        _, rep = holdout_report(rows, spec, default_params(spec.id))
+    for col in ("model", "device"):
+        if col in table.columns:
+            rep.insert(0, col, table[col].iloc[0])
+    return rep
 
 
 def suggested_defaults(hw: Hardware) -> dict:

@@ -107,10 +107,12 @@ def _timing_row(spec: ModelSpec, rec: dict, coords: dict) -> dict:
 
 
 def profile_static_decode(actor_dir: Path, grid: StaticProfileGrid | None = None, device: str = "cpu",
-                          dtype: str = "float32", log: Callable[[str], None] = print) -> pd.DataFrame:
-    """Time the static decoder over ``grid`` on ``device``; returns the measurement table (see module)."""
+                          dtype: str = "float32", log: Callable[[str], None] = print,
+                          backend: str = "torch-static") -> pd.DataFrame:
+    """Time the static decoder of ``backend`` over ``grid`` on ``device``; returns the measurement table (see module)."""
     from oppo_real.backends.api import GenRequest, SamplingConfig
-    from oppo_real.backends.torch_static import TorchStaticActor, TorchStaticConfig
+    from oppo_real.backends.torch_static import TorchStaticConfig
+    from oppo_real.backends.torch_static_graph import static_actor
     from oppo_real.profiling.engine_ops import model_spec
 
     grid = grid or StaticProfileGrid()
@@ -120,7 +122,7 @@ def profile_static_decode(actor_dir: Path, grid: StaticProfileGrid | None = None
     rng = np.random.default_rng(0)
     cfg = TorchStaticConfig(model=str(actor_dir), dtype=dtype, device=device, sampling=SamplingConfig(temperature=0.0),
                             max_model_len=max(grid.prompt) + grid.calls * max(grid.call_tokens) + 2, record_timings=True)
-    actor = TorchStaticActor(cfg)
+    actor = static_actor(cfg, backend)
 
     def run(rows: list[tuple[int, int]], c: int, tag: str) -> list[dict]:
         actor.set_call_tokens(c)
@@ -158,13 +160,14 @@ def profile_static_decode(actor_dir: Path, grid: StaticProfileGrid | None = None
 
 
 def profile_static_sync(actor_dir: Path, repeats: int = 5, device: str = "cpu", dtype: str = "float32",
-                        log: Callable[[str], None] = print) -> pd.DataFrame:
+                        log: Callable[[str], None] = print, backend: str = "torch-static") -> pd.DataFrame:
     """``sync`` rows: loading the actor's weights into the static decoder (`TorchStaticActor.load_weights`)."""
-    from oppo_real.backends.torch_static import TorchStaticActor, TorchStaticConfig
+    from oppo_real.backends.torch_static import TorchStaticConfig
+    from oppo_real.backends.torch_static_graph import static_actor
     from oppo_real.models.tiny import load_causal_lm
     from oppo_real.profiling.engine_ops import model_spec
 
-    actor = TorchStaticActor(TorchStaticConfig(model=str(actor_dir), dtype=dtype, device=device))
+    actor = static_actor(TorchStaticConfig(model=str(actor_dir), dtype=dtype, device=device), backend)
     try:
         sd = {k: v.detach() for k, v in load_causal_lm(actor_dir).state_dict().items()}
         times = [actor.load_weights(sd) for _ in range(max(1, repeats))]
@@ -177,17 +180,19 @@ def profile_static_sync(actor_dir: Path, repeats: int = 5, device: str = "cpu", 
 
 
 def run_static_profile(paths, grid=None, static_grid: StaticProfileGrid | None = None,
-                       cores: tuple[int, ...] | None = (0,), log: Callable[[str], None] = print) -> pd.DataFrame:
+                       cores: tuple[int, ...] | None = (0,), log: Callable[[str], None] = print,
+                       backend: str = "torch-static") -> pd.DataFrame:
     """Everything a run on the static decoder needs, on this machine (pinned to ``cores``): the scorers'
     prefill and the PPO update (``oppo_real.profiling.engine_ops``, ``grid``), the static decoder's forwards and per-call
     overhead (``static_grid``) and the weight sync into it. :func:`fit_static` fits the whole table."""
-    from oppo_real.profiling.engine_ops import ProfileGrid, profile_prefill, profile_train
+    from oppo_real.profiling.engine_ops import ProfileGrid, profile_prefill
+    from oppo_real.profiling.train_ops import profile_train
     from oppo_real.workers.recorder import pin_to_cores
 
     grid = grid or ProfileGrid()
     pin_to_cores(cores)
-    parts = [profile_static_decode(Path(paths.actor), static_grid, log=log),
-             profile_static_sync(Path(paths.actor), grid.sync_repeats, log=log),
+    parts = [profile_static_decode(Path(paths.actor), static_grid, log=log, backend=backend),
+             profile_static_sync(Path(paths.actor), grid.sync_repeats, log=log, backend=backend),
              pd.DataFrame(profile_prefill(Path(paths.reward), grid, log)),
              pd.DataFrame(profile_train(Path(paths.actor), Path(paths.critic), grid, log))]
     return pd.concat(parts, ignore_index=True)

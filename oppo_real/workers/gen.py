@@ -19,7 +19,7 @@ from oppo_real.workers.recorder import Recorder
 @dataclass(frozen=True)
 class GenWorkerConfig:
     actor: str  # HF model dir of the initial actor
-    backend: str = "vllm"  # "vllm" | "torch" | "torch-static" (oppo_real.config.BACKENDS)
+    backend: str = "vllm"  # one of oppo_real.config.BACKENDS
     gen_batch: int | None = None  # torch-static: rows per mini-batch; None: one
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     max_model_len: int = 1024
@@ -69,14 +69,19 @@ class GenWorker(Recorder):
 
             return TorchActor(TorchActorConfig(model=cfg.actor, dtype=cfg.dtype, device=cfg.device, sampling=cfg.sampling,
                                                max_model_len=cfg.max_model_len))
-        if cfg.backend == "torch-static":
-            from oppo_real.backends.torch_static import (
-                TorchStaticActor,
-                TorchStaticConfig,
-            )
+        if cfg.backend == "torch-graph":
+            from oppo_real.backends.torch_graph import TorchGraphActor, TorchGraphConfig
 
-            return TorchStaticActor(TorchStaticConfig(model=cfg.actor, dtype=cfg.dtype, device=cfg.device, sampling=cfg.sampling,
-                                                      max_model_len=cfg.max_model_len, gen_batch=cfg.gen_batch))
+            return TorchGraphActor(TorchGraphConfig(model=cfg.actor, dtype=cfg.dtype, device=cfg.device, sampling=cfg.sampling,
+                                                    max_model_len=cfg.max_model_len, max_num_seqs=cfg.engine.max_num_seqs,
+                                                    kv_cache_bytes=cfg.engine.kv_cache_bytes))
+        if cfg.backend in ("torch-static", "torch-static-graph"):
+            from oppo_real.backends.torch_static import TorchStaticConfig
+            from oppo_real.backends.torch_static_graph import static_actor
+
+            return static_actor(TorchStaticConfig(model=cfg.actor, dtype=cfg.dtype, device=cfg.device, sampling=cfg.sampling,
+                                                  max_model_len=cfg.max_model_len, gen_batch=cfg.gen_batch),
+                                cfg.backend, cfg.engine.max_num_seqs, kv_cache_bytes=cfg.engine.kv_cache_bytes)
         from oppo_real.config import BACKENDS
         from oppo_sim.core.errors import ConfigError
 

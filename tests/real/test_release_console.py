@@ -129,6 +129,9 @@ def test_profile_table_against_the_gpu_table():
     assert gpu_table_id("NVIDIA H100 80GB HBM3") == "h100-sxm" and gpu_table_id("NVIDIA H200") == "h200"
     assert gpu_table_id("NVIDIA GH200 480GB") == "gh200"
     assert gpu_table_id("NVIDIA A100-SXM4-40GB", 40e9) == "a100-40gb" and gpu_table_id("NVIDIA A100-SXM4-80GB") == "a100-80gb"
+    assert gpu_table_id("NVIDIA H20") == "h20" and gpu_table_id("NVIDIA H800") == "h800"
+    assert gpu_table_id("NVIDIA B200") == "b200" and gpu_table_id("NVIDIA GB200") == "gb200"
+    assert gpu_table_id("NVIDIA A800-SXM4-80GB") == "a800-80gb" and gpu_table_id("AMD Instinct MI300X") == "mi300x"
     assert gpu_table_id("Tesla T4") is None
     with pytest.raises(ConfigError, match="--gpu"):
         table_spec("Tesla T4")

@@ -1,0 +1,52 @@
+"""scripts/gpu_collect.py on per-op stages (one device-machine call each): each model's profile merged from the
+stages that measured each op (the torch-graph engine's decode over the per-request torch one), the held-out
+fit tables gathered with the backend that was measured, and decode kernel shares summarised."""
+
+import importlib.util
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, Hardware, OpParams, get_gpu
+from oppo_sim.hw.profiles import load_profile, save_profile
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _collect_module():
+    spec = importlib.util.spec_from_file_location("gpu_collect", REPO / "scripts" / "gpu_collect.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _stage(root: Path, name: str, backend: str, op: str, eff: float, share: float | None = None) -> None:
+    d = root / "stages" / name
+    d.mkdir(parents=True)
+    hw = Hardware(get_gpu("h100-sxm"), replace(DEFAULT_COST_PARAMS, **{op: OpParams(eff, eff, 1e-3)}))
+    save_profile(hw, d / "profile.json", meta={"backend": backend, "ops": [op], "suggested_defaults": {op: {"eff_compute": eff}}})
+    rows = pd.DataFrame({"device": "NVIDIA H100 80GB HBM3", "model": "qwen2.5-1.5b", "op": op, "seconds": [0.01, 0.02],
+                         "err_pct": [5.0, -5.0], "batch": [16, 32], "kernel_share": [share, share]})
+    rows.to_csv(d / "measurements.csv", index=False)
+    pd.DataFrame({"op": [op, op], "split": ["fit", "held-out"], "r2": [0.99, 0.9]}).to_csv(d / "heldout.csv", index=False)
+    pd.DataFrame({"op": [op], "r2": [0.99]}).to_csv(d / "fit.csv", index=False)
+
+
+def test_per_op_stages_merge_into_one_profile_per_model(tmp_path):
+    _stage(tmp_path, "profile-qwen2.5-1.5b--decode", "torch-graph", "decode", 0.5, share=0.85)
+    _stage(tmp_path, "profile-qwen2.5-1.5b--decode-torch", "torch", "decode", 0.05, share=0.1)
+    _stage(tmp_path, "profile-qwen2.5-1.5b--train", "torch-graph", "train", 0.3)
+    summary = _collect_module().collect(tmp_path)
+    merged = load_profile(tmp_path / "stages" / "profile-qwen2.5-1.5b" / "profile.json")
+    assert merged.params.decode.eff_compute == 0.5  # the graph engine's fit, not the torch loop's
+    assert merged.params.train.eff_compute == 0.3
+    assert merged.params.prefill == DEFAULT_COST_PARAMS.prefill  # not measured: the default
+    assert summary["merged_profiles"] == {"qwen2.5-1.5b": ["decode", "train"]}
+    assert summary["decode_kernel_share"] == {"qwen2.5-1.5b/torch/16": 0.1, "qwen2.5-1.5b/torch/32": 0.1,
+                                              "qwen2.5-1.5b/torch-graph/16": 0.85, "qwen2.5-1.5b/torch-graph/32": 0.85}
+    held = pd.read_csv(tmp_path / "gpu_fit_heldout.csv")
+    assert set(held["split"]) == {"fit", "held-out"} and set(held["backend"]) == {"torch", "torch-graph"}
+    assert (pd.read_csv(tmp_path / "gpu_profile.csv")["device"] == "NVIDIA H100 80GB HBM3").all()
+    assert json.loads((tmp_path / "gpu_summary.json").read_text())["suggested_defaults"]["qwen2.5-1.5b"]["decode"] == {"eff_compute": 0.5}
