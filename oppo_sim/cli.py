@@ -59,8 +59,10 @@ def _memory_line(s: dict) -> str:
         f"{pool} {gib:.1f} GiB" + (f" (KV cache {s['kv_cache_gib'][pool]:.1f} GiB)" if pool in s["kv_cache_gib"] else "")
         for pool, gib in s["memory_headroom_gib"].items()
     )
+    sleeps = (f"; the engine sleeps (vLLM level {s['sleep_level']}) and wakes: {s['sleep_wake_s']:.2f} s a step"
+              if s.get("sleep_level") else "")
     return (f"memory headroom per device: {pools}; trainer ZeRO-{s['zero_stage']}, recompute {s['recompute']} "
-            f"(longest sequence {s['max_seq_tokens']:,} tokens); weight sync over {s['sync_mechanism']}")
+            f"(longest sequence {s['max_seq_tokens']:,} tokens); weight sync over {s['sync_mechanism']}{sleeps}")
 
 
 def _gpu(cfg) -> str:
@@ -85,7 +87,8 @@ def cmd_run(a: argparse.Namespace) -> int:
           f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
     print(_memory_line(s))
     _print_table(pd.DataFrame([_row(res)]))
-    cols = ["step", "step_time_s", "generation_s", "scoring_s", "training_s", "deferred", "delta", "chunk", "staleness_max"]
+    cols = ["step", "step_time_s", "generation_s", "scoring_s", "training_s", "sleep_wake_s", "deferred", "delta", "chunk",
+            "staleness_max"]
     print()
     _print_table(res.steps[cols].head(10))
     if len(res.steps) > 10:

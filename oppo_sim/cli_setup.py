@@ -15,6 +15,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
+from oppo_sim.hw.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
 from oppo_sim.pipeline.config import SimConfig
 
 ENGINES: tuple[str, ...] = tuple(k.value for k in EngineKind)
@@ -69,7 +70,8 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--sp", type=positive(), default=1, help="sequence parallelism of the trainer (default %(default)s)")
     m.add_argument("--colocate", choices=("sleep", "resident"), default="sleep",
                    help="generation sharing GPUs: engine and trainer take turns (sleep) or both stay resident "
-                        "(default %(default)s)")
+                        "(default %(default)s; async on a shared pool is always resident)")
+    add_sleep_level_arg(m)
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
                    help="weight sync path (default %(default)s: nvlink within a scale-up domain - a node, or a "
@@ -78,6 +80,15 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                    help="expert parallelism of a MoE actor: the trainer shards the experts over N ranks (Megatron/verl "
                         "expert_model_parallel_size) and N > 1 shards them over each generation replica's tp GPUs (vLLM "
                         "enable_expert_parallel) (default %(default)s: off)")
+
+
+def add_sleep_level_arg(p) -> None:
+    """``--sleep-level`` (``SimConfig.sleep_level``, see ``oppo_sim.hw.sleepwake``)."""
+    p.add_argument("--sleep-level", type=int, choices=SLEEP_LEVELS, default=DEFAULT_SLEEP_LEVEL,
+                   help="vLLM sleep level of an engine taking turns with the roles beside it: 1 offloads its weights "
+                        "to host memory and frees the KV cache (the weights come back over the host link), 2 frees "
+                        "both (the weight sync refills them); the trainer's state goes to host either way "
+                        "(default %(default)s, verl's)")
 
 
 def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
@@ -236,8 +247,8 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
             zero_stage=None if a.zero == "auto" else int(a.zero), recompute=None if a.recompute == "auto" else a.recompute,
             flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
         ),
-        colocate=a.colocate, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
+        colocate=a.colocate, sleep_level=a.sleep_level, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 
-__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "algorithm_fields", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config"]
+__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "add_sleep_level_arg", "algorithm_fields", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from oppo_sim.cli_policy import check_policy_flags
-from oppo_sim.cli_setup import add_algorithm_args, add_engine_args, algorithm_fields, engine_fields
+from oppo_sim.cli_setup import add_algorithm_args, add_engine_args, add_sleep_level_arg, algorithm_fields, engine_fields
 from oppo_sim.cliargs import int_list, nonneg_int, output, positive, str_list
 
 _GPUS_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$")
@@ -89,6 +89,7 @@ def add_plan_parser(sub) -> None:
     k.add_argument("--placements", type=str_list, default=None,
                    help='only these device splits, e.g. "shared 7+1,colocated 8" (default: all of --layouts)')
     add_algorithm_args(p)
+    add_sleep_level_arg(p)
     add_engine_args(p, tp=False)  # every configuration runs this engine with these settings (tp: --tps)
     p.set_defaults(func=cmd_plan)
 
@@ -107,7 +108,7 @@ def _request(a: argparse.Namespace):
     policies = tuple(x.lower() for x in a.policies)
     check_policy_flags(a, policies)  # --[no-]stream-batching with no streaming policy in the space
     base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(gpu), actor=a.actor,
-                     placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes,
+                     placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
                      **engine_fields(a, gpu), **algorithm_fields(a))
     space = space_for(base, count, a.nodes, layouts=a.layouts, policies=policies,
                       chunks=a.chunks, deltas=a.deltas, rules=a.rules, budgets=a.budgets, stalenesses=a.stalenesses,

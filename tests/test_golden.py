@@ -26,22 +26,37 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # lets ZeRO-2 with full recomputation fit (was ZeRO-3: no parameter all-gather, -0.18 s), the links add
 # 0.58 s: 99.6462 -> 100.0459 s (+0.40%). async: the 3-GPU training pool fits with ZeRO-3 and no
 # recomputation (was ZeRO-2 with full recomputation, -1.77 s), the links add 0.11 s: 60.6821 -> 59.0254 s (-2.73%).
+#
+# The four on the paper placement moved when the generation engine's sleep and wake became a charge
+# (oppo_sim.hw.sleepwake): the 7 shared H200s take turns, so every step the engine (vLLM level 1, 15.2e9 B of
+# weights per GPU) and the trainer's state (actor + critic under ZeRO-2 over 7, 58.7e9 B per GPU) cross the
+# host link (PCIe 5, 64e9 B/s at the sync op's 0.6, + 50 ms a leg) twice: 2.0265 s a switch, 4.0529 s a step
+# (A100: PCIe 4, 4.1730 s a switch). The sleep runs when generation ends, beside the score GPU's scoring; the
+# wake before the sync, exposed. Utilizations move as the switches count as busy time on main; generation
+# is unchanged (same iteration counts), and async on the disaggregated placement has nothing to switch.
 GOLDEN = [
-    ("baseline", SimConfig(steps=5), 70.2115096837812, {"main": 0.5438698344874439, "score": 0.07399869517179918}, 112106),
+    # baseline +2.0265 s (+2.89%, 70.2115 -> 72.2380 s): the sleep hides under the reward and reference
+    # scoring of the whole batch on the score GPU; the wake does not.
+    ("baseline", SimConfig(steps=5), 72.23797296378119, {"main": 0.5847180780115385, "score": 0.07192283904819569}, 112106),
     # oppo and inter moved (+0.046% / +0.089% step time, 28.2903 -> 28.3033 s and 86.6171 -> 86.6948 s) when
     # the step machine made three rules one for simulator and executor: the deferral order (paused, then
     # unfinished in launch order; was per replica, running then waiting), generation stops without
     # starting another iteration once the machine ends it (the simulator used to run one more), and a
     # step is planned after its staleness gate (a synchronous step's plan sees the step before it).
-    ("oppo", SimConfig(steps=5), 28.667286841082216, {"main": 0.9798605673761938, "score": 0.19271079464852336}, 69542),
+    # oppo +4.0529 s (+14.14%, 28.6673 -> 32.7202 s): it has streamed to the score GPU already, so nothing there
+    # hides the sleep: both switches are exposed.
+    ("oppo", SimConfig(steps=5), 32.72021340108221, {"main": 0.9823551611731174, "score": 0.16884045222576127}, 69542),
     # inter and async moved when the memory check started choosing the trainer's setting: 8B actor + 8B critic
     # on 7 x A100-80GB with sequences up to 8,892 tokens fit only with ZeRO-3 and full recomputation (+14.9%
     # step time: one more forward per training pass); 7B + 7B on the 3-GPU training pool of the
     # disaggregated placement needs full recomputation (+3.0%; async hides most of it): 86.6948 -> 99.6462 s
     # and 58.7321 -> 60.5023 s. Generation is unchanged (same iteration counts).
-    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 100.04594049626898,
-     {"main": 0.8484799352533469, "score": 0.1625818201114552}, 69862),
-    ("partial-rollout", SimConfig(steps=5, batch=64), 28.216082915638093, {"main": 0.6467425397182073, "score": 0.08564623772567849}, 52437),
+    # inter +4.1730 s (+4.17%, 100.0459 -> 104.2189 s): the A100's PCIe 4 link, one switch exposed (the wake).
+    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 104.21892396293565,
+     {"main": 0.8945874367415761, "score": 0.15607195394216947}, 69862),
+    # partial-rollout +2.1128 s (+7.49%, 28.2161 -> 30.3289 s): the wake, and 0.09 s of the sleep the scoring of
+    # its smaller batch (B=64) leaves exposed.
+    ("partial-rollout", SimConfig(steps=5, batch=64), 30.328853951342843, {"main": 0.7353218068027882, "score": 0.0796799427026552}, 52437),
     # async moved again (+0.3%, 60.5023 -> 60.6821 s) when the simulated engine started resetting its prefix
     # cache at each weight sync, as the real vLLM executor does: the requests generating while the new weights
     # arrive are recomputed. (The other goldens generate nothing during a sync: unchanged.)

@@ -105,4 +105,7 @@ def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None
         # whole-sequence scoring and PPO mini-batches padded to the longest sequence; the driver's own
         # time per round trip, step, sample and token (measured by oppo_real.profiling.driver_overheads)
         stream_batching=True, padded_batches=True, overheads=overheads or ExecutorOverheads(),
+        # the executor's models never leave their device: its "sleep" frees the torch KV cache (vLLM on the CPU
+        # only pauses) and the trainer offloads nothing, so no host transfer is charged (oppo_sim.hw.sleepwake)
+        colocate="resident",
     )

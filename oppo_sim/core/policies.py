@@ -50,6 +50,11 @@ class Policy:
     def label(self) -> str:
         return self.name
 
+    def trains_while_generating(self) -> bool:
+        """Whether a step may generate while an earlier one is scored and trained (a staleness bound k >= 1):
+        then the roles that share generation's GPUs run beside it, never in turns."""
+        return False
+
 
 def _fill_to(ctx: StepContext, target: int) -> int:
     return max(0, target - ctx.carried - ctx.carried_finished)
@@ -293,6 +298,9 @@ class Async(Policy):
 
     def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
         return StepPlan(admit=_fill_to(ctx, ctx.batch), max_staleness=self.staleness)
+
+    def trains_while_generating(self) -> bool:
+        return True
 
     def label(self) -> str:
         return f"async(k={self.staleness})"

@@ -25,6 +25,8 @@ ACTIVITY_COLORS: dict[str, str] = {
     "train:actor": "#54A24B",
     "train:critic": "#E45756",
     "sync": "#9D9D9D",
+    "sleep": "#BCBDDC",
+    "wake": "#756BB1",
 }
 """Colour of each timeline activity key (``activity`` or ``activity:role``); unknown keys get a fallback."""
 

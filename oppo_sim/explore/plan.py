@@ -5,9 +5,11 @@
     res.ranked(10)                                           # the best configurations, ranked
     res.table                                                # every configuration tried (refused ones with why)
 
-Each configuration is first checked against memory (``memory_plan.check_fits``: the cheapest ZeRO stage
-/ recomputation that fits; a refusal keeps its one-line reason), then simulated for ``base.steps``
-steps. A deferring or asynchronous policy whose samples come out more than ``space.max_staleness``
+Each configuration is first checked against memory (``memory_plan.fit_for_policy``: the cheapest ZeRO
+stage / recomputation that fits; a refusal keeps its one-line reason), then simulated for ``base.steps``
+steps. Where generation shares its GPUs, the engine's sleep and wake are charged every step
+(``sleep_wake_s``); a policy that generates beside training (``async``) keeps such a pool resident
+(``colocate``), with the smaller KV cache that leaves, or is refused where that does not fit. A deferring or asynchronous policy whose samples come out more than ``space.max_staleness``
 policy versions stale (``staleness_max``, the bound a trainer would have to accept) is kept in the table
 as ``over-stale`` and not ranked.
 
@@ -42,7 +44,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.explore.parallel import Runner
 from oppo_sim.explore.space import Candidate, PlanSpace, default_candidate
 from oppo_sim.pipeline.config import SimConfig
-from oppo_sim.pipeline.memory_plan import check_fits, longest
+from oppo_sim.pipeline.memory_plan import fit_for_policy, longest
 from oppo_sim.traces.catalog import SYNTHETIC_PREFIX, find_trace, load_trace
 from oppo_sim.traces.trace import SUFFIXES, Trace
 
@@ -130,6 +132,7 @@ def _metrics(res, cfg: SimConfig) -> dict[str, Any]:
         "staleness_mean": s["staleness_mean"], "staleness_max": s["staleness_max"],
         "headroom_gib": min(s["memory_headroom_gib"].values()), "kv_cache_gib": s["kv_cache_gib"].get(pl.generate, np.nan),
         "zero_stage": s["zero_stage"], "recompute": s["recompute"], "sync": s["sync_mechanism"],
+        "colocate": s["colocate"] if pl.shared(pl.generate) else "", "sleep_wake_s": s["sleep_wake_s"],
     }
 
 
@@ -140,13 +143,14 @@ def evaluate(task: EvalTask) -> dict[str, Any]:
     c = task.candidate
     row = identity(c)
     try:
+        policy = c.policy.make()
         cfg = c.config(task.base)
         trace = _trace(task.trace, cfg.max_response, cfg.seed)
-        check_fits(cfg, *longest(trace, cfg.max_response))
+        fit_for_policy(cfg, policy, *longest(trace, cfg.max_response))
     except ConfigError as e:
         return {**row, "status": REFUSED, "reason": str(e)}
     t0, c0 = time.perf_counter(), time.process_time()
-    res = simulate(trace, c.policy.make(), cfg)
+    res = simulate(trace, policy, cfg)
     row.update(_metrics(res, cfg), wall_clock_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0, status=OK,
                reason="")
     k = task.max_staleness
@@ -174,7 +178,7 @@ COLUMN_ORDER = (
     "sp", "replicas", "policy", "policy_label", "chunk", "delta", "delta_rule", "budget", "staleness_bound",
     "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "step_time_median_s", "tokens_per_s",
     "util_gen", "util_train", "util_score", "util_overall", "flop_util", "staleness_mean", "staleness_max",
-    "headroom_gib", "kv_cache_gib", "zero_stage", "recompute", "sync", "pareto", "is_reference", "wall_clock_s", "cpu_s",
+    "headroom_gib", "kv_cache_gib", "zero_stage", "recompute", "sync", "colocate", "sleep_wake_s", "pareto", "is_reference", "wall_clock_s", "cpu_s",
 )
 
 

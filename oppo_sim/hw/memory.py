@@ -48,7 +48,8 @@ A pool's usable memory is ``mem_bytes × gpu_memory_utilization`` (the rest: CUD
 allocator fragmentation). Roles are resident ``always`` or only in a phase: where generation shares
 GPUs with other roles and the engine sleeps (``colocate="sleep"``), generation (``generate`` phase) and
 everything else (``other`` phase) take turns; the tightest phase sets the pool's peak, and the generation
-engine's KV cache is what its phase leaves (``PoolMemory.kv_cache``). Headroom = usable − peak: memory no phase commits to weights, states or
+engine's KV cache is what its phase leaves (``PoolMemory.kv_cache``); taking turns moves the phases'
+state over the host link every step (:mod:`oppo_sim.hw.sleepwake`). Headroom = usable − peak: memory no phase commits to weights, states or
 activations (where everything is resident, the generation engine's KV cache is exactly that).
 """
 

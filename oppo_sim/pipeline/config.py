@@ -15,6 +15,7 @@ from oppo_sim.hw.hardware import Hardware, get_hardware
 from oppo_sim.hw.memory import COLOCATE_MODES, TrainMemoryConfig
 from oppo_sim.hw.models import ModelSpec, get_model
 from oppo_sim.hw.overheads import ExecutorOverheads
+from oppo_sim.hw.sleepwake import DEFAULT_SLEEP_LEVEL, check_sleep_level
 from oppo_sim.hw.sync import SYNC_MECHANISMS
 from oppo_sim.traces.synthetic import RewardCurve
 from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE
@@ -53,6 +54,7 @@ class SimConfig:
     trace_offset: int = 0  # first trace row used (trace step, with a step column): oppo_sim.traces.rowmap
     train_memory: TrainMemoryConfig = field(default_factory=TrainMemoryConfig)  # ZeRO stage, recompute (None = auto)
     colocate: str = "sleep"  # generation sharing GPUs: "sleep" (engine and trainer take turns) or "resident"
+    sleep_level: int = DEFAULT_SLEEP_LEVEL  # vLLM sleep level where the engine sleeps (oppo_sim.hw.sleepwake)
     nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): with the GPU's
     #                 scale-up domain (gpu_table.domain_gpus) it picks the sync path
     sync: str = "auto"  # weight sync: auto (nvlink in a scale-up domain, network across), nvlink, network, host
@@ -82,6 +84,7 @@ class SimConfig:
         for ok, msg in checks:
             if not ok:
                 raise ConfigError(msg)
+        check_sleep_level(self.sleep_level)
         object.__setattr__(self, "engine_kind", EngineKind.parse(self.engine_kind))
         if self.reward_curve.seed is None:  # the synthetic rewards follow the run's seed
             object.__setattr__(self, "reward_curve", replace(self.reward_curve, seed=self.seed))

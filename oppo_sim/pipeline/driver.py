@@ -9,8 +9,7 @@ inputs and its actions into simulated work:
 - one :class:`~oppo_sim.pipeline.scoring.Scorer` per scoring role the algorithm has
   (``Algorithm.scoring_roles``), and the CPU :class:`~oppo_sim.pipeline.scoring.RuleScorer` (role
   ``rule``) for a rule reward;
-- the trace row each admitted sample replays: :class:`~oppo_sim.traces.rowmap.TraceReplay` (rows in
-  order, cyclically; with a ``step`` column, step t's samples from trace step t), chosen at admission;
+- the trace row each admitted sample replays: :class:`~oppo_sim.traces.rowmap.TraceReplay`, at admission;
 - groups (n responses per prompt): the members share the prompt of the trace row of the group's first
   sid, each its own response length; the rewards dynamic sampling reads come with each finish, from the
   trace's ``reward`` column, else drawn once per group (informative with probability
@@ -18,7 +17,10 @@ inputs and its actions into simulated work:
 - the rollout loop (:meth:`Pipeline.rollout`): plan, staleness gate, start the machine, run its
   actions, stop the engines when it says so;
 - the trainer loop (:meth:`Pipeline.trainer`): waits for the machine's ``Train``, runs the PPO epochs
-  for the actor (and the critic, where the algorithm has one), syncs the weights and completes the step.
+  for the actor (and the critic, where the algorithm has one), syncs the weights and completes the step;
+- where the engine takes turns with the roles sharing its GPUs (``memory_plan.sleep_wake_of``), a
+  ``sleep`` job on its pool when generation ends (the scorers there and the training start after it) and
+  a ``wake`` job before the weight sync: the step's ``sleep_wake_s``.
 
 Every timing comes from the cost model via the device pools.
 """
@@ -34,7 +36,7 @@ import simpy
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.ledger import Ledger
-from oppo_sim.core.placement import SCORING_ROLES, streamed_roles
+from oppo_sim.core.placement import ROLES, SCORING_ROLES, streamed_roles
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.stepplan import StepPlan
 from oppo_sim.core.protocol import (
@@ -59,10 +61,11 @@ from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
 from oppo_sim.pipeline.generation import GenReplica
 from oppo_sim.pipeline.memory_plan import (
-    check_fits,
     cost_models,
+    fit_for_policy,
     generation_kv_blocks,
     longest,
+    sleep_wake_of,
 )
 from oppo_sim.pipeline.samples import SimSample
 from oppo_sim.pipeline.scoring import RULE_WORKERS, RuleScorer, Scorer
@@ -80,6 +83,7 @@ class StepRecord:
     score_end: float = float("nan")
     train_start: float = float("nan")
     train_end: float = float("nan")
+    sync_start: float = float("nan")  # after the engine woke, where it sleeps (else train_end)
     end: float = float("nan")
     step_time_s: float = float("nan")
     deferred: int = 0
@@ -88,6 +92,7 @@ class StepRecord:
     staleness_mean: float = 0.0
     staleness_max: int = 0
     reward: float = float("nan")
+    sleep_wake_s: float = 0.0  # the engine's sleep and wake charged on its pool this step
     batch: tuple[int, ...] = field(default_factory=tuple)
 
 
@@ -98,11 +103,17 @@ class Pipeline:
                  memory: MemoryReport | None = None):
         if len(trace) == 0:
             raise ConfigError("the trace has no rows")
-        self.cfg = cfg
         self.trace = trace.capped(cfg.max_response) if cfg.max_response is not None else trace
         self.policy = policy
-        # what fits decides the training setup (ZeRO stage, recompute) and the KV caches; refused if nothing fits
-        self.memory = memory or check_fits(cfg, *longest(self.trace, cfg.max_response))
+        # what fits decides the training setup (ZeRO stage, recompute) and the KV caches; refused if nothing fits.
+        # A report given with the configuration is the one fit_for_policy made (the configuration it returned).
+        if memory is None:
+            cfg, memory = fit_for_policy(cfg, policy, *longest(self.trace, cfg.max_response))
+        self.cfg = cfg
+        self.memory = memory
+        self.sleepwake = sleep_wake_of(cfg, memory)  # None where the engine never sleeps
+        self.asleep: dict[int, simpy.Event] = {}  # step -> its sleep job's end
+        self._beside_engine = frozenset(r for r in ROLES if cfg.placement.pool_of(r) == cfg.placement.generate)
         self.env = simpy.Environment()
         self.timeline = Timeline()
         self.models = cfg.models()
@@ -302,9 +313,20 @@ class Pipeline:
             acts = m.stopped(left)
             self.machine = None
             rec.admitted, rec.deferred, rec.batch = len(m.admitted), len(m.deferred), m.batch
+            asleep = self.asleep[t] = self._switch("sleep", t) if self.sleepwake is not None else None
             if ovh.token_s:  # the batch's tokens are copied into the scoring and training messages
                 yield self.env.timeout(ovh.token_s * sum(self._sample(s).target for s in m.batch))
-            self._apply(acts, t)
+            # the scorers beside a sleeping engine start once it sleeps and their weights are back; the others at once
+            later = [a for a in acts if asleep is not None and type(a) is ScoreWhole and a.role in self._beside_engine]
+            self._apply([a for a in acts if all(a is not b for b in later)], t)
+            if later:
+                yield asleep
+                self._apply(later, t)
+
+    def _switch(self, activity: str, step: int) -> simpy.Event:
+        """The engine's ``sleep`` (when generation ends) or ``wake`` (before the sync): a job on its pool."""
+        pool = self.pools[self.sleepwake.pool]
+        return pool.submit(pool.all, self.sleepwake.switch_s, activity=activity, role=activity, step=step).done
 
     def trainer(self):
         cfg, pl = self.cfg, self.cfg.placement
@@ -313,6 +335,9 @@ class Pipeline:
         actor = self.models["train"]
         for t in range(cfg.steps):
             yield self._train_event(t)
+            asleep = self.asleep.pop(t, None)
+            if asleep is not None and not asleep.processed:  # training needs the memory the engine gives up
+                yield asleep
             rec = self.records[t]
             rec.score_end = rec.train_start = self.env.now
             batch = [self.samples[sid] for sid in rec.batch]
@@ -323,6 +348,10 @@ class Pipeline:
                 job = tpool.submit(tpool.all, j.seconds, activity="train", role=j.role, step=t, tokens=j.tokens, flops=j.flops)
                 yield job.done
             rec.train_end = self.env.now
+            if self.sleepwake is not None:  # the other roles' state back to the host, the engine awake, before the sync
+                yield self._switch("wake", t)
+                rec.sleep_wake_s = self.sleepwake.step_s
+            rec.sync_start = self.env.now
             job = gpool.submit(gpool.all, gcost.weight_sync(actor), activity="sync", role="sync", step=t)
             yield job.done
             for r in self.replicas:

@@ -20,15 +20,27 @@ run and they are offloaded while it generates, as OpenRLHF (``--colocate_all_mod
 DeepSpeed sleep) and verl's hybrid engine do; it is what the simulator's engine assumes when it sizes
 its KV cache from the whole device, as the paper's 7 shared GPUs need for rollouts of 8k tokens.
 ``resident`` — everything stays, and the KV cache gets what training leaves (``vllm`` with a lowered
-``gpu_memory_utilization`` next to a live trainer).
+``gpu_memory_utilization`` next to a live trainer, or verl with its offload switches off).
+
+Taking turns is not free: each step the engine goes to sleep when generation ends and wakes before the
+next one, and the other roles' state leaves for host memory and comes back. :func:`sleep_wake_of` says
+what that costs on the generation pool (the arithmetic, and vLLM's sleep levels — ``sleep_level`` — are
+:mod:`oppo_sim.hw.sleepwake`'s); the simulator charges it there every step (``sleep_wake_s``).
+
+A policy that generates while an earlier step is scored and trained (``async``:
+``Policy.trains_while_generating``) cannot take turns: on a shared generation pool :func:`colocation`
+plans it ``resident`` whatever ``colocate`` says, and :func:`fit_for_policy` refuses it in one line,
+naming the way out, where everything does not fit at once.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import ROLES, Pool
+from oppo_sim.core.policies import Policy
 from oppo_sim.hw.costmodel import CostModel
 from oppo_sim.hw.expert_parallel import expert_split
 from oppo_sim.hw.gpu_table import domain_gpus
@@ -44,6 +56,7 @@ from oppo_sim.hw.memory import (
     state_bytes,
 )
 from oppo_sim.hw.models import ModelSpec
+from oppo_sim.hw.sleepwake import SleepWake, sleep_wake
 from oppo_sim.hw.sync import SyncMechanism, SyncPlan
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, Trace
@@ -144,6 +157,42 @@ def check_fits(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: i
         if report.error() is None:
             return report
     return report.check()
+
+
+def colocation(cfg: SimConfig, policy: Policy) -> SimConfig:
+    """``cfg`` as ``policy`` can run it: ``colocate="resident"`` where the policy generates while an earlier
+    step trains and generation shares its pool with other roles (they cannot take turns), else ``cfg``."""
+    shared = cfg.placement.shared(cfg.placement.generate)
+    if cfg.colocate == "sleep" and shared and policy.trains_while_generating():
+        return replace(cfg, colocate="resident")
+    return cfg
+
+
+def fit_for_policy(cfg: SimConfig, policy: Policy, seq_tokens: int | None = None,
+                   response_tokens: int | None = None) -> tuple[SimConfig, MemoryReport]:
+    """The configuration ``policy`` runs (:func:`colocation`) and its :func:`check_fits` report;
+    ``ConfigError`` in one line, naming the way out, when a policy that generates beside training does not
+    fit with everything resident on the shared pool (the plain refusal where it would not fit taking turns either)."""
+    run = colocation(cfg, policy)
+    if run is cfg:
+        return cfg, check_fits(cfg, seq_tokens, response_tokens)
+    try:
+        return run, check_fits(run, seq_tokens, response_tokens)
+    except ConfigError as e:
+        check_fits(cfg, seq_tokens, response_tokens)  # what does not fit even taking turns says so plainly
+        raise ConfigError(
+            f"{policy.label()} generates while the previous step trains, so pool '{cfg.placement.generate}' must hold "
+            f"the engine and every other role at once (no sleep), and it {e}; use --placement disaggregated (generation "
+            f"on GPUs of its own) or a policy that takes turns (e.g. oppo)"
+        ) from None
+
+
+def sleep_wake_of(cfg: SimConfig, report: MemoryReport) -> SleepWake | None:
+    """What the generation engine's sleep and wake cost each step on its pool (``cfg.sleep_level``), or
+    None where nothing takes turns there (a pool that only generates, ``resident``): see
+    :mod:`oppo_sim.hw.sleepwake`. Only the generation pool has phases."""
+    g = cfg.placement.generate
+    return sleep_wake(report.pool(g), cfg.hardware_of(g), cfg.sleep_level)
 
 
 def pool_domains(cfg: SimConfig) -> dict[str, frozenset[int]]:

@@ -8,13 +8,14 @@ from pathlib import Path
 import pandas as pd
 
 from oppo_sim.core.policies import Policy, make_policy
-from oppo_sim.core.results import STEP_COLUMNS, TIMELINE_COLUMNS, SimResult, summarize
+from oppo_sim.core.results import SIM_STEP_COLUMNS, TIMELINE_COLUMNS, SimResult, summarize
 from oppo_sim.hw.memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.pipeline.memory_plan import (
-    check_fits,
+    fit_for_policy,
     longest,
+    sleep_wake_of,
     sync_plan,
 )
 from oppo_sim.traces.catalog import load_trace
@@ -39,7 +40,8 @@ def simulate(
         trace = load_trace(trace, max_response=cfg.max_response, seed=cfg.seed)
     if isinstance(policy, str):
         policy = make_policy(policy)
-    report = check_fits(cfg, *longest(trace, cfg.max_response))  # refuse what cannot fit, before simulating
+    # refuse what cannot fit, before simulating (a policy that generates beside training keeps a shared pool resident)
+    cfg, report = fit_for_policy(cfg, policy, *longest(trace, cfg.max_response))
     if progress:
         from tqdm.auto import tqdm
 
@@ -48,7 +50,9 @@ def simulate(
     else:
         p = _run(cfg, trace, policy, report)
     res = _result(p)
-    extra = {**report.summary(), "sync_mechanism": sync_plan(cfg).mechanism.value}
+    sw = sleep_wake_of(cfg, report)
+    extra = {**report.summary(), "sync_mechanism": sync_plan(cfg).mechanism.value,
+             "sleep_level": sw.level if sw is not None else None, "sleep_wake_s": sw.step_s if sw is not None else 0.0}
     return replace(res, summary={**res.summary, **extra})
 
 
@@ -66,13 +70,13 @@ def _result(p: Pipeline) -> SimResult:
         rows.append({
             "step": r.step, "start": r.start, "end": r.end, "step_time_s": r.step_time_s,
             "generation_s": r.gen_end - r.start, "scoring_s": max(0.0, r.score_end - r.gen_end),
-            "training_s": r.train_end - r.train_start, "sync_s": r.end - r.train_end,
+            "training_s": r.train_end - r.train_start, "sync_s": r.end - r.sync_start, "sleep_wake_s": r.sleep_wake_s,
             "samples": len(r.batch), "tokens": r.tokens, "prompt_tokens": r.prompt_tokens,
             "admitted": r.admitted, "deferred": r.deferred, "delta": r.plan.delta,
             "chunk": r.plan.chunk if r.plan.chunk is not None else pd.NA,
             "staleness_mean": r.staleness_mean, "staleness_max": r.staleness_max, "reward": r.reward,
         })
-    steps = pd.DataFrame(rows, columns=STEP_COLUMNS)
+    steps = pd.DataFrame(rows, columns=SIM_STEP_COLUMNS)
     steps["chunk"] = steps["chunk"].astype("Int64")
     timeline = pd.DataFrame(p.timeline.rows, columns=TIMELINE_COLUMNS).sort_values(["start", "pool", "devices"], kind="stable")
     timeline = timeline.reset_index(drop=True)
