@@ -61,7 +61,7 @@ STAGES = ("generation", "scoring", "training")
 COLUMNS: tuple[str, ...] = (
     "key", "framework", "model", "hf_model", "gpu", "devices", "nodes", "placement", "batch", "n", "max_prompt",
     "max_response", "algorithm", "reward", "kl", "tp", "ppo_epochs", "minibatches", "gpu_memory_utilization",
-    "engine", "recompute", "sp", "ep", "trace", "mean_prompt", "mean_response", "mean_response_published", "status",
+    "engine", "colocate", "sleep_level", "recompute", "sp", "ep", "trace", "mean_prompt", "mean_response", "mean_response_published", "status",
     "published_step_s", "predicted_step_s", "error_pct",
     *(c for k in STAGES for c in (f"published_{k}_s", f"predicted_{k}_s", f"{k}_error_pct")),
     "predicted_sync_s", "memory", "memory_check", "stage_definition", "assumptions", "source", "version", "steps",
@@ -86,7 +86,8 @@ def simulate_run(run: PublishedRun, steps: int) -> dict:
            "max_prompt": run.max_prompt, "max_response": run.max_response, "algorithm": run.algorithm,
            "reward": run.reward, "kl": run.kl, "tp": run.tp, "ppo_epochs": run.ppo_epochs,
            "minibatches": run.minibatches, "gpu_memory_utilization": run.gpu_memory_utilization,
-           "engine": run.engine, "recompute": run.recompute or "auto", "sp": run.sp, "ep": run.ep,
+           "engine": run.engine, "colocate": run.colocate, "sleep_level": run.sleep_level,
+           "recompute": run.recompute or "auto", "sp": run.sp, "ep": run.ep,
            "mean_prompt": derived_prompt_mean(run) if run.trace is None else float("nan"),
            "mean_response": run.mean_response if run.mean_response is not None else run.assumed_mean_response,
            "mean_response_published": run.mean_response is not None, "status": "ok", "trace": "synthetic",

@@ -73,6 +73,8 @@ class PublishedRun:
     gen_batch: int | None = None  # static engine: rows per generate call
     max_num_seqs: int | None = None  # continuous engine (vLLM): sequences per iteration (None: oppo-sim's default)
     max_num_batched_tokens: int | None = None  # continuous engine (vLLM): tokens per iteration (None: default)
+    colocate: str = "sleep"  # generation sharing GPUs: "sleep" (vLLM sleep/wake, trainer offloaded) or "resident"
+    sleep_level: int = 1  # vLLM sleep level where the engine sleeps (verl, OpenRLHF and NeMo RL call level 1)
     total_cap: bool = False  # max_response caps prompt + response together (a response gets the cap less its prompt)
     recompute: str | None = None  # "full" where the source turns activation/gradient checkpointing on
     sp: int = 1  # trainer sequence parallelism (verl ulysses_sequence_parallel_size)
@@ -93,7 +95,8 @@ class PublishedRun:
 # NeMo RL performance summary: GRPO on OpenMathInstruct-2, Megatron-core trainer, vLLM generation, colocated
 
 
-_NEMO_NOTES = ("Megatron-core trainer (TP/PP/CP/EP as the table gives) modelled as the simulator's data-parallel "
+_NEMO_NOTES = ("colocated vLLM put to sleep (level 1) while the trainer, offloaded during generation, runs; "
+               "Megatron-core trainer (TP/PP/CP/EP as the table gives) modelled as the simulator's data-parallel "
                "ZeRO trainer; on-policy GRPO with NeMo RL's leave-one-out baseline (cost as grpo); k3 KL to the "
                "reference (coef 0.01); rule reward (math environment); step = generation + log-probs + training + "
                "refit, mean of 5 steps")
@@ -170,7 +173,7 @@ _VERL_STAGES = ("verl timing_s: gen (rollout), old_log_prob (+ ref where given) 
 _DAPO_RESPONSE = ("no mean response length is published; assumed 2,500 tokens (a DAPO-Math run on a 7B math base "
                   "model mid-training), lognormal spread 1.0, capped at max_response_length")
 _DAPO_PROMPT = "not published; assumed a 150-token mean (DAPO-Math-17k prompts with the template)"
-_DAPO_NOTES = ("DAPO recipe settings run as grpo (clip-higher, token-mean loss and overlong shaping cost nothing "
+_DAPO_NOTES = ("hybrid engine: vLLM sleeps (level 1) while the offloaded trainer runs; DAPO recipe settings run as grpo (clip-higher, token-mean loss and overlong shaping cost nothing "
                "extra; no dynamic sampling in these scripts); no KL, no reference; rule reward; dynamic batch size "
                "by tokens; vLLM max_num_batched_tokens = max prompt + max response (the scripts), max_num_seqs 1024 "
                "(verl's default when these runs were published; 256 from 2026-01-24); ")
@@ -254,12 +257,13 @@ _OPENRLHF_PROMPT = "not published; assumed a 256-token mean (HH/rm-static prompt
 
 def _openrlhf(key: str, *, framework: str, model: str, hf: str, devices: int, placement: str, tp: int,
               step_s: float, gen_s: float, train_s: float, engine: str = "continuous", gen_batch: int | None = None,
-              max_num_seqs: int | None = None, nodes: int = 1, note: str = "") -> PublishedRun:
+              max_num_seqs: int | None = None, nodes: int = 1, colocate: str = "sleep", note: str = "") -> PublishedRun:
     return PublishedRun(
         key=key, framework=framework, source=OPENRLHF_BENCH, version=OPENRLHF, model=model, hf_model=hf,
         gpu="a800-80gb", devices=devices, nodes=nodes, placement=placement, batch=1024, n=1, max_prompt=1024,
         max_response=1024, algorithm="ppo", reward=model, kl=True, tp=tp, published_step_s=step_s,
-        minibatches=1024 // 128, engine=engine, gen_batch=gen_batch, max_num_seqs=max_num_seqs, recompute="full",
+        minibatches=1024 // 128, engine=engine, gen_batch=gen_batch, max_num_seqs=max_num_seqs, colocate=colocate,
+        recompute="full",
         mean_response=1024,
         mean_prompt=256, response_sigma=0.0,
         stages=Stages(generation_s=gen_s, training_s=train_s, generation_includes_scoring=True,
@@ -289,12 +293,14 @@ OPENRLHF_RUNS: tuple[PublishedRun, ...] = (
                     "ZeRO-3 with Adam offload")),
     _openrlhf("openrlhf-deepspeed-llama2-7b-8xa800", framework="OpenRLHF (DeepSpeed, no Ray)", model="llama-2-7b",
               hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, step_s=1177.78, gen_s=920.81,
-              train_s=256.97, engine="static", gen_batch=8,
-              note="all models on the 8 GPUs; Hugging Face generate, micro rollout batch 8 per GPU"),
+              train_s=256.97, engine="static", gen_batch=8, colocate="resident",
+              note=("all models resident on the 8 GPUs (no sleep/wake); Hugging Face generate, micro rollout batch 8 "
+                    "per GPU")),
     _openrlhf("dschat-llama2-7b-8xa800", framework="DeepSpeed-Chat (hybrid engine, no offload)", model="llama-2-7b",
               hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, step_s=1184.31, gen_s=975.36,
-              train_s=209.05, engine="static", gen_batch=4,
-              note="DeepSpeed-Chat as optimised by OpenRLHF's benchmark; hybrid-engine generate, 4 per GPU"),
+              train_s=209.05, engine="static", gen_batch=4, colocate="resident",
+              note=("DeepSpeed-Chat as optimised by OpenRLHF's benchmark; hybrid-engine generate, 4 per GPU; every "
+                    "model resident (no sleep/wake)")),
 )
 
 
@@ -308,14 +314,16 @@ PAPER_RUNS: tuple[PublishedRun, ...] = (
         version="arXiv 2509.25762v2", model="qwen2.5-7b", hf_model="Qwen/Qwen2.5-7B (7B reward model)",
         gpu="a100-80gb", devices=8, nodes=2, placement="paper", batch=112, n=1, max_prompt=2048, max_response=8192,
         algorithm="ppo", reward="qwen2.5-7b", kl=True, tp=1, published_step_s=498.3, ppo_epochs=4, minibatches=1,
-        engine="static", gen_batch=64, trace=("servegen_deepseek_r1_sampled", "oppo-longtail-default"),
+        engine="static", gen_batch=64, colocate="resident",
+        trace=("servegen_deepseek_r1_sampled", "oppo-longtail-default"),
         stages=Stages(definition="only the step time is published"),
         prompt_note="from the trace, prompts clipped at 2,048 tokens (as paper_vs_ours.py)",
         response_note=("no lengths are published; the reasoning-length trace servegen_deepseek_r1_sampled where it "
                        "is on the trace search path, else the shipped oppo-longtail-default (the trace column says "
                        "which), capped at 8,192 — as paper_vs_ours.py"),
         notes=("TRL PPO defaults: 4 epochs x 1 mini-batch, generate in batches of 64 rows; 7 GPUs generate and "
-               "train, 1 scores; two nodes of 4 A100 (inter-node traffic for the trainer)")),
+               "train, 1 scores, everything resident (TRL has no sleep mode); two nodes of 4 A100 (inter-node "
+               "traffic for the trainer)")),
 )
 
 
