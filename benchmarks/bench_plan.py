@@ -11,13 +11,23 @@ the whole space is then in ``idle_wall_s_whole_space``).
 
     python benchmarks/bench_plan.py                          # the whole space (~30 min on 2 idle cores)
     python benchmarks/bench_plan.py --every 4                # a quarter of it
+    python benchmarks/bench_plan.py --case grpo              # issue 18 part 8 (below)
+
+``--case grpo``: the planner as a user runs it (``run_plan``: Optuna TPE, the default space) for a GRPO
+job of 64 prompts x 32 responses (rule reward, Qwen2.5-7B) on 16 H100s over 2 nodes, 200 trials of 30
+steps each on the shipped trace — the same as ``oppo-sim plan --algorithm grpo --n 32 --batch 64 --reward
+rule --gpus 16xh100-sxm --nodes 2 --steps 30 --trials 200``. It reports wall time, the CPU seconds of
+this process and its workers (the fairer figure on a shared machine), the load average, and a digest of
+the table without its timing columns (same inputs and seed -> same digest).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -38,16 +48,55 @@ def bench_space(base: SimConfig, devices: int):
                      stalenesses=(1, 2))
 
 
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process and its finished children (the worker processes)."""
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+def grpo_case(a: argparse.Namespace) -> None:
+    """Issue 18 part 8: the planner's TPE search of a GRPO job at scale (module notes)."""
+    from oppo_sim.core.algorithms import Algorithm
+    from oppo_sim.explore.plan import run_plan
+    from oppo_sim.hw.profiles import resolve_hardware
+
+    base = SimConfig(batch=64, steps=a.steps, gpu=resolve_hardware("h100-sxm"), placement=paper_placement(16), nodes=2,
+                     algorithm=Algorithm("grpo", n=32, reward="rule"))
+    req = PlanRequest(space_for(base, 16, 2), base, "oppo-longtail-default", search="tpe", trials=a.trials, seed=0)
+    load0, cpu0, t0 = os.getloadavg()[0], _cpu_s(), time.perf_counter()
+    res = run_plan(req, processes=a.processes, progress=True)
+    wall, cpu = time.perf_counter() - t0, _cpu_s() - cpu0
+    t = res.table
+    digest = hashlib.sha256(t.drop(columns=["wall_clock_s", "cpu_s"]).to_csv(index=False).encode()).hexdigest()[:16]
+    figures = {"case": "grpo 64x32, 16 x h100-sxm over 2 nodes", "trials": a.trials, "steps": a.steps,
+               "processes": a.processes, "space": res.space_size, "tried": len(t),
+               "fit": int((t["status"] == "ok").sum()), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+               "sim_cpu_s": round(float(t["cpu_s"].sum()), 1), "load_avg_1min_start": load0,
+               "load_avg_1min_end": os.getloadavg()[0], "table_digest": digest, "best": res.best["config"]}
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t.to_csv(out / "plan_grpo.csv", index=False)
+    (out / "bench_grpo.json").write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", default=TRACE)
     ap.add_argument("--gpu", default="h200")
     ap.add_argument("--devices", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--steps", type=int, default=None, help="steps per configuration (default 100; --case grpo 30)")
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--every", type=int, default=1, help="evaluate every k-th configuration of the space (default 1: all)")
     ap.add_argument("--out", default="out/bench_plan")
+    ap.add_argument("--case", choices=("paper", "grpo"), default="paper",
+                    help="paper: the exhaustive space above; grpo: issue 18's GRPO plan (TPE)")
+    ap.add_argument("--trials", type=int, default=200, help="--case grpo: distinct configurations tried")
     a = ap.parse_args()
+    if a.case == "grpo":
+        a.steps = a.steps or 30
+        return grpo_case(a)
+    a.steps = a.steps or 100
     os.environ.setdefault("OPPO_TRACES", str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
     base = SimConfig(steps=a.steps, gpu=a.gpu, placement=paper_placement(a.devices))
     space = bench_space(base, a.devices)

@@ -18,6 +18,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from oppo_sim.cli_limits import limits_note
 from oppo_sim.cli_policy import add_policy_args, check_policy_flags, policy_options
 from oppo_sim.cli_setup import add_engine_args, add_setup_args, sim_config
 from oppo_sim.cliargs import Parser, int_list, nonneg_int, on_off, output, positive, run_command, str_list
@@ -80,10 +81,10 @@ def cmd_run(a: argparse.Namespace) -> int:
     from oppo_sim.traces.catalog import load_trace
 
     cfg = _config(a, [a.policy])
-    trace = load_trace(a.trace, max_response=cfg.max_response, seed=cfg.seed)
+    trace = load_trace(a.trace, seed=cfg.seed, **cfg.trace_limits())
     res = simulate(trace, _policy(a.policy, a), cfg, progress=sys.stderr.isatty())
     s = res.summary
-    print(f"trace {s['trace']} ({len(trace)} rows, cap {cfg.max_response}), {_gpu(cfg)}, placement {res.meta['placement']}, "
+    print(f"trace {s['trace']} ({len(trace)} rows, cap {cfg.max_response}{limits_note(trace)}), {_gpu(cfg)}, placement {res.meta['placement']}, "
           f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
     print(_memory_line(s))
     _print_table(pd.DataFrame([_row(res)]))
@@ -114,7 +115,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
     names = [n.strip().lower() for n in a.policies]
     cfg = _config(a, names)  # a knob is refused only if none of the chosen policies uses it
-    trace = load_trace(a.trace, max_response=cfg.max_response, seed=cfg.seed)
+    trace = load_trace(a.trace, seed=cfg.seed, **cfg.trace_limits())
     if "baseline" not in names:
         names.insert(0, "baseline")
     results = {}
@@ -129,7 +130,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     base = results["baseline"].summary
     df.insert(3, "speedup", df["samples_per_s"] / base["samples_per_s"])
     df.insert(4, "util_gain", df["util_overall"] / base["utilization_overall"])
-    print(f"trace {trace.name} ({len(trace)} rows, cap {cfg.max_response}), {_gpu(cfg)}, B={cfg.batch} prompts x "
+    print(f"trace {trace.name} ({len(trace)} rows, cap {cfg.max_response}{limits_note(trace)}), {_gpu(cfg)}, B={cfg.batch} prompts x "
           f"n={cfg.algorithm.n}, {cfg.steps} steps, placement {results['baseline'].meta['placement']}, "
           f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
     print(_memory_line(base))
@@ -184,7 +185,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
 
     cfg = ReplayConfig(gpu=resolve_hardware(a.profile or a.gpu), model=a.model, engine=engine, limit=a.limit or None,
                        time_scale=a.time_scale, rate=a.rate, seed=a.seed)
-    trace = load_trace(a.trace, max_response=a.max_response or None, seed=a.seed)
+    trace = load_trace(a.trace, max_response=a.max_response or None, seed=a.seed, max_prompt=None)  # serving: no RL cap
     res = replay(trace, cfg)
     s = res.summary
     print(f"replay of {trace.name}: {s['requests']} requests on {s['tp']} x {s['gpu']}, {s['model']}, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from oppo_sim.cli_limits import add_limit_args, add_logits_arg, limit_fields
 from oppo_sim.cliargs import flag_name, nonneg_float, nonneg_int, on_off, positive
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.factory import EngineKind
@@ -51,6 +52,7 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                    help="GPUs in total for the paper/colocated placements (default %(default)s)")
     g.add_argument("--max-response", type=nonneg_int, default=DEFAULT_MAX_RESPONSE,
                    help="generation cap, max new tokens (default %(default)s; 0 = no cap)")
+    add_limit_args(g)
     g.add_argument("--ppo-epochs", type=positive(), default=4, help="PPO epochs per step (default %(default)s, as TRL)")
     g.add_argument("--minibatches", type=positive(), default=1, help="mini-batches per epoch (default %(default)s, as TRL)")
     g.add_argument("--contention", type=float, default=0.0,
@@ -68,6 +70,7 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--micro-batch-tokens", type=positive(), default=None,
                    help="tokens per training micro-batch (default: one longest sequence)")
     m.add_argument("--sp", type=positive(), default=1, help="sequence parallelism of the trainer (default %(default)s)")
+    add_logits_arg(m)
     m.add_argument("--colocate", choices=("sleep", "resident"), default="sleep",
                    help="generation sharing GPUs: engine and trainer take turns (sleep) or both stay resident "
                         "(default %(default)s; async on a shared pool is always resident)")
@@ -246,7 +249,8 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
         train_memory=TrainMemoryConfig(
             zero_stage=None if a.zero == "auto" else int(a.zero), recompute=None if a.recompute == "auto" else a.recompute,
             flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
-        ),
+            full_logits=a.full_logits,
+        ), **limit_fields(a),
         colocate=a.colocate, sleep_level=a.sleep_level, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from oppo_sim.cli_limits import add_limit_args, add_logits_arg, limit_fields
 from oppo_sim.cli_policy import check_policy_flags
 from oppo_sim.cli_setup import add_algorithm_args, add_engine_args, add_sleep_level_arg, algorithm_fields, engine_fields
 from oppo_sim.cliargs import int_list, nonneg_int, output, positive, str_list
@@ -35,6 +36,11 @@ def gpus_arg(text: str) -> tuple[int, str]:
     return int(m.group(1)), m.group(2)
 
 
+def sps_arg(text: str) -> tuple[int, ...] | None:
+    """``auto`` (None: sequence parallelism where needed) or a comma list of integers."""
+    return None if text.strip().lower() == "auto" else int_list(text)
+
+
 def add_plan_parser(sub) -> None:
     """Register ``plan`` on the ``oppo-sim`` sub-command parsers."""
     from oppo_sim.core.policies import POLICY_NAMES
@@ -44,7 +50,7 @@ def add_plan_parser(sub) -> None:
 
     p = sub.add_parser("plan", help="search placements, tp, policies and knobs for the fastest configuration")
     p.add_argument("--trace", default=DEFAULT_TRACE, help="trace name or file (default %(default)s)")
-    p.add_argument("--actor", default="qwen2.5-7b", help="actor model id (default %(default)s)")
+    p.add_argument("--actor", default="qwen2.5-7b", help="actor: a table id or a Hugging Face config.json (default %(default)s)")
     p.add_argument("--gpus", type=gpus_arg, default="8xh200",
                    help="COUNTxGPU, e.g. 8xh100-sxm (GPU id, profile .json or datasheet .yaml) (default %(default)s)")
     p.add_argument("--nodes", type=positive(), default=1, help="nodes the GPUs are spread over, equally (default %(default)s)")
@@ -53,6 +59,7 @@ def add_plan_parser(sub) -> None:
                    help="prompts per step, B; a step trains B x --n responses (default %(default)s)")
     p.add_argument("--max-response", type=positive(), default=DEFAULT_MAX_RESPONSE,
                    help="generation cap, max new tokens (default %(default)s)")
+    add_limit_args(p)
     p.add_argument("--objective", choices=tuple(OBJECTIVES), default="samples-per-s",
                    help="what the ranking maximises (default %(default)s)")
     p.add_argument("--max-staleness", type=nonneg_int, default=None,
@@ -85,11 +92,13 @@ def add_plan_parser(sub) -> None:
     k.add_argument("--stalenesses", type=int_list, default="1,2", help="async staleness bounds k (default %(default)s)")
     k.add_argument("--tps", type=int_list, default=None,
                    help="generation tensor parallelism allowed (default: any that divides the heads and fits a node)")
-    k.add_argument("--sps", type=int_list, default="1", help="training sequence parallelism tried (default %(default)s)")
+    k.add_argument("--sps", type=sps_arg, default="auto",
+                   help="training sequence parallelism tried, a comma list, or auto: none unless a configuration "
+                        "does not fit without it, then the smallest that fits (default %(default)s)")
     k.add_argument("--placements", type=str_list, default=None,
                    help='only these device splits, e.g. "shared 7+1,colocated 8" (default: all of --layouts)')
-    add_algorithm_args(p)
-    add_sleep_level_arg(p)
+    for add in (add_algorithm_args, add_sleep_level_arg, add_logits_arg):
+        add(p)
     add_engine_args(p, tp=False)  # every configuration runs this engine with these settings (tp: --tps)
     p.set_defaults(func=cmd_plan)
 
@@ -99,6 +108,7 @@ def _request(a: argparse.Namespace):
     from oppo_sim.core.placement import paper_placement
     from oppo_sim.explore.plan import PlanRequest
     from oppo_sim.explore.space import space_for
+    from oppo_sim.hw.memory import TrainMemoryConfig
     from oppo_sim.hw.profiles import resolve_hardware
     from oppo_sim.pipeline.config import SimConfig
 
@@ -109,6 +119,7 @@ def _request(a: argparse.Namespace):
     check_policy_flags(a, policies)  # --[no-]stream-batching with no streaming policy in the space
     base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(gpu), actor=a.actor,
                      placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
+                     train_memory=TrainMemoryConfig(full_logits=a.full_logits), **limit_fields(a),
                      **engine_fields(a, gpu), **algorithm_fields(a))
     space = space_for(base, count, a.nodes, layouts=a.layouts, policies=policies,
                       chunks=a.chunks, deltas=a.deltas, rules=a.rules, budgets=a.budgets, stalenesses=a.stalenesses,
@@ -136,6 +147,7 @@ def _report(res, top: int) -> None:
     if len(default) and default.iloc[0]["status"] == "refused":
         print(f"the default placement does not fit: {default.iloc[0]['config']}: {default.iloc[0]['reason']}")
     ref = res.reference
+    ref = ref if ref is not None and ref["status"] == "ok" else None
     if ref is not None:
         print(f"reference: {ref['config']} {ref['samples_per_s']:.3f} samples/s (speedup 1)")
     else:
@@ -147,8 +159,9 @@ def _report(res, top: int) -> None:
         print("no configuration tried fits these GPUs: see the reasons below")
     if n_ok:
         best = res.best
+        sp = f", sequence parallel {best['sp']}" if best["sp"] > 1 else ""
         print(f"\nbest: {best['config']} ({best['placement']}, {best['replicas']} generation replica(s) of tp {best['tp']}, "
-              f"ZeRO-{best['zero_stage']}, recompute {best['recompute']}, sync over {best['sync']}): "
+              f"ZeRO-{best['zero_stage']}{sp}, recompute {best['recompute']}, sync over {best['sync']}): "
               f"{best['samples_per_s']:.3f} samples/s" + (f", {best['speedup']:.2f}x the reference" if ref is not None else ""))
     refused = t[t["status"] != "ok"]
     if len(refused):

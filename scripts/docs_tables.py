@@ -230,8 +230,34 @@ def layout() -> str:
     return _md(pd.DataFrame(rows))
 
 
+def model_table() -> str:
+    """The simulator's model table (``oppo_sim.hw.models.MODELS``), every count derived from the shape."""
+    from oppo_sim.hw.models import MODELS
+
+    rows = []
+    for m in MODELS.values():
+        kind = ("MoE " + f"{m.experts}×top-{m.experts_per_token}" if m.moe else "dense") + (", MLA" if m.mla else "")
+        rows.append({"id": f"`{m.id}`", "model": m.name, "kind": kind, "layers": m.layers, "hidden": m.hidden,
+                     "heads / KV heads": f"{m.heads} / {m.kv_heads}", "parameters": f"{m.params / 1e9:.2f}B",
+                     "active per token": f"{m.active_params / 1e9:.2f}B",
+                     "KV cache per token": f"{m.kv_bytes_per_token() / 1024:.0f} KiB"})
+    return _md(pd.DataFrame(rows))
+
+
+def gpu_table() -> str:
+    """The simulator's GPU table (``oppo_sim.hw.hardware.GPUS``): datasheet numbers, links one direction per GPU."""
+    from oppo_sim.hw.hardware import GPUS, GiB
+
+    rows = [{"id": f"`{g.id}`", "GPU": g.name, "bf16 dense TFLOPS": f"{g.peak_flops / 1e12:,.0f}",
+             "memory GB/s": f"{g.mem_bw / 1e9:,.0f}", "memory GiB": f"{g.mem_bytes / GiB:.1f}",
+             "link GB/s": f"{g.link_bw / 1e9:,.0f}", "host GB/s": f"{g.host_bw / 1e9:,.0f}",
+             "network GB/s": f"{g.net_bw / 1e9:,.1f}", "NVLink domain": g.nvlink_domain}
+            for g in GPUS.values()]
+    return _md(pd.DataFrame(rows))
+
+
 TABLES: dict[str, Callable[[], str]] = {
-    "layout": layout, "algorithms": algorithms,
+    "layout": layout, "models": model_table, "gpus": gpu_table, "algorithms": algorithms,
     "predictions": predictions, "parity": parity, "parity-run-a": parity_run_a, "paper-vs-ours": paper_vs_ours,
     "gpu-validation": gpu_validation, "gpu-fit": gpu_fit, "plan-paper": plan_paper, "plan-32b": plan_32b,
     "published-runs": published_runs,

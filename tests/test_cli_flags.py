@@ -326,3 +326,20 @@ def test_the_parser_builds_without_side_effects(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out.stderr
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize("args, get, want", [
+    ([], lambda c: (c.max_prompt, c.truncate_prompt, c.train_memory.full_logits), (131072, False, False)),
+    (["--max-prompt", "4096"], lambda c: c.max_prompt, 4096),
+    (["--max-prompt", "0"], lambda c: c.max_prompt, None),
+    (["--truncate-prompt"], lambda c: c.truncate_prompt, True),
+    (["--full-logits"], lambda c: c.train_memory.full_logits, True),
+])
+def test_prompt_and_logits_flags_reach_the_config(args, get, want):
+    assert get(sim_config(parse("run", *args))) == want
+
+
+def test_plan_takes_the_prompt_flags_and_searches_sp_where_needed_by_default():
+    a = parse("plan", "--max-prompt", "2048", "--truncate-prompt", "--full-logits")
+    assert (a.max_prompt, a.truncate_prompt, a.full_logits, a.sps) == (2048, True, True, None)
+    assert parse("plan", "--sps", "1,2").sps == (1, 2)

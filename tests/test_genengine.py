@@ -319,6 +319,61 @@ def test_snapshot_restore_undoes_a_chain():
     assert (core.iterations, core.prefix_hit_tokens, core.pool.free, [r.rid for r in core.running]) == state
 
 
+def _queued_core(n: int = 40):
+    """Many requests queued behind few slots and a small token budget: admissions and chunked prefills run as
+    chains of many iterations."""
+    core = EngineCore(DC, EngineConfig(max_num_seqs=4, max_num_batched_tokens=32, block_size=16), kv_blocks=200)
+    for i in range(n):
+        core.add(Req(i, 200 + (7 * i) % 50, 30, prefix=i // 4 if i % 3 else None, lineage=i))
+    return core
+
+
+def _state(core):
+    return (core.iterations, core.prefix_hit_tokens, core.pool.free, core.preemptions,
+            [(r.rid, r.generated) for r in core.running], [(r.rid, r.generated) for r in core.waiting])
+
+
+def _advance(core, t: float, plans: int) -> float:
+    """``plans`` plans committed as a driver would (a chain of at most one iteration each)."""
+    for _ in range(plans):
+        p = core.plan()
+        if p.steady:
+            t += p.seconds
+            core.commit(p, t)
+        else:
+            t += core.run_chain(p, t, 1).ends[-1]
+    return t
+
+
+@pytest.mark.parametrize("history", [0, 3, 9])
+def test_cut_chain_equals_a_chain_run_that_short(history):
+    """A chain cut to k iterations (the driver poked while it ran) leaves the engine as a chain of k would have,
+    with the same times and work; the long queue behind it (more than the free slots) is left as it was."""
+    checked = 0
+    for k in (1, 2, 5, 11):
+        cut, fresh = _queued_core(), _queued_core()
+        t = _advance(cut, 0.0, history)
+        assert _advance(fresh, 0.0, history) == t
+        while cut.plan().steady:
+            t, _ = _advance(cut, t, 1), _advance(fresh, t, 1)
+        full = cut.run_chain(cut.plan(), t, 50)
+        if len(full.ends) <= k:
+            continue
+        short = cut.cut_chain(k)
+        again = cut.cut_chain(k)  # a second poke cuts the same chain again
+        ref = fresh.run_chain(fresh.plan(), t, k)
+        for got in (short, again):
+            assert (got.ends, got.flops, got.tokens) == (ref.ends, ref.flops, ref.tokens)
+        assert [(e, r.rid) for e, r in short.events] == [(e, r.rid) for e, r in ref.events]
+        assert _state(cut) == _state(fresh) and len(cut.waiting) > 4
+        checked += 1
+    assert checked >= 2
+    single = _queued_core()
+    single.run_chain(single.plan(), 0.0, 1)
+    with pytest.raises(AssertionError, match="more than one iteration"):
+        single.cut_chain(1)
+
+
 def test_engine_check_scenarios_exercise_what_they_claim():
     """The built-in engine-check workloads (tests/real/test_enginecheck.py runs them on vLLM too)."""
     from oppo_real.enginecheck.iteration_compare import first_divergence, totals

@@ -34,6 +34,14 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # (A100: PCIe 4, 4.1730 s a switch). The sleep runs when generation ends, beside the score GPU's scoring; the
 # wake before the sync, exposed. Utilizations move as the switches count as busy time on main; generation
 # is unchanged (same iteration counts), and async on the disaggregated placement has nothing to switch.
+#
+# None moved when the trainer's log-probs became chunk-wise (one 512-token chunk of full-vocabulary logits
+# instead of every token's, oppo_sim.hw.memory; --full-logits keeps the old charge) and the prompt cap
+# (131,072 tokens) arrived: the trace's prompts are all under the cap, and the activations shrink by 5-6
+# GiB per device at these lengths (sequences up to 8,892 tokens), which changes no training setting chosen
+# -- baseline/oppo/partial-rollout ZeRO-2 without recomputation, inter (8B on A100-80GB) ZeRO-2 with full
+# recomputation (without it 103.4 GiB > 72 usable, 108.6 with every token's logits), async ZeRO-3 without --
+# only the headroom (main 18.8 -> 24.9 GiB in the paper's setup), which no golden number reads.
 GOLDEN = [
     # baseline +2.0265 s (+2.89%, 70.2115 -> 72.2380 s): the sleep hides under the reward and reference
     # scoring of the whole batch on the score GPU; the wake does not.

@@ -536,7 +536,7 @@ def test_round_trip_property(tmp_path_factory: pytest.TempPathFactory, rows: lis
     frame = trace.to_frame()
     text = frame.to_csv(index=False) if suffix.startswith(".csv") else frame.to_json(orient="records", lines=True)
     write_text(path, text)
-    loaded = load_trace(path, max_response=None)
+    loaded = load_trace(path, max_response=None, max_prompt=None)  # raw lengths: neither cap
     assert np.array_equal(loaded.prompt_tokens, trace.prompt_tokens)
     assert np.array_equal(loaded.response_tokens, trace.response_tokens)
 

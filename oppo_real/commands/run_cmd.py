@@ -20,6 +20,7 @@ from oppo_real.commands.common import (
 )
 from oppo_real.commands.common import cores as _cores
 from oppo_real.console import LOG_NAME
+from oppo_sim.cli_limits import add_limit_args, limits_note
 from oppo_sim.cliargs import nonneg_int, positive
 
 
@@ -34,6 +35,7 @@ def add_parser(sub) -> None:
     r.add_argument("--batch", type=positive(), default=8, help="prompts per step, B: a step trains B x --n responses (default 8)")
     r.add_argument("--trace", default=DEFAULT_TRACE,
                    help=f"force response lengths from this trace (default {DEFAULT_TRACE}); 'none' = natural EOS lengths")
+    add_limit_args(r)  # the trace's prompt cap, applied as the simulator applies it (Trace.limited)
     r.add_argument("--length-scale", type=positive(float), default=CPU_RUN_LENGTH_SCALE,
                    help=f"multiply the trace's lengths (default {CPU_RUN_LENGTH_SCALE}: CPU-sized)")
     r.add_argument("--max-response", type=positive(), default=CPU_RUN_MAX_RESPONSE, help="max new tokens (CPU-sized)")
@@ -89,7 +91,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.catalog import load_trace
 
-    trace = None if a.trace.lower() == "none" else load_trace(a.trace, max_response=None)
+    trace = None if a.trace.lower() == "none" else load_trace(a.trace, max_response=None, max_prompt=a.max_prompt or None,
+                                                                 truncate_prompt=a.truncate_prompt)
     policy = make_policy(a.policy, chunk=a.chunk or 16, delta=2 if a.delta is None else a.delta, budget=a.budget,
                          staleness=a.staleness)
     cfg = RealConfig(
@@ -112,7 +115,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def describe_run(cfg, policy, trace, out: Path) -> str:
     """The configuration line a run starts with."""
-    lengths = "natural (EOS)" if trace is None else f"forced from {trace.name} x{cfg.length_scale}"
+    lengths = "natural (EOS)" if trace is None else f"forced from {trace.name} x{cfg.length_scale}{limits_note(trace)}"
     models = cfg.shape or cfg.model_dir or "tiny"
     return (f"oppo-real: {policy.label()}, {cfg.algorithm.label()}, {cfg.backend} on {cfg.workers} workers, devices {cfg.devices.describe()}, "
             f"models {models}, B={cfg.batch}, {cfg.steps} steps, lengths {lengths}, colocate {cfg.colocate_mode}, out {out}")

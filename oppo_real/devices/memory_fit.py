@@ -105,7 +105,8 @@ def role_memory(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec) -> dict[st
     ppo = cfg.ppo or PPOConfig()
     mb = max(1, -(-batch // ppo.minibatches))
     tb = dev.dtype_bytes("train")
-    act = max(activation_bytes(actor.with_(dtype_bytes=tb), mb * s, s, "none", flash_attention=dev.is_cuda("train")),
+    act = max(activation_bytes(actor.with_(dtype_bytes=tb), mb * s, s, "none", flash_attention=dev.is_cuda("train"),
+                               full_logits=True),  # oppo_real's trainer takes log-probs from the whole logits
               batch * s * actor.vocab * (tb + 8))
     trained = f"actor {actor.id}" + (f" + critic {reward.id}" if algo.critic else "")
     train = [RoleMemory("train", trained, ALWAYS, weights=w * n, grads=g * n,

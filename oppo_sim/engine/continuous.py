@@ -50,14 +50,15 @@ from __future__ import annotations
 from collections import deque
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.engine.chains import ChainsMixin
 from oppo_sim.engine.decoders import Decoders
 from oppo_sim.engine.kvpool import NO_HITS, Hits, KVBlockPool
-from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Chain, EngineConfig, Plan, Req, _cdiv
-from oppo_sim.engine.vllm_step import commit_in_full, commit_walk, hits_of, plan_iteration, step_in_full
+from oppo_sim.engine.request import EMIT, FINISH, PAUSE, EngineConfig, Plan, Req, _cdiv
+from oppo_sim.engine.vllm_step import commit_in_full, commit_walk, hits_of, plan_iteration
 from oppo_sim.hw.costmodel import DecodeCost
 
 
-class EngineCore:
+class EngineCore(ChainsMixin):
     """State and scheduling of one generation engine replica; ``kv_blocks`` is vLLM's ``num_gpu_blocks``.
 
     ``running`` holds the running requests in admission order; each is either a lazily advanced decoder
@@ -78,6 +79,7 @@ class EngineCore:
         self.others: list[Req] = []  # running requests that are not lazily advanced, in running order
         self._dirty: list[Req] = []  # decoders that reported or reached a mark: re-keyed before the next plan
         self._admissions = 0
+        self._resume: tuple | None = None  # the last chain's state after its first iteration (cut_chain)
         self.preemptions = 0
         self.prefix_hit_tokens = 0
 
@@ -224,59 +226,6 @@ class EngineCore:
                 joined = True
         if joined:
             self.others = [r for r in self.others if r._dec is None]
-
-    # -- chains of explicit iterations ---------------------------------------------------------------
-    def snapshot(self) -> tuple:
-        """Everything :meth:`run_chain` may change, to undo a chain that must be cut short."""
-        reqs = [*self.running, *self.waiting]
-        return (
-            list(self.running), list(self.waiting), list(self.others), list(self._dirty), self._admissions,
-            self.preemptions, self.prefix_hit_tokens, self.pool.snapshot(), self.dec.snapshot(),
-            [(r, r._computed, r._blocks, r._generated, r._max_computed, r.first_token_t, r.finish_t, r.preemptions,
-              r.hits, r.resumed, r._dec, r._t, r._ver, r._pos) for r in reqs],
-        )
-
-    def restore(self, snap: tuple) -> None:
-        (running, waiting, others, dirty, self._admissions, self.preemptions, self.prefix_hit_tokens, pool, dec,
-         states) = snap
-        self.running, self.waiting, self.others, self._dirty = list(running), deque(waiting), list(others), list(dirty)
-        self.pool.restore(pool)
-        self.dec.restore(dec)
-        for r, *vals in states:
-            (r._computed, r._blocks, r._generated, r._max_computed, r.first_token_t, r.finish_t, r.preemptions,
-             r.hits, r.resumed, r._dec, r._t, r._ver, r._pos) = vals
-
-    def run_chain(self, first: Plan, start: float, max_iters: int) -> Chain:
-        """Commit ``first`` (an explicit iteration) and the explicit iterations that follow it, stopping
-        after one that produces events, before a steady span, or after ``max_iters``. Iterations are
-        committed at once; their times are ``start`` plus the running sum (the driver spends the total on
-        a device, and undoes the chain with :meth:`restore` + a shorter ``run_chain`` if interrupted)."""
-        ends: list[float] = []
-        t = start
-        t += first.seconds
-        ends.append(t - start)
-        flops, recompute, tokens = first.flops, first.recompute_flops, first.tokens
-        events = self.commit(first, t)
-        while not events and len(ends) < max_iters and (self.running or self.waiting):
-            if self._dirty:
-                self._rekey()
-            step = None if self._steady() else step_in_full(self, t, events)
-            if step is not None:  # the next iteration planned and applied in one go
-                secs, f, rf, tok, touched = step
-                t += secs
-                self._finish_commit(events, touched)
-            else:
-                plan = self.plan()
-                if plan is None or plan.steady:
-                    break
-                t += plan.seconds
-                secs, f, rf, tok = plan.seconds, plan.flops, plan.recompute_flops, plan.tokens
-                events = self.commit(plan, t)
-            ends.append(t - start)
-            flops += f
-            recompute += rf
-            tokens += tok
-        return Chain(ends, events, flops, recompute, tokens)
 
     # -- committing ---------------------------------------------------------------------------------
     def truncate(self, plan: Plan, iters: int) -> Plan:

@@ -11,8 +11,9 @@ either without knowing which. The contract, as ``GenReplica`` relies on it:
 - a *steady* plan is one device job; ``truncate(plan, iters)`` may cut it when the driver is poked
   (an engine whose work cannot be cut returns the plan unchanged), and ``cost.iters_within(plan.b,
   plan.kv0, ...)`` must be safe to call on it (``b == 0`` makes it a no-op);
-- a non-steady plan goes through ``snapshot()`` / ``run_chain()`` / ``restore()``: the chain is
-  committed at once and undone if the driver must cut it short;
+- a non-steady plan goes through ``run_chain()``: the chain is committed at once, and
+  ``cut_chain(keep)`` cuts it to its first ``keep`` iterations if the driver is poked while it runs
+  (``snapshot()`` / ``restore()`` save and restore the whole engine);
 - ``add`` queues a request (also between ``plan`` and ``commit``: it must not change the planned work);
   ``remove_all`` takes every request out with its progress (``generated``) kept;
 - ``running`` and ``waiting`` are sized collections (the driver balances replicas by their lengths);
@@ -52,6 +53,8 @@ class GenerationEngine(Protocol):
     def commit(self, plan: Plan, now: float) -> list[tuple[str, Req]]: ...
 
     def run_chain(self, first: Plan, start: float, max_iters: int) -> Chain: ...
+
+    def cut_chain(self, keep: int) -> Chain: ...
 
     def snapshot(self) -> tuple: ...
 

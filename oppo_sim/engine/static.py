@@ -354,3 +354,6 @@ class StaticEngineCore:
         """Commit ``first`` (one call) at once; a chain of one call, which a driver never cuts."""
         events = self.commit(first, start + first.seconds)
         return Chain([first.seconds], events, first.flops, first.recompute_flops, first.tokens)
+
+    def cut_chain(self, keep: int) -> Chain:
+        raise AssertionError("a static engine's chain is one call: a driver never cuts it")

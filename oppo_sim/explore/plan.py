@@ -6,10 +6,15 @@
     res.table                                                # every configuration tried (refused ones with why)
 
 Each configuration is first checked against memory (``memory_plan.fit_for_policy``: the cheapest ZeRO
-stage / recomputation that fits; a refusal keeps its one-line reason), then simulated for ``base.steps``
-steps. Where generation shares its GPUs, the engine's sleep and wake are charged every step
-(``sleep_wake_s``); a policy that generates beside training (``async``) keeps such a pool resident
-(``colocate``), with the smaller KV cache that leaves, or is refused where that does not fit. A deferring or asynchronous policy whose samples come out more than ``space.max_staleness``
+stage / recomputation that fits; a refusal keeps its one-line reason, which names the knob that would make
+it fit), then simulated for ``base.steps`` steps. By default (``PlanSpace.sps`` auto) a configuration that
+fits only with sequence parallelism — a trace with prompts of tens of thousands of tokens — gets the
+smallest that fits (``memory_plan.smallest_sp``): its row's ``sp`` and ``config`` say which, and the
+reference is still the one asked for. The trace is loaded with the base configuration's prompt and
+response caps (``SimConfig.trace_limits``). Where generation shares its GPUs, the engine's sleep and wake
+are charged every step (``sleep_wake_s``); a policy that generates beside training (``async``) keeps such
+a pool resident (``colocate``), with the smaller KV cache that leaves, or is refused where that does not
+fit. A deferring or asynchronous policy whose samples come out more than ``space.max_staleness``
 policy versions stale (``staleness_max``, the bound a trainer would have to accept) is kept in the table
 as ``over-stale`` and not ranked.
 
@@ -32,7 +37,7 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +49,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.explore.parallel import Runner
 from oppo_sim.explore.space import Candidate, PlanSpace, default_candidate
 from oppo_sim.pipeline.config import SimConfig
-from oppo_sim.pipeline.memory_plan import fit_for_policy, longest
+from oppo_sim.pipeline.memory_plan import colocation, fit_for_policy, longest, smallest_sp
 from oppo_sim.traces.catalog import SYNTHETIC_PREFIX, find_trace, load_trace
 from oppo_sim.traces.trace import SUFFIXES, Trace
 
@@ -98,8 +103,9 @@ def trace_source(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _trace(source: str, max_response: int | None, seed: int) -> Trace:
-    return load_trace(source, max_response=max_response, seed=seed)
+def _trace(source: str, limits: tuple, seed: int) -> Trace:
+    """Each (worker) process reads a trace once (``limits``: ``SimConfig.trace_limits()`` as items)."""
+    return load_trace(source, seed=seed, **dict(limits))
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ class EvalTask:
     base: SimConfig
     trace: str
     max_staleness: int | None = None
+    auto_sp: bool = False  # raise sequence parallelism where the configuration needs it (PlanSpace.sps None)
 
 
 def identity(c: Candidate) -> dict[str, Any]:
@@ -141,12 +148,17 @@ def evaluate(task: EvalTask) -> dict[str, Any]:
     from oppo_sim.pipeline.simulate import simulate  # local: keeps worker start-up light
 
     c = task.candidate
-    row = identity(c)
+    row = {**identity(c), "searched": c.label()}
     try:
         policy = c.policy.make()
         cfg = c.config(task.base)
-        trace = _trace(task.trace, cfg.max_response, cfg.seed)
-        fit_for_policy(cfg, policy, *longest(trace, cfg.max_response))
+        trace = _trace(task.trace, tuple(cfg.trace_limits().items()), cfg.seed)
+        lengths = longest(trace, cfg.max_response)
+        sp = smallest_sp(colocation(cfg, policy), *lengths) if task.auto_sp else None
+        if sp is not None and sp != c.placement.sp:  # the smallest sequence parallelism that lets it fit
+            c = replace(c, placement=replace(c.placement, sp=sp))
+            cfg, row = c.config(task.base), {**identity(c), "searched": row["searched"]}
+        fit_for_policy(cfg, policy, *lengths)
     except ConfigError as e:
         return {**row, "status": REFUSED, "reason": str(e)}
     t0, c0 = time.perf_counter(), time.process_time()
@@ -192,7 +204,8 @@ def plan_table(rows: list[dict[str, Any]], objective: str, reference: Candidate)
     for col in COLUMN_ORDER:
         if col not in df.columns:
             df[col] = np.nan
-    df["is_reference"] = df["config"] == reference.label()
+    searched = df["searched"].fillna(df["config"]) if "searched" in df.columns else df["config"]
+    df["is_reference"] = searched == reference.label()  # the configuration asked for, whatever sp it needed
     ref = df.loc[df["is_reference"] & (df["status"] == OK), "samples_per_s"]
     sync = df[(df["policy"] == "baseline") & (df["status"] == OK)]
     if ref.empty and len(sync):
@@ -254,7 +267,7 @@ def run_plan(req: PlanRequest, *, processes: int | None = None, progress: bool =
     with Runner(processes, use_ray, ray_address) as runner, \
             tqdm(total=total, disable=not progress, desc="plan", unit="cfg") as bar:
         def evaluate_all(cands: list[Candidate]) -> list[dict[str, Any]]:
-            return runner.map(evaluate, [EvalTask(c, req.base, req.trace, k) for c in cands], bar)
+            return runner.map(evaluate, [EvalTask(c, req.base, req.trace, k, req.space.auto_sp) for c in cands], bar)
 
         if search == "exhaustive":
             todo = [reference, *(c for c in candidates if c != reference)]

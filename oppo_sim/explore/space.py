@@ -184,8 +184,12 @@ class PlanSpace:
     policies and each knob's values. ``heads``: the actor's attention (and KV) heads, which ``tp`` must
     suit; ``domain``: GPUs per scale-up domain (``gpu_table.domain_gpus``; None: a node), which a
     tensor-parallel group may not leave; ``tps``: allowed tensor parallelism (None: every one that fits
-    a domain); ``sps``: training's sequence parallelism tried (each must divide the training GPUs);
-    ``only``: keep just these device splits (placement labels such as ``"shared 7+1"``, ``"colocated 8"``)."""
+    a domain); ``sps``: training's sequence parallelism tried (each must divide the training GPUs), or
+    None (the default, *auto*): placements are enumerated without it, and a configuration that does not
+    fit so is evaluated with the smallest that makes it fit (``memory_plan.smallest_sp``) — sequence
+    parallelism where a configuration needs it, as long prompts do, and nowhere else (its traffic is not
+    timed, so a free choice would always take it); ``only``: keep just these device splits (placement
+    labels such as ``"shared 7+1"``, ``"colocated 8"``)."""
 
     devices: int
     nodes: int = 1
@@ -199,7 +203,7 @@ class PlanSpace:
     budgets: tuple[int, ...] = (1024, 4096)
     stalenesses: tuple[int, ...] = (1, 2)
     tps: tuple[int, ...] | None = None
-    sps: tuple[int, ...] = (1,)
+    sps: tuple[int, ...] | None = None
     only: tuple[str, ...] | None = None
     max_staleness: int | None = None
 
@@ -211,10 +215,11 @@ class PlanSpace:
             raise ConfigError(f"domain must be a whole number of nodes of {self.per_node} GPUs, got {self.domain!r}")
         pos = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1  # noqa: E731
         for name, known in (("layouts", LAYOUTS), ("policies", POLICY_NAMES), ("chunks", ()), ("deltas", ()),
-                            ("rules", DELTA_RULES), ("budgets", ()), ("stalenesses", ()), ("sps", ())):
+                            ("rules", DELTA_RULES), ("budgets", ()), ("stalenesses", ())):
             object.__setattr__(self, name, _tuple(name, getattr(self, name), known.__contains__ if known else pos, known))
-        if self.tps is not None:
-            object.__setattr__(self, "tps", _tuple("tps", self.tps, pos))
+        for name in ("tps", "sps"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _tuple(name, getattr(self, name), pos))
         if self.only is not None:
             known = {PlacementSpec(layout, *sizes).label() for layout in LAYOUTS for sizes in self.splits(layout)}
             only = tuple(" ".join(str(x).split()) for x in ((self.only,) if isinstance(self.only, str) else self.only))
@@ -225,6 +230,11 @@ class PlanSpace:
             object.__setattr__(self, "only", only)
         if self.max_staleness is not None and self.max_staleness < 0:
             raise ConfigError(f"max_staleness must be >= 0, got {self.max_staleness}")
+
+    @property
+    def auto_sp(self) -> bool:
+        """True where sequence parallelism is raised only for configurations that need it (``sps`` None)."""
+        return self.sps is None
 
     @property
     def per_node(self) -> int:
@@ -263,7 +273,7 @@ class PlanSpace:
 
     def placements(self) -> list[PlacementSpec]:
         out = [PlacementSpec(layout, g, t, s, tp, sp) for layout in self.layouts for g, t, s in self.splits(layout)
-               for tp in self.tp_choices(g) for sp in self.sps if t % sp == 0]
+               for tp in self.tp_choices(g) for sp in (self.sps or (1,)) if t % sp == 0]
         return out if self.only is None else [p for p in out if p.label() in self.only]
 
     def policy_specs(self, streams: bool = True) -> list[PolicySpec]:

@@ -161,9 +161,9 @@ class SweepGrid:
 
 
 @functools.lru_cache(maxsize=16)
-def _load_trace(source: str, max_response: int | None, seed: int) -> Trace:
-    """Each (worker) process reads a trace once."""
-    return load_trace(source, max_response=max_response, seed=seed)
+def _load_trace(source: str, limits: tuple, seed: int) -> Trace:
+    """Each (worker) process reads a trace once (``limits``: ``SimConfig.trace_limits()`` as items)."""
+    return load_trace(source, seed=seed, **dict(limits))
 
 
 def run_point(point: SweepPoint) -> dict[str, Any]:
@@ -173,7 +173,7 @@ def run_point(point: SweepPoint) -> dict[str, Any]:
     )
 
     cfg = point.config
-    trace = _load_trace(point.trace_source or point.trace, cfg.max_response, cfg.seed)
+    trace = _load_trace(point.trace_source or point.trace, tuple(cfg.trace_limits().items()), cfg.seed)
     policy = point.make_policy()
     t0 = time.perf_counter()
     result = simulate(trace, policy, cfg)

@@ -21,9 +21,19 @@ here to the Llama / Qwen layers of ``ModelSpec`` as Hugging Face models run them
 - grouped-query attention: K and V are ``kv_width`` wide, Q and the attention output ``attn_width``;
 - SwiGLU instead of GeLU: gate, SiLU(gate), up and their product (four ``intermediate``-wide tensors)
   instead of GeLU's input and output;
-- RMSNorm counted as Megatron counts LayerNorm (its input); the lm_head as bf16 logits for every token
-  plus the fp32 log-softmax over the response tokens PPO takes log-probs of (``2·V`` and ``4·V`` bytes
-  per token; a value head's output is 4 bytes) — at long contexts this is the largest single term;
+- RMSNorm counted as Megatron counts LayerNorm (its input); the lm_head's inputs (the final norm's and
+  the head's, bf16); a value head's output is 4 bytes per token;
+- the log-probs and entropy PPO takes from the lm_head are computed **chunk-wise**, as RL trainers do
+  at long contexts: verl's fused kernels (``actor_rollout_ref.model.use_fused_kernels``:
+  ``FusedLinearForPPO``, chunks of 512 tokens, forward and backward recomputing each chunk's logits),
+  Liger's fused linear cross-entropy, OpenRLHF / verl chunked entropy. Only one chunk's full-vocabulary
+  logits exist at a time: :data:`LOGITS_CHUNK_TOKENS` (512, verl's chunk) tokens × ``14·V`` bytes (bf16
+  logits, then fp32 logits, softmax and log-softmax: ``2 + 3·4`` bytes per vocabulary entry), plus a fp32
+  log-prob and entropy per token (8 bytes). For Qwen2.5 (V = 152,064) that chunk is 1.0 GiB.
+  ``TrainMemoryConfig.full_logits`` (``--full-logits``; verl with ``use_fused_kernels=False``, a Hugging
+  Face forward that returns ``logits``) charges instead bf16 logits for every token and the fp32
+  log-softmax over the response tokens (``2·V`` and ``4·V`` bytes per token), the largest single term at
+  long contexts (50 GiB of a 162k-token sequence's 110 GiB on Qwen2.5-7B);
 - FlashAttention (the default in TRL, OpenRLHF and verl) never stores the ``s × s`` scores: it keeps a
   fp32 log-sum-exp per head (``4·a`` bytes per token) and recomputes the scores inside its backward
   kernel — it *is* selective recomputation, so with it ``selective`` changes neither memory nor time.
@@ -63,7 +73,7 @@ from oppo_sim.hw.models import ModelSpec
 
 __all__ = [
     "WEIGHT_BYTES", "GRAD_BYTES", "ADAM_BYTES", "ZERO_STAGES", "RECOMPUTE_MODES", "COLOCATE_MODES", "ALWAYS", "GENERATE",
-    "OTHER",
+    "OTHER", "LOGITS_CHUNK_TOKENS",
     "TrainMemoryConfig", "StateBytes", "state_bytes", "layer_activation_bytes_per_token",
     "head_activation_bytes", "activation_bytes", "RoleMemory", "PoolMemory", "MemoryReport",
 ]
@@ -75,6 +85,10 @@ ZERO_STAGES: tuple[int, ...] = (0, 1, 2, 3)
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 ALWAYS, GENERATE, OTHER = "always", "generate", "other"
 COLOCATE_MODES: tuple[str, ...] = ("sleep", "resident")  # what shares a generation pool does while it generates
+LOGITS_CHUNK_TOKENS = 512
+"""Tokens whose full-vocabulary logits exist at once when log-probs and entropy are computed chunk-wise:
+verl's ``FusedLinearForPPO`` default ``chunk_size`` (``verl/utils/experimental/torch_functional.py``)."""
+LOGITS_CHUNK_BYTES_PER_ENTRY = 2 + 3 * 4  # bf16 logits, then fp32 logits, softmax, log-softmax
 
 
 @dataclass(frozen=True)
@@ -85,13 +99,15 @@ class TrainMemoryConfig:
     micro-batch holds at least one. ``sequence_parallel``: ranks a micro-batch's tokens are split over
     (DeepSpeed-Ulysses / ring attention, as OpenRLHF's ``--ring_attn_size`` and verl's
     ``ulysses_sequence_parallel_size``): activations per device shrink by it; its all-to-all traffic is
-    not timed. Only with it do prompts of ~100k tokens train on one GPU's memory."""
+    not timed. Only with it do prompts of ~100k tokens train on one GPU's memory. ``full_logits``: the
+    lm_head's logits for every token are materialised (no chunked / fused log-prob kernel; module notes)."""
 
     zero_stage: int | None = None
     recompute: str | None = None
     flash_attention: bool = True
     micro_batch_tokens: int | None = None
     sequence_parallel: int = 1
+    full_logits: bool = False
 
     def __post_init__(self) -> None:
         z = self.zero_stage
@@ -99,8 +115,9 @@ class TrainMemoryConfig:
             raise ConfigError(f"zero_stage must be one of 0, 1, 2, 3 (or None for auto), got {z!r}")
         if self.recompute is not None and self.recompute not in RECOMPUTE_MODES:
             raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)} (or None for auto), got {self.recompute!r}")
-        if not isinstance(self.flash_attention, bool):
-            raise ConfigError(f"flash_attention must be a bool, got {self.flash_attention!r}")
+        for name in ("flash_attention", "full_logits"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
         m = self.micro_batch_tokens
         if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
             raise ConfigError(f"micro_batch_tokens must be an integer >= 1 (or None), got {m!r}")
@@ -128,7 +145,8 @@ class TrainMemoryConfig:
         z = "auto" if self.zero_stage is None else str(self.zero_stage)
         r = "auto" if self.recompute is None else self.recompute
         sp = f", sequence parallel {self.sequence_parallel}" if self.sequence_parallel > 1 else ""
-        return f"ZeRO-{z}, recompute {r}" + ("" if self.flash_attention else ", eager attention") + sp
+        return (f"ZeRO-{z}, recompute {r}" + ("" if self.flash_attention else ", eager attention") + sp
+                + (", full logits" if self.full_logits else ""))
 
 
 @dataclass(frozen=True)
@@ -178,22 +196,28 @@ def layer_activation_bytes_per_token(model: ModelSpec, seq_len: int, core: str =
     return float(b * (norms + attn + mlp)) + extra
 
 
-def head_activation_bytes(model: ModelSpec, tokens: int, response_tokens: int, scalar_head: bool = False) -> float:
+def head_activation_bytes(model: ModelSpec, tokens: int, response_tokens: int, scalar_head: bool = False,
+                          full_logits: bool = False) -> float:
     """Bytes kept after the last layer for ``tokens`` tokens of which ``response_tokens`` are response:
-    final-norm and head inputs (bf16) for every token; then, for an lm_head, bf16 logits for every token
-    (Hugging Face heads compute them all) and the fp32 log-softmax over the response tokens, whose
-    log-probs PPO needs (``2·V`` + ``4·V``); for a scalar (reward / critic) head, a fp32 value per token."""
+    final-norm and head inputs (bf16) for every token; then, for a scalar (reward / critic) head, a fp32
+    value per token; for an lm_head, one chunk's logits and a fp32 log-prob and entropy per token (the
+    log-probs computed chunk-wise, module notes), or with ``full_logits`` bf16 logits for every token and
+    the fp32 log-softmax over the response tokens (``2·V`` + ``4·V``)."""
     b = model.dtype_bytes
     base = float(tokens * 2 * b * model.hidden)
     if scalar_head:
         return base + 4.0 * tokens
-    return base + float(tokens * b * model.vocab) + 4.0 * model.vocab * min(response_tokens, tokens)
+    if full_logits:
+        return base + float(tokens * b * model.vocab) + 4.0 * model.vocab * min(response_tokens, tokens)
+    chunk = min(tokens, LOGITS_CHUNK_TOKENS)
+    return base + float(chunk * LOGITS_CHUNK_BYTES_PER_ENTRY * model.vocab) + 8.0 * tokens
 
 
 def activation_bytes(model: ModelSpec, tokens: int, seq_len: int, recompute: str, flash_attention: bool = True,
-                     scalar_head: bool = False, response_tokens: int | None = None) -> float:
+                     scalar_head: bool = False, response_tokens: int | None = None, full_logits: bool = False) -> float:
     """Activation bytes per device for one micro-batch of ``tokens`` tokens in sequences of up to ``seq_len``
-    tokens, ``response_tokens`` of them response (default: all)."""
+    tokens, ``response_tokens`` of them response (default: all); ``full_logits``: see
+    :func:`head_activation_bytes`."""
     if recompute not in RECOMPUTE_MODES:
         raise ConfigError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {recompute!r}")
     s = min(seq_len, tokens)
@@ -204,7 +228,7 @@ def activation_bytes(model: ModelSpec, tokens: int, seq_len: int, recompute: str
         core = stored if recompute == "none" or flash_attention else "recomputed"
         body = model.layers * layer_activation_bytes_per_token(model, s, core)
     resp = tokens if response_tokens is None else response_tokens
-    return tokens * body + head_activation_bytes(model, tokens, resp, scalar_head)
+    return tokens * body + head_activation_bytes(model, tokens, resp, scalar_head, full_logits)
 
 
 @dataclass(frozen=True)

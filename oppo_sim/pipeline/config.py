@@ -18,7 +18,7 @@ from oppo_sim.hw.overheads import ExecutorOverheads
 from oppo_sim.hw.sleepwake import DEFAULT_SLEEP_LEVEL, check_sleep_level
 from oppo_sim.hw.sync import SYNC_MECHANISMS
 from oppo_sim.traces.synthetic import RewardCurve
-from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE
+from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT, DEFAULT_MAX_RESPONSE, Trace
 
 
 def _model(m: str | ModelSpec) -> ModelSpec:
@@ -45,6 +45,8 @@ class SimConfig:
     ppo_epochs: int = 4  # TRL PPOConfig.num_ppo_epochs
     minibatches: int = 1  # TRL PPOConfig.num_mini_batches
     max_response: int | None = DEFAULT_MAX_RESPONSE
+    max_prompt: int | None = DEFAULT_MAX_PROMPT  # prompt cap (None: none); longer prompts filtered, as verl does
+    truncate_prompt: bool = False  # cut prompts over max_prompt to it instead of filtering them
     contention: float = 0.0  # extra slowdown when two jobs share a device (0 = ideal time slicing)
     scorer_max_tokens: int = 65536  # tokens per scorer forward batch
     stream_batching: bool = True  # batch streamed chunks of several sequences into one forward (False: one each)
@@ -70,6 +72,9 @@ class SimConfig:
             (1 <= self.minibatches <= self.sequences,
              f"minibatches must be in [1, batch x n = {self.sequences}], got {self.minibatches}"),
             (self.max_response is None or self.max_response >= 1, f"max_response must be >= 1, got {self.max_response}"),
+            (self.max_prompt is None or (isinstance(self.max_prompt, int) and not isinstance(self.max_prompt, bool)
+                                         and self.max_prompt >= 1), f"max_prompt must be an integer >= 1 or None, got {self.max_prompt!r}"),
+            (isinstance(self.truncate_prompt, bool), f"truncate_prompt must be a bool, got {self.truncate_prompt!r}"),
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
             (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),
             (self.trace_offset >= 0, f"trace_offset must be >= 0, got {self.trace_offset}"),
@@ -99,6 +104,14 @@ class SimConfig:
         check_expert_parallel(actor, self.expert_parallel, self.placement.pool(self.placement.train).devices)
         if self.engine.enable_expert_parallel and not actor.moe:
             raise ConfigError(f"expert parallelism (--ep) needs a mixture-of-experts model; '{actor.id}' is dense")
+
+    def trace_limits(self) -> dict:
+        """The caps every trace of this run gets (``load_trace`` / ``Trace.limited`` keywords)."""
+        return {"max_response": self.max_response, "max_prompt": self.max_prompt, "truncate_prompt": self.truncate_prompt}
+
+    def limit(self, trace: Trace) -> Trace:
+        """``trace`` with this run's response and prompt caps (``Trace.limited``; unchanged if applied already)."""
+        return trace.limited(**self.trace_limits())
 
     @property
     def sequences(self) -> int:

@@ -103,7 +103,7 @@ class Pipeline:
                  memory: MemoryReport | None = None):
         if len(trace) == 0:
             raise ConfigError("the trace has no rows")
-        self.trace = trace.capped(cfg.max_response) if cfg.max_response is not None else trace
+        self.trace = cfg.limit(trace)
         self.policy = policy
         # what fits decides the training setup (ZeRO stage, recompute) and the KV caches; refused if nothing fits.
         # A report given with the configuration is the one fit_for_policy made (the configuration it returned).

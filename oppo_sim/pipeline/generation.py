@@ -34,8 +34,6 @@ class GenReplica:
         self._stop: simpy.Event | None = None
         self._reset = False
         self._chain: Chain | None = None
-        self._snap: tuple | None = None
-        self._chain_start = 0.0
         self._pending: list[Req] = []
         self.dispatch_s = 0.0
         env.process(self._run())
@@ -90,8 +88,7 @@ class GenReplica:
         if chain is not None and len(chain.ends) > 1:
             keep = bisect.bisect_right(chain.ends, done) + 1  # iterations finished, plus the one in progress
             if keep < len(chain.ends):
-                self.core.restore(self._snap)
-                new = self.core.run_chain(self.core.plan(), self._chain_start, keep)
+                new = self.core.cut_chain(keep)
                 self._chain = new
                 job = self._job
                 job.tokens, job.flops, job.recompute_flops = new.tokens, new.flops, new.recompute_flops
@@ -120,14 +117,12 @@ class GenReplica:
                 plan, self._plan, self._job = self._plan, None, None
                 events = self.core.commit(plan, self.env.now)
             else:
-                self._snap = self.core.snapshot()
-                self._chain_start = self.env.now
                 chain = self._chain = self.core.run_chain(plan, self.env.now, CHAIN_MAX_ITERS)
                 self._job = self.pool.submit(self.devices, chain.seconds, "generate", "generate", self.step,
                                              chain.tokens, chain.flops, chain.recompute_flops)
                 yield self._job.done
                 events = self._chain.events
-                self._chain = self._snap = self._job = None
+                self._chain = self._job = None
                 for req in self._pending:  # arrived while the chain ran: queued only now, as vLLM would
                     self.core.add(req)
                 self._pending.clear()

@@ -95,12 +95,13 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
         shared, experts = expert_split(model, model.params_scalar_head if scalar else model.params, ep if model.moe else 1)
         for s in (state_bytes(shared, devices, z), state_bytes(experts, devices // ep, z)):
             weights, grads, optimizer = weights + s.weights, grads + s.grads, optimizer + s.optimizer
-        act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in) / sp)
+        act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in, train.full_logits) / sp)
     label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
     return RoleMemory(
         "train", label, phase, weights=weights, grads=grads, optimizer=optimizer, activations=act,
         note=f"ZeRO-{z} over {devices} device{'s' if devices > 1 else ''}, recompute {rc}"
-        + (f", sequence parallel {sp}" if sp > 1 else "") + (f", expert parallel {ep}" if ep > 1 else ""),
+        + (f", sequence parallel {sp}" if sp > 1 else "") + (f", expert parallel {ep}" if ep > 1 else "")
+        + (", full logits" if train.full_logits else ""),
     )
 
 
@@ -147,16 +148,67 @@ def memory_report(cfg: SimConfig, seq_tokens: int | None = None, response_tokens
     return MemoryReport(pools, t, seq, cfg.colocate)
 
 
+def _first_fit(cfg: SimConfig, seq: int | None, resp: int | None) -> tuple[MemoryReport | None, MemoryReport]:
+    """(the report of the cheapest training setup that fits, or None; the last report tried)."""
+    report = None
+    for t in cfg.train_memory.candidates():
+        report = memory_report(cfg, seq, resp, t)
+        if report.error() is None:
+            return report, report
+    return None, report
+
+
 def check_fits(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None) -> MemoryReport:
     """The report of the cheapest training setup (auto ZeRO stage / recomputation, see
     ``TrainMemoryConfig.candidates``) under which every pool fits; ``ConfigError`` (one line naming the
-    role, the GPU and the numbers) when none does — the numbers are those of the most frugal setup."""
-    report = None
-    for t in cfg.train_memory.candidates():
-        report = memory_report(cfg, seq_tokens, response_tokens, t)
-        if report.error() is None:
-            return report
-    return report.check()
+    role, the GPU and the numbers) when none does — the numbers are those of the most frugal setup, and
+    the line ends with the knob that would make it fit (:func:`fit_hint`)."""
+    fit, last = _first_fit(cfg, seq_tokens, response_tokens)
+    if fit is not None:
+        return fit
+    raise ConfigError(f"{last.error()}{fit_hint(cfg, seq_tokens, response_tokens)}")
+
+
+def with_sp(cfg: SimConfig, sp: int) -> SimConfig:
+    """``cfg`` with the trainer's sequence parallelism set to ``sp``."""
+    return replace(cfg, train_memory=replace(cfg.train_memory, sequence_parallel=sp))
+
+
+def smallest_sp(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None) -> int | None:
+    """The smallest sequence parallelism under which ``cfg`` fits: its own, else the next divisors of the
+    training pool's devices in increasing order; None if none does. The smallest, because its all-to-all
+    traffic is not timed (``hw.memory``): a larger one would look free."""
+    own, n = cfg.train_memory.sequence_parallel, cfg.placement.pool(cfg.placement.train).devices
+    for sp in (own, *(d for d in range(own + 1, n + 1) if n % d == 0)):
+        if _first_fit(with_sp(cfg, sp), seq_tokens, response_tokens)[0] is not None:
+            return sp
+    return None
+
+
+def fit_hint(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None) -> str:
+    """``"; fits with --KNOB VALUE"`` (or ``"; fits without --full-logits"``) for a configuration that does
+    not fit: the first single change that makes it fit, tried in this order — the trainer's own settings
+    where they were pinned (without ``--full-logits``, ``--recompute full``, ``--zero 3``: they keep the
+    job as it is), sequence parallelism (``--sp N``, the smallest that fits; it keeps every token), then a
+    prompt cap (``--max-prompt N``, the largest power of two from 256 that fits; it drops or cuts data) —
+    or says that none does."""
+    seq, resp = _lengths(cfg, seq_tokens, response_tokens)
+    t = cfg.train_memory
+    pinned = [("without --full-logits", replace(t, full_logits=False), t.full_logits),
+              ("with --recompute full", replace(t, recompute="full"), t.recompute not in (None, "full")),
+              ("with --zero 3", replace(t, zero_stage=3), t.zero_stage not in (None, 3))]
+    for knob, train, applies in pinned:
+        if applies and _first_fit(replace(cfg, train_memory=train), seq, resp)[0] is not None:
+            return f"; fits {knob}"
+    sp = smallest_sp(cfg, seq, resp)
+    if sp is not None and sp != t.sequence_parallel:
+        return f"; fits with --sp {sp}"
+    cap = 1 << max(seq - resp - 1, 1).bit_length() - 1  # the largest power of two below the longest prompt
+    while cap >= 256:
+        if _first_fit(cfg, cap + resp, resp)[0] is not None:
+            return f"; fits with --max-prompt {cap}"
+        cap //= 2
+    return "; no single --recompute, --zero, --sp or --max-prompt setting makes it fit"
 
 
 def colocation(cfg: SimConfig, policy: Policy) -> SimConfig:

@@ -36,8 +36,7 @@ def simulate(
     cfg = config or SimConfig()
     if overrides:
         cfg = replace(cfg, **overrides)
-    if not isinstance(trace, Trace):
-        trace = load_trace(trace, max_response=cfg.max_response, seed=cfg.seed)
+    trace = cfg.limit(trace) if isinstance(trace, Trace) else load_trace(trace, seed=cfg.seed, **cfg.trace_limits())
     if isinstance(policy, str):
         policy = make_policy(policy)
     # refuse what cannot fit, before simulating (a policy that generates beside training keeps a shared pool resident)
@@ -107,6 +106,9 @@ def _result(p: Pipeline) -> SimResult:
         "streamed_roles": list(p.streamed_roles),
         "max_response": p.cfg.max_response,
         "clipped_rows": p.trace.n_clipped,
+        "max_prompt": p.cfg.max_prompt,
+        "prompts_filtered": p.trace.n_prompts_filtered,
+        "prompts_truncated": p.trace.n_prompts_truncated,
     }
     return SimResult(steps, timeline, summary, meta, decisions=p.ledger.decisions_frame(),
                      conservation=p.ledger.conservation_frame())

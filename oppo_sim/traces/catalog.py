@@ -17,7 +17,7 @@ from oppo_sim.core.errors import ConfigError, TraceError
 from oppo_sim.traces.readers import detect_format, read_bytes, read_trace_file
 from oppo_sim.traces.synthetic import synthetic_trace
 from oppo_sim.traces.columns import PMF_COLS, TRACE_FILE_ENDINGS, strip_trace_suffix
-from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, SUFFIXES, TRACES_ENV, Trace
+from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT, DEFAULT_MAX_RESPONSE, SUFFIXES, TRACES_ENV, Trace
 
 SYNTHETIC_PREFIX = "synthetic:"
 
@@ -102,14 +102,17 @@ def find_trace(name: str | Path) -> Path:
 
 
 def load_trace(name_or_path: str | Path, *, max_response: int | None = DEFAULT_MAX_RESPONSE,
-               limit: int | None = None, seed: int = 0) -> Trace:
-    """Load, validate and cap a trace.
+               limit: int | None = None, seed: int = 0, max_prompt: int | None = DEFAULT_MAX_PROMPT,
+               truncate_prompt: bool = False) -> Trace:
+    """Load, validate and cap a trace (the simulator's commands and ``oppo-real`` load through here).
 
     ``name_or_path``: a path, a bare name looked up with :func:`find_trace`, or a synthetic trace name
     (``synthetic:longtail``, ``synthetic:longtail-drift``), generated from ``seed``.
     ``max_response``: generation cap applied to responses (default :data:`DEFAULT_MAX_RESPONSE`);
     None keeps raw lengths. ``limit``: keep only the first ``limit`` rows (rows after it are not
-    validated).
+    validated). ``max_prompt`` / ``truncate_prompt``: the prompt cap (default
+    :data:`~oppo_sim.traces.trace.DEFAULT_MAX_PROMPT`), longer prompts filtered or truncated
+    (:meth:`Trace.limited`); None keeps every prompt.
     """
     if max_response is not None and (isinstance(max_response, bool) or not isinstance(max_response, (int, np.integer))
                                      or max_response < 1):
@@ -120,7 +123,7 @@ def load_trace(name_or_path: str | Path, *, max_response: int | None = DEFAULT_M
         trace = synthetic_trace(str(name_or_path)[len(SYNTHETIC_PREFIX):], seed=seed, n=limit)
     else:
         trace = read_trace_file(find_trace(name_or_path), None if limit is None else int(limit))
-    return trace if max_response is None else trace.capped(int(max_response))
+    return trace.limited(None if max_response is None else int(max_response), max_prompt, truncate_prompt)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,6 +14,20 @@ Generation cap: :func:`load_trace` clips every response to ``max_response`` new 
 ``max_response=None`` to keep raw lengths. The cap applied and the number of clipped rows are kept on
 the trace (``max_response``, ``n_clipped``, ``clipped``).
 
+Prompt cap: as RL frameworks load a prompt set (verl ``data.max_prompt_length`` with
+``data.filter_overlong_prompts``, OpenRLHF ``--prompt_max_len``), a prompt longer than ``max_prompt``
+tokens is *filtered* (its row dropped) or, with ``truncate_prompt``, *truncated* to ``max_prompt`` tokens
+(verl ``data.truncation``; the response length is kept as traced). :meth:`Trace.limited` is the one
+place both caps are applied, for the simulator and the real executor alike; the counts are kept on the
+trace (``max_prompt``, ``n_prompts_filtered``, ``n_prompts_truncated``). The default,
+:data:`DEFAULT_MAX_PROMPT` = 131,072, is the longest context of the models in the table (128k tokens:
+Llama 3.1, Qwen2.5 with YaRN, DeepSeek-V3) — no prompt beyond it can be served by any of them — and
+lies above every prompt of the shipped trace (longest 1,412) and of the public traces (longest:
+Mooncake's 126,195), so none of them loses a row and their results stay as they were; with chunk-wise
+log-probs (``hw.memory``) their longest sequences train on the default setup. What it filters is the
+outlier no framework trains on (a ShareGPT-like set's 162,307-token prompt). verl's default (512) or
+OpenRLHF's (1,024) would filter 239 or 8 of the shipped trace's 4,000 ordinary prompts.
+
 File formats: CSV, JSONL and Parquet, each optionally gzip-compressed (detected from the magic bytes,
 so ``.gz`` is optional). Required columns are ``prompt_tokens`` and ``response_tokens``; other columns
 are ignored. Native column names are accepted too:
@@ -50,6 +64,9 @@ from oppo_sim.traces.columns import (
 DEFAULT_MAX_RESPONSE: int = 8192
 """Generation cap (max new tokens per response) that :func:`load_trace` applies unless told otherwise."""
 
+DEFAULT_MAX_PROMPT: int = 131072
+"""Prompt cap (tokens) :func:`load_trace` and ``SimConfig`` apply unless told otherwise (module notes)."""
+
 DEFAULT_TRACE: str = "oppo-longtail-default"
 """Name of the self-generated trace shipped in ``oppo_sim/data`` (see ``scripts/make_default_trace.py``)."""
 
@@ -64,6 +81,12 @@ def _frozen(arr: np.ndarray) -> np.ndarray:
     arr = np.array(arr, copy=True)
     arr.setflags(write=False)
     return arr
+
+
+def _cap(value: Any, name: str, src: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{src}: {name} must be an integer >= 1 or None, got {value!r}")
+    return int(value)
 
 
 def _check_length(arr: np.ndarray | None, n: int, source: str, column: str) -> None:
@@ -85,7 +108,8 @@ class Trace:
     column; bad parameters to methods raise :class:`ConfigError`.
 
     ``clipped`` (bool per row, or None) says which responses the cap ``max_response`` cut;
-    ``n_clipped`` is its count.
+    ``n_clipped`` is its count. ``max_prompt``: the prompt cap applied (every prompt is within it);
+    ``n_prompts_filtered`` / ``n_prompts_truncated``: the rows it dropped / the prompts it cut.
     """
 
     name: str
@@ -98,6 +122,9 @@ class Trace:
     max_response: int | None = None
     n_clipped: int = 0
     clipped: np.ndarray | None = field(default=None, repr=False)
+    max_prompt: int | None = None
+    n_prompts_filtered: int = 0
+    n_prompts_truncated: int = 0
 
     def __post_init__(self) -> None:
         src = self.source or self.name
@@ -140,6 +167,11 @@ class Trace:
         if not isinstance(self.n_clipped, (int, np.integer)) or not 0 <= self.n_clipped <= n:
             raise ConfigError(f"{src}: n_clipped must be an integer in [0, {n}], got {self.n_clipped!r}")
         object.__setattr__(self, "n_clipped", int(self.n_clipped))
+        if self.max_prompt is not None:
+            over = first_true(self.prompt_tokens > _cap(self.max_prompt, "max_prompt", src))
+            if over is not None:
+                raise TraceError(f"{src}: row {over + 1}, column 'prompt_tokens': "
+                                 f"{self.prompt_tokens[over]} exceeds max_prompt {self.max_prompt}")
 
     # -- basic access -------------------------------------------------------------------------------
 
@@ -180,21 +212,49 @@ class Trace:
         return replace(self, response_tokens=np.minimum(self.response_tokens, max_response),
                        max_response=int(max_response), clipped=mask, n_clipped=int(mask.sum()))
 
+    def limited(self, max_response: int | None = None, max_prompt: int | None = None,
+                truncate_prompt: bool = False) -> Trace:
+        """Both caps, as frameworks apply them (module notes): responses clipped to ``max_response``; a
+        prompt over ``max_prompt`` tokens dropped with its row, or with ``truncate_prompt`` cut to
+        ``max_prompt``. None: no cap. Applying the same caps again changes nothing; every prompt
+        filtered -> one-line :class:`TraceError` naming the cap and how to pass it."""
+        out = self if max_response is None else self.capped(max_response)
+        if max_prompt is None:
+            return out
+        cap = _cap(max_prompt, "max_prompt", self.name)
+        over = out.prompt_tokens > cap
+        n = int(over.sum())
+        recorded = cap if out.max_prompt is None else min(cap, out.max_prompt)
+        if n == 0:
+            return out if recorded == out.max_prompt else replace(out, max_prompt=recorded)
+        if truncate_prompt:
+            return replace(out, prompt_tokens=np.minimum(out.prompt_tokens, cap), max_prompt=recorded,
+                           n_prompts_truncated=out.n_prompts_truncated + n)
+        if n == len(out):
+            raise TraceError(f"{out.name}: every prompt ({n:,}; shortest {int(out.prompt_tokens.min()):,} tokens) is "
+                             f"longer than max_prompt {cap:,} and would be filtered; raise --max-prompt or give "
+                             f"--truncate-prompt")
+        return replace(out._rows(~over), max_prompt=recorded, n_prompts_filtered=out.n_prompts_filtered + n)
+
+    def _rows(self, keep: np.ndarray | slice) -> Trace:
+        """The rows ``keep`` selects (a mask or a slice), optional columns and the clipped mask with them."""
+        opt = {k: (None if getattr(self, k) is None else getattr(self, k)[keep]) for k in OPTIONAL_FIELDS}
+        if self.clipped is not None:
+            clipped, n_clipped = self.clipped[keep], int(self.clipped[keep].sum())
+        else:  # unknown which rows were cut: count rows sitting at the cap (upper bound)
+            resp = self.response_tokens[keep]
+            at_cap = 0 if self.max_response is None else int((resp >= self.max_response).sum())
+            clipped, n_clipped = None, min(self.n_clipped, at_cap)
+        return replace(self, prompt_tokens=self.prompt_tokens[keep], response_tokens=self.response_tokens[keep],
+                       clipped=clipped, n_clipped=n_clipped, **opt)
+
     def head(self, n: int) -> Trace:
         """The first ``n`` rows (all rows if the trace is shorter)."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ConfigError(f"{self.name}: head() needs an integer n >= 1, got {n!r}")
         if n >= len(self):
             return self
-        sl = slice(0, int(n))
-        opt = {k: (None if getattr(self, k) is None else getattr(self, k)[sl]) for k in OPTIONAL_FIELDS}
-        if self.clipped is not None:
-            clipped, n_clipped = self.clipped[sl], int(self.clipped[sl].sum())
-        else:  # unknown which rows were cut: count rows sitting at the cap (upper bound)
-            at_cap = 0 if self.max_response is None else int((self.response_tokens[sl] >= self.max_response).sum())
-            clipped, n_clipped = None, min(self.n_clipped, at_cap)
-        return replace(self, prompt_tokens=self.prompt_tokens[sl], response_tokens=self.response_tokens[sl],
-                       clipped=clipped, n_clipped=n_clipped, **opt)
+        return self._rows(slice(0, int(n)))
 
     # -- summaries ----------------------------------------------------------------------------------
 
@@ -232,9 +292,11 @@ class Trace:
         """Build a validated trace from array-likes.
 
         ``optional`` may hold ``timestamp``, ``reward``, ``step``, ``source`` (default ``"array:<name>"``),
-        ``max_response``, ``n_clipped`` and ``clipped``.
+        ``max_response``, ``n_clipped``, ``clipped``, ``max_prompt``, ``n_prompts_filtered`` and
+        ``n_prompts_truncated``.
         """
-        allowed = {"timestamp", "reward", "step", "source", "max_response", "n_clipped", "clipped"}
+        allowed = {"timestamp", "reward", "step", "source", "max_response", "n_clipped", "clipped", "max_prompt",
+                   "n_prompts_filtered", "n_prompts_truncated"}
         unknown = sorted(set(optional) - allowed)
         if unknown:
             raise ConfigError(f"Trace.from_arrays: unknown argument(s) {unknown}; allowed: {sorted(allowed)}")
