@@ -162,7 +162,7 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
         placement=placement(run), engine=engine_config(run),
         engine_kind=run.engine, static=StaticConfig(gen_batch=run.gen_batch), ppo_epochs=run.ppo_epochs,
         minibatches=run.minibatches, max_response=response_cap(run), nodes=run.nodes, expert_parallel=run.ep,
-        colocate=run.colocate, sleep_level=run.sleep_level,
+        colocate=run.colocate, sleep_level=run.sleep_level, max_prompt=run.max_prompt, truncate_prompt=True,
         train_memory=TrainMemoryConfig(recompute=run.recompute, sequence_parallel=run.sp),
         algorithm=Algorithm(name=run.algorithm, n=run.n, reward="rule" if rule else "model", kl=run.kl),
     )
