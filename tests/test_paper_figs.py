@@ -25,6 +25,9 @@ FIGURES = {
     "fig_timelines": {"policy", "kind", "pool", "devices", "activity", "step", "start", "end"},
     "paper_vs_ours": {"group", "quantity", "setting", "paper", "paper_low", "paper_high", "ours", "unit", "difference",
                       "agrees", "assumptions", "why_differs", "trace"},
+    "published_runs": {"key", "framework", "model", "gpu", "devices", "nodes", "placement", "batch", "n", "algorithm",
+                       "status", "published_step_s", "predicted_step_s", "error_pct", "assumptions", "source",
+                       "version"},
 }
 NEEDS_REASONING = {"fig_chunk_ucurve", "fig_delta_ablation", "fig_timelines"}
 
@@ -154,3 +157,130 @@ def test_chunk_curve_has_both_engines_and_marks_their_best_chunk(tmp_path, monke
     # static batching: C = ∞ (one unchunked generate) is slower than the best chunked call size
     st = paper[(paper["engine"] == "static") & (paper["policy"] == "intra")]
     assert st["speedup"].max() > float(st.loc[st["chunk"] == float("inf"), "speedup"].iloc[0])
+
+
+RUNNABLE = ("nemo-v0.5-llama3.1-8b-16xh100", "oppo-paper-trl-2x4xa100")
+"""Published runs whose model and GPU ids the tables have had from the start."""
+
+
+def test_published_runs_subset_has_sources_and_assumptions(tmp_path, monkeypatch):
+    mod = _load("published_runs", monkeypatch)
+    assert mod.main(["--quick", "--out", str(tmp_path), "--only", ",".join(RUNNABLE)]) == 0
+    df = pd.read_csv(tmp_path / "published_runs.csv")
+    assert list(df["key"]) == list(RUNNABLE) and list(df.columns)[:len(mod.COLUMNS)] == list(mod.COLUMNS)
+    assert (df["status"] == "ok").all() and df["predicted_step_s"].gt(0).all()
+    assert (df["error_pct"] - 100 * (df["predicted_step_s"] / df["published_step_s"] - 1)).abs().max() < 0.01
+    assert df["source"].str.startswith("https://").all() and df["version"].str.len().gt(5).all()
+    assert df["assumptions"].str.contains("responses: ").all() and df["assumptions"].str.contains("prompts").all()
+    nemo = df.set_index("key").loc[RUNNABLE[0]]
+    assert nemo["mean_response_published"] and abs(nemo["mean_response"] - 1019) < 1e-9
+    with pytest.raises(SystemExit):
+        mod.select("no-such-run")
+
+
+def test_every_published_run_states_its_source_and_assumptions(monkeypatch):
+    data = _load("published_runs_data", monkeypatch)
+    keys = [r.key for r in data.RUNS]
+    assert len(keys) == len(set(keys)) >= 8
+    for r in data.RUNS:
+        assert r.source.startswith("https://") and r.version and r.published_step_s > 0, r.key
+        assert r.response_note and r.notes and (r.prompt_note or r.trace), r.key
+        assert (r.mean_response is not None) != (r.assumed_mean_response is not None) or r.trace, r.key
+
+
+def test_synthetic_lengths_match_the_published_mean_after_the_cap(monkeypatch):
+    mod = _load("published_runs", monkeypatch)
+    run = next(r for r in mod.RUNS if r.key == "nemo-v0.5-qwen3-32b-32xh100")  # mean 3251 against a cap of ~3990
+    cap = mod.response_cap(run)
+    assert cap == 4096 - round(mod.derived_prompt_mean(run)) and 90 < mod.derived_prompt_mean(run) < 120
+    median = mod.median_for_mean(run.mean_response, run.response_sigma, cap)
+    assert abs(mod.capped_lognormal_mean(median, run.response_sigma, cap) - run.mean_response) < 0.5
+    t = mod.run_trace(run, 20_000)
+    assert t.response_tokens.max() == cap and abs(t.response_tokens.mean() / run.mean_response - 1) < 0.02
+    assert t.prompt_tokens.max() <= run.max_prompt
+    assert mod.median_for_mean(5000, 0.7, 4000) == float("inf")  # a mean at the cap: every response at the cap
+
+
+def test_a_run_with_unknown_ids_is_kept_and_named(monkeypatch):
+    from dataclasses import replace
+
+    mod = _load("published_runs", monkeypatch)
+    run = replace(next(r for r in mod.RUNS if r.key == RUNNABLE[0]), gpu="no-such-gpu", model="no-such-model")
+    row = mod.simulate_run(run, steps=1)
+    assert row["status"] == "needs model no-such-model, GPU no-such-gpu"
+    assert pd.isna(row["predicted_step_s"]) and pd.isna(row["error_pct"]) and row["source"] == run.source
+
+
+def test_calibration_is_fitted_on_one_framework_and_reported_on_the_others(monkeypatch):
+    mod = _load("published_runs", monkeypatch)
+    df = pd.DataFrame({"framework": ["NeMo RL v0.5", "NeMo RL v0.4", "verl", "OpenRLHF", "verl"],
+                       "status": ["ok", "ok", "ok", "ok", "needs GPU h20"],
+                       "published_step_s": [100.0, 90.0, 200.0, 50.0, 70.0],
+                       "predicted_step_s": [80.0, 60.0, 100.0, 50.0, float("nan")]})
+    out = mod.calibrate(df)
+    assert list(out["calibration"]) == ["fit", "fit", "held out", "held out", ""]
+    assert out["calibration_factor"].iloc[0] == pytest.approx((100 / 80 + 90 / 60) / 2)  # median of the fitted two
+    assert out.loc[:1, "calibrated_error_pct"].isna().all() and pd.isna(out.loc[4, "calibrated_error_pct"])
+    assert out.loc[2, "calibrated_step_s"] == pytest.approx(100 * 1.375)
+    assert out.loc[3, "calibrated_error_pct"] == pytest.approx(37.5)
+
+
+def test_a_run_the_memory_check_refuses_is_timed_past_it_and_marked(monkeypatch):
+    mod = _load("published_runs", monkeypatch)
+    run = next(r for r in mod.RUNS if r.key == "nemo-v0.5-qwen3-32b-32xh100")  # a frozen reference held whole
+    row = mod.simulate_run(run, steps=1)
+    assert row["status"] == "ok, past the memory check" and "does not fit" in row["memory_check"]
+    assert row["memory"].startswith("ZeRO-3") and row["predicted_step_s"] > 0
+    fits = mod.simulate_run(next(r for r in mod.RUNS if r.key == RUNNABLE[0]), steps=1)
+    assert fits["status"] == "ok" and fits["memory_check"] == "fits"
+
+
+def test_the_openrlhf_record_agrees_with_the_openrlhf_reader(monkeypatch):
+    """The 70B benchmark row, written by hand from the repository's 70B script, against ``--from-openrlhf``."""
+    from oppo_sim.frameworks.openrlhf import translate_openrlhf
+
+    mod = _load("published_runs", monkeypatch)
+    run = next(r for r in mod.RUNS if r.key == "openrlhf-ray-vllm-llama2-70b-16xa800")
+    script = ("--ref_num_nodes 1 --ref_num_gpus_per_node 2 --reward_num_nodes 1 --reward_num_gpus_per_node 2 "
+              "--critic_num_nodes 1 --critic_num_gpus_per_node 4 --actor_num_nodes 1 --actor_num_gpus_per_node 4 "
+              "--vllm_num_engines 2 --vllm_tensor_parallel_size 2 --pretrain meta-llama/Llama-2-70b-hf "
+              "--reward_pretrain meta-llama/Llama-2-70b-hf --train_batch_size 128 --micro_rollout_batch_size 4 "
+              "--rollout_batch_size 1024 --max_epochs 1 --prompt_max_len 1024 --generate_max_len 1024 "
+              "--zero_stage 3 --gradient_checkpointing\n")  # a line break: the text is arguments, not a file name
+    args = dict(zip(*[iter(a for a in translate_openrlhf(script).args if a not in ("--truncate-prompt",))] * 2))
+    cfg = mod.sim_config(run, steps=1)
+    assert int(args["--batch"]) == cfg.batch and int(args["--n"]) == cfg.algorithm.n
+    assert int(args["--minibatches"]) == cfg.minibatches and int(args["--ppo-epochs"]) == cfg.ppo_epochs
+    assert int(args["--max-response"]) == cfg.max_response and int(args["--tp"]) == cfg.engine.tp
+    assert args["--actor"] == run.model and args["--recompute"] == cfg.train_memory.recompute
+    assert args["--placement"] == "split " + "+".join(str(p.devices) for p in cfg.placement.pools)
+
+
+def test_a_verl_record_agrees_with_the_verl_reader(monkeypatch):
+    """The 128-GPU fully-async page's colocated row, by hand from the recipe script, against ``--from-verl``."""
+    from oppo_sim.frameworks.verl import translate_verl
+
+    mod = _load("published_runs", monkeypatch)
+    run = next(r for r in mod.RUNS if r.key == "verl-fullyasync-colocate-128xh20")
+    overrides = ["data.max_prompt_length=2048", "data.max_response_length=28672", "data.train_batch_size=512",
+                 "actor_rollout_ref.rollout.n=16", "algorithm.adv_estimator=grpo", "algorithm.use_kl_in_reward=False",
+                 "actor_rollout_ref.actor.use_kl_loss=False", "actor_rollout_ref.actor.ppo_mini_batch_size=32",
+                 "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+                 "actor_rollout_ref.rollout.gpu_memory_utilization=0.80",
+                 "actor_rollout_ref.actor.ulysses_sequence_parallel_size=4",
+                 "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+                 "actor_rollout_ref.rollout.max_num_batched_tokens=30720",
+                 "actor_rollout_ref.model.path=Qwen/Qwen2.5-Math-7B", "trainer.n_gpus_per_node=8", "trainer.nnodes=16"]
+    args = list(translate_verl(overrides).args)
+    value = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a.startswith("--") and not args[i + 1].startswith("--")}
+    cfg = mod.sim_config(run, steps=1)
+    assert (int(value["--batch"]), int(value["--n"]), int(value["--minibatches"])) == (cfg.batch, cfg.algorithm.n,
+                                                                                         cfg.minibatches)
+    assert (int(value["--max-response"]), int(value["--tp"]), int(value["--sp"])) == (
+        cfg.max_response, cfg.engine.tp, cfg.train_memory.sequence_parallel)
+    assert float(value["--gpu-memory-utilization"]) == cfg.engine.gpu_memory_utilization
+    assert int(value["--max-num-seqs"]) == cfg.engine.max_num_seqs
+    assert int(value["--max-num-batched-tokens"]) == cfg.engine.max_num_batched_tokens
+    assert (int(value["--devices"]), int(value["--nodes"])) == (cfg.placement.total_devices, cfg.nodes)
+    assert value["--actor"] == run.model and value["--recompute"] == cfg.train_memory.recompute
+    assert "--no-reference" in args and not cfg.algorithm.kl and value["--reward"] == "rule"

@@ -1,0 +1,331 @@
+"""Published RL training runs with a per-step time, each as its framework ran it (the data behind
+``published_runs.py``).
+
+Every record names its source (URL, and the commit or version it was read at), the setup as the framework
+states it (model, GPU, devices, nodes, placement, prompts per step, responses per prompt, prompt/response
+caps, algorithm, reward, KL, tensor parallelism, epochs and mini-batches, memory fraction of the generation
+engine, recomputation) and the published step time, with per-stage times where the source gives them.
+What the source does not state is an assumption, written in the record: ``response_note`` (how the response
+lengths are drawn), ``prompt_note`` (where the prompt length comes from) and ``notes`` (what the framework
+does that the simulator does not model, written before the comparison was run). Nothing here is fitted to a
+published step time.
+
+Ids: ``model`` and ``gpu`` are oppo-sim table ids; a run whose id the tables do not know yet is kept and
+reported as needing it (the ``status`` column of the table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NEMO_RL = "https://github.com/NVIDIA-NeMo/RL/blob/{commit}/docs/about/performance-summary.md"
+NEMO_V05 = "9dbd9adc95a10f5946cceb36e1d5b31e2429e470"  # v0.5 table (after the DeepSeek step-time fix, #1890)
+NEMO_V04 = "cff17f83bf30c4f9c757b5fe707b2c32db606411"  # the page's first version: the v0.4 table (#1560)
+VERL = "b178a3cd56f58b2d502255daba591e92833930a7"  # volcengine/verl main, 2026-01-29
+VERL_ONE_STEP = f"https://github.com/volcengine/verl/blob/{VERL}/verl/experimental/one_step_off_policy/README.md"
+VERL_FULLY_ASYNC = f"https://github.com/volcengine/verl/blob/{VERL}/docs/advance/fully_async.md"
+VERL_DPSK = f"https://github.com/volcengine/verl/blob/{VERL}/docs/perf/dpsk.md"
+OPENRLHF = "dbdd43b0899b069a276fbc8813c6769011975806"  # OpenRLHF benchmark/README.md, 2024-03-26
+OPENRLHF_BENCH = f"https://github.com/OpenRLHF/OpenRLHF/blob/{OPENRLHF}/benchmark/README.md"
+OPPO_PAPER = "https://arxiv.org/abs/2509.25762"
+
+
+@dataclass(frozen=True)
+class Stages:
+    """Published per-stage times of one step (None: not published) and what the framework's timers cover."""
+
+    generation_s: float | None = None
+    scoring_s: float | None = None
+    training_s: float | None = None
+    generation_includes_scoring: bool = False  # the generation timer also covers the scoring forwards
+    definition: str = ""
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One published run, as its framework ran it. ``placement``: ``colocated`` (every role time-shares all
+    devices), ``paper`` (N-1 generate+train, 1 scores) or ``pools:gen=G,train=T,score=S`` (generation on G
+    devices, actor/critic training and the actor's log-probs on T, the frozen reward and reference on S)."""
+
+    key: str
+    framework: str
+    source: str
+    version: str
+    model: str
+    hf_model: str
+    gpu: str
+    devices: int
+    nodes: int
+    placement: str
+    batch: int  # prompts per step
+    n: int  # responses per prompt
+    max_prompt: int
+    max_response: int  # with total_cap: the cap on prompt + response (NeMo RL's max_total_sequence_length)
+    algorithm: str
+    reward: str  # "rule" (a verifier) or the reward model's table id
+    kl: bool  # a frozen reference model for a KL term
+    tp: int  # tensor parallelism of each generation replica
+    published_step_s: float
+    ppo_epochs: int = 1
+    minibatches: int = 1  # optimizer steps per epoch (samples per step / the trainer's global batch)
+    gpu_memory_utilization: float = 0.9
+    engine: str = "continuous"  # continuous (vLLM/SGLang) or static (Hugging Face generate)
+    gen_batch: int | None = None  # static engine: rows per generate call
+    max_num_seqs: int | None = None  # continuous engine (vLLM): sequences per iteration (None: oppo-sim's default)
+    max_num_batched_tokens: int | None = None  # continuous engine (vLLM): tokens per iteration (None: default)
+    colocate: str = "sleep"  # generation sharing GPUs: "sleep" (vLLM sleep/wake, trainer offloaded) or "resident"
+    sleep_level: int = 1  # vLLM sleep level where the engine sleeps (verl, OpenRLHF and NeMo RL call level 1)
+    total_cap: bool = False  # max_response caps prompt + response together (a response gets the cap less its prompt)
+    recompute: str | None = None  # "full" where the source turns activation/gradient checkpointing on
+    sp: int = 1  # trainer sequence parallelism (verl ulysses_sequence_parallel_size)
+    ep: int = 1  # trainer expert parallelism (Megatron expert_model_parallel_size); generation keeps vLLM's TP
+    mean_response: float | None = None  # published mean response length (tokens)
+    assumed_mean_response: float | None = None  # used when no mean is published
+    mean_prompt: float | None = None  # published, derived (prompt_note says how) or assumed
+    response_sigma: float = 0.7  # log-space spread of the synthetic response lengths
+    trace: tuple[str, ...] | None = None  # named traces (the first found is used) instead of the synthetic one
+    tokens_per_s_per_gpu: float | None = None  # NeMo RL: published throughput, for the prompt length
+    stages: Stages = field(default_factory=Stages)
+    prompt_note: str = ""
+    response_note: str = ""
+    notes: str = ""
+
+
+# --------------------------------------------------------------------------------------------------
+# NeMo RL performance summary: GRPO on OpenMathInstruct-2, Megatron-core trainer, vLLM generation, colocated
+
+
+_NEMO_NOTES = ("colocated vLLM put to sleep (level 1) while the trainer, offloaded during generation, runs; "
+               "Megatron-core trainer (TP/PP/CP/EP as the table gives) modelled as the simulator's data-parallel "
+               "ZeRO trainer; on-policy GRPO with NeMo RL's leave-one-out baseline (cost as grpo); k3 KL to the "
+               "reference (coef 0.01); rule reward (math environment); step = generation + log-probs + training + "
+               "refit, mean of 5 steps")
+_NEMO_PROMPT = ("derived from the table: tokens/s/GPU x GPUs x step time / (prompts x n) - mean response "
+                "(the table's numbers are 5-step means, so this is approximate)")
+
+
+def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str, devices: int, nodes: int,
+          prompts: int, n: int, train_gbs: int, max_total: int, mean_response: float, tp: int, tok_s_gpu: float,
+          step_s: float, recipe: str, recompute: str | None = None, ep: int = 1, note: str = "") -> PublishedRun:
+    return PublishedRun(
+        key=key, framework=f"NeMo RL {version}", source=NEMO_RL.format(commit=commit),
+        version=f"{commit[:12]} (recipe examples/configs/recipes/llm/performance/{recipe}.yaml)",
+        model=model, hf_model=hf, gpu=gpu, devices=devices, nodes=nodes, placement="colocated", batch=prompts,
+        n=n, max_prompt=max_total, max_response=max_total, total_cap=True, algorithm="grpo", reward="rule", kl=True,
+        tp=tp,
+        published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.6,
+        recompute=recompute, ep=ep, mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu,
+        prompt_note=_NEMO_PROMPT,
+        response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
+                       f"the tokens/s/GPU column); responses capped at max_total_sequence_length {max_total} minus "
+                       f"the prompt"),
+        notes=f"{_NEMO_NOTES}{'; ' + note if note else ''}")
+
+
+NEMO_RUNS: tuple[PublishedRun, ...] = (
+    _nemo("nemo-v0.5-llama3.1-8b-16xh100", version="v0.5", commit=NEMO_V05, model="llama-3.1-8b",
+          hf="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm", devices=16, nodes=2, prompts=64, n=32,
+          train_gbs=512, max_total=4096, mean_response=1019, tp=1, tok_s_gpu=1581, step_s=92.8,
+          recipe="grpo-llama3.1-8b-instruct-2n8g", recompute="full", note="training PP2"),
+    _nemo("nemo-v0.5-qwen3-32b-32xh100", version="v0.5", commit=NEMO_V05, model="qwen3-32b", hf="Qwen/Qwen3-32B",
+          gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3251,
+          tp=4, tok_s_gpu=571, step_s=376, recipe="grpo-qwen3-32b-4n8g", note="training TP4 PP4"),
+    _nemo("nemo-v0.5-qwen3-30b-a3b-32xh100", version="v0.5", commit=NEMO_V05, model="qwen3-30b-a3b",
+          hf="Qwen/Qwen3-30B-A3B", gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512,
+          max_total=4096, mean_response=3196, tp=2, tok_s_gpu=1066, step_s=198, recipe="grpo-qwen3-30ba3b-4n8g",
+          ep=8, note="token-dropless MoE"),
+    _nemo("nemo-v0.5-qwen3-235b-a22b-128xh100", version="v0.5", commit=NEMO_V05, model="qwen3-235b-a22b",
+          hf="Qwen/Qwen3-235B-A22B", gpu="h100-sxm", devices=128, nodes=16, prompts=16, n=32, train_gbs=512,
+          max_total=8192, mean_response=5700, tp=16, tok_s_gpu=54.1, step_s=431, recipe="grpo-qwen3-235b-16n8g",
+          recompute="full", ep=16, note="training TP2 CP2 PP8 (EP16 modelled); async vLLM engine"),
+    _nemo("nemo-v0.5-deepseek-v3-256xh100", version="v0.5", commit=NEMO_V05, model="deepseek-v3",
+          hf="unsloth/DeepSeek-V3-0324-BF16", gpu="h100-sxm", devices=256, nodes=32, prompts=32, n=16,
+          train_gbs=512, max_total=1536, mean_response=744, tp=32, tok_s_gpu=12.7, step_s=134,
+          recipe="grpo-deepseek-v3-32n8g", recompute="full", ep=16,
+          note="training PP16 (EP16 modelled); async vLLM engine"),
+    _nemo("nemo-v0.5-llama3.1-8b-8xgb200", version="v0.5", commit=NEMO_V05, model="llama-3.1-8b",
+          hf="meta-llama/Llama-3.1-8B-Instruct", gpu="gb200", devices=8, nodes=2, prompts=64, n=32, train_gbs=512,
+          max_total=4096, mean_response=1066, tp=1, tok_s_gpu=3359, step_s=91.0,
+          recipe="grpo-llama3.1-8b-instruct-2n4g", recompute="full", note="GB200-NVL72, 4 GPUs per node"),
+    _nemo("nemo-v0.5-qwen3-32b-16xgb200", version="v0.5", commit=NEMO_V05, model="qwen3-32b", hf="Qwen/Qwen3-32B",
+          gpu="gb200", devices=16, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3253,
+          tp=1, tok_s_gpu=1127, step_s=381, recipe="grpo-qwen3-32b-4n4g",
+          note="GB200-NVL72, 4 GPUs per node; training TP2"),
+    _nemo("nemo-v0.4-llama3.1-8b-16xh100", version="v0.4", commit=NEMO_V04, model="llama-3.1-8b",
+          hf="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm", devices=16, nodes=2, prompts=64, n=32,
+          train_gbs=512, max_total=4096, mean_response=1060, tp=1, tok_s_gpu=1562, step_s=97.7,
+          recipe="grpo-llama3.1-8b-instruct-2n8g", recompute="full",
+          note="same recipe as the v0.5 row, an earlier release's software"),
+    _nemo("nemo-v0.4-qwen3-32b-32xh100", version="v0.4", commit=NEMO_V04, model="qwen3-32b", hf="Qwen/Qwen3-32B",
+          gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3206,
+          tp=4, tok_s_gpu=540, step_s=393, recipe="grpo-qwen3-32b-4n8g",
+          note="training TP4 PP4; same recipe as the v0.5 row, an earlier release's software"),
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# verl: the colocated synchronous baselines of its one-step-off and fully-async pages (H20), and its
+# DeepSeek-671B benchmark
+
+
+_VERL_STAGES = ("verl timing_s: gen (rollout), old_log_prob (+ ref where given) as scoring, update_actor as "
+                "training; the step also holds reward, advantage and weight resharding")
+_DAPO_RESPONSE = ("no mean response length is published; assumed 2,500 tokens (a DAPO-Math run on a 7B math base "
+                  "model mid-training), lognormal spread 1.0, capped at max_response_length")
+_DAPO_PROMPT = "not published; assumed a 150-token mean (DAPO-Math-17k prompts with the template)"
+_DAPO_NOTES = ("hybrid engine: vLLM sleeps (level 1) while the offloaded trainer runs; DAPO recipe settings run as grpo (clip-higher, token-mean loss and overlong shaping cost nothing "
+               "extra; no dynamic sampling in these scripts); no KL, no reference; rule reward; dynamic batch size "
+               "by tokens; vLLM max_num_batched_tokens = max prompt + max response (the scripts), max_num_seqs 1024 "
+               "(verl's default when these runs were published; 256 from 2026-01-24); ")
+
+
+def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_response: int, tp: int, sp: int,
+             step_s: float, gen_s: float, score_s: float, train_s: float, script: str, note: str) -> PublishedRun:
+    return PublishedRun(
+        key=key, framework="verl (colocated, synchronous)", source=source, version=f"{VERL[:12]} (script {script})",
+        model="qwen2.5-math-7b", hf_model="Qwen/Qwen2.5-Math-7B (max_position_embeddings raised to 32768)",
+        gpu="h20", devices=devices, nodes=nodes, placement="colocated", batch=512, n=n, max_prompt=2048,
+        max_response=max_response, algorithm="grpo", reward="rule", kl=False, tp=tp, published_step_s=step_s,
+        minibatches=512 // 32, gpu_memory_utilization=0.8, recompute="full", sp=sp, max_num_seqs=1024,
+        max_num_batched_tokens=2048 + max_response,
+        assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
+        stages=Stages(gen_s, score_s, train_s, definition=_VERL_STAGES),
+        prompt_note=_DAPO_PROMPT, response_note=_DAPO_RESPONSE, notes=_DAPO_NOTES + note)
+
+
+VERL_RUNS: tuple[PublishedRun, ...] = (
+    _verl_7b("verl-onestep-colocate-fsdp2-16xh20", source=VERL_ONE_STEP, devices=16, nodes=2, n=12,
+             max_response=20480, tp=2, sp=4, step_s=749, gen_s=321, score_s=88, train_s=286,
+             script="verl/experimental/one_step_off_policy/shell/dapo_7b_math_fsdp2_colocate.sh",
+             note="FSDP2 with parameter and optimizer offload (the page states max response 20,480 for FSDP2; "
+                  "the script at this commit has 8,192)"),
+    _verl_7b("verl-onestep-colocate-megatron-16xh20", source=VERL_ONE_STEP, devices=16, nodes=2, n=16,
+             max_response=8192, tp=2, sp=1, step_s=699, gen_s=207, score_s=119, train_s=344,
+             script="verl/experimental/one_step_off_policy/shell/dapo_7b_math_megatron_colocate.sh",
+             note="Megatron TP2 PP2 with parameter, gradient and optimizer offload"),
+    _verl_7b("verl-fullyasync-colocate-32xh20", source=VERL_FULLY_ASYNC, devices=32, nodes=4, n=16,
+             max_response=28672, tp=4, sp=4, step_s=790.10, gen_s=357.41, score_s=107.71, train_s=269.80,
+             script="verl/experimental/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh (colocate sync row)",
+             note="FSDP2; step averaged over 400 steps while response lengths drift"),
+    _verl_7b("verl-fullyasync-colocate-64xh20", source=VERL_FULLY_ASYNC, devices=64, nodes=8, n=16,
+             max_response=28672, tp=4, sp=4, step_s=365.28, gen_s=150.72, score_s=70.26, train_s=133.41,
+             script="verl/experimental/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh (colocate sync row)",
+             note="FSDP2; step averaged over 400 steps while response lengths drift"),
+    _verl_7b("verl-fullyasync-colocate-128xh20", source=VERL_FULLY_ASYNC, devices=128, nodes=16, n=16,
+             max_response=28672, tp=4, sp=4, step_s=356.30, gen_s=177.85, score_s=53.92, train_s=113.81,
+             script="verl/experimental/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh (colocate sync row)",
+             note="FSDP2; step averaged over 400 steps while response lengths drift"),
+    PublishedRun(
+        key="verl-fullyasync-colocate-qwen3-30b-a3b-128xh20", framework="verl (colocated, synchronous)",
+        source=VERL_FULLY_ASYNC,
+        version=f"{VERL[:12]} (script verl/experimental/fully_async_policy/shell/grpo_30b_a3b_base_math_megatron_96_32.sh)",
+        model="qwen3-30b-a3b", hf_model="Qwen/Qwen3-30B-A3B-Base", gpu="h20", devices=128, nodes=16,
+        placement="colocated", batch=512, n=16, max_prompt=2048, max_response=8192, algorithm="grpo", reward="rule",
+        kl=True, tp=4, published_step_s=497.89, minibatches=512 // 128, gpu_memory_utilization=0.7,
+        recompute="full", ep=8, max_num_seqs=1024, max_num_batched_tokens=2048 + 8192, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
+        stages=Stages(348.05, 28.73 + 20.86, 86.27, definition=_VERL_STAGES),
+        prompt_note=_DAPO_PROMPT,
+        response_note=("no mean response length is published; assumed 2,500 tokens, lognormal spread 1.0, capped "
+                       "at 8,192"),
+        notes="Megatron TP2 with offload (EP8 modelled); GRPO with a low-variance KL loss (reference forward); rule reward"),
+    PublishedRun(
+        key="verl-deepseek-v3-96xh20", framework="verl (colocated, synchronous)", source=VERL_DPSK,
+        version=f"{VERL[:12]} (script examples/grpo_trainer/run_deepseek671b_math_megatron_96gb.sh)",
+        model="deepseek-v3", hf_model="deepseek-ai/DeepSeek-V3 (MTP off)", gpu="h20", devices=96, nodes=12,
+        placement="colocated", batch=96, n=8, max_prompt=2048, max_response=9632, algorithm="grpo", reward="rule",
+        kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full", ep=8,
+        max_num_seqs=1024, max_num_batched_tokens=2048 + 9632,
+        mean_response=1960, mean_prompt=150, stages=Stages(generation_s=1050, definition="rollout time (s)"),
+        prompt_note="not published; assumed a 150-token mean (math prompts)",
+        response_note="mean response 1,960 published; lognormal spread 0.7, capped at 9,632 (1204 x 8, as the script)",
+        notes=("Megatron TP8 PP12 (EP8 modelled) with full optimizer offload to the CPU (1.5 TB CPU memory per node), which "
+               "the simulator does not charge; GRPO with a KL loss; rule reward")),
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# OpenRLHF benchmark (A800, Llama-2, PPO with a reward model and a critic) and DeepSpeed-Chat beside it
+
+
+_OPENRLHF_STAGES = ("OpenRLHF 'Generation' latency is make_experience: generation plus the actor, reference, "
+                    "reward and critic forwards; 'Training' is the actor and critic updates")
+_OPENRLHF_LENGTHS = ("no response lengths are published; the benchmark follows DeepSpeed-Chat's fixed-length "
+                     "setting with max_prompt_seq_len = max_answer_seq_len = 1024 (its FLOP count assumes both at "
+                     "the cap), so every response is taken at the 1,024 cap")
+_OPENRLHF_PROMPT = "not published; assumed a 256-token mean (HH/rm-static prompts), capped at 1,024"
+
+
+def _openrlhf(key: str, *, framework: str, model: str, hf: str, devices: int, placement: str, tp: int,
+              step_s: float, gen_s: float, train_s: float, engine: str = "continuous", gen_batch: int | None = None,
+              max_num_seqs: int | None = None, nodes: int = 1, colocate: str = "sleep", note: str = "") -> PublishedRun:
+    return PublishedRun(
+        key=key, framework=framework, source=OPENRLHF_BENCH, version=OPENRLHF, model=model, hf_model=hf,
+        gpu="a800-80gb", devices=devices, nodes=nodes, placement=placement, batch=1024, n=1, max_prompt=1024,
+        max_response=1024, algorithm="ppo", reward=model, kl=True, tp=tp, published_step_s=step_s,
+        minibatches=1024 // 128, engine=engine, gen_batch=gen_batch, max_num_seqs=max_num_seqs, colocate=colocate,
+        recompute="full",
+        mean_response=1024,
+        mean_prompt=256, response_sigma=0.0,
+        stages=Stages(generation_s=gen_s, training_s=train_s, generation_includes_scoring=True,
+                      definition=_OPENRLHF_STAGES),
+        prompt_note=_OPENRLHF_PROMPT, response_note=_OPENRLHF_LENGTHS,
+        notes=("PPO, reward model and critic initialised from the actor's size; rollout 1024 prompts, train "
+               "batch 128, 1 epoch; gradient checkpointing; " + note))
+
+
+OPENRLHF_RUNS: tuple[PublishedRun, ...] = (
+    _openrlhf("openrlhf-ray-vllm-llama2-7b-8xa800", framework="OpenRLHF (Ray + vLLM)", model="llama-2-7b",
+              hf="meta-llama/Llama-2-7b-hf", devices=8, placement="pools:gen=2,train=4,score=2", tp=1,
+              step_s=885.16, gen_s=481.86, train_s=403.29, max_num_seqs=16,
+              note=("GPUs ref:reward:actor:critic:vLLM = 1:1:2:2:2 (actor and critic share the 4-GPU train pool "
+                    "here); each actor rank sends its micro rollout batch of 16 to one of the 2 engines, so an "
+                    "engine runs at most 16 sequences (max_num_seqs 16)")),
+    _openrlhf("openrlhf-ray-vllm-llama2-13b-8xa800", framework="OpenRLHF (Ray + vLLM)", model="llama-2-13b",
+              hf="meta-llama/Llama-2-13b-hf", devices=8, placement="pools:gen=2,train=4,score=2", tp=1,
+              step_s=2392.91, gen_s=1425.75, train_s=967.15, max_num_seqs=8,
+              note=("GPUs ref:reward:actor:critic:vLLM = 1:1:2:2:2; micro rollout batch 8 per actor rank, one rank "
+                    "per engine (max_num_seqs 8)")),
+    _openrlhf("openrlhf-ray-vllm-llama2-70b-16xa800", framework="OpenRLHF (Ray + vLLM)", model="llama-2-70b",
+              hf="meta-llama/Llama-2-70b-hf", devices=16, nodes=2, placement="pools:gen=4,train=8,score=4", tp=2,
+              step_s=9822.62, gen_s=7122.65, train_s=2699.97, max_num_seqs=8,
+              note=("GPUs ref:reward:actor:critic:vLLM = 2:2:4:4:4, two vLLM engines of TP2 (as the repository's "
+                    "70B script); micro rollout batch 4 per actor rank, two ranks per engine (max_num_seqs 8); "
+                    "ZeRO-3 with Adam offload")),
+    _openrlhf("openrlhf-deepspeed-llama2-7b-8xa800", framework="OpenRLHF (DeepSpeed, no Ray)", model="llama-2-7b",
+              hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, step_s=1177.78, gen_s=920.81,
+              train_s=256.97, engine="static", gen_batch=8, colocate="resident",
+              note=("all models resident on the 8 GPUs (no sleep/wake); Hugging Face generate, micro rollout batch 8 "
+                    "per GPU")),
+    _openrlhf("dschat-llama2-7b-8xa800", framework="DeepSpeed-Chat (hybrid engine, no offload)", model="llama-2-7b",
+              hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, step_s=1184.31, gen_s=975.36,
+              train_s=209.05, engine="static", gen_batch=4, colocate="resident",
+              note=("DeepSpeed-Chat as optimised by OpenRLHF's benchmark; hybrid-engine generate, 4 per GPU; every "
+                    "model resident (no sleep/wake)")),
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# The OPPO paper's own TRL baseline
+
+
+PAPER_RUNS: tuple[PublishedRun, ...] = (
+    PublishedRun(
+        key="oppo-paper-trl-2x4xa100", framework="TRL PPOTrainer (the OPPO paper's baseline)", source=OPPO_PAPER,
+        version="arXiv 2509.25762v2", model="qwen2.5-7b", hf_model="Qwen/Qwen2.5-7B (7B reward model)",
+        gpu="a100-80gb", devices=8, nodes=2, placement="paper", batch=112, n=1, max_prompt=2048, max_response=8192,
+        algorithm="ppo", reward="qwen2.5-7b", kl=True, tp=1, published_step_s=498.3, ppo_epochs=4, minibatches=1,
+        engine="static", gen_batch=64, colocate="resident",
+        trace=("servegen_deepseek_r1_sampled", "oppo-longtail-default"),
+        stages=Stages(definition="only the step time is published"),
+        prompt_note="from the trace, prompts clipped at 2,048 tokens (as paper_vs_ours.py)",
+        response_note=("no lengths are published; the reasoning-length trace servegen_deepseek_r1_sampled where it "
+                       "is on the trace search path, else the shipped oppo-longtail-default (the trace column says "
+                       "which), capped at 8,192 — as paper_vs_ours.py"),
+        notes=("TRL PPO defaults: 4 epochs x 1 mini-batch, generate in batches of 64 rows; 7 GPUs generate and "
+               "train, 1 scores, everything resident (TRL has no sleep mode); two nodes of 4 A100 (inter-node "
+               "traffic for the trainer)")),
+)
+
+
+RUNS: tuple[PublishedRun, ...] = (*NEMO_RUNS, *VERL_RUNS, *OPENRLHF_RUNS, *PAPER_RUNS)
+"""Every published run, in table order."""
