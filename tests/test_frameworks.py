@@ -325,3 +325,16 @@ def test_model_names_match_table_ids_on_word_boundaries(name, table_id):
     from oppo_sim.frameworks.translation import model_arg
 
     assert model_arg("actor_rollout_ref.model.path", name)[0] == table_id
+
+
+def test_a_real_length_openrlhf_command_line_is_read_not_taken_for_a_file(capsys):
+    """A command line longer than a file name may be (255 bytes) once crashed ``Path.is_file`` (ENAMETOOLONG)."""
+    args = ("--pretrain meta-llama/Llama-3.1-8B-Instruct --advantage_estimator reinforce_baseline --n_samples_per_prompt 4 "
+            "--rollout_batch_size 8 --train_batch_size 32 --prompt_max_len 1024 --generate_max_len 256 --colocate_all_models "
+            "--vllm_enable_sleep --deepspeed_enable_sleep --actor_num_gpus_per_node 8 --vllm_num_engines 4 "
+            "--vllm_tensor_parallel_size 2 --remote_rm_url http://localhost:5000/get_reward --max_epochs 1")
+    assert len(args) > 255
+    t = translate_openrlhf(args)
+    assert "--n" in t.args and "4" in t.args
+    assert main(["run", "--from-openrlhf", args, "--steps", "1", "--actor", "qwen2.5-0.5b"]) == 0
+    assert "--n_samples_per_prompt" in capsys.readouterr().out

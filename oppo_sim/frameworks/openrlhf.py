@@ -43,7 +43,6 @@ where OpenRLHF gives each its own GPUs. Nodes: the most ``*_num_nodes`` of any m
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
@@ -52,6 +51,7 @@ from oppo_sim.frameworks.translation import (
     Translation,
     as_float,
     as_int,
+    existing_file,
     missing_model,
     model_arg,
     split_words,
@@ -86,8 +86,8 @@ _WHY = {"micro_train_batch_size": "per-GPU micro-batches; oppo-sim's are in toke
 
 def parse_openrlhf(text: str) -> tuple[dict[str, Any], list[str]]:
     """OpenRLHF arguments (a string, or a file holding the launch command) -> (options given, launcher words)."""
-    path = Path(text.strip()).expanduser() if "\n" not in text and len(text) < 4096 else None
-    words = split_words(path.read_text() if path is not None and path.is_file() else text, "--from-openrlhf")
+    path = existing_file(text)
+    words = split_words(path.read_text() if path is not None else text, "--from-openrlhf")
     launcher: list[str] = []
     for i, w in enumerate(words):
         if w.rsplit("/", 1)[-1].removesuffix(".py").endswith("train_ppo_ray"):
@@ -118,8 +118,8 @@ def translate_openrlhf(text: str) -> Translation:
         if k in given and given[k] is not True:
             raise ConfigError(f"--{k} is an on/off flag in OpenRLHF; it takes no value, got {given[k]!r}")
     o = {**OPENRLHF_DEFAULTS, **given}
-    path = Path(text.strip()).expanduser() if "\n" not in text and len(text) < 4096 else None
-    b = Builder("OpenRLHF", (str(path) if path is not None and path.is_file() else "the arguments given",))
+    path = existing_file(text)
+    b = Builder("OpenRLHF", (str(path) if path is not None else "the arguments given",))
     d = {k: k not in given for k in o}
     _batches(b, o, d)
     _models(b, o, d)

@@ -180,11 +180,23 @@ def read_overrides(tokens: Iterable[str], source: str) -> tuple[dict[str, Any], 
     return out, stray
 
 
+def existing_file(text: str) -> Path | None:
+    """``text`` as a path if it names a file (a command line or an override string is not one: it may be
+    longer than the system allows a file name, which ``Path.is_file`` would raise on), else None."""
+    if "\n" in text or not text.strip():
+        return None
+    try:
+        path = Path(text.strip()).expanduser()
+        return path if path.is_file() else None
+    except OSError:  # e.g. ENAMETOOLONG: an argument string, not a file
+        return None
+
+
 def read_source(source: str, flag: str) -> tuple[dict[str, Any], list[str]]:
     """One ``--from-verl`` value: a ``.yaml``/``.yml`` file (a whole trainer config), another file (overrides
     or a launch script: its ``key=value`` words), or the overrides themselves. -> (keys, stray words)."""
-    path = Path(source).expanduser()
-    if path.is_file():
+    path = existing_file(source)
+    if path is not None:
         if path.suffix.lower() in (".yaml", ".yml"):
             return read_yaml(path), []
         return read_overrides(split_words(path.read_text(), str(path)), str(path))
@@ -257,11 +269,11 @@ def model_arg(key: str, value: Any) -> tuple[str | None, str]:
     from oppo_sim.hw.models import MODELS
 
     text = str(value).strip()
-    path = Path(text).expanduser()
-    if path.is_file() and path.name == "config.json":
+    path = existing_file(text)
+    if path is not None and path.name == "config.json":
         return str(path), "its config.json"
-    if path.is_dir() and (path / "config.json").is_file():
-        return str(path / "config.json"), "its config.json"
+    if existing_file(str(Path(text).expanduser() / "config.json")) is not None:
+        return str(Path(text).expanduser() / "config.json"), "its config.json"
     name = text.rstrip("/").rsplit("/", 1)[-1].lower().replace("_", "-")
     best = None
     for mid in MODELS:
@@ -280,5 +292,5 @@ def missing_model(key: str, value: Any, flag: str) -> str:
             f"table id or a path to a Hugging Face config.json")
 
 
-__all__ = ["Builder", "Ignored", "Translation", "Used", "as_bool", "as_float", "as_int", "flatten", "missing_model",
+__all__ = ["Builder", "Ignored", "Translation", "Used", "as_bool", "as_float", "as_int", "existing_file", "flatten", "missing_model",
            "model_arg", "read_overrides", "read_source", "read_yaml", "resolve", "scalar", "split_words"]
