@@ -254,3 +254,26 @@ def test_cli_plan_header_names_the_yaml_gpu(capsys):
                  "--batch", "8", "--max-response", "1024", "--layouts", "shared", "--policies", "baseline",
                  "--processes", "1", "--top", "1"]) == 0
     assert f"plan: 2 x h20 (uncalibrated defaults, datasheet spec {EXAMPLE}) over 1 node(s)" in capsys.readouterr().out
+
+
+def test_a_tensor_parallel_group_larger_than_the_domain_runs_its_all_reduces_over_the_network():
+    """tp 16 on 8-GPU HGX nodes crosses the network for every layer's all-reduce; on a GB200 NVL72 rack it does not."""
+    from oppo_sim.core.algorithms import Algorithm
+    from oppo_sim.core.placement import colocated_placement
+    from oppo_sim.engine.request import EngineConfig
+    from oppo_sim.hw.models import get_model
+    from oppo_sim.pipeline.config import SimConfig
+    from oppo_sim.pipeline.memory_plan import check_fits, cost_models
+
+    model = get_model("qwen3-8b")
+
+    def comm(gpu: str, tp: int, nodes: int) -> float:
+        cfg = SimConfig(gpu=gpu, actor="qwen3-8b", reward="qwen3-8b", placement=colocated_placement(16),
+                        engine=EngineConfig(tp=tp), nodes=nodes, algorithm=Algorithm("grpo", n=4, reward="rule"))
+        cost = cost_models(cfg, check_fits(cfg))["main"]
+        return cost.decode(model, tp).comm(4096)  # a prefill-sized iteration: bytes, not latency, dominate
+
+    hopper_in, hopper_across = comm("h100-sxm", 8, 2), comm("h100-sxm", 16, 2)
+    assert hopper_across > 4 * hopper_in  # the network (50 GB/s) is 9x slower than NVLink (450)
+    rack = comm("gb200", 16, 4)  # 16 GB200 over 4 trays: one NVLink domain
+    assert rack < hopper_across / 4

@@ -71,6 +71,7 @@ class DecodeCost:
     hw: Hardware
     tp: int = 1
     expert_parallel: bool = False
+    link_bw: float | None = None  # bytes/s, one direction, of the group's collectives (None: the GPU's link_bw)
 
     @cached_property
     def _k(self) -> tuple[float, float, float, float, float]:
@@ -94,7 +95,8 @@ class DecodeCost:
         """(fixed, per-token) seconds of an iteration's tensor-parallel collectives: two all-reduces per
         layer, each of ``tokens * hidden * dtype_bytes`` bytes (``allreduce_seconds`` is affine in the
         bytes); with expert parallelism, a MoE layer's second one is a dispatch and a combine all-to-all."""
-        return decode_comm_coeffs(self.model, self.hw.params.collective, self.tp, self.hw.gpu.link_bw, self.expert_parallel)
+        bw = self.link_bw if self.link_bw is not None else self.hw.gpu.link_bw
+        return decode_comm_coeffs(self.model, self.hw.params.collective, self.tp, bw, self.expert_parallel)
 
     def comm(self, tokens: float) -> float:
         """Seconds of the tensor-parallel all-reduces of an iteration over ``tokens`` tokens (0 at tp 1)."""
@@ -189,6 +191,8 @@ class CostModel:
     cross_node: bool = False  # the pool spans scale-up domains (nodes, or NVL72 racks): its gradient all-reduce
     #                           crosses the network (net_bw); see gpu_table.domain_gpus
     expert_parallel: int = 1  # training: a MoE model's experts sharded over this many ranks (Megatron's EP)
+    domain: int = 0  # GPUs per scale-up domain (gpu_table.domain_gpus); 0: unbounded. A tensor-parallel
+    #                  generation group larger than it runs its all-reduces at net_bw (a ring at its slowest link)
 
     def __post_init__(self) -> None:
         if isinstance(self.zero_stage, bool) or self.zero_stage not in ZERO_STAGES:
@@ -199,7 +203,10 @@ class CostModel:
             raise ConfigError(f"CostModel: sync must be a SyncPlan, got {type(self.sync).__name__}")
 
     def decode(self, model: ModelSpec, tp: int = 1, expert_parallel: bool = False) -> DecodeCost:
-        return DecodeCost(model, self.hw, tp, expert_parallel)
+        """The generation cost of a ``tp``-GPU replica; its collectives cross the network where ``tp`` exceeds
+        the scale-up domain (``domain``), as a TP group over several nodes does."""
+        across = self.domain > 0 and tp > self.domain
+        return DecodeCost(model, self.hw, tp, expert_parallel, self.hw.gpu.net_bw if across else None)
 
     def prefill_flops(self, model: ModelSpec, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool) -> float:
         return float(np.sum(model.forward_flops(new_tokens, context, scalar_head=scalar_head)))

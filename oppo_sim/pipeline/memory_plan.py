@@ -278,12 +278,18 @@ def sleep_wake_of(cfg: SimConfig, report: MemoryReport) -> SleepWake | None:
     return sleep_wake(report.pool(g), cfg.hardware_of(g), cfg.sleep_level)
 
 
+def domain_block(cfg: SimConfig) -> int:
+    """GPUs per scale-up domain block of the configuration (``gpu_table.domain_gpus``); where pools run on
+    different GPUs, the smallest block of theirs holds for all (two kinds of GPU share no NVLink)."""
+    total = cfg.placement.total_devices
+    return min(domain_gpus(cfg.hardware_of(p.name).gpu, total, cfg.nodes) for p in cfg.placement.pools)
+
+
 def pool_domains(cfg: SimConfig) -> dict[str, frozenset[int]]:
     """The scale-up domains each pool's devices sit in (``gpu_table.domain_gpus``: blocks of whole nodes
     that share ``link_bw``; ``nodes`` nodes of equal size, pools laid out in order). Where pools run on
     different GPUs, the smallest block of theirs holds for all (two kinds of GPU share no NVLink)."""
-    total = cfg.placement.total_devices
-    block = min(domain_gpus(cfg.hardware_of(p.name).gpu, total, cfg.nodes) for p in cfg.placement.pools)
+    block = domain_block(cfg)
     out, start = {}, 0
     for p in cfg.placement.pools:
         out[p.name] = frozenset(d // block for d in range(start, start + p.devices))
@@ -313,10 +319,11 @@ def generation_kv_blocks(cfg: SimConfig, report: MemoryReport) -> int:
 
 
 def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
-    """One cost model per pool, with the report's training setup and the configuration's sync plan."""
-    t, plan, domains = report.train, sync_plan(cfg), pool_domains(cfg)
+    """One cost model per pool, with the report's training setup, the configuration's sync plan and its
+    scale-up domain (a tensor-parallel group larger than a domain runs its all-reduces over the network)."""
+    t, plan, domains, block = report.train, sync_plan(cfg), pool_domains(cfg), domain_block(cfg)
     return {
         p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan,
-                          cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel)
+                          cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel, domain=block)
         for p in cfg.placement.pools
     }
