@@ -67,6 +67,21 @@ def test_each_sharded_forward_pays_the_zero3_parameter_all_gather():
     assert frozen_shards(z3, "logprob", 3) == 1  # the trainer's own weights serve log-probs: not a frozen copy
 
 
+def test_a_sharded_forward_takes_a_micro_batch_per_rank_and_overlaps_its_gather():
+    """Each rank forwards up to scorer_max_tokens of its own (FSDP/ZeRO-3 data parallel), and the layer-by-layer
+    gather runs beside the compute: a forward's time is the longer of the two, not their sum."""
+    z3 = replace(SMALL, train_memory=replace(SMALL.train_memory, zero_stage=3))
+    sharded, full = Pipeline(z3, TRACE, make_policy("baseline")), Pipeline(SMALL, TRACE, make_policy("baseline"))
+    assert sharded.scorers["reference"].budget == 4 * SMALL.scorer_max_tokens
+    assert full.scorers["reference"].budget == SMALL.scorer_max_tokens
+    res = simulate(TRACE, make_policy("baseline"), z3)
+    t = res.timeline
+    ref = t[(t.role == "reference") & (t.activity == "score")]
+    gather = sharded.scorers["reference"].gather_s
+    assert len(ref) and ((ref.end - ref.start) >= gather - 1e-9).all()  # no forward is shorter than its gather
+    assert ((ref.end - ref.start) < gather + 0.05).all()  # tiny forwards: the gather is the whole of it
+
+
 def test_30b_moe_on_8_h100_fits_only_by_sharding_the_reference():
     cfg = SimConfig(actor="qwen3-30b-a3b", gpu="h100-sxm", placement=colocated_placement(8),
                     algorithm=Algorithm("grpo", n=4, reward="rule"), steps=3, batch=16)

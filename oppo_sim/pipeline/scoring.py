@@ -1,6 +1,12 @@
 """A scoring role on its device pool: batches the work that is ready (streamed chunks, or whole
 sequences), keeps each streamed sequence's KV cache within an LRU budget (a sequence that lost it
-re-prefills its whole context, counted as recompute), and reports each final score to the pipeline."""
+re-prefills its whole context, counted as recompute), and reports each final score to the pipeline.
+
+A frozen model sharded with a ZeRO-3 trainer (``memory_plan.frozen_shards``) gathers its weights for every
+forward, as FSDP and DeepSpeed ZeRO-3 do: each rank runs its own micro-batch of up to
+``scorer_max_tokens`` tokens (so a forward over the pool takes ``scorer_max_tokens`` x devices tokens, not
+the pool-wide batch of an unsharded scorer), and the gather overlaps the forward's compute (FSDP and
+ZeRO-3 prefetch the next layer's parameters while one computes): a forward costs the longer of the two."""
 
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ class Scorer:
                  cfg: SimConfig, kv_tokens: float, on_scored: Callable[[str, list[int]], None], gather_s: float = 0.0):
         self.env = env
         self.gather_s = gather_s  # each forward's all-gather of weights sharded with the trainer (0: a full copy)
+        self.budget = cfg.scorer_max_tokens * (pool.n if gather_s > 0 else 1)  # tokens per forward over the pool
         self.role = role
         self.cfg = cfg
         self.cost = cost
@@ -61,7 +68,7 @@ class Scorer:
                 width = max(n + c for n, c in zip(new_tok, ctx_tok))  # padded to the longest sequence
                 new_tok = [width - c for c in ctx_tok]
             secs, flops = cost.prefill_cost(self.model, self.pool.n, new_tok, ctx_tok, scalar_head=self.scalar)
-            secs += self.gather_s
+            secs = max(secs, self.gather_s)  # prefetched layer by layer beside the compute (0 unsharded)
             if one_by_one:  # each streamed chunk is its own remote call to the scorer process
                 secs += self.cfg.overheads.call_s
             job = self.pool.submit(
@@ -72,12 +79,12 @@ class Scorer:
             self._settle(items)
 
     def _take_batch(self, one_by_one: bool):
-        """The ready work one forward takes (up to ``scorer_max_tokens`` new tokens; one sequence when
+        """The ready work one forward takes (up to ``self.budget`` new tokens; one sequence when
         streamed chunks are not batched): items, new and cached tokens per sequence, recompute FLOPs."""
         per_token, per_pair = self._flop_coeffs
         unbatched = not self.cfg.stream_batching
         items, new_tok, ctx_tok, redo = [], [], [], 0.0
-        budget = self.cfg.scorer_max_tokens
+        budget = self.budget
         queue, cache, role = self.queue, self.cache, self.role
         while queue and (not items or budget > 0):
             if items and unbatched and (one_by_one or queue[0][4]):
