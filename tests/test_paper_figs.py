@@ -227,7 +227,7 @@ def test_calibration_is_fitted_on_one_framework_and_reported_on_the_others(monke
 
 def test_a_run_the_memory_check_refuses_is_timed_past_it_and_marked(monkeypatch):
     mod = _load("published_runs", monkeypatch)
-    run = next(r for r in mod.RUNS if r.key == "nemo-v0.5-qwen3-32b-32xh100")  # a frozen reference held whole
+    run = next(r for r in mod.RUNS if r.key == "openrlhf-ray-vllm-llama2-70b-16xa800")  # Adam offloaded to the CPU there
     row = mod.simulate_run(run, steps=1)
     assert row["status"] == "ok, past the memory check" and "does not fit" in row["memory_check"]
     assert row["memory"].startswith("ZeRO-3") and row["predicted_step_s"] > 0
