@@ -94,6 +94,8 @@ class SampleStore:
         prompt = self.prompt_of(sid)
         g = sid // self.n
         self.created[g] = self.created.get(g, 0) + 1
+        if sid not in self.budgets:
+            raise RuntimeError(f"sample {sid} created before it was admitted (SampleStore.target_of gives its budget)")
         s = self.samples[sid] = RSample(sid, prompt, self.budgets.pop(sid), self.trace is not None)
         return s
 

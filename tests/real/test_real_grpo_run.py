@@ -54,21 +54,27 @@ def _drive(cfg: RealConfig, policy: str = "oppo"):
         session.close()
 
 
+def _admitted(store: SampleStore, sid: int):
+    """Create ``sid`` as the driver does: admitted first (``target_of`` gives its budget), then created."""
+    store.target_of(sid, 0)
+    return store.create(sid)
+
+
 def test_group_members_share_one_prompt(task_cfg):
     store = SampleStore(RealConfig(batch=B, algorithm=Algorithm("grpo", n=N, reward="rule")), None)
-    prompts = [store.create(sid).prompt for sid in range(3 * N)]
+    prompts = [_admitted(store, sid).prompt for sid in range(3 * N)]
     for g in range(3):
         assert len(set(prompts[g * N:(g + 1) * N])) == 1
     assert len({prompts[0], prompts[N], prompts[2 * N]}) == 3
     ppo = SampleStore(RealConfig(batch=B), None)  # n = 1: every sample its own prompt, as before
-    assert len({ppo.create(sid).prompt for sid in range(4)}) == 4
+    assert len({_admitted(ppo, sid).prompt for sid in range(4)}) == 4
 
 
 def test_rule_reward_is_a_function_of_the_tokens(task_cfg):
     store = SampleStore(RealConfig(batch=B, algorithm=Algorithm("grpo", n=N, reward="rule")), None)
     good, bad = task_cfg.good_tokens(), np.setdiff1d(np.arange(3, task_cfg.vocab), task_cfg.good_tokens())
     for sid, toks, want in ((0, good[:6], 1.0), (1, bad[:6], 0.0), (2, [*good[:3], *bad[:1]], 0.75)):
-        store.create(sid).tokens.extend(int(t) for t in toks)
+        _admitted(store, sid).tokens.extend(int(t) for t in toks)
         assert store.rule_reward(sid) == pytest.approx(want)
 
 
