@@ -88,15 +88,9 @@ class TorchActor:
     """`ActorBackend` over a transformers causal LM (loaded from `cfg.model`, or an in-memory model)."""
 
     def __init__(self, cfg: TorchActorConfig, model: torch.nn.Module | None = None) -> None:
-        from transformers import AutoModelForCausalLM
-
         self.cfg = cfg
         t0 = time.perf_counter()
-        self.device = torch.device(cfg.device)
-        if model is None:
-            model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=_DTYPES[cfg.dtype])
-        self.model = model.to(self.device).eval()
-        self.eos_ids = frozenset(cfg.eos_token_ids if cfg.eos_token_ids is not None else read_eos_ids(Path(cfg.model)))
+        self.device, self.model, self.eos_ids = load_causal_lm(cfg, model)
         self._live: dict[str, _Live] = {}
         self._waiting: deque[_Live] = deque()  # need a prefill of their whole context
         self._rows: list[_Live] = []  # rows of the batch cache, in order
@@ -144,13 +138,7 @@ class TorchActor:
     @torch.no_grad()
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> float:
         t0 = time.perf_counter()
-        own = self.model.state_dict()
-        missing = [k for k in own if k not in state_dict and not k.endswith("inv_freq")]
-        if missing:
-            raise ConfigError(f"load_weights: state_dict lacks {len(missing)} parameters, e.g. {missing[0]}")
-        for k, v in state_dict.items():
-            if k in own:
-                own[k].copy_(v.detach().to(device=own[k].device, dtype=own[k].dtype))
+        copy_weights(self.model, state_dict)
         self._drop_kv()  # KV computed with the old weights is stale
         self._sync()
         return time.perf_counter() - t0
@@ -255,6 +243,31 @@ class TorchActor:
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+
+def load_causal_lm(cfg, model: torch.nn.Module | None) -> tuple[torch.device, torch.nn.Module, frozenset[int]]:
+    """(device, the model on it in eval mode, its EOS ids) for a torch actor backend's ``cfg`` (``device``,
+    ``model`` directory, ``dtype``, ``eos_token_ids``); ``model`` given is used instead of loading one."""
+    from transformers import AutoModelForCausalLM
+
+    device = torch.device(cfg.device)
+    if model is None:
+        model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=_DTYPES[cfg.dtype])
+    eos = cfg.eos_token_ids if cfg.eos_token_ids is not None else read_eos_ids(Path(cfg.model))
+    return device, model.to(device).eval(), frozenset(eos)
+
+
+@torch.no_grad()
+def copy_weights(model: torch.nn.Module, state_dict: dict[str, torch.Tensor]) -> None:
+    """Copy ``state_dict`` into ``model``'s parameters in place (captured CUDA graphs stay valid); a state
+    dict that lacks one of the model's parameters (rotary buffers aside) -> one-line ConfigError."""
+    own = model.state_dict()
+    missing = [k for k in own if k not in state_dict and not k.endswith("inv_freq")]
+    if missing:
+        raise ConfigError(f"load_weights: state_dict lacks {len(missing)} parameters, e.g. {missing[0]}")
+    for k, v in state_dict.items():
+        if k in own:
+            own[k].copy_(v.detach().to(device=own[k].device, dtype=own[k].dtype))
 
 
 def read_eos_ids(model_dir: Path) -> tuple[int, ...]:

@@ -29,13 +29,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
 from oppo_real.backends.api import FINISH_LENGTH, FINISH_STOP, Delta, GenRequest, SamplingConfig
 from oppo_real.backends.graph_decoder import SlotDecoder, slots_for
-from oppo_real.backends.torch_actor import _DTYPES, _Live, read_eos_ids
+from oppo_real.backends.torch_actor import _DTYPES, _Live, copy_weights, load_causal_lm
 from oppo_sim.core.errors import ConfigError
 
 
@@ -66,15 +65,9 @@ class TorchGraphActor:
     """`ActorBackend` over a transformers causal LM on static KV slots, decode iterations graph-captured."""
 
     def __init__(self, cfg: TorchGraphConfig, model: torch.nn.Module | None = None) -> None:
-        from transformers import AutoModelForCausalLM
-
         self.cfg = cfg
         t0 = time.perf_counter()
-        self.device = torch.device(cfg.device)
-        if model is None:
-            model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=_DTYPES[cfg.dtype])
-        self.model = model.to(self.device).eval()
-        self.eos_ids = frozenset(cfg.eos_token_ids if cfg.eos_token_ids is not None else read_eos_ids(Path(cfg.model)))
+        self.device, self.model, self.eos_ids = load_causal_lm(cfg, model)
         slots = slots_for(self.model, cfg.max_model_len, cfg.max_num_seqs, cfg.kv_cache_bytes)
         self.dec = SlotDecoder(self.model, slots, cfg.max_model_len, cfg.sampling.temperature, cfg.cuda_graphs)
         self._live: dict[str, _Live] = {}
@@ -122,13 +115,7 @@ class TorchGraphActor:
     @torch.no_grad()
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> float:
         t0 = time.perf_counter()
-        own = self.model.state_dict()
-        missing = [k for k in own if k not in state_dict and not k.endswith("inv_freq")]
-        if missing:
-            raise ConfigError(f"load_weights: state_dict lacks {len(missing)} parameters, e.g. {missing[0]}")
-        for k, v in state_dict.items():
-            if k in own:
-                own[k].copy_(v.detach().to(device=own[k].device, dtype=own[k].dtype))  # in place: graphs stay valid
+        copy_weights(self.model, state_dict)  # in place: captured graphs stay valid
         self._drop_kv()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -49,7 +48,7 @@ from oppo_real.backends.api import (
 )
 from oppo_real.backends.padded_cache import merge_rows, select_rows
 from oppo_real.backends.sampling import row_keys, sample
-from oppo_real.backends.torch_actor import _DTYPES, read_eos_ids
+from oppo_real.backends.torch_actor import _DTYPES, copy_weights, load_causal_lm
 from oppo_sim.core.errors import ConfigError
 
 _NO_LIMIT = 1 << 60
@@ -116,15 +115,9 @@ class TorchStaticActor:
     """`ActorBackend` over a transformers causal LM, generating static batches in calls of C tokens."""
 
     def __init__(self, cfg: TorchStaticConfig, model: torch.nn.Module | None = None) -> None:
-        from transformers import AutoModelForCausalLM
-
         self.cfg = cfg
         t0 = time.perf_counter()
-        self.device = torch.device(cfg.device)
-        if model is None:
-            model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=_DTYPES[cfg.dtype])
-        self.model = model.to(self.device).eval()
-        self.eos_ids = frozenset(cfg.eos_token_ids if cfg.eos_token_ids is not None else read_eos_ids(Path(cfg.model)))
+        self.device, self.model, self.eos_ids = load_causal_lm(cfg, model)
         self.call_tokens = cfg.call_tokens
         self._waiting: deque[_Seq] = deque()
         self._groups: list[_Group] = []
@@ -211,13 +204,7 @@ class TorchStaticActor:
     @torch.no_grad()
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> float:
         t0 = time.perf_counter()
-        own = self.model.state_dict()
-        missing = [k for k in own if k not in state_dict and not k.endswith("inv_freq")]
-        if missing:
-            raise ConfigError(f"load_weights: state_dict lacks {len(missing)} parameters, e.g. {missing[0]}")
-        for k, v in state_dict.items():
-            if k in own:
-                own[k].copy_(v.detach().to(device=own[k].device, dtype=own[k].dtype))
+        copy_weights(self.model, state_dict)
         # the KV computed with the old weights is stale: a call in progress ends here (its tokens are handed
         # out by the next step) and every row is prefilled again from its whole context at its next call
         for g in list(self._groups):
