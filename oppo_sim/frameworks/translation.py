@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.userfiles import read_yaml_mapping
 
 _KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-]*$")
 _INTERP = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
@@ -136,22 +137,9 @@ def _yaml():
     return yaml
 
 
-def _yaml_error(yaml, e: Exception) -> str:
-    mark = getattr(e, "problem_mark", None)
-    where = f"line {mark.line + 1}: " if mark is not None else ""
-    return where + str(getattr(e, "problem", None) or e).splitlines()[0]
-
-
 def read_yaml(path: Path) -> dict[str, Any]:
     """A YAML mapping file, flattened; anything else -> one-line ConfigError."""
-    yaml = _yaml()
-    try:
-        tree = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(f"cannot read {path}: {_yaml_error(yaml, e)}") from None
-    if not isinstance(tree, dict):
-        raise ConfigError(f"{path}: expected a mapping of keys (a verl trainer config), got {type(tree).__name__}")
-    return flatten(tree)
+    return flatten(read_yaml_mapping(path, f"verl config '{path}'", "a verl trainer config"))
 
 
 def scalar(text: str) -> Any:

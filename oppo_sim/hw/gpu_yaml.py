@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.userfiles import read_yaml_mapping
 from oppo_sim.hw.gpu_table import GPUSpec, MiB
 from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, OP_KINDS, UNCALIBRATED, CostParams, GiB, Hardware
 
@@ -129,22 +130,7 @@ def _params(doc: dict, where: str) -> tuple[CostParams, tuple[str, ...]]:
 
 
 def _read(path: Path, where: str) -> dict:
-    import yaml
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{where}: cannot read ({getattr(e, 'strerror', None) or e})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or 'syntax error'}{at})") from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{where}: top level must be a mapping of keys ({', '.join(KEYS[:4])}, ...)")
+    doc = read_yaml_mapping(path, where, f"{', '.join(KEYS[:4])}, ...")
     unknown = [k for k in doc if k not in KEYS]
     if unknown:
         raise ConfigError(f"{where}: unknown key '{unknown[0]}'; known: {', '.join(KEYS)}")

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.userfiles import read_text
 from oppo_sim.hw.gpu_yaml import is_gpu_yaml, load_gpu_yaml
 from oppo_sim.hw.hardware import (
     GPUS,
@@ -104,13 +105,7 @@ def _build(cls: type, obj: dict, prefix: str, where: str) -> Any:
 def read_profile(path: str | PathLike) -> tuple[Hardware, dict]:
     """Load a JSON profile: the ``Hardware`` and its ``meta`` dict. Errors name file and field."""
     where = f"profile '{path}'"
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{where}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    text = read_text(path, where)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
