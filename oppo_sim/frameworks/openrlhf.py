@@ -52,8 +52,6 @@ from oppo_sim.frameworks.translation import (
     as_float,
     as_int,
     existing_file,
-    missing_model,
-    model_arg,
     split_words,
 )
 
@@ -175,19 +173,12 @@ def _models(b: Builder, o: dict, d: dict) -> None:
     if "use_kl_loss" in o:
         b.use("--use_kl_loss", True, note="same reference forward")
     if "pretrain" in o:
-        arg, how = model_arg("--pretrain", o["pretrain"])
-        if arg is None:
-            b.pending.append(("--actor", missing_model("--pretrain", o["pretrain"], "--actor")))
-        b.use("--pretrain", o["pretrain"], *(("--actor", arg) if arg else ()), note=how or "unresolved: needs --actor")
+        b.use_model("--pretrain", o["pretrain"], "--actor")
     remote = next((k for k in ("remote_rm_url", "agent_func_path") if k in o), None)
     if remote:
         b.use("--" + remote, o[remote], "--reward", "rule", note="a verifier off the GPUs")
     elif "reward_pretrain" in o:
-        arg, how = model_arg("--reward_pretrain", o["reward_pretrain"])
-        if arg is None:
-            b.pending.append(("--reward", missing_model("--reward_pretrain", o["reward_pretrain"], "--reward")))
-        b.use("--reward_pretrain", o["reward_pretrain"], *(("--reward", arg) if arg else ()),
-              note=how or "unresolved: needs --reward")
+        b.use_model("--reward_pretrain", o["reward_pretrain"], "--reward")
 
 
 def _training(b: Builder, o: dict, d: dict) -> None:

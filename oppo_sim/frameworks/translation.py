@@ -107,6 +107,16 @@ class Builder:
     def use(self, key: str, value: Any, *args: Any, note: str = "", default: bool = False) -> None:
         self.used.append(Used(key, value, tuple(str(a) for a in args), note, default))
 
+    def use_model(self, key: str, value: Any, flag: str) -> None:
+        """A framework's model path as ``flag`` (``--actor``, ``--reward``): its config.json or a matched table id
+        (:func:`model_arg`); unmatched, it is echoed as unresolved and the run needs ``flag`` typed."""
+        arg, how = model_arg(key, value)
+        if arg is None:
+            self.pending.append((flag, missing_model(key, value, flag)))
+            self.use(key, value, note=f"unresolved: needs {flag}")
+        else:
+            self.use(key, value, flag, arg, note=how)
+
     def ignore(self, key: str, value: Any, why: str) -> None:
         self.ignored.append(Ignored(key, value, why))
 

@@ -59,8 +59,6 @@ from oppo_sim.frameworks.translation import (
     as_bool,
     as_float,
     as_int,
-    missing_model,
-    model_arg,
     read_source,
     resolve,
 )
@@ -186,12 +184,7 @@ def _training(b: Builder, cfg: dict, dflt: dict) -> None:
     b.use(k, cfg[k], "--recompute", "full" if as_bool(k, cfg[k]) else "none", default=dflt[k])
     k = "actor_rollout_ref.model.path"
     if k in cfg:
-        arg, how = model_arg(k, cfg[k])
-        if arg is None:
-            b.pending.append(("--actor", missing_model(k, cfg[k], "--actor")))
-            b.use(k, cfg[k], note="unresolved: needs --actor")
-        else:
-            b.use(k, cfg[k], "--actor", arg, note=how)
+        b.use_model(k, cfg[k], "--actor")
 
 
 def _trainer_state(b: Builder, cfg: dict, dflt: dict) -> None:
@@ -245,12 +238,7 @@ def _algorithm(b: Builder, cfg: dict, dflt: dict) -> None:
     mk = "reward_model.model.path"
     if mk not in cfg:
         raise ConfigError(f"{k}=True needs {mk}")
-    arg, how = model_arg(mk, cfg[mk])
-    if arg is None:
-        b.pending.append(("--reward", missing_model(mk, cfg[mk], "--reward")))
-        b.use(mk, cfg[mk], note="unresolved: needs --reward")
-    else:
-        b.use(mk, cfg[mk], "--reward", arg, note=how)
+    b.use_model(mk, cfg[mk], "--reward")
 
 
 def _placement(b: Builder, cfg: dict, dflt: dict) -> None:
