@@ -101,3 +101,17 @@ def vllm_pool(vllm_ok, models):
 @pytest.fixture()
 def greedy_vllm(vllm_pool):
     return vllm_pool.get()
+
+
+@pytest.fixture(scope="module")
+def ray_started():
+    """Ray for the module's tests; stopped after them unless it was running before."""
+    pytest.importorskip("ray")
+    import ray
+
+    from oppo_real.workers.handles import stop_ray
+
+    was = ray.is_initialized()
+    yield
+    if not was:
+        stop_ray()

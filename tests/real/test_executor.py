@@ -225,19 +225,6 @@ def test_failing_local_worker_is_a_one_line_worker_error(models, tail_trace, rol
     assert "\n" not in msg and role in msg and "simulated failure" in msg
 
 
-@pytest.fixture(scope="module")
-def ray_started():
-    pytest.importorskip("ray")
-    import ray
-
-    from oppo_real.workers.handles import stop_ray
-
-    was = ray.is_initialized()
-    yield
-    if not was:
-        stop_ray()
-
-
 def test_killed_ray_worker_is_a_one_line_worker_error(models, tail_trace, ray_started):
     import ray
 

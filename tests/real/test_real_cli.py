@@ -32,19 +32,6 @@ def _one_line_error(p: subprocess.CompletedProcess, *words: str) -> None:
         assert w in lines[0], lines[0]
 
 
-@pytest.fixture(scope="module")
-def ray_started():
-    pytest.importorskip("ray")
-    import ray
-
-    from oppo_real.workers.handles import stop_ray
-
-    was = ray.is_initialized()
-    yield
-    if not was:
-        stop_ray()
-
-
 def test_run_vllm_on_ray_baseline_and_oppo(models, vllm_ok, ray_started, tmp_path, capsys):
     from oppo_real.backends.vllm_actor import vllm_available
 

@@ -171,19 +171,6 @@ def test_grpo_cli_end_to_end_local(models, tmp_path, capsys):
     _check_run(_run_cli(models, tmp_path, "--backend", "torch", "--workers", "local"), capsys)
 
 
-@pytest.fixture(scope="module")
-def ray_started():
-    pytest.importorskip("ray")
-    import ray
-
-    from oppo_real.workers.handles import stop_ray
-
-    was = ray.is_initialized()
-    yield
-    if not was:
-        stop_ray()
-
-
 def test_grpo_cli_end_to_end_vllm_on_ray(models, vllm_ok, ray_started, tmp_path, capsys):
     """vLLM gets the n requests of a group with the same prompt ids (its prefix cache shares them)."""
     _check_run(_run_cli(models, tmp_path, "--backend", "vllm", "--workers", "ray"), capsys)
