@@ -17,6 +17,7 @@ from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
 from oppo_sim.hw.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
+from oppo_sim.hw.trainer_layout import TRAIN_BACKENDS, TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
 ENGINES: tuple[str, ...] = tuple(k.value for k in EngineKind)
@@ -84,6 +85,30 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                    help="expert parallelism of a MoE actor: the trainer shards the experts over N ranks (Megatron/verl "
                         "expert_model_parallel_size) and N > 1 shards them over each generation replica's tp GPUs (vLLM "
                         "enable_expert_parallel) (default %(default)s: off)")
+    add_trainer_layout_args(m)
+
+
+def add_trainer_layout_args(p) -> None:
+    """The trainer's backend and model parallelism (``SimConfig.trainer``, ``oppo_sim.hw.trainer_layout``)."""
+    p.add_argument("--train-backend", choices=TRAIN_BACKENDS, default="fsdp",
+                   help="the trainer: fsdp (FSDP / DeepSpeed ZeRO data parallel; verl actor.strategy=fsdp, OpenRLHF) or "
+                        "megatron (Megatron-Core TP/PP/CP/EP; verl ppo_megatron_trainer, NeMo RL megatron_cfg) "
+                        "(default %(default)s)")
+    p.add_argument("--train-tp", type=positive(), default=1,
+                   help="megatron tensor_model_parallel_size, with sequence parallelism (default %(default)s)")
+    p.add_argument("--pp", type=positive(), default=1, help="megatron pipeline_model_parallel_size (default %(default)s)")
+    p.add_argument("--vpp", type=positive(), default=1,
+                   help="megatron virtual_pipeline_model_parallel_size: model chunks per pipeline rank (default %(default)s: none)")
+    p.add_argument("--cp", type=positive(), default=1, help="megatron context_parallel_size (default %(default)s)")
+    p.add_argument("--distributed-optimizer", action=argparse.BooleanOptionalAction, default=True,
+                   help="megatron use_distributed_optimizer: Adam state sharded over the data-parallel ranks (default on)")
+
+
+def trainer_layout(a) -> TrainerLayout:
+    """``SimConfig.trainer`` from the parsed options (defaults where a command lacks them)."""
+    return TrainerLayout(backend=getattr(a, "train_backend", "fsdp"), tp=getattr(a, "train_tp", 1), pp=getattr(a, "pp", 1),
+                         vpp=getattr(a, "vpp", 1), cp=getattr(a, "cp", 1),
+                         distributed_optimizer=getattr(a, "distributed_optimizer", True))
 
 
 def add_sleep_level_arg(p) -> None:
@@ -263,8 +288,8 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
             flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
             full_logits=a.full_logits,
         ), **limit_fields(a),
-        colocate=a.colocate, sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
+        colocate=a.colocate, sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 
-__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "add_offload_arg", "add_sleep_level_arg", "algorithm_fields", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config"]
+__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "add_offload_arg", "add_sleep_level_arg", "add_trainer_layout_args", "algorithm_fields", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config", "trainer_layout"]

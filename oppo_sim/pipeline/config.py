@@ -17,6 +17,7 @@ from oppo_sim.hw.models import ModelSpec, get_model
 from oppo_sim.hw.overheads import ExecutorOverheads
 from oppo_sim.hw.sleepwake import DEFAULT_SLEEP_LEVEL, check_sleep_level
 from oppo_sim.hw.sync import SYNC_MECHANISMS
+from oppo_sim.hw.trainer_layout import TrainerLayout
 from oppo_sim.traces.synthetic import RewardCurve
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT, DEFAULT_MAX_RESPONSE, Trace
 
@@ -64,6 +65,7 @@ class SimConfig:
     sync: str = "auto"  # weight sync: auto (nvlink in a scale-up domain, network across), nvlink, network, host
     algorithm: Algorithm = field(default_factory=Algorithm)  # ppo (critic, reward model, KL) unless told otherwise
     expert_parallel: int = 1  # training: a MoE actor's experts over this many ranks (Megatron/verl expert_model_parallel_size)
+    trainer: TrainerLayout = field(default_factory=TrainerLayout)  # fsdp or megatron, and its tp/pp/vpp/cp
 
     def __post_init__(self) -> None:
         checks = [
@@ -106,6 +108,9 @@ class SimConfig:
         actor = self.models()["train"]
         self.hardware_of(gen.name)
         check_expert_parallel(actor, self.expert_parallel, self.placement.pool(self.placement.train).devices)
+        if not isinstance(self.trainer, TrainerLayout):
+            raise ConfigError(f"trainer must be a TrainerLayout, got {type(self.trainer).__name__}")
+        self.trainer.check_devices(self.placement.pool(self.placement.train).devices)
         if self.engine.enable_expert_parallel and not actor.moe:
             raise ConfigError(f"expert parallelism (--ep) needs a mixture-of-experts model; '{actor.id}' is dense")
 

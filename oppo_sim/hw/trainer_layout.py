@@ -1,0 +1,80 @@
+"""How the trainer is parallelised, in the frameworks' own terms: the backend (``fsdp``: FSDP / DeepSpeed
+ZeRO data parallelism, optionally with Ulysses sequence parallelism — verl ``actor.strategy=fsdp``,
+OpenRLHF's DeepSpeed — or ``megatron``: Megatron-Core's tensor, pipeline, context and expert parallelism
+with the distributed optimizer — verl ``ppo_megatron_trainer``, NeMo RL ``policy.megatron_cfg``).
+
+``tp`` (``tensor_model_parallel_size``, with sequence parallelism as verl and NeMo RL enable it), ``pp``
+(``pipeline_model_parallel_size``), ``vpp`` (``virtual_pipeline_model_parallel_size``: model chunks per
+pipeline rank, 1 = none), ``cp`` (``context_parallel_size``) and ``distributed_optimizer``
+(``use_distributed_optimizer``: Adam state sharded over the data-parallel ranks) apply to ``megatron`` only;
+expert parallelism (``expert_model_parallel_size``) is ``SimConfig.expert_parallel`` for both backends.
+The data-parallel degree is what is left: ``devices / (tp · pp · cp)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oppo_sim.core.errors import ConfigError
+
+TRAIN_BACKENDS = ("fsdp", "megatron")
+
+__all__ = ["TRAIN_BACKENDS", "TrainerLayout"]
+
+
+def _count(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"trainer {name} must be an integer >= 1, got {v!r}")
+
+
+@dataclass(frozen=True)
+class TrainerLayout:
+    """The trainer's backend and model parallelism (module notes). Checked at construction; the
+    training pool's device count is checked by :meth:`check_devices`."""
+
+    backend: str = "fsdp"
+    tp: int = 1
+    pp: int = 1
+    vpp: int = 1
+    cp: int = 1
+    distributed_optimizer: bool = True
+
+    def __post_init__(self) -> None:
+        if self.backend not in TRAIN_BACKENDS:
+            raise ConfigError(f"train backend must be one of {', '.join(TRAIN_BACKENDS)}, got {self.backend!r}")
+        for name in ("tp", "pp", "vpp", "cp"):
+            _count(name, getattr(self, name))
+        if not isinstance(self.distributed_optimizer, bool):
+            raise ConfigError(f"distributed_optimizer must be a bool, got {self.distributed_optimizer!r}")
+        if self.backend == "fsdp" and (self.model_parallel > 1 or self.vpp > 1):
+            raise ConfigError(f"--train-tp/--pp/--vpp/--cp need --train-backend megatron (fsdp is data parallel; "
+                              f"its sequence parallelism is --sp), got tp={self.tp} pp={self.pp} vpp={self.vpp} cp={self.cp}")
+        if self.vpp > 1 and self.pp == 1:
+            raise ConfigError(f"virtual pipeline stages (--vpp {self.vpp}) need pipeline parallelism (--pp > 1)")
+
+    @property
+    def megatron(self) -> bool:
+        return self.backend == "megatron"
+
+    @property
+    def model_parallel(self) -> int:
+        """Ranks one model replica spans: ``tp · pp · cp``."""
+        return self.tp * self.pp * self.cp
+
+    def data_parallel(self, devices: int) -> int:
+        """Data-parallel ranks on ``devices`` GPUs (checked to divide)."""
+        self.check_devices(devices)
+        return devices // self.model_parallel
+
+    def check_devices(self, devices: int) -> None:
+        if devices % self.model_parallel:
+            raise ConfigError(f"the trainer's tp x pp x cp = {self.tp} x {self.pp} x {self.cp} = {self.model_parallel} "
+                              f"must divide its {devices} devices")
+
+    def label(self) -> str:
+        """``fsdp``, or ``megatron tp4 pp2 (vpp2) cp1`` style, for tables."""
+        if not self.megatron:
+            return "fsdp"
+        parts = [f"tp{self.tp}", f"pp{self.pp}"] + ([f"vpp{self.vpp}"] if self.vpp > 1 else []) + (
+            [f"cp{self.cp}"] if self.cp > 1 else [])
+        return "megatron " + " ".join(parts)

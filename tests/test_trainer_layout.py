@@ -1,0 +1,45 @@
+"""The trainer layout's contract: backend names, megatron-only parallelism, the devices it must divide, the flags."""
+
+import pytest
+
+from oppo_sim.cli import build_parser
+from oppo_sim.cli_setup import sim_config
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.pipeline.config import SimConfig
+
+
+def test_defaults_are_fsdp_data_parallel():
+    t = TrainerLayout()
+    assert t.backend == "fsdp" and t.model_parallel == 1 and t.data_parallel(8) == 8 and t.label() == "fsdp"
+
+
+def test_megatron_layout_counts_ranks():
+    t = TrainerLayout("megatron", tp=4, pp=2, vpp=2, cp=2)
+    assert t.model_parallel == 16 and t.data_parallel(64) == 4
+    assert t.label() == "megatron tp4 pp2 vpp2 cp2"
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(backend="deepspeed"), "train backend"),
+    (dict(tp=2), "need --train-backend megatron"),
+    (dict(backend="megatron", vpp=2), "need pipeline parallelism"),
+    (dict(backend="megatron", tp=0), "tp must be an integer"),
+    (dict(backend="megatron", distributed_optimizer=1), "distributed_optimizer must be a bool"),
+])
+def test_bad_layouts_refused_in_one_line(kw, words):
+    with pytest.raises(ConfigError, match=words):
+        TrainerLayout(**kw)
+
+
+def test_layout_must_divide_the_training_pool():
+    with pytest.raises(ConfigError, match="must divide its 7 devices"):
+        SimConfig(trainer=TrainerLayout("megatron", tp=2))  # the paper placement trains on 7
+
+
+def test_flags_reach_the_config():
+    p = build_parser()
+    a = p.parse_args(["run", "--placement", "colocated", "--devices", "8", "--train-backend", "megatron",
+                      "--train-tp", "2", "--pp", "2", "--vpp", "2", "--no-distributed-optimizer"])
+    t = sim_config(a).trainer
+    assert (t.backend, t.tp, t.pp, t.vpp, t.cp, t.distributed_optimizer) == ("megatron", 2, 2, 2, 1, False)
