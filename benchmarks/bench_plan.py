@@ -97,7 +97,6 @@ def main() -> None:
         a.steps = a.steps or 30
         return grpo_case(a)
     a.steps = a.steps or 100
-    os.environ.setdefault("OPPO_TRACES", str(Path(__file__).resolve().parents[2] / "shared" / "traces"))
     base = SimConfig(steps=a.steps, gpu=a.gpu, placement=paper_placement(a.devices))
     space = bench_space(base, a.devices)
     size = len(space)

@@ -21,8 +21,8 @@ machine (a step trains B x n responses); until they are there it is skipped with
 
 Every measurement runs in a fresh subprocess pinned to one core (``--cpu``, default 1). ``--trees A B``
 measures several source trees (e.g. a ``git worktree`` of an older commit, then this one), interleaved run by
-run so that load from other processes hits both alike. The trace is found on the usual search path
-(``$OPPO_TRACES``, e.g. the checkout's ``shared/traces``):
+run so that load from other processes hits both alike. The trace ships with the project (``oppo_sim/data``,
+found by name on the usual search path):
 
     python benchmarks/bench_sim_speed.py                      # full
     python benchmarks/bench_sim_speed.py --quick              # 200 steps, 1 repeat, smaller scaling runs

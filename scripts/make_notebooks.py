@@ -29,7 +29,6 @@ EXPLORE = [
         "import pandas as pd\n"
         "from oppo_sim.pipeline.config import SimConfig\n"
         "from oppo_sim.pipeline.simulate import simulate\n"
-        "from oppo_sim.traces.trace import DEFAULT_TRACE\n"
         "from oppo_sim.traces.catalog import load_trace, available_traces\n"
         "from oppo_sim.explore.sweep import SweepGrid, run_sweep\n"
         "from oppo_sim import plots\n"
@@ -39,15 +38,11 @@ EXPLORE = [
         "available_traces()"
     ),
     new_markdown_cell(
-        "## Load a trace\nThe public Azure conversation trace if the search path finds it (`OPPO_TRACES`, "
-        "`./traces`, `../shared/traces`), else the trace the project ships."
+        "## Load a trace\nThe public Azure conversation trace (Azure LLM inference 2023, CC-BY-4.0), which ships "
+        "with the project; `available_traces()` above lists the others. Any name or path works here."
     ),
     new_code_cell(
-        "try:\n"
-        "    trace = load_trace('azure2023_conv')\n"
-        "except Exception as e:  # not on this machine: fall back to the shipped default\n"
-        "    print('azure2023_conv not found:', e)\n"
-        "    trace = load_trace(DEFAULT_TRACE)\n"
+        "trace = load_trace('azure2023_conv')\n"
         "trace.describe()"
     ),
     new_markdown_cell("## Compare policies"),
@@ -195,13 +190,8 @@ PLAN = [
         "from oppo_sim.explore.space import space_for\n"
         "from oppo_sim.pipeline.config import SimConfig\n"
         "from oppo_sim.traces.catalog import find_trace\n"
-        "from oppo_sim.traces.trace import DEFAULT_TRACE\n"
         "SMALL = os.environ.get('OPPO_NB_SMALL') == '1'\n"
-        "try:\n"
-        "    TRACE = str(find_trace('servegen_deepseek_r1_sampled'))  # a reasoning-length distribution\n"
-        "except Exception as e:  # not on this machine: the shipped long-tail trace\n"
-        "    print('servegen_deepseek_r1_sampled not found:', e)\n"
-        "    TRACE = DEFAULT_TRACE\n"
+        "TRACE = str(find_trace('servegen_deepseek_r1_sampled'))  # a reasoning-length distribution (shipped)\n"
         "COLS = ['rank', 'config', 'samples_per_s', 'speedup', 'step_time_s', 'util_gen', 'util_train', 'util_score',\n"
         "        'staleness_mean', 'headroom_gib']\n"
         "pd.set_option('display.width', 200)\n"

@@ -15,7 +15,7 @@ tables are rendered from these files by ``scripts/make_docs.py``; nothing is typ
 - ``algorithms.csv``: OPPO's speedup for GRPO (14 prompts × 8, rule reward) against PPO (112 prompts) at
   the same 112 responses per step, on the two long-tail traces, 50 steps.
 
-Each row keeps the command that made it; the traces need ``../shared/traces`` (or ``OPPO_TRACES``).
+Each row keeps the command that made it; the traces ship with the project (``oppo_sim/data``).
 """
 
 from __future__ import annotations

@@ -7,16 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from oppo_sim.traces.catalog import find_trace
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_bench_sim_speed_reports_its_headline_with_the_simpy_floor(tmp_path):
-    try:
-        find_trace("mooncake_conversation")
-    except Exception:
-        pytest.skip("shared public traces (../shared/traces) not available")
     out = tmp_path / "head.json"
     p = subprocess.run(
         [sys.executable, "benchmarks/bench_sim_speed.py", "--steps", "3", "--repeat", "1", "--skip-scaling", "--cpu", "-1",

@@ -61,6 +61,9 @@ def test_a_stale_generated_block_is_caught():
 
 
 def test_mkdocs_build_strict(tmp_path):
+    import importlib.util
+
+    assert importlib.util.find_spec("material"), "the site's theme is missing: pip install -e '.[test]' (mkdocs-material)"
     p = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr

@@ -10,8 +10,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from oppo_sim.traces.catalog import find_trace
-
 PAPER_FIGS = Path(__file__).resolve().parents[1] / "paper_figs"
 REASONING = "servegen_deepseek_r1_sampled"
 
@@ -29,15 +27,6 @@ FIGURES = {
                        "status", "published_step_s", "predicted_step_s", "error_pct", "assumptions", "source",
                        "version"},
 }
-NEEDS_REASONING = {"fig_chunk_ucurve", "fig_delta_ablation", "fig_timelines"}
-
-
-def _has_trace(name: str) -> bool:
-    try:
-        find_trace(name)
-        return True
-    except Exception:
-        return False
 
 
 def _load(name: str, monkeypatch):
@@ -51,8 +40,6 @@ def _load(name: str, monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_figure_script_quick(name, tmp_path, monkeypatch, capsys):
-    if name in NEEDS_REASONING and not _has_trace(REASONING):
-        pytest.skip(f"trace {REASONING} is not on the trace search path")
     mod = _load(name, monkeypatch)
     assert mod.main(["--quick", "--out", str(tmp_path)]) == 0
     png, csv = tmp_path / f"{name}.png", tmp_path / f"{name}.csv"
@@ -131,7 +118,7 @@ def test_paper_vs_ours_has_every_reported_number(tmp_path, monkeypatch):
     for before, after in ((50.6, 71.0), (38.7, 73.6), (45.7, 67.3), (35.7, 74.1)):
         assert f"{before:g}" in papers and f"{after:g}" in papers
     assert {"498.3", "111.1"} <= papers and {"1.2–1.3x", "1.6–2.06x", "1.8–2.8x"} <= papers
-    assert df["trace"].nunique() == 1 and df["trace"].iloc[0] in (REASONING, "oppo-longtail-default")
+    assert df["trace"].nunique() == 1 and df["trace"].iloc[0] == REASONING  # it ships, so no fallback
     assert (df["steps"] == 4).all() and df["ours"].astype(float).gt(0).all()
     assert df["assumptions"].str.contains("max response 8192").all()
     bad = df[~df["agrees"].astype(bool)]
@@ -143,8 +130,6 @@ def test_paper_vs_ours_has_every_reported_number(tmp_path, monkeypatch):
 
 
 def test_chunk_curve_has_both_engines_and_marks_their_best_chunk(tmp_path, monkeypatch):
-    if not _has_trace(REASONING):
-        pytest.skip(f"trace {REASONING} is not on the trace search path")
     mod = _load("fig_chunk_ucurve", monkeypatch)
     mod.main(["--quick", "--out", str(tmp_path)])
     df = pd.read_csv(tmp_path / "fig_chunk_ucurve.csv")

@@ -19,6 +19,7 @@ from oppo_sim.traces.catalog import (
     available_traces,
     find_trace,
     load_trace,
+    package_data_dir,
     trace_search_path,
 )
 from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, DEFAULT_TRACE, Trace
@@ -401,7 +402,7 @@ def test_from_arrays_rejects_unknown_argument() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Search path, find_trace, available_traces, shipped and shared traces
+# Search path, find_trace, available_traces, the shipped traces
 # --------------------------------------------------------------------------------------------------
 
 
@@ -427,9 +428,8 @@ def test_search_path_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("OPPO_TRACES", raising=False)
     monkeypatch.chdir(tmp_path)
     path = trace_search_path()
-    assert path[0] == tmp_path / "traces"
-    assert path[1] == tmp_path.parent / "shared" / "traces"
-    assert path[-1].name == "data" and path[-1].parent.name == "oppo_sim"
+    assert path == [tmp_path / "traces", package_data_dir()]
+    assert package_data_dir().name == "data" and package_data_dir().parent.name == "oppo_sim"
     (tmp_path / "traces").mkdir()
     write_text(tmp_path / "traces" / "local.csv.gz", csv_text([(1, 1)]))
     assert load_trace("local").name == "local"
@@ -467,16 +467,8 @@ def test_default_trace_loads_from_any_cwd(tmp_path: Path, monkeypatch: pytest.Mo
     assert Path(trace.source).stat().st_size < 60_000
 
 
-@pytest.fixture(scope="module")
-def shared_traces() -> Path:
-    for directory in trace_search_path():
-        if (directory / "azure2023_conv.csv.gz").is_file():
-            return directory
-    pytest.skip("shared public traces (../shared/traces) not available")
-
-
-# name -> (rows, resp p50, p99/p50, resp max) from shared/traces/README.md (uncapped)
-SHARED = {
+# name -> (rows, resp p50, p99/p50, resp max) from traces/README.md (uncapped)
+PUBLIC = {
     "azure2023_code": (8819, 13, 19.34, 1899),
     "azure2023_conv": (19366, 129, 4.66, 1000),
     "mooncake_conversation": (12031, 350, 3.20, 2000),
@@ -484,10 +476,19 @@ SHARED = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SHARED))
-def test_shared_traces_match_readme(shared_traces: Path, name: str) -> None:
-    rows, p50, ratio, rmax = SHARED[name]
-    trace = load_trace(shared_traces / f"{name}.csv.gz", max_response=None)
+@pytest.fixture
+def nothing_beside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with no ./traces, no ../shared beside it, and no OPPO_TRACES: only what ships."""
+    monkeypatch.delenv("OPPO_TRACES", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_public_traces_ship_and_match_readme(nothing_beside: Path, name: str) -> None:
+    rows, p50, ratio, rmax = PUBLIC[name]
+    assert find_trace(name).parent == package_data_dir()
+    trace = load_trace(name, max_response=None)
     d = trace.describe()
     assert d["rows"] == rows
     assert d["resp_p50"] == p50
@@ -496,7 +497,30 @@ def test_shared_traces_match_readme(shared_traces: Path, name: str) -> None:
     assert trace.timestamp is not None and trace.timestamp.min() >= 0
 
 
-def test_shared_trace_by_name_and_default_cap(shared_traces: Path) -> None:
+def test_every_shipped_trace_is_in_the_readme_and_the_notice() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "traces" / "README.md").read_text()
+    notice = (package_data_dir() / "NOTICE").read_text()
+    names = {p.name for p in package_data_dir().glob("*.csv.gz")}
+    assert set(f"{n}.csv.gz" for n in PUBLIC) < names
+    for name in names:
+        assert f"`{name.removesuffix('.csv.gz')}`" in readme, name
+        assert name in notice, name
+
+
+def test_the_package_data_globs_ship_every_data_file() -> None:
+    """What ``[tool.setuptools.package-data]`` lists is what a wheel holds: every file in oppo_sim/data."""
+    import fnmatch
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    globs = config["tool"]["setuptools"]["package-data"]["oppo_sim"]
+    data = package_data_dir()
+    missing = [p.name for p in data.iterdir() if p.is_file()
+               and not any(fnmatch.fnmatch(p.relative_to(data.parent).as_posix(), g) for g in globs)]
+    assert not missing, f"oppo_sim/data files a wheel would leave out: {missing}"
+
+
+def test_public_trace_by_name_and_default_cap(nothing_beside: Path) -> None:
     trace = load_trace("servegen_deepseek_r1_sampled")
     assert trace.max_response == DEFAULT_MAX_RESPONSE
     raw = load_trace("servegen_deepseek_r1_sampled", max_response=None)
@@ -504,7 +528,15 @@ def test_shared_trace_by_name_and_default_cap(shared_traces: Path) -> None:
     assert load_trace("azure2023_conv").describe()["resp_p50"] == 129
 
 
-def test_pmf_is_rejected_clearly(shared_traces: Path) -> None:
+def test_a_local_trace_shadows_a_shipped_one(nothing_beside: Path) -> None:
+    (nothing_beside / "traces").mkdir()
+    write_text(nothing_beside / "traces" / "azure2023_conv.csv", csv_text([(7, 8)]))
+    assert load_trace("azure2023_conv").row(0) == (7, 8)
+    rows = available_traces().query("name == 'azure2023_conv'")
+    assert rows["shadowed"].tolist() == [False, True] and rows["rows"].tolist() == [1, 19366]
+
+
+def test_pmf_is_rejected_clearly(nothing_beside: Path) -> None:
     with pytest.raises(TraceError) as exc:
         load_trace("servegen_deepseek_r1_length_pmf")
     assert_one_line(exc, "servegen_deepseek_r1_length_pmf", "PMF", "tokens,p_prompt,p_response",
@@ -517,7 +549,7 @@ def test_pmf_detected_in_any_file(tmp_path: Path) -> None:
         load_trace(path)
 
 
-def test_available_traces(shared_traces: Path) -> None:
+def test_available_traces(nothing_beside: Path) -> None:
     catalog = available_traces()
     assert list(catalog.columns) == ["name", "path", "rows", "kind", "shadowed"]
     by_name = catalog.drop_duplicates("name").set_index("name")

@@ -1,7 +1,6 @@
-"""Finding and loading traces by name: the search path (``$OPPO_TRACES``, ``./traces``,
-``../shared/traces``, the checkout's shared traces, the package's own data), synthetic traces by name
-(``synthetic:longtail``, ``synthetic:longtail-drift``, generated with the run's seed), and the catalog of
-what the search path holds."""
+"""Finding and loading traces by name: the search path (``$OPPO_TRACES``, ``./traces``, then the traces
+shipped in the package, ``oppo_sim/data``), synthetic traces by name (``synthetic:longtail``,
+``synthetic:longtail-drift``, generated with the run's seed), and the catalog of what the search path holds."""
 
 from __future__ import annotations
 
@@ -28,7 +27,9 @@ SYNTHETIC_PREFIX = "synthetic:"
 
 
 def package_data_dir() -> Path:
-    """Directory of the traces shipped with the package (``oppo_sim/data``)."""
+    """Directory of the traces shipped with the package (``oppo_sim/data``): the public production traces
+    described in ``traces/README.md`` and the self-generated default trace. It is package data, so a plain
+    clone, an editable install and a wheel all have it."""
     return Path(__file__).resolve().parents[1] / "data"
 
 
@@ -36,19 +37,13 @@ def trace_search_path() -> list[Path]:
     """Directories searched for bare trace names, in order.
 
     1. every entry of ``$OPPO_TRACES`` (``os.pathsep`` separated);
-    2. ``./traces`` and ``../shared/traces`` relative to the current directory;
-    3. ``shared/traces`` next to this checkout (if it exists);
-    4. the package data directory ``oppo_sim/data``.
+    2. ``./traces`` relative to the current directory (your own traces);
+    3. the package data directory ``oppo_sim/data`` (the traces that ship with the project).
 
     Duplicates are dropped (first occurrence kept).
     """
     dirs: list[Path] = [Path(p).expanduser() for p in os.environ.get(TRACES_ENV, "").split(os.pathsep) if p]
-    cwd = Path.cwd()
-    dirs += [cwd / "traces", cwd.parent / "shared" / "traces"]
-    checkout_shared = Path(__file__).resolve().parents[3] / "shared" / "traces"
-    if checkout_shared.is_dir():
-        dirs.append(checkout_shared)
-    dirs.append(package_data_dir())
+    dirs += [Path.cwd() / "traces", package_data_dir()]
     seen: set[Path] = set()
     unique: list[Path] = []
     for d in dirs:
