@@ -214,6 +214,7 @@ def read_run_log(path: str | Path, run: str | None = None) -> RunLog:
     training = [c for c in metrics if not _VAL.match(c)]
     keep = table[training].notna().any(axis=1) if training else pd.Series(False, index=table.index)
     table = table[keep].sort_values("step", kind="stable").reset_index(drop=True)
+    table = table[["step", *(c for c in metrics if table[c].notna().any())]]
     if table.empty:
         raise TraceError(f"{path}: no step logs a training metric (only validation: val-*, val/*)")
     table["step"] = table["step"].astype(np.int64)

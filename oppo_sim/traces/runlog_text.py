@@ -36,13 +36,12 @@ _RAY_PREFIX = re.compile(r"^\s*\([^()]*pid=\d+[^()]*\)\s*")
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _WRAPPED = re.compile(r"^(?:np\.|numpy\.)?[A-Za-z_][A-Za-z0-9_]*\((.*)\)$")  # np.float64(1.5), float32(2)
 _NEMO_STEP = re.compile(r"^=+\s*Step\s+(\S+?)(?:\s*/\s*\d+)?\s*=+$")
-_NEMO_ITEM = re.compile(r"^[•*-]\s*(?P<label>[^:]+?)\s*:\s*(?P<value>\S+?)(?P<unit>s?)(?:\s*\([^)]*\))?$")
+_NEMO_ITEM = re.compile(r"^[•*-]\s*(?P<label>[^:]+?)\s*:\s*(?P<value>\S+?)(?P<unit>s?)(?:\s+[A-Za-z]+)?(?:\s*\([^)]*\))?$")
 NEMO_RESULTS: dict[str, str] = {
     "Loss": "train/loss", "Avg Reward": "train/reward", "Mean Generation Length": "train/mean_gen_tokens_per_sample",
-    "Avg Advantage": "train/advantages", "Buffer Size": "train/buffer_size",
-    "Avg Trajectory Age": "train/avg_trajectory_age",
 }
-"""Result lines NeMo RL's GRPO prints -> the wandb key of the same number (``train/`` prefix)."""
+"""Result lines NeMo RL's GRPO prints -> the wandb key of the number printed (``metrics["loss"]``,
+``metrics["reward"]``, ``rollout_metrics["mean_gen_tokens_per_sample"]``, logged with the ``train`` prefix)."""
 JSON_STEP_KEYS: tuple[str, ...] = ("step", "_step", "global_step", "training/global_step", "train/global_step")
 
 
