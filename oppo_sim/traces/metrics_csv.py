@@ -26,8 +26,9 @@ STEP_COLUMNS: tuple[str, ...] = ("_step", "step", "training/global_step", "globa
 TB_SCALAR_COLUMNS = ("Wall time", "Step", "Value")
 
 
-def read_frame(path: Path) -> pd.DataFrame:
-    """A CSV as a wide table (a long ``step,tag,value`` table pivoted; a TensorBoard scalar named by its file)."""
+def read_frame(path: Path, known: Iterable[str] = ()) -> pd.DataFrame:
+    """A CSV as a wide table (a long ``step,tag,value`` table pivoted; a TensorBoard scalar named by its file,
+    see :func:`tag_of_file`)."""
     try:
         frame = pd.read_csv(path)
     except FileNotFoundError:
@@ -42,7 +43,7 @@ def read_frame(path: Path) -> pd.DataFrame:
         frame = frame.pivot_table(index=step, columns="tag", values="value", aggfunc="last").reset_index()
         frame.columns = [str(c) for c in frame.columns]
     elif set(TB_SCALAR_COLUMNS) <= cols:  # TensorBoard's CSV of one scalar
-        frame = frame[["Step", "Value"]].rename(columns={"Value": tag_of_file(path)})
+        frame = frame[["Step", "Value"]].rename(columns={"Value": tag_of_file(path, known)})
     return frame
 
 
@@ -67,10 +68,9 @@ def read_scalar_folder(folder: Path, known: Iterable[str] = ()) -> pd.DataFrame:
     known = tuple(known)
     merged: pd.DataFrame | None = None
     for f in files:
-        frame = read_frame(f)
+        frame = read_frame(f, known)
         if list(frame.columns[:1]) != ["Step"] or len(frame.columns) != 2:
             raise TraceError(f"{f}: not a TensorBoard scalar CSV (columns {', '.join(TB_SCALAR_COLUMNS)})")
-        frame = frame.rename(columns={frame.columns[1]: tag_of_file(f, known)})
         frame = frame.groupby("Step", sort=True).last().reset_index()
         merged = frame if merged is None else merged.merge(frame, on="Step", how="outer", suffixes=("", f" ({f.name})"))
     assert merged is not None

@@ -204,7 +204,7 @@ def read_run_log(path: str | Path, run: str | None = None) -> RunLog:
     if fmt == "tensorboard-scalars":
         table = _from_frame(read_scalar_folder(path, KNOWN), None, path)
     elif fmt == "csv":
-        table = _from_frame(read_frame(path), run, path)
+        table = _from_frame(read_frame(path, KNOWN), run, path)
     else:
         reader = {"verl-console": text.read_verl_console, "nemo-rl-console": text.read_nemo_console,
                   "jsonl": text.read_jsonl}[fmt]
