@@ -116,7 +116,7 @@ def test_nemo_rl_console_several_steps(tmp_path):
 def test_wandb_export_keeps_the_logged_names(tmp_path):
     frame = pd.DataFrame({"_step": [1, 2, 3], "_runtime": [10.0, 20.0, 30.0], "grpo - timing_s/gen": [5.0, 6.0, 7.0],
                           "grpo - timing_s/gen__MIN": [1.0, 1.0, 1.0], "grpo - response_length/mean": [100.0, 110.0, 120.0],
-                          "grpo - prompt_length/mean": [50.0, 50.0, 50.0], "grpo - rollout/table": ["a", "b", "c"]})
+                          "grpo - prompt_length/mean": [50.0, 50.0, 50.0], "grpo - rollout/table": ["a", None, "c"]})
     frame.to_csv(tmp_path / "wandb.csv", index=False)
     log = read_run_log(tmp_path / "wandb.csv")
     assert (log.framework, log.format, log.steps) == ("verl", "csv", [1, 2, 3])

@@ -30,7 +30,9 @@ Each timer of step ``t`` from the run's measured rows (:class:`~oppo_real.execut
                                the step's wall span, verl's ``step``)
 =============================  ===============================================================================
 
-A timer with no row in the run (no reference without a KL term, no critic under GRPO) is not written,
+The scoring timers are the busy time of their rows: under a policy that streams scoring into
+generation (``intra``, ``oppo``) those rows overlap the generation, so the timers can sum past the step,
+where verl's, one stage after the other, cannot. A timer with no row in the run (no reference without a KL term, no critic under GRPO) is not written,
 as verl writes no timer for a stage it does not run. Lengths and score as
 ``verl/trainer/ppo/metric_utils.py`` computes them over the step's trained responses:
 ``response_length/mean|max|min``, ``response_length/clip_ratio`` (share at the run's ``max_response``),

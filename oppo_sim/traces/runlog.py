@@ -153,8 +153,9 @@ def _from_frame(frame: pd.DataFrame, run: str | None, path: Path) -> pd.DataFram
         if col == step_col:
             continue
         values = pd.to_numeric(frame[col], errors="coerce")
-        bad = values.isna() & frame[col].notna() & (frame[col].astype(str).str.strip() != "")
-        if bad.all() and frame[col].notna().any():
+        filled = frame[col].notna() & (frame[col].astype(str).str.strip() != "")
+        bad = values.isna() & filled
+        if filled.any() and bad[filled].all():
             continue  # a text column (media, run names): not a scalar metric
         if bad.any():
             i = int(np.argmax(bad.to_numpy()))
