@@ -1,10 +1,12 @@
-"""``oppo-sim import``: a verl rollout dump or a per-step metrics export -> a trace file.
+"""``oppo-sim import``: a verl rollout dump or a run's per-step log -> a trace file.
 
 ``oppo-sim import DUMP_DIR --out t.csv.gz [--tokenizer DIR | --chars-per-token X]`` reads verl's
 ``trainer.rollout_data_dir`` (:mod:`oppo_sim.traces.importers`); ``oppo-sim import metrics.csv --out
-t.csv.gz [--prompts-per-step N] [--max-response L] [--seed S] [--run NAME]`` turns a wandb/TensorBoard
-export into a per-step synthetic trace (:mod:`oppo_sim.traces.metrics_import`). The source's kind is
-told by ``--format`` or guessed (a directory or ``.jsonl``: verl; ``.csv``: metrics). The trace is
+t.csv.gz [--prompts-per-step N] [--max-response L] [--seed S] [--run NAME]`` turns a run's log -- a
+wandb/TensorBoard export, verl's or NeMo RL's console output, a folder of TensorBoard scalar CSVs
+(:mod:`oppo_sim.traces.runlog`) -- into a per-step synthetic trace (:mod:`oppo_sim.traces.metrics_import`).
+The source's kind is told by ``--format`` or guessed (a ``.jsonl`` or a directory of them: a verl dump;
+any other file, or a directory of CSVs: a log). The trace is
 written with a ``source`` column, its assumptions beside it (``<out>.assumptions.txt``) and printed;
 ``oppo-sim run --trace OUT`` replays it step by step.
 """
@@ -25,17 +27,19 @@ def add_import_parser(sub) -> None:
     from oppo_sim.traces.importers import DEFAULT_CHARS_PER_TOKEN, WRITE_ENDINGS
     from oppo_sim.traces.metrics_import import DEFAULT_PROMPTS_PER_STEP
 
-    p = sub.add_parser("import", help="a verl rollout dump or a metrics CSV (wandb, TensorBoard) -> a trace file")
-    p.add_argument("source", help="verl dump: trainer.rollout_data_dir (or one {step}.jsonl); metrics: a CSV (required)")
+    p = sub.add_parser("import", help="a verl rollout dump or a run's log (console, wandb/TensorBoard CSV) -> a trace file")
+    p.add_argument("source", help="verl dump: trainer.rollout_data_dir (or one {step}.jsonl); metrics: a run's log -- "
+                                  "a CSV export, a console log, a folder of TensorBoard scalar CSVs (required)")
     p.add_argument("--out", required=True, help=f"trace file to write, ending in {', '.join(WRITE_ENDINGS)} (required)")
     p.add_argument("--format", choices=FORMATS, default="auto",
-                   help="what SOURCE is (default %(default)s: a directory or .jsonl is a verl dump, a .csv metrics)")
+                   help="what SOURCE is (default %(default)s: a .jsonl or a directory of them is a verl dump, any other "
+                        "file or a directory of CSVs a run's metrics log)")
     v = p.add_argument_group("verl rollout dump")
     v.add_argument("--tokenizer", default=None, metavar="DIR",
                    help="local Hugging Face tokenizer directory for exact token counts (default: none, estimate)")
     v.add_argument("--chars-per-token", type=positive(float), default=None, metavar="X",
                    help=f"estimate tokens as characters / X without a tokenizer (default {DEFAULT_CHARS_PER_TOKEN:g})")
-    m = p.add_argument_group("metrics export")
+    m = p.add_argument_group("a run's metrics log")
     m.add_argument("--prompts-per-step", type=positive(), default=None, metavar="N",
                    help=f"rows per step, the batch's responses (default {DEFAULT_PROMPTS_PER_STEP})")
     m.add_argument("--max-response", type=positive(), default=None, metavar="L",
@@ -50,7 +54,10 @@ def _kind(a: argparse.Namespace) -> str:
     if a.format != "auto":
         return a.format
     src = Path(a.source)
-    return "metrics" if src.is_file() and src.name.endswith((".csv", ".csv.gz")) else "verl"
+    if src.is_dir():
+        has_csv = any(src.glob("*.csv")) or any(src.glob("*.csv.gz"))
+        return "metrics" if has_csv and not any(src.glob("*.jsonl")) else "verl"
+    return "verl" if src.name.endswith(".jsonl") or not src.exists() else "metrics"
 
 
 def cmd_import(a: argparse.Namespace) -> int:

@@ -60,6 +60,10 @@ def add_parser(sub) -> None:
     r.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     r.add_argument("--overwrite", action="store_true", help="start over in an --out that already holds a run")
     r.add_argument("--json", default=None, help="also write the summary JSON here (default: only <out>/summary.json)")
+    r.add_argument("--verl-metrics", default=None, metavar="PATH",
+                   help="also write each step's metrics under verl's names (timing_s/gen, timing_s/update_actor, "
+                        "response_length/mean, ...) to PATH: JSONL if it ends in .jsonl, else verl's console lines "
+                        "'step:N - name:value - ...' (default: none)")
     r.add_argument("--no-checkpoint", action="store_true", help="no checkpoint per step (real-size models: GBs a step; default: a checkpoint after every step in <out>/checkpoint)")
     add_algorithm_args(r)
     add_device_args(r)
@@ -108,6 +112,11 @@ def cmd_run(a: argparse.Namespace) -> int:
         res = run_with_progress(con, cfg, policy, trace, out, resume=a.resume, overwrite=a.overwrite,
                                 checkpoint_steps=not a.no_checkpoint)
         write_outputs(res, out, con.print)
+        if a.verl_metrics:
+            from oppo_real.executor.verl_metrics import write_verl_metrics
+
+            path = write_verl_metrics(res.steps, res.timeline, res.rollouts, cfg.max_response, a.verl_metrics)
+            con.print(f"wrote {path}: {len(res.steps)} steps of verl's metrics (read it with oppo_sim.traces.runlog)")
     if a.json:
         res.write_json(a.json)
     return 0

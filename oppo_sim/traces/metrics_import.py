@@ -1,20 +1,22 @@
-"""A per-step metrics export in, a per-step synthetic trace out (``oppo-sim import`` of a CSV).
+"""A run's per-step log in, a per-step synthetic trace out (``oppo-sim import`` of a metrics CSV or a log).
 
-**What it reads.** A CSV with one row per logged step, as a wandb run's export ("Download CSV" of a
-run's history, or ``run.history().to_csv``) or a TensorBoard scalar dump gives it. The columns verl
-logs (``verl/trainer/ppo/metric_utils.py``) are found by their ending, so a wandb prefix (``actor/``)
-or a run name (``RUN - response_length/mean``) is fine:
+**What it reads.** Any run log :func:`oppo_sim.traces.runlog.read_run_log` reads -- a wandb export or a
+TensorBoard CSV ("Download CSV" of a run's history, ``run.history().to_csv``, a ``step,tag,value``
+table, a folder of scalar CSVs), verl's console lines, NeMo RL's console, a JSONL of per-step metrics --
+or the :class:`~oppo_sim.traces.runlog.RunLog` it returned. The lengths are found by the names the
+frameworks log them under (:data:`oppo_sim.traces.runlog.LENGTHS`; any prefix, e.g. a wandb ``actor/``
+or a run name ``RUN - response_length/mean``, is fine):
 
-* required: ``response_length/mean``, ``prompt_length/mean``;
+* required: ``response_length/mean``, ``prompt_length/mean`` (NeMo RL: ``mean_gen_tokens_per_sample``;
+  OpenRLHF: ``train/response_length`` and ``train/total_length`` - the response);
 * optional: ``response_length/max``, ``response_length/min``, ``response_length/clip_ratio`` (the share
   of responses cut at the cap), ``prompt_length/max``, ``prompt_length/min``, ``critic/score/mean`` or
   ``critic/rewards/mean`` (the reward);
-* the step: ``_step``, ``step``, ``training/global_step``, ``global_step`` or ``Step`` (else the row number).
+* the step: as the log numbers it (a CSV: ``_step``, ``step``, ``training/global_step``, ``global_step``
+  or ``Step``, else the row number).
 
-A long table (columns ``step``, ``tag``, ``value``, one scalar per row) is pivoted first. wandb's
-``__MIN``/``__MAX`` columns (sampled-history ranges) are ignored. A file holding several runs needs
-``--run NAME``. Rows where ``response_length/mean`` is empty are skipped; a step logged twice keeps its
-last values.
+A file holding several runs needs ``--run NAME``. Steps where the mean response length is empty are
+skipped; a step logged twice keeps its last values.
 
 **What it writes** (:func:`metrics_to_trace`): ``N`` rows per step (``--prompts-per-step``, the
 responses of one batch), with ``step`` = the logged step. Per step, the responses:
@@ -48,116 +50,20 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from oppo_sim.core.errors import ConfigError, TraceError
-from oppo_sim.traces.columns import one_line
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.traces.importers import Imported
+from oppo_sim.traces.runlog import LENGTHS, RunLog, lengths, read_run_log
 from oppo_sim.traces.trace import Trace
 
 DEFAULT_PROMPTS_PER_STEP: int = 256
 """Rows written per step when ``--prompts-per-step`` is not given."""
 
-STEP_COLUMNS: tuple[str, ...] = ("_step", "step", "training/global_step", "global_step", "Step")
-METRICS: dict[str, tuple[str, ...]] = {  # our name -> the endings that name it, in order of preference
-    "resp_mean": ("response_length/mean",), "resp_max": ("response_length/max",),
-    "resp_min": ("response_length/min",), "clip": ("response_length/clip_ratio",),
-    "prompt_mean": ("prompt_length/mean",), "prompt_max": ("prompt_length/max",),
-    "prompt_min": ("prompt_length/min",), "reward": ("critic/score/mean", "critic/rewards/mean"),
-}
 
 
-# --------------------------------------------------------------------------------------------------
-# Reading the export
-# --------------------------------------------------------------------------------------------------
-
-
-def _read_frame(path: Path) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(path)
-    except FileNotFoundError:
-        raise TraceError(f"{path}: no such file") from None
-    except Exception as exc:  # pandas: EmptyDataError, ParserError, UnicodeDecodeError, ...
-        raise TraceError(f"{path}: cannot read as CSV: {one_line(exc)}") from None
-    cols = set(frame.columns)
-    if {"tag", "value"} <= cols:  # a long table: one scalar per row
-        step = next((c for c in STEP_COLUMNS if c in cols), None)
-        if step is None:
-            raise TraceError(f"{path}: a tag,value table needs a step column ({', '.join(STEP_COLUMNS)})")
-        frame = frame.pivot_table(index=step, columns="tag", values="value", aggfunc="last").reset_index()
-        frame.columns = [str(c) for c in frame.columns]
-    return frame
-
-
-def _run_of(column: str) -> tuple[str | None, str]:
-    """(run name, metric) of a wandb column ``RUN - metric`` (no run: ``None``)."""
-    if " - " in column:
-        run, _, metric = column.rpartition(" - ")
-        return run.strip(), metric.strip()
-    return None, column.strip()
-
-
-def _find(frame: pd.DataFrame, run: str | None, path: Path) -> dict[str, str]:
-    """Our metric name -> the column holding it (of the run ``run``, or of the only run)."""
-    by_run: dict[str | None, dict[str, str]] = {}  # run -> metric (as logged, prefix removed) -> column
-    for col in map(str, frame.columns):
-        if not col.endswith(("__MIN", "__MAX")):
-            col_run, metric = _run_of(col)
-            by_run.setdefault(col_run, {})[metric] = col
-    runs = sorted(r for r in by_run if r is not None)
-    if run is not None and run not in runs:
-        raise ConfigError(f"--run {run!r}: not in {path} (runs found: {', '.join(runs) or 'none named'})")
-    named = [r for r in runs if any(_match(m, "resp_mean") for m in by_run[r])]
-    if run is None and len(named) > 1:
-        raise ConfigError(f"{path} holds several runs ({', '.join(named)}): choose one with --run NAME")
-    chosen = run if run is not None else (named[0] if named else None)
-    metrics = {**by_run.get(None, {}), **by_run.get(chosen, {})}
-    out = {}
-    for key, endings in METRICS.items():
-        for ending in endings:
-            hit = next((c for m, c in metrics.items() if m == ending or m.endswith("/" + ending)), None)
-            if hit is not None:
-                out[key] = hit
-                break
-    for key in ("resp_mean", "prompt_mean"):
-        if key not in out:
-            raise TraceError(f"{path}: no column '{METRICS[key][0]}' (found: {', '.join(map(str, frame.columns))})")
-    return out
-
-
-def _match(metric: str, key: str) -> bool:
-    return any(metric == e or metric.endswith("/" + e) for e in METRICS[key])
-
-
-def read_metrics(path: str | Path, run: str | None = None) -> pd.DataFrame:
-    """The export as one row per step: ``step`` and our metric names (NaN where not logged)."""
-    path = Path(path)
-    frame = _read_frame(path)
-    cols = _find(frame, run, path)
-    step_col = next((c for c in STEP_COLUMNS if c in frame.columns), None)
-    out = pd.DataFrame({k: pd.to_numeric(frame[c], errors="coerce") for k, c in cols.items()})
-    for key in METRICS:
-        if key not in out:
-            out[key] = np.nan
-    if step_col is not None:
-        steps = pd.to_numeric(frame[step_col], errors="coerce")
-        bad = steps.isna() | (steps < 0) | (steps != np.floor(steps))
-        bad &= out["resp_mean"].notna()
-        if bad.any():
-            i = int(np.argmax(bad.to_numpy()))
-            raise TraceError(f"{path}: row {i + 1}, column '{step_col}': not a step number {frame[step_col].iloc[i]!r}")
-        out["step"] = steps
-    else:
-        out["step"] = np.arange(len(out))
-    out = out[out["resp_mean"].notna()]
-    if out.empty:
-        raise TraceError(f"{path}: no row has a value in '{cols['resp_mean']}'")
-    out = out.groupby("step", sort=True).last().reset_index()
-    out["step"] = out["step"].astype(np.int64)
-    for key in ("resp_mean", "prompt_mean"):
-        bad = ~(out[key] >= 1)
-        if bad.any():
-            raise TraceError(f"{path}: step {int(out['step'][bad].iloc[0])}: '{cols[key]}' must be >= 1, "
-                             f"got {out[key][bad].iloc[0]!r}")
-    return out
+def read_metrics(source: str | Path | RunLog, run: str | None = None) -> pd.DataFrame:
+    """The log's lengths as one row per step: ``step`` and our names (:data:`~oppo_sim.traces.runlog.LENGTHS`; NaN where not logged)."""
+    log = source if isinstance(source, RunLog) else read_run_log(source, run)
+    return lengths(log)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -257,16 +163,18 @@ def _cap(m: pd.DataFrame, max_response: int | None, path: Path) -> tuple[int, st
     raise ConfigError(f"{path} logs no response_length/max: give the cap with --max-response")
 
 
-def metrics_to_trace(path: str | Path, prompts_per_step: int | None = None, max_response: int | None = None,
+def metrics_to_trace(source: str | Path | RunLog, prompts_per_step: int | None = None, max_response: int | None = None,
                      seed: int = 0, run: str | None = None) -> Imported:
-    """The per-step synthetic trace of a metrics export (see the module docstring for the rule)."""
-    path = Path(path)
+    """The per-step synthetic trace of a run's log -- a path or the :class:`RunLog` read from it (see the
+    module docstring for the rule)."""
+    log = source if isinstance(source, RunLog) else read_run_log(source, run)
+    path = Path(log.source)
     n = DEFAULT_PROMPTS_PER_STEP if prompts_per_step is None else int(prompts_per_step)
     if n < 1:
         raise ConfigError(f"--prompts-per-step must be >= 1, got {n}")
     if max_response is not None and max_response < 1:
         raise ConfigError(f"--max-response must be >= 1, got {max_response}")
-    m = read_metrics(path, run)
+    m = lengths(log)
     cap, cap_note = _cap(m, max_response, path)
     cols: dict[str, list[np.ndarray]] = {"prompt": [], "response": [], "reward": [], "step": []}
     has_reward = bool(m["reward"].notna().any())
@@ -286,7 +194,7 @@ def metrics_to_trace(path: str | Path, prompts_per_step: int | None = None, max_
     trace = Trace.from_arrays(arrays["prompt"], arrays["response"], name=path.name, source=str(path),
                               step=arrays["step"], reward=arrays["reward"] if has_reward else None)
     notes = _notes(path, m, n, cap_note, has_reward, seed)
-    return Imported(trace, f"metrics export {path.name}: {len(m)} steps x {n} rows, synthetic (lognormal fit), seed {seed}",
+    return Imported(trace, f"{log.framework} {log.format} log {path.name}: {len(m)} steps x {n} rows, synthetic (lognormal fit), seed {seed}",
                     notes)
 
 
@@ -299,7 +207,7 @@ def _rewards(rng: np.random.Generator, n: int, mean: float) -> np.ndarray:
 
 
 def _notes(path: Path, m: pd.DataFrame, n: int, cap_note: str, has_reward: bool, seed: int) -> tuple[str, ...]:
-    logged = [METRICS[k][0] for k in ("resp_max", "resp_min", "clip", "prompt_max", "prompt_min", "reward")
+    logged = [LENGTHS[k][0] for k in ("resp_max", "resp_min", "clip", "prompt_max", "prompt_min", "reward")
               if m[k].notna().any()]
     return (
         f"synthetic: {len(m)} steps of {path} (steps {int(m['step'].min())}..{int(m['step'].max())}), {n} rows a step "
