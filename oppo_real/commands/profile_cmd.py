@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
     pr.add_argument("--cache", default=None, help="model cache directory (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
     pr.add_argument("--quick", action="store_true", help="a small grid (for CI)")
     pr.add_argument("--device", type=device_map, default=None, help="cpu (default), cuda or cuda:N (the generator's device is profiled)")
-    pr.add_argument("--shape", default=None, help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (default: tiny)")
+    pr.add_argument("--shape", default=None, help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b, or a profiling shape "
+                         "(qwen3-moe-2.8b-a0.5b, qwen3-moe-tiny: oppo_real.profiling.model_shape) (default: tiny)")
     pr.add_argument("--gpu", default=None, help="GPU-table entry to predict with (default: the one matching the device's name)")
     pr.add_argument("--ops", type=_ops, default=_ALL_OPS,
                     help="comma-separated operations to time, of decode,prefill,train,sync (default: all four)")
@@ -56,8 +57,9 @@ def _models(a: argparse.Namespace, device: str):
     cache = Path(a.cache) if a.cache else default_cache_dir()
     if a.shape:
         from oppo_real.models.shaped import build_shaped_models
+        from oppo_real.profiling.model_shape import profile_shape
 
-        return build_shaped_models(cache, a.shape, device=device)
+        return build_shaped_models(cache, profile_shape(a.shape), device=device)
     return build_models(cache)
 
 
