@@ -32,6 +32,10 @@ def add_parser(sub) -> None:
     pr.add_argument("--gpu", default=None, help="GPU-table entry to predict with (default: the one matching the device's name)")
     pr.add_argument("--ops", type=_ops, default=_ALL_OPS,
                     help="comma-separated operations to time, of decode,prefill,train,sync (default: all four)")
+    pr.add_argument("--moves", type=_moves, default=None,
+                    help="instead of the engines' operations, time the bulk copies of sleep/wake and weight sync at the "
+                         "model's sizes (comma-separated, of sleepwake,sync; oppo_real.profiling.host_moves): "
+                         "moves.csv, moves_fit.csv (fixed cost and GiB/s per direction)")
     pr.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
                     help="torch-graph backend: decode eagerly instead of replaying CUDA graphs (default: graphs on a GPU)")
     add_engine_warmup_arg(pr)
@@ -49,6 +53,17 @@ def _ops(text: str) -> tuple[str, ...]:
     if bad or not ops:
         raise argparse.ArgumentTypeError(f"unknown op(s) {', '.join(bad) or '(none)'}; known: {', '.join(_ALL_OPS)}")
     return ops
+
+
+_ALL_MOVES = ("sleepwake", "sync")  # oppo_real.profiling.host_moves.MOVES
+
+
+def _moves(text: str) -> tuple[str, ...]:
+    moves = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+    bad = [m for m in moves if m not in _ALL_MOVES]
+    if bad or not moves:
+        raise argparse.ArgumentTypeError(f"unknown move(s) {', '.join(bad) or '(none)'}; known: {', '.join(_ALL_MOVES)}")
+    return moves
 
 
 def _models(a: argparse.Namespace, device: str):
@@ -105,6 +120,8 @@ def cmd_profile(a: argparse.Namespace) -> int:
     cores = a.cores if a.cores is not None else (None if cuda else (0,))
     name, spec = _target(device, a.gpu)
     out = Path(a.out)
+    if a.moves:
+        return _profile_moves(a, out, device, spec)
     if backend.startswith("torch-static"):
         return _profile_static(a, out, cores, backend)
     with Console(out, a.verbose) as con:
@@ -158,4 +175,41 @@ def _profile_static(a: argparse.Namespace, out: Path, cores, backend: str) -> in
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
         print(report.to_string(index=False))
     print(f"wrote {out}/measurements.csv, fit.csv, profile.json  (use: oppo-sim run --profile {out}/profile.json)")
+    return 0
+
+
+def _profile_moves(a: argparse.Namespace, out: Path, device: str, spec) -> int:
+    """Sleep/wake and weight-sync copies at the sizes of ``--shape`` (or the tiny models)."""
+    import json
+
+    import pandas as pd
+
+    from oppo_real.console import Console
+    from oppo_real.profiling.host_moves import MoveGrid, fit_moves, run_moves
+
+    if a.shape:
+        from oppo_real.models.shaped import hf_config
+        from oppo_real.profiling.model_shape import profile_shape
+
+        config, model = hf_config(profile_shape(a.shape)), a.shape
+    else:
+        from transformers import AutoConfig
+
+        from oppo_real.models.tiny import build_models, default_cache_dir
+
+        config, model = AutoConfig.from_pretrained(build_models(Path(a.cache) if a.cache else default_cache_dir()).actor), "tiny"
+    grid = MoveGrid.quick() if a.quick else MoveGrid()
+    with Console(out, a.verbose) as con:
+        con.print(f"oppo-real profile --moves {','.join(a.moves)}: {model} on {device}")
+        table = run_moves(config, a.moves, grid, device, model, log=con.print)
+        fit = fit_moves(table, spec.host_bw if spec is not None else None)
+        table.to_csv(out / "moves.csv", index=False)
+        fit.to_csv(out / "moves_fit.csv", index=False)
+        meta = {"device": str(table["device"].iloc[0]), "model": model, "moves": list(a.moves), "gpu_table": spec.id if spec else None,
+                "grid": {"fractions": list(grid.fractions), "repeats": grid.repeats, "kv_tokens": grid.kv_tokens,
+                         "state_share": grid.state_share}}
+        (out / "moves.json").write_text(json.dumps(meta, indent=1) + "\n")
+        with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+            con.print(fit.drop(columns=["device", "model", "host_memory"]).to_string(index=False))
+        con.print(f"wrote {out}/moves.csv, moves_fit.csv, moves.json")
     return 0
