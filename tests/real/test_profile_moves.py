@@ -86,3 +86,29 @@ def test_bad_moves_are_one_line_errors():
         run_moves(hf_config(TINY), ("nap",), GRID)
     with pytest.raises(ConfigError, match="fractions"):
         MoveGrid(fractions=(0.0, 1.0))
+
+
+def test_collect_gathers_the_move_stages(tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    table = run_moves(hf_config(TINY), ("sleepwake", "sync"), GRID, "cpu", "qwen3-moe-tiny", log=lambda _m: None)
+    for move in ("sleepwake", "sync"):
+        d = tmp_path / "stages" / f"moves-qwen3-moe-tiny--{move}"
+        d.mkdir(parents=True)
+        part = table[table["move"] == move]
+        part.to_csv(d / "moves.csv", index=False)
+        fit_moves(part).to_csv(d / "moves_fit.csv", index=False)
+    spec = importlib.util.spec_from_file_location("gpu_collect", Path(__file__).resolve().parents[2] / "scripts" / "gpu_collect.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.collect(tmp_path)
+    import pandas as pd
+
+    assert len(pd.read_csv(tmp_path / "gpu_moves.csv")) == len(table)
+    assert set(pd.read_csv(tmp_path / "gpu_moves_fit.csv")["move"]) == {"sleepwake", "sync"}
+    summary = json.loads((tmp_path / "gpu_summary.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert set(summary["host_moves"]) == {"qwen3-moe-tiny/sleepwake/all/d2h", "qwen3-moe-tiny/sleepwake/all/h2d",
+                                          "qwen3-moe-tiny/sync/weights/d2d", "qwen3-moe-tiny/sync/weights/d2h",
+                                          "qwen3-moe-tiny/sync/weights/h2d"}
