@@ -11,11 +11,11 @@ transformers model, read on the meta device; nothing is loaded or built):
   vLLM level 1 / the torch engines' KV) and back into freshly allocated device memory (``h2d``: wake);
   then the **trainer's state** — fp32 weights, gradients and both Adam moments, 16 bytes per parameter
   (verl's ``param_offload`` + ``optimizer_offload``, DeepSpeed's ``offload_states``) — offloaded and
-  reloaded the same way. Where 16 bytes per parameter exceed ``state_share`` of the GPU's memory (7B on
+  reloaded the same way. Where 16 bytes per parameter exceed ``state_share`` of the GPU's memory (3B and 7B on
   80 GB) the first parameters up to that share are moved (a *shard*: what one GPU holds under ZeRO /
-  FSDP) and the row says ``shard f=…``. Each offload also runs once more allocating its pinned host
-  buffers on the spot (``host_alloc`` = ``per offload``, as vLLM's sleep allocates its CPU backup); the fit
-  uses the runs into buffers pinned once (``reused``).
+  FSDP) and the row says ``shard f=…``. At the largest fraction the offload is also timed pinning its host
+  buffers on the spot (``host_alloc`` = ``per offload``, as vLLM's sleep allocates its CPU backup each
+  time); the fit uses the copies into buffers pinned once (``reused``).
 - ``sync``: the engine's weights refilled from the trainer's copy on the same GPU (``d2d``), exported to
   pinned host memory (``d2h``) and loaded from it (``h2d``): the legs of a weight sync on one GPU and
   through the host. (``oppo-real profile --ops sync`` times the engine's own ``load_weights`` end to end.)
@@ -49,7 +49,7 @@ class MoveGrid:
     fractions: tuple[float, ...] = (0.25, 0.5, 1.0)  # shares of each set's bytes moved (the fit's x axis)
     repeats: int = 3
     kv_tokens: int = 131072  # the engine's KV cache: 64 sequences x 2048 tokens
-    state_share: float = 0.4  # the trainer state moved: at most this share of the GPU's memory
+    state_share: float = 0.35  # the trainer state moved: at most this share of the GPU's memory (1.5B whole on 80 GB)
 
     def __post_init__(self) -> None:
         if not self.fractions or any(not 0 < f <= 1 for f in self.fractions):
@@ -175,8 +175,13 @@ class _Mover:
         return time.perf_counter() - t0, out
 
     def release(self) -> None:
+        """Give freed device memory back, and the pinned host blocks torch caches for reuse (so an offload
+        that pins its buffers really pins them, and the cache does not hold a second copy of every set)."""
         if self.cuda:
             self.torch.cuda.empty_cache()
+            host_empty = getattr(self.torch._C, "_host_emptyCache", None)
+            if host_empty is not None:
+                host_empty()
 
 
 def _legs(s: TensorSet) -> dict[str, str]:
@@ -199,6 +204,7 @@ def _sleepwake_rows(mv: _Mover, s: TensorSet, grid: MoveGrid, row: Callable[...,
             rows += [off, row(s, n, frac, "h2d", legs["h2d"], sec, "reused")] if i else []
         if frac == max(grid.fractions):
             for _ in range(grid.repeats):
+                mv.release()  # the previous one's pinned buffers: freed, not reused
                 rows.append(row(s, n, frac, "d2h", legs["d2h"], mv.offload_alloc(s, dev), "per offload"))
         dev = None
         mv.release()
