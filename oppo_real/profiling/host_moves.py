@@ -69,17 +69,18 @@ class TensorSet:
     dtype: str  # "bfloat16" | "float32"
     note: str = ""
 
-    def bytes_of(self, n: int) -> int:
+    def _cum(self) -> np.ndarray:
+        """Bytes of the first 1, 2, ... tensors."""
         el = 2 if self.dtype == "bfloat16" else 4
-        return int(sum(int(np.prod(s)) for s in self.shapes[:n]) * el)
+        return np.cumsum([int(np.prod(s)) * el for s in self.shapes], dtype=np.int64)
+
+    def bytes_of(self, n: int) -> int:
+        return int(self._cum()[n - 1]) if n > 0 else 0
 
     def prefix(self, fraction: float) -> int:
         """Tensors in the first ``fraction`` of the set's bytes (at least one)."""
-        total = self.bytes_of(len(self.shapes))
-        n = 1
-        while n < len(self.shapes) and self.bytes_of(n + 1) <= fraction * total * (1 + 1e-9):
-            n += 1
-        return n
+        cum = self._cum()
+        return max(1, int(np.searchsorted(cum, fraction * cum[-1] * (1 + 1e-9), side="right")))
 
 
 def weight_shapes(config) -> tuple[tuple[int, ...], ...]:
