@@ -45,25 +45,22 @@ def add_parser(sub) -> None:
 
 
 _ALL_OPS = ("decode", "prefill", "train", "sync")  # oppo_real.profiling.engine_ops.OPS (not imported: keeps --help light)
-
-
-def _ops(text: str) -> tuple[str, ...]:
-    ops = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
-    bad = [o for o in ops if o not in _ALL_OPS]
-    if bad or not ops:
-        raise argparse.ArgumentTypeError(f"unknown op(s) {', '.join(bad) or '(none)'}; known: {', '.join(_ALL_OPS)}")
-    return ops
-
-
 _ALL_MOVES = ("sleepwake", "sync")  # oppo_real.profiling.host_moves.MOVES
 
 
-def _moves(text: str) -> tuple[str, ...]:
-    moves = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
-    bad = [m for m in moves if m not in _ALL_MOVES]
-    if bad or not moves:
-        raise argparse.ArgumentTypeError(f"unknown move(s) {', '.join(bad) or '(none)'}; known: {', '.join(_ALL_MOVES)}")
-    return moves
+def _names(known: tuple[str, ...], what: str):
+    """An argparse type: a comma-separated list of ``known`` names, in order, once each."""
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+        bad = [n for n in names if n not in known]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(f"unknown {what}(s) {', '.join(bad) or '(none)'}; known: {', '.join(known)}")
+        return names
+    return parse
+
+
+_ops = _names(_ALL_OPS, "op")
+_moves = _names(_ALL_MOVES, "move")
 
 
 def _models(a: argparse.Namespace, device: str):
