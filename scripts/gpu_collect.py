@@ -9,8 +9,14 @@
     gpu_profile.png     measured vs uncalibrated prediction per op (the first model's figure)
     gpu_validation.csv  predicted vs measured per policy and model (validation.csv of each validate stage)
     gpu_parity.png, gpu_timelines.png   the first validation's figures
+    gpu_moves.csv       every timed copy of the sleepwake-* and sync-* stages (oppo_real.profiling.host_moves):
+                        device, model, set (engine_weights, kv_cache, train_state, weights), direction (d2h,
+                        h2d, d2d), leg, bytes, seconds, GiB/s, host memory (pinned), host buffers reused or not
+    gpu_moves_fit.csv   fixed cost and GiB/s per model, set and direction (set "all": over the engine's and the
+                        trainer's sets), r2, and the eff the GPU table's host_bw would need (eff_vs_host_bw)
     gpu_summary.json    versions, device, stage status, per-op error medians, decode kernel shares per
-                        model / backend / batch, suggested default parameters per model
+                        model / backend / batch, suggested default parameters per model, the host-link fits
+                        per direction (``host_moves``)
 
     python scripts/gpu_collect.py OUT
 
@@ -96,6 +102,26 @@ def kernel_shares(table: pd.DataFrame) -> dict:
             for k, g in dec.groupby(keys)} if len(dec) else {}
 
 
+def collect_moves(stages: Path, out: Path) -> dict:
+    """gpu_moves.csv and gpu_moves_fit.csv from the ``moves-<model>--<move>`` stages; returns the fits per
+    direction (over all the engine's and trainer's sets, or the weights' for sync) for the summary."""
+    moves = _read(sorted(stages.glob("moves-*/moves.csv")))
+    if moves is not None:
+        moves.to_csv(out / "gpu_moves.csv", index=False)
+    fit = _read(sorted(stages.glob("moves-*/moves_fit.csv")))
+    if fit is None:
+        return {}
+    fit.to_csv(out / "gpu_moves_fit.csv", index=False)
+    pooled = fit[(fit["set"] == "all") | (fit["move"] == "sync")]
+
+    def num(x, digits: int):
+        return round(float(x), digits) if pd.notna(x) else None  # JSON has no NaN
+
+    return {f"{r.model}/{r.move}/{r.set}/{r.direction}": {"fixed_s": num(r.fixed_s, 5), "gib_s": num(r.gib_s, 3),
+                                                         "r2": num(r.r2, 3), "eff_vs_host_bw": num(r.eff_vs_host_bw, 3)}
+            for r in pooled.itertuples()}
+
+
 def collect(out: Path) -> dict:
     stages = out / "stages"
     summary: dict = {"files": {}}
@@ -115,6 +141,7 @@ def collect(out: Path) -> dict:
     for p in sorted(stages.glob("profile-*/profile.json")):
         if "--" not in p.parent.name:  # whole or merged profiles
             summary.setdefault("suggested_defaults", {})[model_of(p)] = _meta(p).get("suggested_defaults")
+    summary["host_moves"] = collect_moves(stages, out)
     val = _read(sorted(stages.glob("validate-*/validation.csv")))
     if val is not None:
         val.to_csv(out / "gpu_validation.csv", index=False)

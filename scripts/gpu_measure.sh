@@ -15,20 +15,26 @@
 # built once into $OPPO_MODEL_CACHE (default /tmp/oppo-gpu-models; 7B: ~30 GB of disk for actor + reward);
 # a profile or validate stage builds its shape's models if they are not there (a fresh machine has none).
 #
-# Stages (SHAPE: 1.5b, 3b, 7b, also 0.5b, or tiny for a CPU smoke test; each writes OUT/stages/<dir>/):
+# Stages (SHAPE: 1.5b, 3b, 7b, also 0.5b; moe = qwen3-moe-2.8b-a0.5b, 128 experts top-8; tiny or moe-tiny for
+# a CPU smoke test; each writes OUT/stages/<dir>/; docs/gpu.md lists what to run in which order):
 #   env                    torch / transformers / GPU                                  -> stages/env.txt
 #   models-SHAPE           build the shape's models (so a profile stage spends its call measuring)
 #   profile-SHAPE-OP       OP = decode | prefill | train | sync, on torch-graph: every call vs the uncalibrated
 #                          prediction of the GPU table's entry, the fit, the held-out fit; decode rows with
 #                          their kernel share                             -> stages/profile-qwen2.5-SHAPE--OP/
 #   profile-SHAPE-decode-torch   the same decode grid on the per-request torch backend (kernel share before)
+#   sleepwake-SHAPE        the engine's weights and KV cache to pinned host memory and back, the trainer's
+#                          state (fp32 weights, grads, Adam; a stated shard where it does not fit) offloaded
+#                          and reloaded: GiB/s and fixed cost per direction   -> stages/moves-<id>--sleepwake/
+#   sync-SHAPE             the weights device-to-device, to pinned host and back -> stages/moves-<id>--sync/
 #   validate-SHAPE         baseline,intra,inter,oppo on torch-graph with the merged profile of the shape,
 #                          --repeat OPPO_VALIDATE_REPEAT (default 3) runs per policy, interleaved
 #   collect                scripts/gpu_collect.py: OUT/gpu_profile.csv (device name in every row, kernel_share),
 #                          gpu_fit.csv, gpu_fit_heldout.csv, gpu_profile.png, gpu_validation.csv, gpu_parity.png,
-#                          gpu_timelines.png, gpu_summary.json, gpu_measure.log
-# Without --stage: env, then for each of OPPO_GPU_SHAPES (default "1.5b 3b 7b") its four profile stages,
-# then validate-1.5b and validate-3b, then collect (a failed stage is logged and the next runs).
+#                          gpu_timelines.png, gpu_moves.csv, gpu_moves_fit.csv, gpu_summary.json, gpu_measure.log
+# Without --stage: env, then for each of OPPO_GPU_SHAPES (default "1.5b 3b 7b moe") its profile stages (four
+# for a dense shape, decode and prefill for moe), its sleepwake and sync stages (dense shapes), then
+# validate-1.5b and validate-3b, then collect (a failed stage is logged and the next runs).
 set -u
 OUT="${1:?usage: bash scripts/gpu_measure.sh OUT [PYTHON] [--stage NAME]}"
 shift
@@ -68,7 +74,8 @@ run() {  # run NAME SECONDS command...: run, log, record the status; never stops
     echo "$name rc=$rc" >> "$OUT/stages/status.txt"
 }
 
-shape_id() { case "$1" in tiny) echo tiny ;; qwen*|llama*) echo "$1" ;; *) echo "qwen2.5-$1" ;; esac; }
+shape_id() { case "$1" in tiny) echo tiny ;; moe) echo qwen3-moe-2.8b-a0.5b ;; moe-tiny) echo qwen3-moe-tiny ;;
+                        qwen*|llama*) echo "$1" ;; *) echo "qwen2.5-$1" ;; esac; }
 shape_args() { [ "$1" = tiny ] || echo --shape "$1"; }
 CLI=("$PY" -m oppo_real.cli)
 quick_args() { [ "$QUICK" = 1 ] && echo --quick --gpu h100-sxm; }
@@ -95,7 +102,8 @@ stage_models() {  # models-SHAPE
     run "models-$1" "$STAGE_S" "$PY" -c "
 from oppo_real.models.shaped import build_shaped_models
 from oppo_real.models.tiny import default_cache_dir
-print(build_shaped_models(default_cache_dir(), '$id', device='$dev').root)"
+from oppo_real.profiling.model_shape import profile_shape
+print(build_shaped_models(default_cache_dir(), profile_shape('$id'), device='$dev').root)"
 }
 
 stage_profile() {  # profile-SHAPE-OP[-torch]
@@ -118,6 +126,14 @@ stage_validate() {  # validate-SHAPE
         $(shape_args "$id") "${prof[@]}" $size --out "$OUT/stages/validate-$id"
 }
 
+stage_moves() {  # sleepwake-SHAPE | sync-SHAPE: bulk copies at the shape's sizes (no model is built)
+    local shape="$1" move="$2" id
+    id=$(shape_id "$shape")
+    # shellcheck disable=SC2046
+    run "$move-$shape" "$STAGE_S" "${CLI[@]}" profile --device "$DEVICE" --moves "$move" $(shape_args "$id") $(quick_args) \
+        --out "$OUT/stages/moves-$id--$move"
+}
+
 stage_collect() { run collect 120 "$PY" scripts/gpu_collect.py "$OUT"; }
 
 stage() {  # stage NAME: dispatch one stage by name
@@ -128,13 +144,16 @@ stage() {  # stage NAME: dispatch one stage by name
         profile-*-decode-torch) local s="${1#profile-}"; stage_profile "${s%-decode-torch}" decode torch ;;
         profile-*-decode|profile-*-prefill|profile-*-train|profile-*-sync) local s="${1#profile-}"; stage_profile "${s%-*}" "${s##*-}" ;;
         validate-*) stage_validate "${1#validate-}" ;;
+        sleepwake-*) stage_moves "${1#sleepwake-}" sleepwake ;;
+        sync-*) stage_moves "${1#sync-}" sync ;;
         *) echo "unknown stage '$1' (try --stage list)" >&2; return 2 ;;
     esac
 }
 
 if [ "$ONLY" = list ]; then
     echo "env collect"
-    for s in 1.5b 3b 7b; do echo "models-$s profile-$s-decode profile-$s-prefill profile-$s-train profile-$s-sync profile-$s-decode-torch validate-$s"; done
+    for s in 1.5b 3b 7b; do echo "models-$s profile-$s-decode profile-$s-prefill profile-$s-train profile-$s-sync profile-$s-decode-torch sleepwake-$s sync-$s validate-$s"; done
+    echo "models-moe profile-moe-decode profile-moe-prefill"
     exit 0
 fi
 [ -f "$OUT/stages/status.txt" ] || : > "$OUT/stages/status.txt"
@@ -145,13 +164,17 @@ if [ -n "$ONLY" ]; then
 fi
 : > "$OUT/stages/status.txt"
 stage_env
-SHAPES="${OPPO_GPU_SHAPES:-1.5b 3b 7b}"
+SHAPES="${OPPO_GPU_SHAPES:-1.5b 3b 7b moe}"
 for shape in $SHAPES; do
-    for op in decode prefill train sync; do stage "profile-$shape-$op"; done
+    case "$shape" in
+        moe*) for op in decode prefill; do stage "profile-$shape-$op"; done ;;
+        *) for op in decode prefill train sync; do stage "profile-$shape-$op"; done
+           stage "sleepwake-$shape"; stage "sync-$shape" ;;
+    esac
 done
 stage_collect  # merges each shape's per-op fits into the profile its validation predicts with
 for shape in $SHAPES; do
-    case "$shape" in 7b) ;; *) stage "validate-$shape" ;; esac
+    case "$shape" in 7b|moe*) ;; *) stage "validate-$shape" ;; esac
 done
 stage_collect
 say "done; status:"; tee -a "$LOG" < "$OUT/stages/status.txt"

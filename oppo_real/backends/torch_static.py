@@ -33,35 +33,22 @@ with noise keyed by request seed and position (`backends.sampling`), as `TorchAc
 from __future__ import annotations
 
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from oppo_real.backends.api import (
-    FINISH_LENGTH,
-    FINISH_STOP,
-    Delta,
-    GenRequest,
-    SamplingConfig,
-)
-from oppo_real.backends.padded_cache import merge_rows, select_rows
+from oppo_real.backends.api import Delta
+from oppo_real.backends.padded_cache import kv_layers, merge_rows, select_rows
 from oppo_real.backends.sampling import row_keys, sample
-from oppo_real.backends.torch_actor import _DTYPES, copy_weights, load_causal_lm
+from oppo_real.backends.torch_base import Live, TorchEngine, TorchEngineConfig, left_padded
 from oppo_sim.core.errors import ConfigError
 
 _NO_LIMIT = 1 << 60
 
 
 @dataclass(frozen=True)
-class TorchStaticConfig:
-    model: str
-    dtype: str = "float32"  # "bfloat16" on a GPU
-    device: str = "cpu"  # "cuda", "cuda:1", ...
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    max_model_len: int = 1024
-    eos_token_ids: tuple[int, ...] | None = None  # None: read from the model directory
+class TorchStaticConfig(TorchEngineConfig):
     call_tokens: int | None = None  # C: tokens per call; None: one call to the group's longest response
     gen_batch: int | None = None  # rows per mini-batch (TRL's local_rollout_forward_batch_size); None: one
     carry_kv: bool = True
@@ -69,10 +56,7 @@ class TorchStaticConfig:
     record_timings: bool = False
 
     def __post_init__(self) -> None:
-        if self.dtype not in _DTYPES:
-            raise ConfigError(f"TorchStaticConfig.dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
-        if self.max_model_len < 2:
-            raise ConfigError(f"TorchStaticConfig.max_model_len must be >= 2, got {self.max_model_len}")
+        super().__post_init__()
         for name in ("call_tokens", "gen_batch"):
             v = getattr(self, name)
             if v is not None and v < 1:
@@ -82,15 +66,11 @@ class TorchStaticConfig:
 
 
 @dataclass(eq=False)
-class _Seq:
-    req: GenRequest
-    context: list[int]  # prompt + every token generated so far
-    n_generated: int
-    seed: int  # the request's sampling seed (backends.sampling: counter-based noise)
+class _Seq(Live):
+    """A request's state (`Live`: a finished one stays in the batch until the call ends) and its call."""
+
     budget: int = 0  # tokens it may produce in the current call
     made: int = 0  # tokens produced in the current call
-    reason: str | None = None  # finish reason (it stays in the batch until the call ends)
-    aborted: bool = False
     out_tokens: list[int] = field(default_factory=list)  # produced in this call, handed out when it ends
     out_lps: list[float] = field(default_factory=list)
 
@@ -111,26 +91,21 @@ class _Group:
         self.in_call = False
 
 
-class TorchStaticActor:
+class TorchStaticActor(TorchEngine):
     """`ActorBackend` over a transformers causal LM, generating static batches in calls of C tokens."""
 
-    def __init__(self, cfg: TorchStaticConfig, model: torch.nn.Module | None = None) -> None:
-        self.cfg = cfg
-        t0 = time.perf_counter()
-        self.device, self.model, self.eos_ids = load_causal_lm(cfg, model)
-        self.call_tokens = cfg.call_tokens
-        self._waiting: deque[_Seq] = deque()
+    record = _Seq
+
+    def _init_engine(self) -> None:
+        self.call_tokens = self.cfg.call_tokens
         self._groups: list[_Group] = []
         self._cursor = 0
-        self._live: dict[str, _Seq] = {}
         self._outbox: list[Delta] = []
         self.calls = 0
-        self.forwards = 0
         self.timings: list[dict] = []
         self._bnd = 0.0
         self._call_wall = 0.0
         self._call_bnd = 0.0
-        self.init_seconds = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ knobs
     def set_call_tokens(self, c: int | None) -> None:
@@ -140,15 +115,6 @@ class TorchStaticActor:
         self.call_tokens = c if c is not None else self.cfg.call_tokens
 
     # ------------------------------------------------------------------ ActorBackend
-    def add(self, req: GenRequest) -> None:
-        if req.req_id in self._live:
-            raise ConfigError(f"request {req.req_id} is already running")
-        if len(req.prompt_ids) >= self.cfg.max_model_len:
-            raise ConfigError(f"request {req.req_id}: prompt of {len(req.prompt_ids)} tokens exceeds max_model_len")
-        s = _Seq(req=req, context=list(req.prompt_ids), n_generated=0, seed=self.cfg.sampling.request_seed(req.req_id))
-        self._live[req.req_id] = s
-        self._waiting.append(s)
-
     @torch.no_grad()
     def step(self) -> list[Delta]:
         t0 = time.perf_counter()
@@ -183,42 +149,34 @@ class TorchStaticActor:
         out, self._outbox = self._outbox, []
         return out
 
-    def abort(self, req_id: str) -> None:
-        s = self._live.pop(req_id, None)
-        if s is None:
-            return
-        s.aborted = True
-        if s in self._waiting:
-            self._waiting.remove(s)
+    def abort(self, req_id: str) -> _Seq | None:
+        s = super().abort(req_id)
         for g in self._groups:
             if s in g.joining:
                 g.joining.remove(s)
         # a row with KV stays in its batch (padding) until its call ends or the next call starts
+        return s
 
     def has_unfinished(self) -> bool:
         return bool(self._live) or bool(self._outbox)
 
-    def num_running(self) -> int:
-        return len(self._live)
+    def kv_bytes(self) -> int:
+        return int(sum(k.numel() * k.element_size() + v.numel() * v.element_size()
+                       for g in self._groups if g.cache is not None for k, v in kv_layers(g.cache)))
 
-    @torch.no_grad()
-    def load_weights(self, state_dict: dict[str, torch.Tensor]) -> float:
-        t0 = time.perf_counter()
-        copy_weights(self.model, state_dict)
-        # the KV computed with the old weights is stale: a call in progress ends here (its tokens are handed
-        # out by the next step) and every row is prefilled again from its whole context at its next call
+    def close(self) -> None:
+        super().close()
+        self._groups = []
+        self._outbox = []
+
+    def _drop_all_kv(self) -> None:
+        """After a weight load or on sleep: a call in progress ends here (its tokens are handed out by the
+        next step) and every row is prefilled again from its whole context at its next call."""
         for g in list(self._groups):
             if g.in_call:
                 self._end_call(g)
         for g in self._groups:
             self._drop_kv(g)
-        return time.perf_counter() - t0
-
-    def close(self) -> None:
-        self._live.clear()
-        self._waiting.clear()
-        self._groups = []
-        self._outbox = []
 
     # ------------------------------------------------------------------ calls
     def _assign(self) -> None:
@@ -304,15 +262,8 @@ class TorchStaticActor:
         """Prefill the joining rows (left-padded to the longest), sample their first token, merge their KV
         into the group's cache."""
         fresh = g.joining
-        p = max(len(s.context) for s in fresh)
-        dev = self.device
-        ids = torch.full((len(fresh), p), self.cfg.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(fresh), p), dtype=torch.long)
-        for i, s in enumerate(fresh):
-            ids[i, p - len(s.context):] = torch.tensor(s.context, dtype=torch.long)
-            mask[i, p - len(s.context):] = 1
-        ids, mask = ids.to(dev), mask.to(dev)
-        pos = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        ids, mask, pos = left_padded([s.context for s in fresh], self.cfg.pad_token_id, self.device)
+        p = ids.shape[1]
         from transformers import DynamicCache
 
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=DynamicCache(),
@@ -354,24 +305,13 @@ class TorchStaticActor:
 
     def _book(self, tok: torch.Tensor, lp: torch.Tensor, seqs: list[_Seq], active: list[bool] | None) -> torch.Tensor:
         """Book the sampled tokens of the active rows (their context, call output, finish reason)."""
-        host = torch.stack([tok.double(), lp.double()]).tolist()  # the step's one host sync
+        toks, lps = self._to_host(tok, lp)  # the step's one host sync
         for i, s in enumerate(seqs):
             if active is not None and not active[i]:
                 continue
-            t = int(host[0][i])
-            s.context.append(t)
-            s.n_generated += 1
+            t = int(toks[i])
+            self._advance(s, t)
             s.made += 1
             s.out_tokens.append(t)
-            s.out_lps.append(float(host[1][i]))
-            if not s.req.ignore_eos and t in self.eos_ids:
-                s.reason = FINISH_STOP
-            elif s.n_generated >= s.req.max_new_tokens or len(s.context) >= self.cfg.max_model_len:
-                s.reason = FINISH_LENGTH
-        self.forwards += 1
+            s.out_lps.append(float(lps[i]))
         return tok
-
-    # ------------------------------------------------------------------ profiling
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)

@@ -66,10 +66,17 @@ class TorchStaticGraphActor(TorchStaticActor):
             g.dec = dec
         return dec
 
-    def close(self) -> None:
-        super().close()
+    def kv_bytes(self) -> int:
+        return sum(d.kv_bytes() for d in self._pool)
+
+    def _release_kv(self) -> None:
+        """On `sleep`: the decoders' slots and captured graphs (allocated and captured again lazily)."""
         for d in self._pool:
             d.release()
+
+    def close(self) -> None:
+        super().close()
+        self._release_kv()
         self._pool = []
 
     # ------------------------------------------------------------------ forwards

@@ -100,7 +100,7 @@ class VLLMActor:
     """`ActorBackend` on a vLLM `LLMEngine` (V1)."""
 
     def __init__(self, cfg: VLLMActorConfig) -> None:
-        from oppo_real.backends.torch_actor import read_eos_ids
+        from oppo_real.backends.torch_base import read_eos_ids
 
         self.cfg = cfg
         t0 = time.perf_counter()

@@ -27,10 +27,15 @@ def add_parser(sub) -> None:
     pr.add_argument("--cache", default=None, help="model cache directory (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
     pr.add_argument("--quick", action="store_true", help="a small grid (for CI)")
     pr.add_argument("--device", type=device_map, default=None, help="cpu (default), cuda or cuda:N (the generator's device is profiled)")
-    pr.add_argument("--shape", default=None, help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (default: tiny)")
+    pr.add_argument("--shape", default=None, help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b, or a profiling shape "
+                         "(qwen3-moe-2.8b-a0.5b, qwen3-moe-tiny: oppo_real.profiling.model_shape) (default: tiny)")
     pr.add_argument("--gpu", default=None, help="GPU-table entry to predict with (default: the one matching the device's name)")
     pr.add_argument("--ops", type=_ops, default=_ALL_OPS,
                     help="comma-separated operations to time, of decode,prefill,train,sync (default: all four)")
+    pr.add_argument("--moves", type=_moves, default=None,
+                    help="instead of the engines' operations, time the bulk copies of sleep/wake and weight sync at the "
+                         "model's sizes (comma-separated, of sleepwake,sync; oppo_real.profiling.host_moves): "
+                         "moves.csv, moves_fit.csv (fixed cost and GiB/s per direction)")
     pr.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
                     help="torch-graph backend: decode eagerly instead of replaying CUDA graphs (default: graphs on a GPU)")
     add_engine_warmup_arg(pr)
@@ -40,14 +45,22 @@ def add_parser(sub) -> None:
 
 
 _ALL_OPS = ("decode", "prefill", "train", "sync")  # oppo_real.profiling.engine_ops.OPS (not imported: keeps --help light)
+_ALL_MOVES = ("sleepwake", "sync")  # oppo_real.profiling.host_moves.MOVES
 
 
-def _ops(text: str) -> tuple[str, ...]:
-    ops = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
-    bad = [o for o in ops if o not in _ALL_OPS]
-    if bad or not ops:
-        raise argparse.ArgumentTypeError(f"unknown op(s) {', '.join(bad) or '(none)'}; known: {', '.join(_ALL_OPS)}")
-    return ops
+def _names(known: tuple[str, ...], what: str):
+    """An argparse type: a comma-separated list of ``known`` names, in order, once each."""
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+        bad = [n for n in names if n not in known]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(f"unknown {what}(s) {', '.join(bad) or '(none)'}; known: {', '.join(known)}")
+        return names
+    return parse
+
+
+_ops = _names(_ALL_OPS, "op")
+_moves = _names(_ALL_MOVES, "move")
 
 
 def _models(a: argparse.Namespace, device: str):
@@ -56,8 +69,9 @@ def _models(a: argparse.Namespace, device: str):
     cache = Path(a.cache) if a.cache else default_cache_dir()
     if a.shape:
         from oppo_real.models.shaped import build_shaped_models
+        from oppo_real.profiling.model_shape import profile_shape
 
-        return build_shaped_models(cache, a.shape, device=device)
+        return build_shaped_models(cache, profile_shape(a.shape), device=device)
     return build_models(cache)
 
 
@@ -103,6 +117,8 @@ def cmd_profile(a: argparse.Namespace) -> int:
     cores = a.cores if a.cores is not None else (None if cuda else (0,))
     name, spec = _target(device, a.gpu)
     out = Path(a.out)
+    if a.moves:
+        return _profile_moves(a, out, device, spec)
     if backend.startswith("torch-static"):
         return _profile_static(a, out, cores, backend)
     with Console(out, a.verbose) as con:
@@ -156,4 +172,41 @@ def _profile_static(a: argparse.Namespace, out: Path, cores, backend: str) -> in
     with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
         print(report.to_string(index=False))
     print(f"wrote {out}/measurements.csv, fit.csv, profile.json  (use: oppo-sim run --profile {out}/profile.json)")
+    return 0
+
+
+def _profile_moves(a: argparse.Namespace, out: Path, device: str, spec) -> int:
+    """Sleep/wake and weight-sync copies at the sizes of ``--shape`` (or the tiny models)."""
+    import json
+
+    import pandas as pd
+
+    from oppo_real.console import Console
+    from oppo_real.profiling.host_moves import MoveGrid, fit_moves, run_moves
+
+    if a.shape:
+        from oppo_real.models.shaped import hf_config
+        from oppo_real.profiling.model_shape import profile_shape
+
+        config, model = hf_config(profile_shape(a.shape)), a.shape
+    else:
+        from transformers import AutoConfig
+
+        from oppo_real.models.tiny import build_models, default_cache_dir
+
+        config, model = AutoConfig.from_pretrained(build_models(Path(a.cache) if a.cache else default_cache_dir()).actor), "tiny"
+    grid = MoveGrid.quick() if a.quick else MoveGrid()
+    with Console(out, a.verbose) as con:
+        con.print(f"oppo-real profile --moves {','.join(a.moves)}: {model} on {device}")
+        table = run_moves(config, a.moves, grid, device, model, log=con.print)
+        fit = fit_moves(table, spec.host_bw if spec is not None else None)
+        table.to_csv(out / "moves.csv", index=False)
+        fit.to_csv(out / "moves_fit.csv", index=False)
+        meta = {"device": str(table["device"].iloc[0]), "model": model, "moves": list(a.moves), "gpu_table": spec.id if spec else None,
+                "grid": {"fractions": list(grid.fractions), "repeats": grid.repeats, "kv_tokens": grid.kv_tokens,
+                         "state_share": grid.state_share}}
+        (out / "moves.json").write_text(json.dumps(meta, indent=1) + "\n")
+        with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+            con.print(fit.drop(columns=["device", "model", "host_memory"]).to_string(index=False))
+        con.print(f"wrote {out}/moves.csv, moves_fit.csv, moves.json")
     return 0

@@ -31,7 +31,14 @@ DEFAULT_MAX_POSITION = 32768  # Qwen2.5's max_position_embeddings (0.5B-7B)
 
 
 def family(spec: ModelSpec) -> str:
-    """The Hugging Face architecture that has this shape: ``qwen3`` (q/k-norm), ``qwen2`` (q/k/v bias) or ``llama``."""
+    """The Hugging Face architecture that has this shape: ``qwen3_moe`` (q/k-norm, routed experts, no shared
+    one), ``qwen3`` (q/k-norm), ``qwen2`` (q/k/v bias) or ``llama``; another mixture of experts (shared
+    experts, DeepSeek's router bias or MLA) -> ConfigError."""
+    if spec.moe:
+        if not spec.qk_norm or spec.shared_intermediate or spec.router_bias or spec.mla:
+            raise ConfigError(f"model '{spec.id}': only Qwen3-MoE-like mixtures of experts (q/k-norm, routed experts, "
+                              "no shared expert, no MLA) are built with random weights here")
+        return "qwen3_moe"
     if spec.qk_norm:
         return "qwen3"
     return "qwen2" if spec.qkv_bias else "llama"
@@ -39,7 +46,7 @@ def family(spec: ModelSpec) -> str:
 
 def hf_config(spec: ModelSpec, max_position: int = DEFAULT_MAX_POSITION, **overrides: Any):
     """The transformers config of ``spec`` (special token ids from the toy task, as the tiny models)."""
-    from transformers import LlamaConfig, Qwen2Config, Qwen3Config
+    from transformers import LlamaConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig
 
     from oppo_real.models.task import EOS_ID, PAD_ID, SEP_ID
 
@@ -56,6 +63,12 @@ def hf_config(spec: ModelSpec, max_position: int = DEFAULT_MAX_POSITION, **overr
     elif fam == "qwen3":
         cls = Qwen3Config
         kw.update(head_dim=spec.hd, attention_bias=False, use_sliding_window=False, rope_theta=1e6)
+    elif fam == "qwen3_moe":
+        cls = Qwen3MoeConfig
+        kw.update(head_dim=spec.hd, attention_bias=False, use_sliding_window=False, rope_theta=1e6,
+                  num_experts=spec.experts, num_experts_per_tok=spec.experts_per_token,
+                  moe_intermediate_size=spec.moe_intermediate, decoder_sparse_step=1,
+                  mlp_only_layers=list(range(spec.dense_layers)), norm_topk_prob=True, output_router_logits=False)
     else:
         cls = LlamaConfig
         kw.update(head_dim=spec.hd, attention_bias=False, mlp_bias=False, rope_theta=5e5)

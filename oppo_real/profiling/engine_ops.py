@@ -30,7 +30,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.calibration import fit_profile
 from oppo_sim.hw.costmodel import CostModel
 from oppo_sim.hw.hardware import Hardware
-from oppo_real.profiling.model_shape import compute_dtype, model_spec
+from oppo_real.profiling.model_shape import compute_dtype, expert_columns, model_spec
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.hw.profiles import cpu_spec
 
@@ -117,7 +117,8 @@ def _decode_rows(gen, spec: ModelSpec, grid: ProfileGrid, log, device: str) -> l
             while gen.has_unfinished():
                 gen.step()
             flops, nbytes = CostModel.decode_work(spec, b, b * (kv + 1 + grid.decode_warm + grid.repeats // 2))
-            rows += _rows("decode", flops, nbytes, times, batch=b, kv=kv, **share.columns())
+            rows += _rows("decode", flops, nbytes, times, batch=b, kv=kv, **share.columns(),
+                          **expert_columns(spec, b, getattr(gen, "model", None)))
             extra = f", kernels {100 * share.share:5.1f}% of {1000 * share.wall_s:.2f} ms" if cuda else ""
             log(f"decode b={b:3d} kv={kv:4d}: {1000 * np.median(times):7.2f} ms{extra}")
     return rows
@@ -188,7 +189,7 @@ def profile_prefill(reward_dir: Path, grid: ProfileGrid, log, device: str = "cpu
                 sc.drop(sid)
             times = times[1:]  # first one warms up
             flops, nbytes = CostModel.prefill_work(spec, [new], [max(ctx, 1) if ctx else 0], scalar_head=True)
-            rows += _rows("prefill", flops, nbytes, times, new=new, ctx=ctx)
+            rows += _rows("prefill", flops, nbytes, times, new=new, ctx=ctx, **expert_columns(spec, new, sc.model))
             log(f"prefill new={new:4d} ctx={ctx:4d}: {1000 * np.median(times):7.2f} ms")
     return rows
 
