@@ -87,8 +87,9 @@ def assert_groups_conserved(ledger: Ledger, batch: int, n: int, steps: int) -> N
         groups = [d.trained[i:i + n] for i in range(0, len(d.trained), n)]
         assert all(list(g) == list(range(g[0], g[0] + n)) and g[0] % n == 0 for g in groups)
     last = rows[-1]
-    assert last.admitted_total == last.trained_total + last.deferred + last.ready + last.dropped
+    assert last.admitted_total == last.trained_total + last.deferred + last.ready + last.dropped + last.trimmed
     assert last.dropped == len(ledger.dropped) and last.dropped % n == 0
+    assert last.trimmed == len(ledger.trimmed) and last.trimmed % n == 0
 
 
 @pytest.mark.parametrize("name", POLICY_NAMES)
@@ -258,14 +259,15 @@ def test_a_group_prefills_its_shared_prompt_once_in_the_scorers():
 
 
 def test_dapo_prices_the_reward_of_the_groups_it_drops():
-    """Every response a dapo step generates is verified, kept or dropped: the rule pool's calls cover the
-    dropped ones too."""
+    """Every response a dapo step generates is verified, kept, dropped or trimmed: the rule pool's calls cover
+    the dropped and the trimmed ones too."""
     alg = Algorithm("dapo", n=4, reward="rule", informative=0.5, reward_cost_ms=10.0)
     r = sim("baseline", alg, steps=6)
     assert r.summary["dropped"] > 0
     rule = r.timeline[r.timeline["role"] == "rule"]
     busy = float((rule["end"] - rule["start"]).sum())
-    calls = r.summary["samples_trained"] + r.summary["dropped"]
+    assert r.summary["trimmed"] > 0
+    calls = r.summary["samples_trained"] + r.summary["dropped"] + r.summary["trimmed"]
     assert busy == pytest.approx(calls * 0.010)
 
 
@@ -277,8 +279,8 @@ def test_dapo_on_rewards_without_signal_is_refused():
 def test_a_grouped_ledger_round_trips_through_json():
     """A checkpoint of a grouped run (deferred groups with finished members, dropped groups) reloads as it was."""
     n, lengths = 3, [2, 2, 40, 3, 3, 3, 2, 50, 2, 4, 4, 4]
-    ledger = drive(policy_of("inter", delta=2), lengths, 2, n, 3, lambda sid: float(sid % 5 == 0))
-    assert ledger.deferred and ledger.dropped
+    ledger = drive(policy_of("inter", delta=2), lengths, 2, n, 4, lambda sid: float(sid % 5 == 0))
+    assert ledger.deferred and ledger.dropped and max(d.rounds for d in ledger.decisions) == 2
     doc = ledger.to_json()
     again = Ledger(policy_of("inter", delta=2), 2, ROLES, STREAMED, lambda sid, step: lengths[sid % len(lengths)], group_size=n,
                    filter_groups=True)
