@@ -382,7 +382,7 @@ class StepMachine:
         size = led.gen_batch_size or led.batch
         if led.max_gen_batches and self.rounds >= led.max_gen_batches:
             raise ConfigError(f"step {self.step}: dynamic sampling kept {len(led.ready) // self.n} of {led.batch} groups in "
-                              f"{self.rounds} rounds of {size} prompts, the most max_gen_batches allows (verl: "
+                              f"{self.rounds} round{'s' * (self.rounds > 1)} of {size} prompts, the most max_gen_batches allows (verl: "
                               f"'Generated too many'); the rewards are too uniform -- raise --max-gen-batches (0: no limit)")
         self.rounds += 1
         return [a for _ in range(size) for a in self._admit_group()]
