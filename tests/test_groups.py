@@ -34,12 +34,12 @@ def policy_of(name: str, chunk: int = 4, delta: int = 2, budget: int = 5, stalen
 
 
 def drive(policy, lengths: list[int], batch: int, n: int, steps: int, reward_of: Callable[[int], float] | None = None,
-          train_after: int = 0) -> Ledger:
+          train_after: int = 0, gen_batch: int | None = None) -> Ledger:
     """A lockstep driver on a bare ledger: every generating response gains one token per report; rewards (for
-    dynamic sampling) come with each finish from ``reward_of``; a step's training completes after
-    ``train_after`` reports of the next step (or when the staleness gate needs it)."""
+    dynamic sampling, in rounds of ``gen_batch`` prompts) come with each finish from ``reward_of``; a step's
+    training completes after ``train_after`` reports of the next step (or when the staleness gate needs it)."""
     ledger = Ledger(policy, batch, ROLES, STREAMED, lambda sid, step: lengths[sid % len(lengths)], group_size=n,
-                    filter_groups=reward_of is not None)
+                    filter_groups=reward_of is not None, gen_batch_size=gen_batch if reward_of is not None else None)
     ledger.log = []
     training: list[int] = []
     for t in range(steps):
@@ -95,15 +95,17 @@ def assert_groups_conserved(ledger: Ledger, batch: int, n: int, steps: int) -> N
 @pytest.mark.parametrize("name", POLICY_NAMES)
 @settings(max_examples=25, deadline=None)
 @given(lengths=st.lists(st.integers(1, 30), min_size=1, max_size=10), n=st.integers(2, 4), batch=st.integers(1, 3),
-       steps=st.integers(1, 4), train_after=st.integers(0, 6), dapo=st.booleans(), seed=st.integers(0, 1000))
-def test_scripted_grouped_runs_conserve_responses_and_groups(name, lengths, n, batch, steps, train_after, dapo, seed):
+       steps=st.integers(1, 4), train_after=st.integers(0, 6), dapo=st.booleans(), seed=st.integers(0, 1000),
+       gen_batch=st.sampled_from([None, 1, 2, 5]))
+def test_scripted_grouped_runs_conserve_responses_and_groups(name, lengths, n, batch, steps, train_after, dapo, seed,
+                                                             gen_batch):
     rng = np.random.default_rng(seed)
     rewards = rng.integers(0, 2, size=4096).astype(float)  # 0/1 rewards: some groups are all equal
     reward_of = (lambda sid: rewards[sid % len(rewards)]) if dapo else None
-    ledger = drive(policy_of(name), lengths, batch, n, steps, reward_of, train_after)
+    ledger = drive(policy_of(name), lengths, batch, n, steps, reward_of, train_after, gen_batch)
     assert_groups_conserved(ledger, batch, n, steps)
     if not dapo:
-        assert not ledger.dropped
+        assert not ledger.dropped and not ledger.trimmed
 
 
 def test_deferral_keeps_groups_whole_with_their_finished_members():
@@ -127,8 +129,8 @@ def test_informative_rule():
 
 
 def test_dapo_drops_all_equal_groups_and_samples_on():
-    """Groups 1 and 3 have equal rewards: they are dropped, never trained, and fresh groups take their place
-    until B informative groups are complete."""
+    """Groups 1 and 3 have equal rewards: they are dropped, never trained, and further rounds of B (fresh
+    groups 2, 3) are generated until B informative groups are kept (tests/test_dapo_rounds.py: the rounds)."""
     n, B = 2, 2
     uniform = {1, 3}
     ledger = drive(policy_of("baseline"), [5], B, n, 2, lambda sid: 0.5 if sid // n in uniform else float(sid % n))
