@@ -279,7 +279,8 @@ def test_dapo_on_rewards_without_signal_is_refused():
 
 
 def test_a_grouped_ledger_round_trips_through_json():
-    """A checkpoint of a grouped run (deferred groups with finished members, dropped groups) reloads as it was."""
+    """A checkpoint of a grouped run (deferred groups with finished members, dropped and trimmed groups) reloads
+    as it was."""
     n, lengths = 3, [2, 2, 40, 3, 3, 3, 2, 50, 2, 4, 4, 4]
     ledger = drive(policy_of("inter", delta=2), lengths, 2, n, 4, lambda sid: float(sid % 5 == 0))
     assert ledger.deferred and ledger.dropped and max(d.rounds for d in ledger.decisions) == 2
@@ -288,3 +289,11 @@ def test_a_grouped_ledger_round_trips_through_json():
                    filter_groups=True)
     again.load_json(doc)
     assert again.to_json() == doc
+
+    trimmed = drive(policy_of("baseline"), lengths, 2, n, 3, lambda sid: float(sid % 5 == 0), gen_batch=4)
+    assert trimmed.trimmed and trimmed.dropped and any(d.trimmed for d in trimmed.decisions)
+    doc = trimmed.to_json()
+    again = Ledger(policy_of("baseline"), 2, ROLES, STREAMED, lambda sid, step: lengths[sid % len(lengths)], group_size=n,
+                   filter_groups=True, gen_batch_size=4)
+    again.load_json(doc)
+    assert again.to_json() == doc and again.decisions == trimmed.decisions
