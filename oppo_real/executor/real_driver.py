@@ -251,7 +251,7 @@ class Driver:
         return self.store[sid].score
 
     def _forget(self, sids) -> None:
-        """Samples of groups dynamic sampling dropped: never trained, so the store and the scorer let them go."""
+        """Samples of groups dynamic sampling dropped or trimmed: never trained, so the store and the scorer let them go."""
         opened = []
         for sid in sids:
             self.finals.pop(sid, None)
