@@ -6,7 +6,7 @@ A :class:`StepMachine` is made by :meth:`oppo_sim.core.ledger.Ledger.begin` from
 feeds it what the engines report and carries out what it answers (``oppo_sim/core/protocol.py``)::
 
     start()                    -> Launch (resume the carried, admit the fresh), maybe EndGeneration
-    report([Progress, ...])    -> Emit / Pause / Launch (refill) / EndGeneration
+    report([Progress, ...])    -> Emit / Pause / Launch (refill, next round) / EndGeneration
     stopped({sid: generated})  -> Defer, FormBatch, ScoreWhole ..., maybe Train
     (Ledger.scored(role, sids) -> Train once every role has scored the batch)
 
@@ -25,7 +25,7 @@ The rules, each defined here once:
   responses can still finish admits a fresh prompt (at most B per step), after that it gives the
   oldest response paused in this step another budget;
 - **end of generation** (:meth:`StepMachine._check_end`): once ``end_after`` responses finished, or
-  nothing is generating;
+  nothing is generating (under dynamic sampling: with B groups kept, else another round);
 - **deferral order**: responses paused in this step (in pause order), then the unfinished ones in the
   order they were launched; the next step resumes every one of them at its start, in that order (none
   is carried without being resumed; :meth:`oppo_sim.core.ledger.Ledger.check_conservation` checks it);
