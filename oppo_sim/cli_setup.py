@@ -155,6 +155,13 @@ def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
     g.add_argument("--informative", type=positive(float), default=None,
                    help="dapo only: fraction of groups whose n rewards differ, in (0, 1] (default: from the trace's "
                         "reward column)")
+    g.add_argument("--gen-batch-size", type=positive(), default=None,
+                   help="dapo only: prompts per generation round, verl data.gen_batch_size: a step generates rounds of "
+                        "this many prompts, keeps the groups whose rewards differ and generates another round until "
+                        "--batch groups are kept (default: --batch)")
+    g.add_argument("--max-gen-batches", "--max-num-gen-batches", dest="max_gen_batches", type=nonneg_int, default=None,
+                   help="dapo only: most generation rounds per step, verl algorithm.filter_groups.max_num_gen_batches; "
+                        "a step that needs more is a one-line error (default 0: no limit)")
 
 
 def algorithm_fields(a: argparse.Namespace) -> dict:
@@ -167,6 +174,13 @@ def algorithm_fields(a: argparse.Namespace) -> dict:
         raise ConfigError(f"{flag_name('reward_cost_ms', a.reward_cost_ms)} is the CPU cost of a rule reward; it is not "
                           f"used with a reward model ('{a.reward}'); drop it or give --reward rule")
     extra = {} if a.reward_cost_ms is None else {"reward_cost_ms": a.reward_cost_ms}
+    for dest in ("gen_batch_size", "max_gen_batches"):
+        value = getattr(a, dest)
+        if value is not None and a.algorithm.strip().lower() != "dapo":
+            raise ConfigError(f"{flag_name(dest, value)} sizes dapo's rounds of dynamic sampling; it is not used with "
+                              f"--algorithm {a.algorithm}; drop it or give --algorithm dapo")
+        if value is not None:
+            extra[dest] = value
     algorithm = Algorithm(a.algorithm, n=a.n, reward="rule" if rule else "model", kl=not a.no_reference,
                           informative=a.informative, **extra)
     return {"algorithm": algorithm} if rule else {"algorithm": algorithm, "reward": a.reward}

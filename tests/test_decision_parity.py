@@ -168,6 +168,7 @@ ALGORITHMS = {
     "reinforce++-no-kl": Algorithm("reinforce++", n=2, kl=False),
     "grpo-n1": Algorithm("grpo"),
     "dapo": Algorithm("dapo", n=2, reward="rule"),
+    "dapo-rounds-of-6": Algorithm("dapo", n=2, reward="rule", gen_batch_size=6),  # B = 4: a synchronous step trims 2
 }
 
 
@@ -193,20 +194,27 @@ def test_both_drivers_take_identical_decisions_for_every_algorithm(alg, name):
         assert sim.conservation == real.conservation
 
 
+@pytest.mark.parametrize("gen_batch", [None, 3, 6])
 @pytest.mark.parametrize("name", list(POLICIES))
-def test_dapo_drops_the_same_groups_in_both_drivers(name):
-    """Dynamic sampling with drops: both drivers see the same rewards (the trace's reward column, which the
-    simulator reads and the real driver is handed in place of its rule), drop the same all-equal groups,
-    sample on the same way and take identical decisions."""
+def test_dapo_drops_the_same_groups_in_both_drivers(name, gen_batch):
+    """Dynamic sampling with drops, in rounds of ``gen_batch`` prompts (None: B): both drivers see the same
+    rewards (the trace's reward column, which the simulator reads and the real driver is handed in place of
+    its rule), drop the same all-equal groups, run the same rounds, trim or defer the same groups and take
+    identical decisions."""
     rewards = [float(i % 3 == 0) for i in range(len(LENGTHS))]  # pairs (4,5), (10,11), ... are all-equal
     trace = Trace.from_arrays([12] * len(LENGTHS), LENGTHS, name="parity", reward=rewards)
-    policy, algorithm = Scripted(inner=POLICIES[name]), Algorithm("dapo", n=2, reward="rule")
+    policy, algorithm = Scripted(inner=POLICIES[name]), Algorithm("dapo", n=2, reward="rule", gen_batch_size=gen_batch)
     sim, real = sim_ledger(policy, trace, algorithm), real_ledger(policy, trace, algorithm, trace_rewards=True)
     a, b = by_step(sim.log), by_step(real.log)
     assert sorted(a) == sorted(b) == list(range(STEPS))
     for t in range(STEPS):
         assert a[t] == b[t], f"dapo {name}: step {t} differs"
-    assert sim.dropped and sorted(sim.dropped) == sorted(real.dropped)
+    assert sim.dropped and sorted(sim.dropped) == sorted(real.dropped) and sim.trimmed == real.trimmed
+    assert [(d.rounds, d.dropped, d.trimmed) for d in sim.decisions] == [(d.rounds, d.dropped, d.trimmed) for d in real.decisions]
+    rounds = [d.rounds for d in sim.decisions]
+    if POLICIES[name].plan(POLICIES[name].initial_state(), StepContext(0, B)).end_after is None:  # verl's synchronous step
+        assert sim.trimmed and (max(rounds) > 1 or gen_batch == 6)  # further rounds (rounds of 6 > B: one) and a surplus
+    assert all(r.balanced for r in sim.conservation + real.conservation)
     assert all(len(set(rewards[s % len(rewards)] for s in d.trained[i:i + 2])) == 2
                for d in sim.decisions for i in range(0, len(d.trained), 2))
 

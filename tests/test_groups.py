@@ -34,12 +34,12 @@ def policy_of(name: str, chunk: int = 4, delta: int = 2, budget: int = 5, stalen
 
 
 def drive(policy, lengths: list[int], batch: int, n: int, steps: int, reward_of: Callable[[int], float] | None = None,
-          train_after: int = 0) -> Ledger:
+          train_after: int = 0, gen_batch: int | None = None) -> Ledger:
     """A lockstep driver on a bare ledger: every generating response gains one token per report; rewards (for
-    dynamic sampling) come with each finish from ``reward_of``; a step's training completes after
-    ``train_after`` reports of the next step (or when the staleness gate needs it)."""
+    dynamic sampling, in rounds of ``gen_batch`` prompts) come with each finish from ``reward_of``; a step's
+    training completes after ``train_after`` reports of the next step (or when the staleness gate needs it)."""
     ledger = Ledger(policy, batch, ROLES, STREAMED, lambda sid, step: lengths[sid % len(lengths)], group_size=n,
-                    filter_groups=reward_of is not None)
+                    filter_groups=reward_of is not None, gen_batch_size=gen_batch if reward_of is not None else None)
     ledger.log = []
     training: list[int] = []
     for t in range(steps):
@@ -87,22 +87,25 @@ def assert_groups_conserved(ledger: Ledger, batch: int, n: int, steps: int) -> N
         groups = [d.trained[i:i + n] for i in range(0, len(d.trained), n)]
         assert all(list(g) == list(range(g[0], g[0] + n)) and g[0] % n == 0 for g in groups)
     last = rows[-1]
-    assert last.admitted_total == last.trained_total + last.deferred + last.ready + last.dropped
+    assert last.admitted_total == last.trained_total + last.deferred + last.ready + last.dropped + last.trimmed
     assert last.dropped == len(ledger.dropped) and last.dropped % n == 0
+    assert last.trimmed == len(ledger.trimmed) and last.trimmed % n == 0
 
 
 @pytest.mark.parametrize("name", POLICY_NAMES)
 @settings(max_examples=25, deadline=None)
 @given(lengths=st.lists(st.integers(1, 30), min_size=1, max_size=10), n=st.integers(2, 4), batch=st.integers(1, 3),
-       steps=st.integers(1, 4), train_after=st.integers(0, 6), dapo=st.booleans(), seed=st.integers(0, 1000))
-def test_scripted_grouped_runs_conserve_responses_and_groups(name, lengths, n, batch, steps, train_after, dapo, seed):
+       steps=st.integers(1, 4), train_after=st.integers(0, 6), dapo=st.booleans(), seed=st.integers(0, 1000),
+       gen_batch=st.sampled_from([None, 1, 2, 5]))
+def test_scripted_grouped_runs_conserve_responses_and_groups(name, lengths, n, batch, steps, train_after, dapo, seed,
+                                                             gen_batch):
     rng = np.random.default_rng(seed)
     rewards = rng.integers(0, 2, size=4096).astype(float)  # 0/1 rewards: some groups are all equal
     reward_of = (lambda sid: rewards[sid % len(rewards)]) if dapo else None
-    ledger = drive(policy_of(name), lengths, batch, n, steps, reward_of, train_after)
+    ledger = drive(policy_of(name), lengths, batch, n, steps, reward_of, train_after, gen_batch)
     assert_groups_conserved(ledger, batch, n, steps)
     if not dapo:
-        assert not ledger.dropped
+        assert not ledger.dropped and not ledger.trimmed
 
 
 def test_deferral_keeps_groups_whole_with_their_finished_members():
@@ -126,8 +129,8 @@ def test_informative_rule():
 
 
 def test_dapo_drops_all_equal_groups_and_samples_on():
-    """Groups 1 and 3 have equal rewards: they are dropped, never trained, and fresh groups take their place
-    until B informative groups are complete."""
+    """Groups 1 and 3 have equal rewards: they are dropped, never trained, and further rounds of B (fresh
+    groups 2, 3) are generated until B informative groups are kept (tests/test_dapo_rounds.py: the rounds)."""
     n, B = 2, 2
     uniform = {1, 3}
     ledger = drive(policy_of("baseline"), [5], B, n, 2, lambda sid: 0.5 if sid // n in uniform else float(sid % n))
@@ -258,14 +261,15 @@ def test_a_group_prefills_its_shared_prompt_once_in_the_scorers():
 
 
 def test_dapo_prices_the_reward_of_the_groups_it_drops():
-    """Every response a dapo step generates is verified, kept or dropped: the rule pool's calls cover the
-    dropped ones too."""
+    """Every response a dapo step generates is verified, kept, dropped or trimmed: the rule pool's calls cover
+    the dropped and the trimmed ones too."""
     alg = Algorithm("dapo", n=4, reward="rule", informative=0.5, reward_cost_ms=10.0)
     r = sim("baseline", alg, steps=6)
     assert r.summary["dropped"] > 0
     rule = r.timeline[r.timeline["role"] == "rule"]
     busy = float((rule["end"] - rule["start"]).sum())
-    calls = r.summary["samples_trained"] + r.summary["dropped"]
+    assert r.summary["trimmed"] > 0
+    calls = r.summary["samples_trained"] + r.summary["dropped"] + r.summary["trimmed"]
     assert busy == pytest.approx(calls * 0.010)
 
 
@@ -275,12 +279,21 @@ def test_dapo_on_rewards_without_signal_is_refused():
 
 
 def test_a_grouped_ledger_round_trips_through_json():
-    """A checkpoint of a grouped run (deferred groups with finished members, dropped groups) reloads as it was."""
+    """A checkpoint of a grouped run (deferred groups with finished members, dropped and trimmed groups) reloads
+    as it was."""
     n, lengths = 3, [2, 2, 40, 3, 3, 3, 2, 50, 2, 4, 4, 4]
-    ledger = drive(policy_of("inter", delta=2), lengths, 2, n, 3, lambda sid: float(sid % 5 == 0))
-    assert ledger.deferred and ledger.dropped
+    ledger = drive(policy_of("inter", delta=2), lengths, 2, n, 4, lambda sid: float(sid % 5 == 0))
+    assert ledger.deferred and ledger.dropped and max(d.rounds for d in ledger.decisions) == 2
     doc = ledger.to_json()
     again = Ledger(policy_of("inter", delta=2), 2, ROLES, STREAMED, lambda sid, step: lengths[sid % len(lengths)], group_size=n,
                    filter_groups=True)
     again.load_json(doc)
     assert again.to_json() == doc
+
+    trimmed = drive(policy_of("baseline"), lengths, 2, n, 3, lambda sid: float(sid % 5 == 0), gen_batch=4)
+    assert trimmed.trimmed and trimmed.dropped and any(d.trimmed for d in trimmed.decisions)
+    doc = trimmed.to_json()
+    again = Ledger(policy_of("baseline"), 2, ROLES, STREAMED, lambda sid, step: lengths[sid % len(lengths)], group_size=n,
+                   filter_groups=True, gen_batch_size=4)
+    again.load_json(doc)
+    assert again.to_json() == doc and again.decisions == trimmed.decisions

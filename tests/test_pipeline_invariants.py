@@ -186,6 +186,7 @@ def test_overlap_policies_beat_baseline_on_long_tail():
 algorithms = st.sampled_from([
     Algorithm("grpo", n=2), Algorithm("rloo", n=3, reward="rule"), Algorithm("reinforce++", n=2, kl=False),
     Algorithm("dapo", n=2, reward="rule", informative=0.6), Algorithm("grpo", n=4, reward="rule", kl=False),
+    Algorithm("dapo", n=2, reward="rule", informative=0.6, gen_batch_size=5),
 ])
 
 
@@ -193,13 +194,13 @@ algorithms = st.sampled_from([
 @given(trace=traces, policy=policies, algorithm=algorithms, seed=st.integers(0, 3))
 def test_grouped_runs_account_for_every_response_and_are_deterministic(trace, policy, algorithm, seed):
     """n responses per prompt: each step trains B*n, every admitted response is trained, in flight or in a
-    dropped group, the rule reward's CPU pool is in no utilization, and the same seed gives the same run."""
+    dropped or trimmed group, the rule reward's CPU pool is in no utilization, and the same seed gives the same run."""
     cfg = replace(SMALL, batch=3, seed=seed, algorithm=algorithm)
     p, r = run(trace, policy, cfg)
     n, s = algorithm.n, r.summary
     assert (r.steps["samples"] == cfg.batch * n).all()
-    assert s["admitted"] == s["samples_trained"] + s["in_flight_end"] + s["dropped"]
-    assert s["admitted"] % n == 0 and s["dropped"] % n == 0
+    assert s["admitted"] == s["samples_trained"] + s["in_flight_end"] + s["dropped"] + s["trimmed"]
+    assert s["admitted"] % n == 0 and s["dropped"] % n == 0 and s["trimmed"] % n == 0
     assert set(s["utilization"]) == {pool.name for pool in cfg.placement.pools}
     assert ("critic" in set(r.timeline["role"])) == algorithm.critic
     _, again = run(trace, policy, cfg)

@@ -130,7 +130,7 @@ class Driver:
         self._abort(list(m.active))
         gen_end = self.now()
         self._apply(m, m.stopped(left))
-        self._forget(getattr(m, "dropped", ()))
+        self._forget([*m.dropped, *m.trimmed])  # dynamic sampling's waste: never trained
         self.settle(m.batch or ())
         if not m.trained:
             raise RuntimeError(f"step {t}: the batch was not ready to train after scoring")
@@ -251,7 +251,7 @@ class Driver:
         return self.store[sid].score
 
     def _forget(self, sids) -> None:
-        """Samples of groups dynamic sampling dropped: never trained, so the store and the scorer let them go."""
+        """Samples of groups dynamic sampling dropped or trimmed: never trained, so the store and the scorer let them go."""
         opened = []
         for sid in sids:
             self.finals.pop(sid, None)

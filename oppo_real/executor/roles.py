@@ -12,10 +12,11 @@ RULE_POOL = "cpu"  # the timeline pool of the rule reward (the simulator's name 
 
 
 def ledger_groups(cfg: RealConfig) -> dict:
-    """The ledger's group settings: ``group_size`` (n for a grouped algorithm) and, for dapo, dynamic
-    sampling (``filter_groups``: the machine drops a complete group whose n rewards -- reported with each
-    finish, ``Progress.reward`` -- are all equal, and admits a fresh one)."""
-    return {"group_size": cfg.algorithm.group_size, "filter_groups": cfg.algorithm.name == "dapo"}
+    """The ledger's group settings (``Algorithm.ledger_groups``, as the simulator's): ``group_size`` (n for a
+    grouped algorithm) and, for dapo, dynamic sampling in rounds (``filter_groups``: the machine drops a
+    complete group whose n rewards -- reported with each finish, ``Progress.reward`` -- are all equal;
+    ``gen_batch_size``, ``max_gen_batches``: its rounds)."""
+    return cfg.algorithm.ledger_groups()
 
 
 def ledger_roles(cfg: RealConfig) -> tuple[str, ...]:

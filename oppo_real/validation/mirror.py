@@ -49,15 +49,21 @@ def _admitting_steps(cfg: RealConfig, rows: int, decisions: pd.DataFrame | None)
 def mirror_trace(cfg: RealConfig, trace: Trace | None, rows: int, rollouts: pd.DataFrame | None = None,
                  decisions: pd.DataFrame | None = None) -> Trace:
     """The requests a real run admits, in sample-id order; ``rollouts`` (a measured run's) adds the
-    reward-model score each trained sample got (0 for samples the run did not train); ``decisions`` (the
-    run's) says which step admitted each sample, for a trace with a ``step`` column."""
+    reward-model score each trained sample got; ``decisions`` (the run's) says which step admitted each
+    sample, for a trace with a ``step`` column, and which groups dapo dropped. A sample the run did not train
+    gets 0 -- under dapo, only if its group was dropped (all equal); the others get rewards that differ within
+    their group (1 for the first member, 0 for the rest): the run kept them (trimmed beyond B, or carried at
+    its end), and dynamic sampling reads no more than whether a group's rewards differ."""
     store = SampleStore(cfg, trace)
     prompts = [store.prompt_of(sid) for sid in range(rows)]  # a group's members share its prompt
     resp = [store.target_of(sid, step) for sid, step in enumerate(_admitting_steps(cfg, rows, decisions))]
     reward = None
     if rollouts is not None and len(rollouts):
         scores = dict(zip(rollouts["sid"].astype(int), rollouts["rm_score"].astype(float)))
-        reward = [scores.get(sid, 0.0) for sid in range(rows)]
+        n = cfg.algorithm.group_size
+        has = cfg.algorithm.name == "dapo" and decisions is not None and "dropped" in decisions
+        dropped = {int(s) for sids in decisions["dropped"] for s in sids} if has else set(range(rows))
+        reward = [scores[sid] if sid in scores else 0.0 if sid in dropped else float(sid % n == 0) for sid in range(rows)]
     return Trace.from_arrays([len(p) for p in prompts], resp, reward=reward,
                              name=f"mirror:{trace.name if trace else 'natural'}")
 

@@ -11,12 +11,18 @@ model, or a rule — a verifier function on the CPU), and whether a reference mo
 | ``grpo`` | reward minus the group's mean, over its std | no | yes | verl/OpenRLHF ``grpo`` |
 | ``rloo`` | reward minus the mean of the *other* n-1 | no | yes | verl/OpenRLHF ``rloo`` |
 | ``reinforce++`` | reward minus the group's mean, normalised over the batch | no | yes | ``reinforce_plus_plus_baseline`` |
-| ``dapo`` | as ``grpo``; groups whose n rewards are all equal carry no gradient and are dropped, and the step samples on until B informative groups are found | no | yes | verl DAPO recipe (``filter_groups``) |
+| ``dapo`` | as ``grpo``; groups whose n rewards are all equal carry no gradient and are dropped; the step generates rounds of ``gen_batch_size`` prompts until B informative groups are kept | no | yes | verl DAPO recipe (``filter_groups``) |
 
 Where an algorithm forms its advantage within a group (:attr:`Algorithm.grouped`), a **group** — the n
 responses of one prompt — is the unit the step machine batches and defers (``oppo_sim/core/stepmachine.py``).
 Sample ids are handed out in blocks of n, so the group of sample ``sid`` is ``sid // n``
 (:meth:`Algorithm.group_of`).
+
+dapo's dynamic sampling is verl's (``recipe/dapo/dapo_ray_trainer.py``): a step generates **rounds** of
+``gen_batch_size`` prompts (verl ``data.gen_batch_size``, default B = ``data.train_batch_size``), keeps the
+groups whose rewards differ, and generates another round until B groups are kept; at most
+``max_gen_batches`` rounds (``algorithm.filter_groups.max_num_gen_batches``; 0: no limit) -- the rule is the
+step machine's (``oppo_sim/core/stepmachine.py``, "dynamic sampling").
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ class Algorithm:
     reward_cost_ms: float = DEFAULT_RULE_COST_MS  # CPU time per rule-reward call (reward="rule")
     kl: bool = True  # a frozen reference model for the KL term (False: --no-reference)
     informative: float | None = None  # dapo: fraction of groups whose rewards differ (None: from the trace)
+    gen_batch_size: int | None = None  # dapo: prompts per generation round (verl data.gen_batch_size; None: B)
+    max_gen_batches: int = 0  # dapo: most rounds per step (verl filter_groups.max_num_gen_batches; 0: no limit)
 
     def __post_init__(self) -> None:
         key = ALIASES.get(self.name.strip().lower(), self.name.strip().lower())
@@ -62,6 +70,12 @@ class Algorithm:
             (self.informative is None or 0 < self.informative <= 1,
              f"informative (the fraction of groups dapo keeps) must be in (0, 1], got {self.informative}"),
             (self.informative is None or key == "dapo", "informative applies to dapo only"),
+            (self.gen_batch_size is None or (isinstance(self.gen_batch_size, int) and self.gen_batch_size >= 1),
+             f"gen_batch_size (prompts per generation round) must be >= 1, got {self.gen_batch_size}"),
+            (isinstance(self.max_gen_batches, int) and self.max_gen_batches >= 0,
+             f"max_gen_batches must be >= 0 (0: no limit), got {self.max_gen_batches}"),
+            (key == "dapo" or (self.gen_batch_size is None and self.max_gen_batches == 0),
+             "gen_batch_size and max_gen_batches apply to dapo only (its rounds of dynamic sampling)"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -81,6 +95,13 @@ class Algorithm:
     def group_size(self) -> int:
         """Samples the step machine keeps together: n for a grouped algorithm, else 1."""
         return self.n if self.grouped else 1
+
+    def ledger_groups(self) -> dict:
+        """The step machine's group settings (:class:`oppo_sim.core.ledger.Ledger` keywords), the same for both
+        drivers: the group size, and for dapo dynamic sampling with its rounds."""
+        dapo = self.name == "dapo"
+        return {"group_size": self.group_size, "filter_groups": dapo,
+                "gen_batch_size": self.gen_batch_size if dapo else None, "max_gen_batches": self.max_gen_batches}
 
     def group_of(self, sid: int) -> int:
         return sid // self.group_size
@@ -103,4 +124,6 @@ class Algorithm:
             parts.append("rule reward")
         if not self.kl:
             parts.append("no KL")
+        if self.gen_batch_size is not None:
+            parts.append(f"rounds of {self.gen_batch_size}")
         return " ".join(parts)

@@ -26,8 +26,10 @@ With groups (``group_size`` = n > 1, see ``stepmachine.py``) sample ids come in 
 context counts groups (``carried``: deferred groups, ``carried_finished``: complete groups not yet in a
 batch), and conservation holds per group too: all members of a group are in one state (``split`` names
 the groups that are not), where two states exist only for groups -- ``waiting`` (finished members of a
-group still generating in a step not stopped yet) and ``dropped`` (groups dynamic sampling dropped,
-never trained; counted in total since the run began).
+group still generating in a step not stopped yet), ``dropped`` (groups dynamic sampling dropped,
+never trained) and ``trimmed`` (informative groups a synchronous dapo step kept beyond its B and discarded,
+as verl does; never trained) -- the last two counted in total since the run began: the waste of dynamic
+sampling.
 """
 
 from __future__ import annotations
@@ -38,20 +40,23 @@ from typing import Callable, Iterable, Mapping, Sequence
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.stepplan import PolicyState, StepContext, StepOutcome, StepPlan
 from oppo_sim.core.protocol import Action
-from oppo_sim.core.stepmachine import StepMachine, Track
+from oppo_sim.core.stepmachine import StepMachine
+from oppo_sim.core.track import Track
 
-DECISION_FIELDS = ("step", "admitted", "resumed", "deferred", "trained", "delta", "chunk", "staleness")
+DECISION_FIELDS = ("step", "admitted", "resumed", "deferred", "trained", "delta", "chunk", "staleness", "rounds",
+                   "dropped", "trimmed")
 """Columns of the decisions table: sample ids admitted fresh, resumed, deferred at the step's end and
-trained; the Δ and C in force; the staleness of each trained sample."""
+trained; the Δ and C in force; the staleness of each trained sample; the generation rounds the step ran
+(dapo's dynamic sampling; 1 otherwise) and the sample ids of the groups it dropped and trimmed."""
 
 
 CONSERVATION_FIELDS = (
     "step", "admitted_total", "trained_total", "trained", "in_batch", "generating", "paused", "deferred", "ready",
-    "waiting", "dropped", "lost", "duplicated", "stray", "unresumed", "split", "balanced",
+    "waiting", "dropped", "trimmed", "lost", "duplicated", "stray", "unresumed", "split", "balanced",
 )
 """Columns of the conservation table, one row per trained step (see :class:`Conservation`)."""
 
-STATES = ("trained", "in_batch", "generating", "paused", "deferred", "ready", "waiting", "dropped")
+STATES = ("trained", "in_batch", "generating", "paused", "deferred", "ready", "waiting", "dropped", "trimmed")
 """The states an admitted sample is in once a step has trained, each read from its own container."""
 
 
@@ -78,6 +83,7 @@ class Conservation:
     ready: int  # finished and in no batch yet (carried to a later batch)
     waiting: int  # finished members of groups still generating (groups only)
     dropped: int  # in groups dynamic sampling dropped, since the run began (never trained)
+    trimmed: int  # in kept groups a synchronous dapo step discarded beyond its B, since the run began
     lost: tuple[int, ...]  # admitted and not trained, but in no state
     duplicated: tuple[int, ...]  # in more than one state
     stray: tuple[int, ...]  # in a state but trained already (or never admitted)
@@ -106,18 +112,25 @@ class StepDecisions:
     delta: int
     chunk: int | None
     staleness: tuple[int, ...]
+    rounds: int = 1  # generation rounds (dapo's dynamic sampling)
+    dropped: tuple[int, ...] = ()  # sample ids of the groups dropped in the step (all rewards equal)
+    trimmed: tuple[int, ...] = ()  # sample ids of the kept groups discarded beyond B (synchronous dapo)
 
 
 class Ledger:
     """Cross-step state of a run under ``policy`` with batch size B (pure; JSON-checkpointable)."""
 
     def __init__(self, policy: Policy, batch: int, roles: Sequence[str], streamed: Sequence[str],
-                 target_of: Callable[[int, int], int], group_size: int = 1, filter_groups: bool = False) -> None:
+                 target_of: Callable[[int, int], int], group_size: int = 1, filter_groups: bool = False,
+                 gen_batch_size: int | None = None, max_gen_batches: int = 0) -> None:
         self.policy = policy
         self.batch = batch  # B: prompts (groups) per step
         self.group_size = group_size  # samples per group (Algorithm.group_size): sids come in blocks of it
         self.filter_groups = filter_groups  # dynamic sampling (dapo): drop groups whose rewards are all equal
+        self.gen_batch_size = gen_batch_size  # dapo: prompts per generation round (None: B)
+        self.max_gen_batches = max_gen_batches  # dapo: most rounds per step (0: no limit)
         self.dropped: list[int] = []  # sids of dropped groups (never trained)
+        self.trimmed: list[int] = []  # sids of kept groups discarded beyond B (never trained)
         self.roles = tuple(roles)  # every role that must score a sample before it is trained
         self.streamed = tuple(r for r in roles if r in streamed)  # roles that may receive streamed chunks
         self.target_of = target_of  # (sample id, step admitting it) -> most response tokens it can generate
@@ -142,7 +155,8 @@ class Ledger:
     # -- steps ----------------------------------------------------------------------------------
     def plan(self, step: int) -> StepPlan:
         n = self.group_size
-        ctx = StepContext(step, self.batch, carried=len(self.deferred) // n, carried_finished=len(self.ready) // n)
+        ctx = StepContext(step, self.batch, carried=len(self.deferred) // n, carried_finished=len(self.ready) // n,
+                          gen_batch=self.gen_batch_size if self.filter_groups else None)
         return self.policy.plan(self.state, ctx)
 
     def may_start(self, step: int) -> bool:
@@ -204,9 +218,10 @@ class Ledger:
     def defer(self, sids: Iterable[int]) -> None:
         self.deferred.extend(sids)
 
-    def drop(self, sids: Sequence[int]) -> None:
-        """Dynamic sampling dropped this group: it is never trained (its tracks are forgotten)."""
-        self.dropped.extend(sids)
+    def drop(self, sids: Sequence[int], trimmed: bool = False) -> None:
+        """Dynamic sampling dropped this group (``trimmed``: kept, then discarded beyond B): it is never
+        trained (its tracks are forgotten)."""
+        (self.trimmed if trimmed else self.dropped).extend(sids)
         for sid in sids:
             del self.tracks[sid]
 
@@ -247,7 +262,7 @@ class Ledger:
             for sid in sids:
                 seen[sid] = seen.get(sid, 0) + 1
         split = self._split_groups(held)
-        held["dropped"] = list(self.dropped)  # forgotten by the tracks: counted, never held again
+        held["dropped"], held["trimmed"] = list(self.dropped), list(self.trimmed)  # forgotten by the tracks: counted
         tracks = self.tracks
         lost = tuple(sorted(s for s in tracks if s not in seen))
         duplicated = tuple(sorted(s for s, n in seen.items() if n > 1))
@@ -256,8 +271,9 @@ class Ledger:
         resumed = set(cur.resumed) if cur is not None else set()
         # a finished member of a deferred group is carried without a launch: it waits for its group
         # (or dropped since, with its group)
+        gone = set(prev.dropped) | set(cur.dropped) if prev is not None and cur is not None else set(self.dropped)
         unresumed = tuple(s for s in (prev.deferred if prev is not None else ()) if s not in resumed
-                          and not (tracks[s].finished if s in tracks else s in self.dropped))
+                          and not (tracks[s].finished if s in tracks else s in gone))
         n = {k: len(v) for k, v in held.items()}
         trained_total = self.trained_total + n["trained"]
         adds_up = self.next_sid == trained_total + sum(n[k] for k in STATES[1:])
@@ -288,7 +304,7 @@ class Ledger:
         batch = m.batch or ()
         self.decisions.append(StepDecisions(
             m.step, tuple(m.admitted), tuple(m.resumed), m.deferred, batch, m.plan.delta, m.plan.chunk,
-            tuple(m.step - self.tracks[s].admit_version for s in batch),
+            tuple(m.step - self.tracks[s].admit_version for s in batch), m.rounds, tuple(m.dropped), tuple(m.trimmed),
         ))
 
     def decision(self, step: int) -> StepDecisions:
@@ -314,7 +330,7 @@ class Ledger:
             "open": [m.to_json() for m in self.open.values()],
             "state": asdict(self.state), "version": self.version, "next_sid": self.next_sid,
             "tracks": [t.to_json() for t in self.tracks.values()], "deferred": self.deferred, "ready": self.ready,
-            "dropped": self.dropped,
+            "dropped": self.dropped, "trimmed": self.trimmed,
             "decisions": [asdict(d) for d in self.decisions], "trained_total": self.trained_total,
             "conservation": [asdict(c) for c in self.conservation],
         }
@@ -326,10 +342,10 @@ class Ledger:
         self.version, self.next_sid = doc["version"], doc["next_sid"]
         self.tracks = {d["sid"]: Track.from_json(d) for d in doc["tracks"]}
         self.deferred, self.ready = list(doc["deferred"]), list(doc["ready"])
-        self.dropped = list(doc.get("dropped", ()))
+        self.dropped, self.trimmed = list(doc.get("dropped", ())), list(doc.get("trimmed", ()))
         self.decisions = [StepDecisions(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
                           for d in doc["decisions"]]
-        self.conservation = [Conservation(**{"waiting": 0, "dropped": 0, "split": (),  # (older checkpoints)
+        self.conservation = [Conservation(**{"waiting": 0, "dropped": 0, "trimmed": 0, "split": (),  # (older checkpoints)
                                              **{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()}})
                              for c in doc.get("conservation", ())]  # (checkpoints written before it had none)
         self.trained_total = doc["trained_total"]

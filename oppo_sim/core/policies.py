@@ -10,7 +10,9 @@ executor) calls it the same way:
         state = policy.update(state, StepOutcome(...)) # adapt Δ / C from what happened
 
 What a policy is asked, answers and carries (``StepContext``, ``StepPlan``, ``StepOutcome``,
-``PolicyState``) is in :mod:`oppo_sim.core.stepplan`. Where is the chunk-size rule? :class:`ChunkAutotune`. The Δ rule?
+``PolicyState``) is in :mod:`oppo_sim.core.stepplan`. A policy sizes its admissions by the step's first
+generation round (``StepContext.round_size``: B, or dapo's ``gen_batch_size``) and ends generation by B
+(``end_after``); the further rounds of dynamic sampling are the step machine's. Where is the chunk-size rule? :class:`ChunkAutotune`. The Δ rule?
 :func:`next_delta`.
 """
 
@@ -62,12 +64,13 @@ def _fill_to(ctx: StepContext, target: int) -> int:
 
 @dataclass(frozen=True)
 class Baseline(Policy):
-    """Synchronous TRL-like step: generate B, score all, train, sync."""
+    """Synchronous TRL-like step: generate B, score all, train, sync (under dapo: verl's rounds of
+    ``gen_batch_size`` prompts, each waited for whole, until B groups are kept; the surplus is trimmed)."""
 
     name: ClassVar[str] = "baseline"
 
     def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
-        return StepPlan(admit=_fill_to(ctx, ctx.batch))
+        return StepPlan(admit=_fill_to(ctx, ctx.round_size))
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ class Stream(Policy):
     name: ClassVar[str] = "stream"
 
     def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
-        return StepPlan(admit=_fill_to(ctx, ctx.batch), streaming=Streaming.FINISHED)
+        return StepPlan(admit=_fill_to(ctx, ctx.round_size), streaming=Streaming.FINISHED)
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ class Intra(Policy):
         return PolicyState(chunk=self.chunk)
 
     def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
-        return StepPlan(admit=_fill_to(ctx, ctx.batch), streaming=Streaming.CHUNKED, chunk=state.chunk or self.chunk)
+        return StepPlan(admit=_fill_to(ctx, ctx.round_size), streaming=Streaming.CHUNKED, chunk=state.chunk or self.chunk)
 
     def label(self) -> str:
         return f"intra(C={self.chunk})"
@@ -121,7 +124,7 @@ class Inter(Policy):
 
 
 def _inter_plan(delta: int, ctx: StepContext, **extra) -> StepPlan:
-    return StepPlan(admit=_fill_to(ctx, ctx.batch + delta), end_after=max(0, ctx.batch - ctx.carried_finished), delta=delta,
+    return StepPlan(admit=_fill_to(ctx, ctx.round_size + delta), end_after=max(0, ctx.batch - ctx.carried_finished), delta=delta,
                     **extra)
 
 
@@ -297,7 +300,7 @@ class Async(Policy):
         _check(self.staleness >= 1, f"async staleness bound must be >= 1, got {self.staleness}")
 
     def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
-        return StepPlan(admit=_fill_to(ctx, ctx.batch), max_staleness=self.staleness)
+        return StepPlan(admit=_fill_to(ctx, ctx.round_size), max_staleness=self.staleness)
 
     def trains_while_generating(self) -> bool:
         return True

@@ -6,7 +6,7 @@ A :class:`StepMachine` is made by :meth:`oppo_sim.core.ledger.Ledger.begin` from
 feeds it what the engines report and carries out what it answers (``oppo_sim/core/protocol.py``)::
 
     start()                    -> Launch (resume the carried, admit the fresh), maybe EndGeneration
-    report([Progress, ...])    -> Emit / Pause / Launch (refill) / EndGeneration
+    report([Progress, ...])    -> Emit / Pause / Launch (refill, next round) / EndGeneration
     stopped({sid: generated})  -> Defer, FormBatch, ScoreWhole ..., maybe Train
     (Ledger.scored(role, sids) -> Train once every role has scored the batch)
 
@@ -25,7 +25,7 @@ The rules, each defined here once:
   responses can still finish admits a fresh prompt (at most B per step), after that it gives the
   oldest response paused in this step another budget;
 - **end of generation** (:meth:`StepMachine._check_end`): once ``end_after`` responses finished, or
-  nothing is generating;
+  nothing is generating (under dynamic sampling: with B groups kept, else another round);
 - **deferral order**: responses paused in this step (in pause order), then the unfinished ones in the
   order they were launched; the next step resumes every one of them at its start, in that order (none
   is carried without being resumed; :meth:`oppo_sim.core.ledger.Ledger.check_conservation` checks it);
@@ -57,15 +57,27 @@ generation, chunk streaming, token budgets and pauses stay per response:
   formed within the group (a baseline over its n rewards), so a member is only trainable with its
   group; holding the group in one state keeps conservation per group simple: a group is never split
   between trained, deferred and ready;
-- **dynamic sampling** (``Ledger.filter_groups``, dapo): a complete group whose n rewards (reported by
-  the driver with each finish, :attr:`Progress.reward`) are all equal carries no gradient: it is
-  **dropped** (:func:`informative`), never trained, and a fresh group is admitted in its place while
-  generation runs, so the step samples on until B informative groups are complete.
+- **dynamic sampling** (``Ledger.filter_groups``, dapo), in **rounds** as verl's DAPO recipe runs it
+  (``recipe/dapo/dapo_ray_trainer.py``, ``RayDAPOTrainer.fit``, verl 0.4-0.6). A complete group whose n
+  rewards (reported by the driver with each finish, :attr:`Progress.reward`) are all equal carries no
+  gradient: it is **dropped** (:func:`informative`; verl keeps a group whose metric has std > 0), never
+  trained, and nothing takes its place at once. The step's first round is what the plan launches (the
+  carried, and the policy's fresh prompts, sized by ``gen_batch_size``: verl ``data.gen_batch_size``, the
+  dataloader's batch, default B); a round ends when none of its requests is generating, and a round that
+  ends with fewer than B groups kept (``ready``) is followed by another of ``gen_batch_size`` fresh prompts
+  (:meth:`StepMachine._next_round`) -- past ``max_gen_batches`` rounds (0: no limit) a one-line error, as
+  verl's "Generated too many". On top of the rounds, the policies act as without them: a plan that ends
+  generation at B (``end_after``: inter, oppo, partial-rollout ...) ends it *mid-round* once B kept groups
+  are complete and defers the round's unfinished groups with their partial work, its first round over-
+  committed by Δ; a plan that waits for whole rounds (baseline, stream, intra, async: verl's synchronous
+  step) keeps, like verl, the first B kept groups in the order they were sampled (sample ids: admission
+  order) and **trims** the surplus (``trimmed``: discarded, never trained; verl's ``batch[:traj_bsz]``).
+  Dropped and trimmed groups are the waste of dynamic sampling, both counted by the ledger's conservation.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from typing import Iterable, Mapping, Protocol, Sequence
 
 from oppo_sim.core.errors import ConfigError
@@ -83,41 +95,12 @@ from oppo_sim.core.protocol import (
     Train,
 )
 from oppo_sim.core.stepplan import StepPlan, Streaming
-
-
-@dataclass(slots=True)
-class Track:
-    """What the machine knows of one admitted sample, from admission until it is trained."""
-
-    sid: int
-    admit_step: int
-    admit_version: int
-    target: int  # most response tokens it can generate (a forced length, or the cap)
-    generated: int = 0
-    emitted: int = 0  # response tokens handed to the streamed scorers
-    emit_at: int | None = None  # its next chunk boundary, while it generates under a chunked plan
-    pause_at: int | None = None  # in force while it generates under a token budget
-    finished: bool = False
-    reward: float | None = None  # its reward, once the driver reported it (dynamic sampling reads it)
-    streamed: set[str] = field(default_factory=set)  # roles whose final answer comes from the stream
-    scored: set[str] = field(default_factory=set)  # roles whose final answer is computed
-
-    def to_json(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["streamed"], d["scored"] = sorted(self.streamed), sorted(self.scored)
-        return d
-
-    @classmethod
-    def from_json(cls, d: Mapping) -> "Track":
-        d = dict(d)
-        d["streamed"], d["scored"] = set(d["streamed"]), set(d["scored"])
-        return cls(**d)
-
+from oppo_sim.core.track import Track
 
 MAX_DROPPED_GROUPS = 100
 """Dynamic sampling gives up (a one-line error) once one step has dropped this many groups per prompt of
-its batch: rewards that are (almost) never informative would otherwise sample forever. verl's DAPO recipe
-stops the same way after ``max_num_gen_batches`` generation batches."""
+its batch, even with no limit on its rounds (``max_gen_batches`` = 0): rewards that are (almost) never
+informative would otherwise sample forever (verl, with no limit, samples on until its data run out)."""
 
 
 def informative(rewards: Sequence[float | None]) -> bool:
@@ -132,13 +115,15 @@ class RunState(Protocol):
     batch: int
     group_size: int
     filter_groups: bool
+    gen_batch_size: int | None
+    max_gen_batches: int
     roles: tuple[str, ...]
     streamed: tuple[str, ...]
     tracks: dict[int, Track]
     ready: list[int]
 
     def new_sample(self, step: int) -> int: ...
-    def drop(self, sids: Sequence[int]) -> None: ...
+    def drop(self, sids: Sequence[int], trimmed: bool = False) -> None: ...
     def take_deferred(self) -> list[int]: ...
     def defer(self, sids: Iterable[int]) -> None: ...
     def take_ready(self, n: int) -> tuple[int, ...]: ...
@@ -160,6 +145,8 @@ class StepMachine:
         self.finished = 0  # groups completed (and kept) in this step; with n = 1, responses finished
         self.waiting: dict[int, list[int]] = {}  # group -> its finished members, while the group is incomplete
         self.dropped: list[int] = []  # sids of the groups dynamic sampling dropped in this step
+        self.trimmed: list[int] = []  # sids of the kept groups discarded beyond B (a plan waiting for whole rounds)
+        self.rounds = 1  # generation rounds (dynamic sampling starts another while fewer than B groups are kept)
         self.paused: list[int] = []  # paused in this step and not resumed, oldest first
         self.refilled = 0
         self.ended = False
@@ -245,11 +232,17 @@ class StepMachine:
             tracks[sid].pause_at = tracks[sid].emit_at = None
         self.ledger.defer(self.deferred)
         acts: list[Action] = [Defer(self.deferred)]
-        B = self.ledger.batch * self.n
-        if len(self.ledger.ready) < B:
+        B, ledger = self.ledger.batch * self.n, self.ledger
+        if len(ledger.ready) < B:
             what = "samples" if self.n == 1 else f"responses (groups of {self.n})"
-            raise ConfigError(f"step {self.step}: only {len(self.ledger.ready)} of {B} {what} finished; the policy's plan cannot fill a batch")
-        self.batch = self.ledger.take_ready(B)
+            raise ConfigError(f"step {self.step}: only {len(ledger.ready)} of {B} {what} finished; the policy's plan cannot fill a batch")
+        trim = ledger.filter_groups and self.plan.end_after is None  # verl's synchronous step: the first B sampled
+        if trim:
+            ledger.ready.sort()
+        self.batch = ledger.take_ready(B)
+        if trim and ledger.ready:
+            self.trimmed = list(ledger.take_ready(len(ledger.ready)))
+            ledger.drop(self.trimmed, trimmed=True)
         acts.append(FormBatch(self.step, self.batch))
         for role in self.ledger.roles:
             need = tuple(s for s in self.batch if role not in tracks[s].streamed)
@@ -326,7 +319,7 @@ class StepMachine:
                                   f"(all rewards equal) for a batch of {self.ledger.batch}; the rewards carry no signal")
             self.dropped.extend(sids)
             self.ledger.drop(sids)
-            return acts + ([] if self.ended else self._admit_group())  # sample on: a fresh group in its place
+            return acts
         self.finished += 1
         self.ledger.ready.extend(sids)
         return acts
@@ -371,7 +364,25 @@ class StepMachine:
         if self.ended:
             return []
         end_after = self.plan.end_after
-        if (end_after is not None and self.finished >= end_after) or not self.active:
+        if end_after is not None and self.finished >= end_after:
+            self.ended = True
+            return [EndGeneration()]
+        if not self.active:
+            led = self.ledger
+            if led.filter_groups and len(led.ready) < led.batch * self.n:
+                return self._next_round()
             self.ended = True
             return [EndGeneration()]
         return []
+
+    def _next_round(self) -> list[Action]:
+        """Dynamic sampling: the round ended with fewer than B groups kept: another round of ``gen_batch_size``
+        fresh prompts, or -- past ``max_gen_batches`` rounds -- a one-line error (verl raises the same)."""
+        led = self.ledger
+        size = led.gen_batch_size or led.batch
+        if led.max_gen_batches and self.rounds >= led.max_gen_batches:
+            raise ConfigError(f"step {self.step}: dynamic sampling kept {len(led.ready) // self.n} of {led.batch} groups in "
+                              f"{self.rounds} round{'s' * (self.rounds > 1)} of {size} prompts, the most max_gen_batches allows (verl: "
+                              f"'Generated too many'); the rewards are too uniform -- raise --max-gen-batches (0: no limit)")
+        self.rounds += 1
+        return [a for _ in range(size) for a in self._admit_group()]

@@ -36,6 +36,12 @@ class StepContext:
     batch: int  # B: prompts (groups of n responses; n = 1 without groups) trained per step
     carried: int = 0  # unfinished requests (groups) carried over from earlier steps (deferred with partial work)
     carried_finished: int = 0  # finished samples (complete groups) not yet trained (beyond B in an earlier step)
+    gen_batch: int | None = None  # prompts a generation round samples (dapo's rounds, verl data.gen_batch_size); None: B
+
+    @property
+    def round_size(self) -> int:
+        """Prompts the step's first generation round is sized by: ``gen_batch``, else B."""
+        return self.batch if self.gen_batch is None else self.gen_batch
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ inputs and its actions into simulated work:
 - groups (n responses per prompt): the members share the prompt of the trace row of the group's first
   sid, each its own response length; the rewards dynamic sampling reads come with each finish, from the
   trace's ``reward`` column, else drawn once per group (informative with probability
-  ``Algorithm.informative``, seeded by the run's seed and the group id);
+  ``Algorithm.informative``, seeded by the run's seed and the group id); dropped and trimmed groups: rewarded;
 - the rollout loop (:meth:`Pipeline.rollout`): plan, staleness gate, start the machine, run its
   actions, stop the engines when it says so;
 - the trainer loop (:meth:`Pipeline.trainer`): waits for the machine's ``Train``, runs the PPO epochs
@@ -123,10 +123,10 @@ class Pipeline:
         self._build_generators()
         self._build_scorers()
         self.ledger = Ledger(policy, cfg.batch, self.roles, streamed_roles(cfg.placement), self._target_of,
-                             group_size=self.n, filter_groups=alg.name == "dapo")
+                             **alg.ledger_groups())
         self.streamed_roles = self.ledger.streamed
         self.samples: dict[int, SimSample] = {}
-        self._forgotten = 0  # dropped samples forgotten so far
+        self._forgotten = [0, 0]  # dropped and trimmed samples forgotten so far
         self.replay = TraceReplay(self.trace, cfg.trace_offset)  # the row each admitted sample replays
         self._row_of: dict[int, int] = {}  # sid -> its row, from admission until it is trained or dropped
         # the trace's columns as Python lists: a sample is made per admission
@@ -271,8 +271,9 @@ class Pipeline:
             self._score_dropped(self.ledger.dropped[dropped:], m.step)
 
     def _score_dropped(self, sids: list[int], step: int) -> None:
-        """A dropped group was scored by the reward (model or rule) to be found uniform: that work is done
-        too, though it trains nothing (where the reward role streamed, its final chunk did it already)."""
+        """A dropped group was scored by the reward (model or rule) to be found uniform, a trimmed one to be
+        kept: that work is done too, though it trains nothing (where the reward role streamed, its final chunk
+        did it already)."""
         for role in ("reward", "rule"):
             scorer = self.scorers.get(role)
             if scorer is not None and role not in self.ledger.streamed:
@@ -310,6 +311,7 @@ class Pipeline:
             rec.gen_end = self.env.now
             acts = m.stopped(left)
             self.machine = None
+            self._score_dropped(m.trimmed, t)  # kept groups discarded beyond B: rewarded, as the dropped ones
             rec.admitted, rec.deferred, rec.batch = len(m.admitted), len(m.deferred), m.batch
             asleep = self.asleep[t] = self._switch("sleep", t) if self.sleepwake is not None else None
             if ovh.token_s:  # the batch's tokens are copied into the scoring and training messages
@@ -374,11 +376,11 @@ class Pipeline:
         for s in batch:
             del self.samples[s.sid]
             del self._row_of[s.sid]
-        dropped = self.ledger.dropped
-        for sid in dropped[self._forgotten:]:  # groups dynamic sampling dropped: never trained
-            self.samples.pop(sid, None)
-            self._row_of.pop(sid, None)
-        self._forgotten = len(dropped)
+        for k, gone in enumerate((self.ledger.dropped, self.ledger.trimmed)):  # groups dynamic sampling let go
+            for sid in gone[self._forgotten[k]:]:
+                self.samples.pop(sid, None)
+                self._row_of.pop(sid, None)
+            self._forgotten[k] = len(gone)
 
     def run(self) -> None:
         self.env.process(self.rollout())

@@ -97,6 +97,8 @@ def _result(p: Pipeline) -> SimResult:
         "algorithm": p.algorithm.label(),
         "responses_per_prompt": p.n,
         "dropped": len(p.ledger.dropped),  # responses in groups dynamic sampling dropped (dapo)
+        "trimmed": len(p.ledger.trimmed),  # responses in kept groups a synchronous dapo step discarded beyond B
+        "gen_rounds": sum(d.rounds for d in p.ledger.decisions),  # generation rounds (dapo: verl's num_gen_batches)
         "streamed_roles": list(p.streamed_roles),  # [] where a streaming plan has nothing to stream to
     })
     meta = {
