@@ -121,3 +121,17 @@ def test_the_options_reach_the_algorithm(capsys):
     code = main(["run", "--algorithm", "grpo", "--n", "4", "--gen-batch-size", "48", "--steps", "1"])
     err = capsys.readouterr().err
     assert code == 2 and "--gen-batch-size sizes dapo's rounds" in err and err.count("\n") == 1
+
+
+def test_oppo_real_takes_the_round_settings():
+    """``oppo-real run/validate`` read --gen-batch-size/--max-gen-batches into the same Algorithm; other algorithms refuse."""
+    import argparse
+
+    from oppo_real.commands.common import add_algorithm_args, algorithm_of
+
+    p = argparse.ArgumentParser()
+    add_algorithm_args(p)
+    alg = algorithm_of(p.parse_args(["--algorithm", "dapo", "--n", "2", "--gen-batch-size", "6", "--max-num-gen-batches", "3"]))
+    assert (alg.gen_batch_size, alg.max_gen_batches) == (6, 3)
+    with pytest.raises(ConfigError, match="--gen-batch-size sizes dapo's rounds"):
+        algorithm_of(p.parse_args(["--algorithm", "grpo", "--n", "2", "--gen-batch-size", "6"]))

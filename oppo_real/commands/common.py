@@ -149,11 +149,23 @@ def add_algorithm_args(p: argparse.ArgumentParser) -> None:
                    help="the reward model, or the task's rule as a verifier on the CPU "
                         "(default: model for ppo, rule for the others)")
     p.add_argument("--no-reference", action="store_true", help="no reference model and no KL term")
+    p.add_argument("--gen-batch-size", type=int, default=None, metavar="P",
+                   help="dapo only: prompts per generation round, verl data.gen_batch_size (default: --batch)")
+    p.add_argument("--max-gen-batches", "--max-num-gen-batches", dest="max_gen_batches", type=int, default=None,
+                   metavar="R", help="dapo only: most generation rounds per step, verl "
+                                     "algorithm.filter_groups.max_num_gen_batches (default 0: no limit)")
 
 
 def algorithm_of(a: argparse.Namespace):
     """The ``Algorithm`` the options name (a bad combination is a one-line ConfigError)."""
     from oppo_sim.core.algorithms import Algorithm
 
+    from oppo_sim.core.errors import ConfigError
+
     reward = a.reward or ("model" if a.algorithm == "ppo" else "rule")
-    return Algorithm(a.algorithm, n=a.n, reward=reward, kl=not a.no_reference)
+    rounds = {k: getattr(a, k, None) for k in ("gen_batch_size", "max_gen_batches")}
+    given = {k: v for k, v in rounds.items() if v is not None}
+    if given and a.algorithm != "dapo":
+        raise ConfigError(f"--{next(iter(given)).replace('_', '-')} sizes dapo's rounds of dynamic sampling; it is not "
+                          f"used with --algorithm {a.algorithm}; drop it or give --algorithm dapo")
+    return Algorithm(a.algorithm, n=a.n, reward=reward, kl=not a.no_reference, **given)
