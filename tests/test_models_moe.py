@@ -201,3 +201,12 @@ def test_cli_actor_from_a_config_file(capsys, tmp_path):
     assert code == 2 and "is dense" in err and err.count("\n") == 1
     code, _, err = _cli(capsys, "run", "--steps", "2", "--actor", str(tmp_path / "missing" / "config.json"))
     assert code == 2 and "no such file" in err and err.count("\n") == 1
+
+
+def test_qwen_moe_expert_count_as_transformers5_saves_it(tmp_path):
+    """transformers 5 writes a Qwen-MoE config's expert count as ``num_local_experts``: read the same model."""
+    cfg = json.loads((FIXTURES / "qwen3-30b-a3b" / "config.json").read_text())
+    cfg["num_local_experts"] = cfg.pop("num_experts")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    read = get_model(str(tmp_path / "config.json"))
+    assert read.experts == MODELS["qwen3-30b-a3b"].experts and read.params == MODELS["qwen3-30b-a3b"].params

@@ -6,7 +6,7 @@ Any ``model_type`` with the standard keys works: ``num_hidden_layers``, ``hidden
 (or ``dtype``; default bf16), ``attention_bias`` (default: on for ``qwen2``/``qwen2_moe``). Per-head
 q/k RMSNorm is on for the ``qwen3`` family. Mixture-of-experts and MLA keys are read per family:
 
-- ``qwen2_moe`` / ``qwen3_moe``: ``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
+- ``qwen2_moe`` / ``qwen3_moe``: ``num_experts`` (``num_local_experts`` as transformers 5 saves it), ``num_experts_per_tok``, ``moe_intermediate_size``,
   ``shared_expert_intermediate_size`` (Qwen2-MoE, with its sigmoid gate), ``mlp_only_layers`` and
   ``decoder_sparse_step`` (a layer ``i`` not in ``mlp_only_layers`` is sparse when ``(i + 1) %
   decoder_sparse_step == 0``);
@@ -68,7 +68,8 @@ def _sparse_layers_deepseek(config: Mapping, layers: int) -> int:
 def _moe_fields(config: Mapping, family: str, layers: int, where: str) -> dict[str, Any]:
     """The ``ModelSpec`` MoE keywords of ``config`` (empty for a dense model)."""
     if family in ("qwen2_moe", "qwen3_moe"):
-        kw = dict(experts=_need(config, "num_experts", where), moe_intermediate=_need(config, "moe_intermediate_size", where))
+        key = "num_experts" if config.get("num_experts") is not None or "num_local_experts" not in config else "num_local_experts"
+        kw = dict(experts=_need(config, key, where), moe_intermediate=_need(config, "moe_intermediate_size", where))
         shared = int(config.get("shared_expert_intermediate_size") or 0)
         kw.update(shared_intermediate=shared, shared_expert_gate=shared > 0)
         sparse = _sparse_layers_qwen(config, layers)
