@@ -63,7 +63,7 @@ from oppo_sim.hw.hardware import Hardware, collective_latency
 from oppo_sim.hw.models import ModelSpec
 
 __all__ = ["SyncMechanism", "SYNC_MECHANISMS", "HOST_PER_TENSOR_S", "SYNC_PER_TENSOR_S", "SyncPlan", "param_tensors",
-           "sync_legs", "sync_seconds"]
+           "per_tensor_seconds", "sync_legs", "sync_seconds"]
 
 HOST_PER_TENSOR_S = 2e-3
 """Fixed seconds per parameter tensor on the host path: a Python-level call per tensor, its
@@ -126,16 +126,22 @@ def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> dict[str, float
     legs = {"overhead": op.overhead_s}
     if plan.mechanism is SyncMechanism.NVLINK:
         legs["transfer"] = share / (g.link_bw * op.eff_memory)
-        legs["per_tensor"] = model.param_tensors * (SYNC_PER_TENSOR_S + collective_latency(hw.params.collective, "broadcast", 2))
     elif plan.mechanism is SyncMechanism.NETWORK:
         legs["transfer"] = share / (g.net_bw * op.eff_memory)
-        legs["per_tensor"] = model.param_tensors * (
-            SYNC_PER_TENSOR_S + collective_latency(hw.params.collective, "broadcast", 2, nodes=2))
     else:
         legs["to_host"] = w / (g.host_bw * op.eff_memory)  # whole model through one rank's host link
         legs["from_host"] = share / (g.host_bw * op.eff_memory)  # every generator GPU over its own link
-        legs["per_tensor"] = model.param_tensors * HOST_PER_TENSOR_S
+    legs["per_tensor"] = model.param_tensors * per_tensor_seconds(hw, plan.mechanism)
     return legs
+
+
+def per_tensor_seconds(hw: Hardware, mechanism: SyncMechanism) -> float:
+    """Fixed seconds per parameter tensor of a sync along ``mechanism``: :data:`SYNC_PER_TENSOR_S` plus one
+    two-party NCCL call's latency on the NVLink or network path; :data:`HOST_PER_TENSOR_S` on the host path."""
+    if mechanism is SyncMechanism.HOST:
+        return HOST_PER_TENSOR_S
+    nodes = 2 if mechanism is SyncMechanism.NETWORK else 1
+    return SYNC_PER_TENSOR_S + collective_latency(hw.params.collective, "broadcast", 2, nodes)
 
 
 def sync_seconds(model: ModelSpec, hw: Hardware, plan: SyncPlan = SyncPlan()) -> float:
