@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.policies import make_policy
 from oppo_sim.engine.request import EngineConfig, Req
 from oppo_sim.engine.static import StaticConfig, StaticCostParams, StaticEngineCore
 from oppo_sim.hw.costmodel import DecodeCost
@@ -17,6 +18,7 @@ from oppo_sim.hw.hardware import OpParams, allreduce_seconds, collective_latency
 from oppo_sim.hw.models import get_model
 from oppo_sim.hw.sleepwake import MEMORY_SAVER_COPY, PINNED_COPY, HostCopy, SleepWake
 from oppo_sim.hw.sync import SYNC_PER_TENSOR_S, SyncPlan, sync_legs, sync_seconds
+from oppo_sim.pipeline.config import SimConfig
 
 GiB = 2**30
 OP = OpParams(1.0, 0.8, 6.6e-6)
@@ -107,3 +109,24 @@ def test_sleep_and_wake_from_the_measured_copy_rates():
     with pytest.raises(ConfigError, match="exactly one"):
         HostCopy("bad", "none", to_host_fraction=0.5, to_host_bps=1e9, from_host_fraction=0.5)
     assert math.isclose(PINNED_COPY.to_host_fraction, 0.8197, rel_tol=1e-3)
+
+
+@pytest.mark.parametrize("zero_stage", [2, 3])
+def test_the_pipeline_gathers_a_zero3_trainers_weights_for_the_static_engine(zero_stage):
+    from oppo_sim.core.placement import colocated_placement
+    from oppo_sim.hw.memory import TrainMemoryConfig
+    from oppo_sim.pipeline.driver import Pipeline
+    from oppo_sim.pipeline.memory_plan import check_fits
+    from oppo_sim.traces.trace import Trace
+
+    cfg = SimConfig(steps=1, batch=4, actor="qwen2.5-0.5b", reward="qwen2.5-0.5b", gpu="h100-sxm",
+                    placement=colocated_placement(4), engine_kind="static", colocate="resident", max_response=256,
+                    train_memory=TrainMemoryConfig(zero_stage=zero_stage, recompute="none"))
+    trace = Trace.from_arrays([64] * 8, [100] * 8, name="z3")
+    p = Pipeline(cfg, trace, make_policy("baseline"), memory=check_fits(cfg, 64 + 256, 256))
+    gather = p.replicas[0].core.params.gather_s
+    w = get_model("qwen2.5-0.5b").weight_bytes()
+    if zero_stage == 3:  # the whole model gathered over the 4 training GPUs, as a ZeRO-3 forward does
+        assert gather == pytest.approx(p.cost_of["main"].param_gather(w, 4), rel=1e-12) and gather > 0
+    else:
+        assert gather == 0.0
