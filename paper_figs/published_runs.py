@@ -45,13 +45,13 @@ from oppo_sim.frameworks.stages import stage_groups
 
 try:
     from common import parse_args, print_table, save
-    from published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct
+    from published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from published_runs_data import RUNS, PublishedRun
     from published_runs_sim import (baseline_steps, capped_lognormal_mean, derived_prompt_mean, median_for_mean,
                                     missing_ids, response_cap, run_trace, sim_config, trace_name)
 except ImportError:  # imported as paper_figs.published_runs
     from paper_figs.common import parse_args, print_table, save
-    from paper_figs.published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct
+    from paper_figs.published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from paper_figs.published_runs_data import RUNS, PublishedRun
     from paper_figs.published_runs_sim import (baseline_steps, capped_lognormal_mean, derived_prompt_mean,
                                                median_for_mean, missing_ids, response_cap, run_trace, sim_config,
@@ -66,7 +66,9 @@ COLUMNS: tuple[str, ...] = (
     "max_response", "algorithm", "reward", "kl", "tp", "ppo_epochs", "minibatches", "gpu_memory_utilization",
     "engine", "colocate", "sleep_level", "recompute", "sp", "ep", "trace", "mean_prompt", "mean_response", "mean_response_published", "status",
     "published_step_s", "predicted_step_s", "error_pct", "predicted_step_low_s", "predicted_step_high_s",
-    "error_low_pct", "error_high_pct", "implied_training_peak_pct", "implied_scoring_peak_pct", "contradicted",
+    "error_low_pct", "error_high_pct", "predicted_step_spread_low_s", "predicted_step_spread_high_s",
+    "error_spread_low_pct", "error_spread_high_pct", "implied_training_peak_pct", "implied_scoring_peak_pct",
+    "contradicted",
     *(c for k in STAGES for c in (f"published_{k}_s", f"predicted_{k}_s", f"{k}_error_pct")), "stage_timers",
     "predicted_sync_s", "memory", "memory_check", "stage_definition", "assumptions", "source", "version", "steps",
 )
@@ -120,6 +122,7 @@ def simulate_run(run: PublishedRun, steps: int) -> dict:
             row.update(implied_training_peak_pct=peak["training"], implied_scoring_peak_pct=peak["scoring"],
                        contradicted=bool(max(peak.values(), default=math.nan) > PEAK_LIMIT_PCT))
             row["predicted_step_low_s"], row["predicted_step_high_s"] = assumed_range(run, steps)
+            row["predicted_step_spread_low_s"], row["predicted_step_spread_high_s"] = spread_range(run, steps)
             groups = stage_groups(res, run.stages.timers)  # the stages as the framework's own timers time them
             pred = {k: float(groups[k].median()) for k in STAGES}
             if run.trace is not None:
@@ -129,6 +132,8 @@ def simulate_run(run: PublishedRun, steps: int) -> dict:
     row["error_pct"] = _err(row["predicted_step_s"], run.published_step_s)
     row["error_low_pct"] = _err(row.get("predicted_step_low_s"), run.published_step_s)
     row["error_high_pct"] = _err(row.get("predicted_step_high_s"), run.published_step_s)
+    row["error_spread_low_pct"] = _err(row.get("predicted_step_spread_low_s"), run.published_step_s)
+    row["error_spread_high_pct"] = _err(row.get("predicted_step_spread_high_s"), run.published_step_s)
     for k in STAGES:
         row[f"published_{k}_s"] = pub[k]
         row[f"predicted_{k}_s"] = pred[k]
@@ -184,6 +189,8 @@ def summary(df: pd.DataFrame) -> dict[str, float | int]:
             if len(ok) else math.nan,
             "median_abs_error_pct_low": _median_at(ok, "error_low_pct"),
             "median_abs_error_pct_high": _median_at(ok, "error_high_pct"),
+            "median_abs_error_pct_spread_low": _median_at(ok, "error_spread_low_pct"),
+            "median_abs_error_pct_spread_high": _median_at(ok, "error_spread_high_pct"),
             "stated_runs": len(stated),
             "median_abs_error_pct_stated": float(err_stated.median()) if len(stated) else math.nan,
             "worst_abs_error_pct_stated": float(err_stated.max()) if len(stated) else math.nan}
@@ -259,7 +266,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{s['median_abs_error_pct_stated']:.1f}%, worst {s['worst_abs_error_pct_stated']:.1f}%; without the runs "
           f"whose assumption the source contradicts ({s['consistent_runs']} runs): median "
           f"{s['median_abs_error_pct_consistent']:.1f}%; assumed lengths at x{RANGE_FACTORS[0]:g} / x{RANGE_FACTORS[1]:g}: "
-          f"median {s['median_abs_error_pct_low']:.1f}% / {s['median_abs_error_pct_high']:.1f}%")
+          f"median {s['median_abs_error_pct_low']:.1f}% / {s['median_abs_error_pct_high']:.1f}%; length spread at "
+          f"x{RANGE_FACTORS[0]:g} / x{RANGE_FACTORS[1]:g}: median {s['median_abs_error_pct_spread_low']:.1f}% / "
+          f"{s['median_abs_error_pct_spread_high']:.1f}%")
     if s["held_out"]:
         print(f"calibration check: one scale factor {df['calibration_factor'].iloc[0]:.3f} fitted on the {FIT_FRAMEWORK} "
               f"runs; on the {s['held_out']} other runs median |error| {s['median_abs_uncalibrated_error_pct_held_out']:.1f}% "

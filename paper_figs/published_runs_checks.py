@@ -10,7 +10,9 @@ role the framework times there (``SimConfig.scoring_roles()`` less a reward mode
 above 100 is ``contradicted`` and the summary gives the median without it.
 
 **A range over what is not published**: a run whose mean response length is assumed is simulated again at
-:data:`RANGE_FACTORS` of that mean (capped at its response cap) — the prediction's low and high ends.
+:data:`RANGE_FACTORS` of that mean (capped at its response cap), and every run on synthetic lengths at
+:data:`RANGE_FACTORS` of their log-space spread (which no source publishes) — the prediction's low and high
+ends for each.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ except ImportError:  # imported as paper_figs.published_runs_checks
     from paper_figs.published_runs_data import PublishedRun
     from paper_figs.published_runs_sim import baseline_steps, response_cap, run_trace, sim_config
 
-__all__ = ["RANGE_FACTORS", "PEAK_LIMIT_PCT", "implied_peak_pct", "assumed_range"]
+__all__ = ["RANGE_FACTORS", "PEAK_LIMIT_PCT", "implied_peak_pct", "assumed_range", "spread_range"]
 
 RANGE_FACTORS = (0.5, 1.5)
 """The low and high assumed mean response length, as multiples of the record's assumption."""
@@ -56,18 +58,30 @@ def implied_peak_pct(run: PublishedRun, seq_tokens: np.ndarray, scoring_roles: t
     return out
 
 
+def _step_time(run: PublishedRun, steps: int) -> float:
+    """The baseline policy's median step time of ``run`` (NaN where the simulator refuses it)."""
+    try:
+        res, _ = baseline_steps(sim_config(run, steps), run_trace(run, run.batch * run.n * steps))
+    except OppoError:
+        return math.nan
+    return float(res.steps["step_time_s"].median())
+
+
 def assumed_range(run: PublishedRun, steps: int) -> tuple[float, float]:
-    """(low, high) predicted step time with the assumed mean response at :data:`RANGE_FACTORS` of the record's
-    (NaN, NaN) for a run with a published mean or a trace, or one the simulator refuses."""
+    """(low, high) predicted step time with the assumed mean response at :data:`RANGE_FACTORS` of the record's;
+    (NaN, NaN) for a run with a published mean or a trace."""
     if run.mean_response is not None or run.trace is not None or run.assumed_mean_response is None:
         return math.nan, math.nan
-    out = []
-    for f in RANGE_FACTORS:
-        mean = min(run.assumed_mean_response * f, 0.999 * response_cap(run))
-        r = replace(run, assumed_mean_response=mean)
-        try:
-            res, _ = baseline_steps(sim_config(r, steps), run_trace(r, r.batch * r.n * steps))
-        except OppoError:
-            return math.nan, math.nan
-        out.append(float(res.steps["step_time_s"].median()))
-    return out[0], out[1]
+    lo, hi = (_step_time(replace(run, assumed_mean_response=min(run.assumed_mean_response * f,
+                                                                0.999 * response_cap(run))), steps)
+              for f in RANGE_FACTORS)
+    return lo, hi
+
+
+def spread_range(run: PublishedRun, steps: int) -> tuple[float, float]:
+    """(low, high) predicted step time with the response lengths' log-space spread at :data:`RANGE_FACTORS` of
+    the record's (no source publishes it); (NaN, NaN) for a run on a trace or with fixed lengths."""
+    if run.trace is not None or run.response_sigma <= 0:
+        return math.nan, math.nan
+    lo, hi = (_step_time(replace(run, response_sigma=run.response_sigma * f), steps) for f in RANGE_FACTORS)
+    return lo, hi

@@ -177,6 +177,10 @@ def published_runs() -> str:
             "at ×0.5 / ×1.5 the assumed length": (f"{r.predicted_step_low_s:.0f} / {r.predicted_step_high_s:.0f} "
                                                   f"({_signed(r.error_low_pct)} / {_signed(r.error_high_pct)})")
             if ok and not pd.isna(r.predicted_step_low_s) else "",
+            "at ×0.5 / ×1.5 the length spread": (
+                f"{r.predicted_step_spread_low_s:.0f} / {r.predicted_step_spread_high_s:.0f} "
+                f"({_signed(r.error_spread_low_pct)} / {_signed(r.error_spread_high_pct)})")
+            if ok and not pd.isna(r.predicted_step_spread_low_s) else "",
             "gen / score / train, published / predicted (s)": " · ".join(
                 s for s in (_stage(r.published_generation_s, r.predicted_generation_s),
                             _stage(r.published_scoring_s, r.predicted_scoring_s),
@@ -207,6 +211,12 @@ def published_runs() -> str:
         at = {c: ok[c].where(ok[c].notna(), ok.error_pct).abs().median() for c in ("error_low_pct", "error_high_pct")}
         text += (f"; with the {len(ranged)} assumed mean response lengths halved / raised by half: median "
                  f"{at['error_low_pct']:.0f}% / {at['error_high_pct']:.0f}%")
+    spread = ok[ok.predicted_step_spread_low_s.notna()]
+    if len(spread):
+        at = {c: ok[c].where(ok[c].notna(), ok.error_pct).abs().median()
+              for c in ("error_spread_low_pct", "error_spread_high_pct")}
+        text += (f"; with the {len(spread)} synthetic length spreads halved / raised by half: median "
+                 f"{at['error_spread_low_pct']:.0f}% / {at['error_spread_high_pct']:.0f}%")
     held = ok[ok.calibration == "held out"]
     if len(held):
         fitted = int((ok.calibration == "fit").sum())
