@@ -17,9 +17,14 @@ lognormal around the stated (or derived) mean, capped at the prompt limit. Every
 Columns: the run's setup (``framework`` .. ``sp``), ``mean_prompt``, ``mean_response``,
 ``mean_response_published``, ``status`` (``ok``; ``needs model X`` / ``needs GPU Y`` where the tables lack
 an id; ``refused: ...`` where the memory check refuses the configuration), ``published_step_s``,
-``predicted_step_s``, ``error_pct`` (predicted / published - 1, in %), the same for ``generation``,
-``scoring`` and ``training`` where the source publishes them, ``stage_definition``, ``assumptions``,
-``source``, ``version``, ``steps``; then a calibration check kept apart from the uncalibrated numbers:
+``predicted_step_s``, ``error_pct`` (predicted / published - 1, in %); the step time at the low and high end
+of an assumed mean response length (``predicted_step_low_s`` / ``_high_s``, ``error_low_pct`` / ``_high_pct``) and
+of the synthetic lengths' spread (``predicted_step_spread_*``, ``error_spread_*``); the share of the GPUs' peak
+the published training / scoring stage would need for the assumed lengths (``implied_*_peak_pct``) and
+``contradicted`` (over 100%: ``published_runs_checks.py``); the same errors for ``generation``, ``scoring`` and
+``training`` where the source publishes them, each predicted as the framework's own timers time it
+(``stage_timers``: ``oppo_sim.frameworks.stages``), ``stage_definition``, ``assumptions``, ``source``,
+``version``, ``steps``; then a calibration check kept apart from the uncalibrated numbers:
 ``calibration`` (``fit`` for the NeMo RL runs one step-time scale factor is fitted on, ``held out`` for every
 other simulated run), ``calibration_factor``, and ``calibrated_step_s`` / ``calibrated_error_pct`` for the
 held-out runs only.
