@@ -38,13 +38,13 @@ from scipy.optimize import least_squares
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.hardware import (
-    collective_latency,
     DEFAULT_COST_PARAMS,
     OP_KINDS,
     CostParams,
     GPUSpec,
     Hardware,
     OpParams,
+    collective_latency,
 )
 
 __all__ = [
