@@ -17,9 +17,14 @@ lognormal around the stated (or derived) mean, capped at the prompt limit. Every
 Columns: the run's setup (``framework`` .. ``sp``), ``mean_prompt``, ``mean_response``,
 ``mean_response_published``, ``status`` (``ok``; ``needs model X`` / ``needs GPU Y`` where the tables lack
 an id; ``refused: ...`` where the memory check refuses the configuration), ``published_step_s``,
-``predicted_step_s``, ``error_pct`` (predicted / published - 1, in %), the same for ``generation``,
-``scoring`` and ``training`` where the source publishes them, ``stage_definition``, ``assumptions``,
-``source``, ``version``, ``steps``; then a calibration check kept apart from the uncalibrated numbers:
+``predicted_step_s``, ``error_pct`` (predicted / published - 1, in %); the step time at the low and high end
+of an assumed mean response length (``predicted_step_low_s`` / ``_high_s``, ``error_low_pct`` / ``_high_pct``) and
+of the synthetic lengths' spread (``predicted_step_spread_*``, ``error_spread_*``); the share of the GPUs' peak
+the published training / scoring stage would need for the assumed lengths (``implied_*_peak_pct``) and
+``contradicted`` (over 100%: ``published_runs_checks.py``); the same errors for ``generation``, ``scoring`` and
+``training`` where the source publishes them, each predicted as the framework's own timers time it
+(``stage_timers``: ``oppo_sim.frameworks.stages``), ``stage_definition``, ``assumptions``, ``source``,
+``version``, ``steps``; then a calibration check kept apart from the uncalibrated numbers:
 ``calibration`` (``fit`` for the NeMo RL runs one step-time scale factor is fitted on, ``held out`` for every
 other simulated run), ``calibration_factor``, and ``calibrated_step_s`` / ``calibrated_error_pct`` for the
 held-out runs only.
@@ -41,14 +46,17 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from oppo_sim.core.errors import OppoError
+from oppo_sim.frameworks.stages import stage_groups
 
 try:
     from common import parse_args, print_table, save
+    from published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from published_runs_data import RUNS, PublishedRun
     from published_runs_sim import (baseline_steps, capped_lognormal_mean, derived_prompt_mean, median_for_mean,
                                     missing_ids, response_cap, run_trace, sim_config, trace_name)
 except ImportError:  # imported as paper_figs.published_runs
     from paper_figs.common import parse_args, print_table, save
+    from paper_figs.published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from paper_figs.published_runs_data import RUNS, PublishedRun
     from paper_figs.published_runs_sim import (baseline_steps, capped_lognormal_mean, derived_prompt_mean,
                                                median_for_mean, missing_ids, response_cap, run_trace, sim_config,
@@ -62,8 +70,11 @@ COLUMNS: tuple[str, ...] = (
     "key", "framework", "model", "hf_model", "gpu", "devices", "nodes", "placement", "batch", "n", "max_prompt",
     "max_response", "algorithm", "reward", "kl", "tp", "ppo_epochs", "minibatches", "gpu_memory_utilization",
     "engine", "colocate", "sleep_level", "recompute", "sp", "ep", "trace", "mean_prompt", "mean_response", "mean_response_published", "status",
-    "published_step_s", "predicted_step_s", "error_pct",
-    *(c for k in STAGES for c in (f"published_{k}_s", f"predicted_{k}_s", f"{k}_error_pct")),
+    "published_step_s", "predicted_step_s", "error_pct", "predicted_step_low_s", "predicted_step_high_s",
+    "error_low_pct", "error_high_pct", "predicted_step_spread_low_s", "predicted_step_spread_high_s",
+    "error_spread_low_pct", "error_spread_high_pct", "implied_training_peak_pct", "implied_scoring_peak_pct",
+    "contradicted",
+    *(c for k in STAGES for c in (f"published_{k}_s", f"predicted_{k}_s", f"{k}_error_pct")), "stage_timers",
     "predicted_sync_s", "memory", "memory_check", "stage_definition", "assumptions", "source", "version", "steps",
 )
 """The CSV's columns, in order."""
@@ -91,7 +102,7 @@ def simulate_run(run: PublishedRun, steps: int) -> dict:
            "mean_prompt": derived_prompt_mean(run) if run.trace is None else float("nan"),
            "mean_response": run.mean_response if run.mean_response is not None else run.assumed_mean_response,
            "mean_response_published": run.mean_response is not None, "status": "ok", "trace": "synthetic",
-           "memory_check": "fits",
+           "memory_check": "fits", "contradicted": False,
            "published_step_s": run.published_step_s, "predicted_step_s": float("nan")}
     pub = {"generation": run.stages.generation_s, "scoring": run.stages.scoring_s, "training": run.stages.training_s}
     pred: dict[str, float | None] = dict.fromkeys(STAGES)
@@ -102,7 +113,8 @@ def simulate_run(run: PublishedRun, steps: int) -> dict:
         try:
             cfg = sim_config(run, steps)
             trace = run_trace(run, run.batch * run.n * steps)
-            s, memory = baseline_steps(cfg, trace)
+            res, memory = baseline_steps(cfg, trace)
+            s = res.steps
         except OppoError as e:
             row["status"] = f"refused: {e}"
         else:
@@ -111,19 +123,27 @@ def simulate_run(run: PublishedRun, steps: int) -> dict:
             row["predicted_step_s"] = float(s["step_time_s"].median())
             row["predicted_sync_s"] = float(s["sync_s"].median())
             row["memory"] = memory.removeprefix("refused; timed with ")
-            pred = {k: float(s[f"{k}_s"].median()) for k in STAGES}
+            peak = implied_peak_pct(run, trace.prompt_tokens + trace.response_tokens, cfg.scoring_roles(), steps)
+            row.update(implied_training_peak_pct=peak["training"], implied_scoring_peak_pct=peak["scoring"],
+                       contradicted=bool(max(peak.values(), default=math.nan) > PEAK_LIMIT_PCT))
+            row["predicted_step_low_s"], row["predicted_step_high_s"] = assumed_range(run, steps)
+            row["predicted_step_spread_low_s"], row["predicted_step_spread_high_s"] = spread_range(run, steps)
+            groups = stage_groups(res, run.stages.timers)  # the stages as the framework's own timers time them
+            pred = {k: float(groups[k].median()) for k in STAGES}
             if run.trace is not None:
                 row["mean_prompt"], row["mean_response"] = float(s["prompt_tokens"].sum() / s["samples"].sum()), \
                     float((s["tokens"] - s["prompt_tokens"]).sum() / s["samples"].sum())
                 row["trace"] = trace_name(run)
-            if run.stages.generation_includes_scoring:
-                pred["generation"] = pred["generation"] + pred["scoring"]
     row["error_pct"] = _err(row["predicted_step_s"], run.published_step_s)
+    row["error_low_pct"] = _err(row.get("predicted_step_low_s"), run.published_step_s)
+    row["error_high_pct"] = _err(row.get("predicted_step_high_s"), run.published_step_s)
+    row["error_spread_low_pct"] = _err(row.get("predicted_step_spread_low_s"), run.published_step_s)
+    row["error_spread_high_pct"] = _err(row.get("predicted_step_spread_high_s"), run.published_step_s)
     for k in STAGES:
         row[f"published_{k}_s"] = pub[k]
         row[f"predicted_{k}_s"] = pred[k]
         row[f"{k}_error_pct"] = _err(pred[k], pub[k])
-    row.update(stage_definition=run.stages.definition, assumptions=assumptions(run), source=run.source,
+    row.update(stage_timers=run.stages.timers, stage_definition=run.stages.definition, assumptions=assumptions(run), source=run.source,
                version=run.version, steps=steps)
     return row
 
@@ -150,6 +170,12 @@ def calibrate(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _median_at(ok: pd.DataFrame, column: str) -> float:
+    """Median |step error| with each assumed-length run's error taken at one end of its range (``column``)."""
+    err = ok[column].where(ok[column].notna(), ok["error_pct"]).abs()
+    return float(err.median()) if len(ok) else math.nan
+
+
 def summary(df: pd.DataFrame) -> dict[str, float | int]:
     """Median and worst |step-time error| over the simulated runs (and over those with a published mean
     response length)."""
@@ -163,6 +189,13 @@ def summary(df: pd.DataFrame) -> dict[str, float | int]:
             "median_abs_uncalibrated_error_pct_held_out": float(held["error_pct"].abs().median()) if len(held) else math.nan,
             "worst_abs_error_pct": float(err.max()) if len(ok) else math.nan,
             "past_memory_check": int((ok["memory_check"] != "fits").sum()),
+            "consistent_runs": int((~ok["contradicted"].astype(bool)).sum()),
+            "median_abs_error_pct_consistent": float(ok.loc[~ok["contradicted"].astype(bool), "error_pct"].abs().median())
+            if len(ok) else math.nan,
+            "median_abs_error_pct_low": _median_at(ok, "error_low_pct"),
+            "median_abs_error_pct_high": _median_at(ok, "error_high_pct"),
+            "median_abs_error_pct_spread_low": _median_at(ok, "error_spread_low_pct"),
+            "median_abs_error_pct_spread_high": _median_at(ok, "error_spread_high_pct"),
             "stated_runs": len(stated),
             "median_abs_error_pct_stated": float(err_stated.median()) if len(stated) else math.nan,
             "worst_abs_error_pct_stated": float(err_stated.max()) if len(stated) else math.nan}
@@ -235,7 +268,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"simulated {s['simulated']} of {s['runs']} runs ({s['past_memory_check']} timed past the memory check): "
           f"median |error| {s['median_abs_error_pct']:.1f}%, worst "
           f"{s['worst_abs_error_pct']:.1f}%; with a published mean response ({s['stated_runs']} runs): median "
-          f"{s['median_abs_error_pct_stated']:.1f}%, worst {s['worst_abs_error_pct_stated']:.1f}%")
+          f"{s['median_abs_error_pct_stated']:.1f}%, worst {s['worst_abs_error_pct_stated']:.1f}%; without the runs "
+          f"whose assumption the source contradicts ({s['consistent_runs']} runs): median "
+          f"{s['median_abs_error_pct_consistent']:.1f}%; assumed lengths at x{RANGE_FACTORS[0]:g} / x{RANGE_FACTORS[1]:g}: "
+          f"median {s['median_abs_error_pct_low']:.1f}% / {s['median_abs_error_pct_high']:.1f}%; length spread at "
+          f"x{RANGE_FACTORS[0]:g} / x{RANGE_FACTORS[1]:g}: median {s['median_abs_error_pct_spread_low']:.1f}% / "
+          f"{s['median_abs_error_pct_spread_high']:.1f}%")
     if s["held_out"]:
         print(f"calibration check: one scale factor {df['calibration_factor'].iloc[0]:.3f} fitted on the {FIT_FRAMEWORK} "
               f"runs; on the {s['held_out']} other runs median |error| {s['median_abs_uncalibrated_error_pct_held_out']:.1f}% "

@@ -32,12 +32,14 @@ OPPO_PAPER = "https://arxiv.org/abs/2509.25762"
 
 @dataclass(frozen=True)
 class Stages:
-    """Published per-stage times of one step (None: not published) and what the framework's timers cover."""
+    """Published per-stage times of one step (None: not published), the framework whose timers published them
+    (``timers``: a key of ``oppo_sim.frameworks.stages.FRAMEWORK_TIMERS``, which says what each timer covers
+    and which timers make the generation / scoring / training columns) and what the source calls them."""
 
     generation_s: float | None = None
     scoring_s: float | None = None
     training_s: float | None = None
-    generation_includes_scoring: bool = False  # the generation timer also covers the scoring forwards
+    timers: str = "trl"
     definition: str = ""
 
 
@@ -115,7 +117,7 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         tp=tp,
         published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.6,
         recompute=recompute, ep=ep, mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu,
-        prompt_note=_NEMO_PROMPT,
+        stages=Stages(timers="nemo-rl", definition="only the step time is published"), prompt_note=_NEMO_PROMPT,
         response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
                        f"the tokens/s/GPU column); responses capped at max_total_sequence_length {max_total} minus "
                        f"the prompt"),
@@ -168,8 +170,9 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
 # DeepSeek-671B benchmark
 
 
-_VERL_STAGES = ("verl timing_s: gen (rollout), old_log_prob (+ ref where given) as scoring, update_actor as "
-                "training; the step also holds reward, advantage and weight resharding")
+_VERL_STAGES = ("verl timing_s: gen (which, in the releases these pages were timed with, also wakes the engine, "
+                "reshards the weights into it and puts it back to sleep), old_log_prob (+ ref where given) as "
+                "scoring, update_actor as training")
 _DAPO_RESPONSE = ("no mean response length is published; assumed 2,500 tokens (a DAPO-Math run on a 7B math base "
                   "model mid-training), lognormal spread 1.0, capped at max_response_length")
 _DAPO_PROMPT = "not published; assumed a 150-token mean (DAPO-Math-17k prompts with the template)"
@@ -189,7 +192,7 @@ def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_res
         minibatches=512 // 32, gpu_memory_utilization=0.8, recompute="full", sp=sp, max_num_seqs=1024,
         max_num_batched_tokens=2048 + max_response,
         assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
-        stages=Stages(gen_s, score_s, train_s, definition=_VERL_STAGES),
+        stages=Stages(gen_s, score_s, train_s, timers="verl-0.7", definition=_VERL_STAGES),
         prompt_note=_DAPO_PROMPT, response_note=_DAPO_RESPONSE, notes=_DAPO_NOTES + note)
 
 
@@ -223,7 +226,7 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         placement="colocated", batch=512, n=16, max_prompt=2048, max_response=8192, algorithm="grpo", reward="rule",
         kl=True, tp=4, published_step_s=497.89, minibatches=512 // 128, gpu_memory_utilization=0.7,
         recompute="full", ep=8, max_num_seqs=1024, max_num_batched_tokens=2048 + 8192, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
-        stages=Stages(348.05, 28.73 + 20.86, 86.27, definition=_VERL_STAGES),
+        stages=Stages(348.05, 28.73 + 20.86, 86.27, timers="verl-0.7", definition=_VERL_STAGES),
         prompt_note=_DAPO_PROMPT,
         response_note=("no mean response length is published; assumed 2,500 tokens, lognormal spread 1.0, capped "
                        "at 8,192"),
@@ -235,7 +238,8 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         placement="colocated", batch=96, n=8, max_prompt=2048, max_response=9632, algorithm="grpo", reward="rule",
         kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full", ep=8,
         max_num_seqs=1024, max_num_batched_tokens=2048 + 9632,
-        mean_response=1960, mean_prompt=150, stages=Stages(generation_s=1050, definition="rollout time (s)"),
+        mean_response=1960, mean_prompt=150,
+        stages=Stages(generation_s=1050, timers="verl-0.7", definition="rollout time (s): verl's gen"),
         prompt_note="not published; assumed a 150-token mean (math prompts)",
         response_note="mean response 1,960 published; lognormal spread 0.7, capped at 9,632 (1204 x 8, as the script)",
         notes=("Megatron TP8 PP12 (EP8 modelled) with full optimizer offload to the CPU (1.5 TB CPU memory per node), which "
@@ -248,7 +252,8 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
 
 
 _OPENRLHF_STAGES = ("OpenRLHF 'Generation' latency is make_experience: generation plus the actor, reference, "
-                    "reward and critic forwards; 'Training' is the actor and critic updates")
+                    "reward and critic forwards; 'Training' is ppo_train: the actor and critic updates and the "
+                    "weight broadcast to the vLLM engines")
 _OPENRLHF_LENGTHS = ("no response lengths are published; the benchmark follows DeepSpeed-Chat's fixed-length "
                      "setting with max_prompt_seq_len = max_answer_seq_len = 1024 (its FLOP count assumes both at "
                      "the cap), so every response is taken at the 1,024 cap")
@@ -266,8 +271,8 @@ def _openrlhf(key: str, *, framework: str, model: str, hf: str, devices: int, pl
         recompute="full",
         mean_response=1024,
         mean_prompt=256, response_sigma=0.0,
-        stages=Stages(generation_s=gen_s, training_s=train_s, generation_includes_scoring=True,
-                      definition=_OPENRLHF_STAGES),
+        stages=Stages(generation_s=gen_s, training_s=train_s, definition=_OPENRLHF_STAGES,
+                      timers="deepspeed-chat" if framework.startswith("DeepSpeed-Chat") else "openrlhf"),
         prompt_note=_OPENRLHF_PROMPT, response_note=_OPENRLHF_LENGTHS,
         notes=("PPO, reward model and critic initialised from the actor's size; rollout 1024 prompts, train "
                "batch 128, 1 epoch; gradient checkpointing; " + note))

@@ -15,6 +15,7 @@ from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError, TraceError
 from oppo_sim.core.placement import Placement, Pool, colocated_placement, paper_placement
 from oppo_sim.core.policies import Baseline
+from oppo_sim.core.results import TIMELINE_COLUMNS, SimResult
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import StaticConfig
 from oppo_sim.hw.hardware import get_hardware
@@ -168,14 +169,14 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
     )
 
 
-def baseline_steps(cfg: SimConfig, trace: Trace) -> tuple[pd.DataFrame, str]:
-    """The baseline policy's per-step table and the training setup it ran with. Where the memory check refuses
-    the configuration (the framework ran it, so it fit there), the steps are timed past the check with the
-    most frugal setup (ZeRO-3, the run's recomputation or full) and the setup says ``refused; ...``: the
-    prediction is then of the time, not of the memory."""
+def baseline_steps(cfg: SimConfig, trace: Trace) -> tuple[SimResult, str]:
+    """The baseline policy's result (per-step table and timeline) and the training setup it ran with. Where the
+    memory check refuses the configuration (the framework ran it, so it fit there), the steps are timed past
+    the check with the most frugal setup (ZeRO-3, the run's recomputation or full) and the setup says
+    ``refused; ...``: the prediction is then of the time, not of the memory."""
     try:
         res = simulate(trace, "baseline", cfg)
-        return res.steps, f"ZeRO-{res.summary['zero_stage']}, recompute {res.summary['recompute']}"
+        return res, f"ZeRO-{res.summary['zero_stage']}, recompute {res.summary['recompute']}"
     except ConfigError as e:
         if "does not fit" not in str(e):
             raise
@@ -183,8 +184,10 @@ def baseline_steps(cfg: SimConfig, trace: Trace) -> tuple[pd.DataFrame, str]:
     train = replace(cfg.train_memory, zero_stage=3, recompute=cfg.train_memory.recompute or "full")
     p = Pipeline(cfg, trace, Baseline(), memory=memory_report(cfg, *longest(trace, cfg.max_response), train=train))
     p.run()
-    rows = [{"step_time_s": r.step_time_s, "generation_s": r.gen_end - r.start,
-             "scoring_s": max(0.0, r.score_end - r.gen_end), "training_s": r.train_end - r.train_start,
-             "sync_s": r.end - r.train_end, "samples": len(r.batch), "tokens": r.tokens,
-             "prompt_tokens": r.prompt_tokens} for r in p.records]
-    return pd.DataFrame(rows), f"refused; timed with ZeRO-3, recompute {train.recompute} ({refusal})"
+    rows = [{"step": r.step, "start": r.start, "end": r.end, "step_time_s": r.step_time_s,
+             "generation_s": r.gen_end - r.start, "scoring_s": max(0.0, r.score_end - r.gen_end),
+             "training_s": r.train_end - r.train_start, "sync_s": r.end - r.train_end, "samples": len(r.batch),
+             "tokens": r.tokens, "prompt_tokens": r.prompt_tokens} for r in p.records]
+    timeline = pd.DataFrame(p.timeline.rows, columns=TIMELINE_COLUMNS)
+    return (SimResult(pd.DataFrame(rows), timeline, {}),
+            f"refused; timed with ZeRO-3, recompute {train.recompute} ({refusal})")

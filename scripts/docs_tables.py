@@ -171,8 +171,16 @@ def published_runs() -> str:
             "algorithm": f"{r.algorithm}, {r.batch}×{r.n}, {r.reward} reward", "mean response": mean,
             "published s/step": f"{r.published_step_s:g}",
             "predicted s/step": f"{r.predicted_step_s:.1f}" if ok else "—",
-            "error": (_signed(r.error_pct) + ("" if r.memory_check == "fits" else " †")) if ok
+            "error": (_signed(r.error_pct) + ("" if r.memory_check == "fits" else " †")
+                      + (" ‡" if str(r.contradicted) == "True" else "")) if ok
             else r.status.split(":")[0].replace("|", "\\|"),
+            "at ×0.5 / ×1.5 the assumed length": (f"{r.predicted_step_low_s:.0f} / {r.predicted_step_high_s:.0f} "
+                                                  f"({_signed(r.error_low_pct)} / {_signed(r.error_high_pct)})")
+            if ok and not pd.isna(r.predicted_step_low_s) else "",
+            "at ×0.5 / ×1.5 the length spread": (
+                f"{r.predicted_step_spread_low_s:.0f} / {r.predicted_step_spread_high_s:.0f} "
+                f"({_signed(r.error_spread_low_pct)} / {_signed(r.error_spread_high_pct)})")
+            if ok and not pd.isna(r.predicted_step_spread_low_s) else "",
             "gen / score / train, published / predicted (s)": " · ".join(
                 s for s in (_stage(r.published_generation_s, r.predicted_generation_s),
                             _stage(r.published_scoring_s, r.predicted_scoring_s),
@@ -192,6 +200,23 @@ def published_runs() -> str:
     if len(stated) and len(stated) < len(ok):
         text += (f"; over the {len(stated)} with a published mean response length: median "
                  f"{stated.error_pct.abs().median():.0f}%, worst {stated.error_pct.abs().max():.0f}%")
+    bad = ok[ok.contradicted.astype(str) == "True"]
+    if len(bad):
+        good = ok[ok.contradicted.astype(str) != "True"]
+        text += (f"; ‡ {len(bad)} runs whose published stage times would need more than 100% of the GPUs' peak for the "
+                 f"assumed lengths (the source contradicts the assumption) — without them: median "
+                 f"{good.error_pct.abs().median():.0f}%, worst {good.error_pct.abs().max():.0f}%")
+    ranged = ok[ok.predicted_step_low_s.notna()]
+    if len(ranged):
+        at = {c: ok[c].where(ok[c].notna(), ok.error_pct).abs().median() for c in ("error_low_pct", "error_high_pct")}
+        text += (f"; with the {len(ranged)} assumed mean response lengths halved / raised by half: median "
+                 f"{at['error_low_pct']:.0f}% / {at['error_high_pct']:.0f}%")
+    spread = ok[ok.predicted_step_spread_low_s.notna()]
+    if len(spread):
+        at = {c: ok[c].where(ok[c].notna(), ok.error_pct).abs().median()
+              for c in ("error_spread_low_pct", "error_spread_high_pct")}
+        text += (f"; with the {len(spread)} synthetic length spreads halved / raised by half: median "
+                 f"{at['error_spread_low_pct']:.0f}% / {at['error_spread_high_pct']:.0f}%")
     held = ok[ok.calibration == "held out"]
     if len(held):
         fitted = int((ok.calibration == "fit").sum())
@@ -207,6 +232,18 @@ def published_runs() -> str:
         text += (f". Waiting for table ids: "
                  + "; ".join(f"`{r.key}` ({r.status.removeprefix('needs ')})" for r in waiting.itertuples()))
     return _md(pd.DataFrame(rows)) + "\n\n" + text + "."
+
+
+def published_changelog() -> str:
+    """Changes made after the published table was seen, with its median before and after
+    (``paper_figs/published_changelog.py``)."""
+    from paper_figs.published_changelog import CHANGES
+
+    rows = [{"date": c.date, "kind": c.kind, "change": c.what.replace("|", "\\|"),
+             "median abs. error": f"{c.median_before:.1f}% → {c.median_after:.1f}%",
+             "worst abs. error": f"{c.worst_before:.1f}% → {c.worst_after:.1f}%", "note": c.note.replace("|", "\\|")}
+            for c in CHANGES]
+    return _md(pd.DataFrame(rows))
 
 
 def _first_line(path: Path) -> str:
@@ -260,5 +297,5 @@ TABLES: dict[str, Callable[[], str]] = {
     "layout": layout, "models": model_table, "gpus": gpu_table, "algorithms": algorithms,
     "predictions": predictions, "parity": parity, "parity-run-a": parity_run_a, "paper-vs-ours": paper_vs_ours,
     "gpu-validation": gpu_validation, "gpu-fit": gpu_fit, "plan-paper": plan_paper, "plan-32b": plan_32b,
-    "published-runs": published_runs,
+    "published-runs": published_runs, "published-changelog": published_changelog,
 }

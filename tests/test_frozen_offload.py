@@ -17,6 +17,7 @@ from oppo_sim.core.policies import make_policy
 from oppo_sim.hw.hardware import get_hardware
 from oppo_sim.hw.memory import ALWAYS, OTHER, TrainMemoryConfig
 from oppo_sim.hw.models import get_model
+from oppo_sim.hw.sleepwake import PINNED_COPY, SWITCH_FIXED_S
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.pipeline.memory_plan import check_fits, frozen_shards, memory_report, sleep_wake_of
@@ -98,8 +99,8 @@ def test_kv_cache_and_switch_with_and_without_offloading_the_trainer_state():
     w, psi = m.weight_bytes(), m.params
     state = 2 * psi + 2 * psi / 4 + 12 * psi / 4  # bf16 weights, sharded grads and Adam
     cap = H200.gpu.mem_bytes * SMALL.engine.gpu_memory_utilization
-    sync = H200.params.sync
-    bw = H200.gpu.host_bw * sync.eff_memory
+    to_host, from_host = (PINNED_COPY.rate(d, H200.gpu.host_bw) for d in ("to_host", "from_host"))
+    per_byte = 1.0 / to_host + 1.0 / from_host  # each byte leaves and comes back once a step
     on, off = check_fits(SMALL), check_fits(replace(SMALL, offload_train_state=False))
     assert on.pool("main").kv_cache == pytest.approx(cap - w, rel=1e-12)
     assert off.pool("main").kv_cache == pytest.approx(cap - w - state - w, rel=1e-12)  # engine, trainer, reference
@@ -108,9 +109,9 @@ def test_kv_cache_and_switch_with_and_without_offloading_the_trainer_state():
     assert _ref(off).phase == ALWAYS and _ref(on).phase == OTHER
     sw_on, sw_off = sleep_wake_of(SMALL, on), sleep_wake_of(replace(SMALL, offload_train_state=False), off)
     assert sw_on.state_bytes == pytest.approx(state + w, rel=1e-12)
-    assert sw_on.switch_s == pytest.approx(2 * sync.overhead_s + (w + state + w) / bw, rel=1e-12)
+    assert sw_on.step_s == pytest.approx(4 * SWITCH_FIXED_S + (w + state + w) * per_byte, rel=1e-12)
     assert sw_off.state_bytes == 0.0 and sw_off.engine_bytes == pytest.approx(w, rel=1e-12)
-    assert sw_off.switch_s == pytest.approx(sync.overhead_s + w / bw, rel=1e-12)  # the engine's leg alone
+    assert sw_off.step_s == pytest.approx(2 * SWITCH_FIXED_S + w * per_byte, rel=1e-12)  # the engine's legs alone
     res = simulate(TRACE, "baseline", replace(SMALL, offload_train_state=False))
     assert res.steps["sleep_wake_s"].to_list() == pytest.approx([2 * sw_off.switch_s] * SMALL.steps, rel=1e-12)
     assert res.summary["kv_cache_gib"]["main"] == pytest.approx(off.pool("main").kv_cache / 2**30, rel=1e-12)

@@ -42,10 +42,21 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # -- baseline/oppo/partial-rollout ZeRO-2 without recomputation, inter (8B on A100-80GB) ZeRO-2 with full
 # recomputation (without it 103.4 GiB > 72 usable, 108.6 with every token's logits), async ZeRO-3 without --
 # only the headroom (main 18.8 -> 24.9 GiB in the paper's setup), which no golden number reads.
+#
+# All five moved when the fixed costs arrived (issue 23, item 3): (1) sleep and wake are priced at the measured
+# copy rates (oppo_sim.hw.sleepwake: a pinned copy at 0.82 / 0.79 of the host link each way, was the sync op's
+# 0.6 both ways; 50 ms a leg as before): a step's switches on the 7 H200s take 3.0734 s (was 4.0529), on the
+# A100s 6.2751 s (was 8.3460); (2) a weight sync pays per tensor (oppo_sim.hw.sync: 339 tensors of Qwen2.5-7B
+# x (0.15 ms + a 7.2 us NVLink broadcast latency) = 53.3 ms; 291 of Llama-3.1-8B); (3) collective latency
+# grows with the ranks (oppo_sim.hw.hardware.collective_latency: a 7-GPU gradient all-reduce 13.8 us, was 8).
+# baseline 72.2380 -> 71.8016 s (-0.60%), oppo 32.7202 -> 31.7941 s (-2.83%), inter 104.2189 -> 103.2293 s
+# (-0.95%), partial-rollout 30.3289 -> 29.8061 s (-1.72%): the cheaper switches less the dearer sync; async
+# (nothing sleeps; two syncs a step on the disaggregated placement) 59.0254 -> 59.0790 s (+0.09%).
+# Generation is unchanged (same iteration counts).
 GOLDEN = [
     # baseline +2.0265 s (+2.89%, 70.2115 -> 72.2380 s): the sleep hides under the reward and reference
     # scoring of the whole batch on the score GPU; the wake does not.
-    ("baseline", SimConfig(steps=5), 72.23797296378119, {"main": 0.5847180780115385, "score": 0.07192283904819569}, 112106),
+    ("baseline", SimConfig(steps=5), 71.80156607021826, {"main": 0.5753732123795746, "score": 0.07235998303380951}, 112106),
     # oppo and inter moved (+0.046% / +0.089% step time, 28.2903 -> 28.3033 s and 86.6171 -> 86.6948 s) when
     # the step machine made three rules one for simulator and executor: the deferral order (paused, then
     # unfinished in launch order; was per replica, running then waiting), generation stops without
@@ -53,23 +64,23 @@ GOLDEN = [
     # step is planned after its staleness gate (a synchronous step's plan sees the step before it).
     # oppo +4.0529 s (+14.14%, 28.6673 -> 32.7202 s): it has streamed to the score GPU already, so nothing there
     # hides the sleep: both switches are exposed.
-    ("oppo", SimConfig(steps=5), 32.72021340108221, {"main": 0.9823551611731174, "score": 0.16884045222576127}, 69542),
+    ("oppo", SimConfig(steps=5), 31.794062413956347, {"main": 0.9818411725961178, "score": 0.1737587212239072}, 69542),
     # inter and async moved when the memory check started choosing the trainer's setting: 8B actor + 8B critic
     # on 7 x A100-80GB with sequences up to 8,892 tokens fit only with ZeRO-3 and full recomputation (+14.9%
     # step time: one more forward per training pass); 7B + 7B on the 3-GPU training pool of the
     # disaggregated placement needs full recomputation (+3.0%; async hides most of it): 86.6948 -> 99.6462 s
     # and 58.7321 -> 60.5023 s. Generation is unchanged (same iteration counts).
     # inter +4.1730 s (+4.17%, 100.0459 -> 104.2189 s): the A100's PCIe 4 link, one switch exposed (the wake).
-    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 104.21892396293565,
-     {"main": 0.8945874367415761, "score": 0.15607195394216947}, 69862),
+    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 103.22928466908573,
+     {"main": 0.8835464679683299, "score": 0.15756818574096795}, 69862),
     # partial-rollout +2.1128 s (+7.49%, 28.2161 -> 30.3289 s): the wake, and 0.09 s of the sleep the scoring of
     # its smaller batch (B=64) leaves exposed.
-    ("partial-rollout", SimConfig(steps=5, batch=64), 30.328853951342843, {"main": 0.7353218068027882, "score": 0.0796799427026552}, 52437),
+    ("partial-rollout", SimConfig(steps=5, batch=64), 29.80613930207515, {"main": 0.7171447627618528, "score": 0.0810773015783345}, 52437),
     # async moved again (+0.3%, 60.5023 -> 60.6821 s) when the simulated engine started resetting its prefix
     # cache at each weight sync, as the real vLLM executor does: the requests generating while the new weights
     # arrive are recomputed. (The other goldens generate nothing during a sync: unchanged.)
-    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.02540882447786,
-     {"gen": 0.5603389663874504, "train": 0.5245472691451488, "score": 0.08802243315403087}, 85488),
+    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.07897128131382,
+     {"gen": 0.5610956979999436, "train": 0.5240716474501094, "score": 0.08794262983866914}, 85488),
 ]
 
 

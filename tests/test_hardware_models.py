@@ -82,12 +82,15 @@ def test_units_convention():
 
 def test_ring_allreduce_formula():
     op = OpParams(1.0, 0.8, 8e-6)
-    # 2(n-1)/n of the buffer each way over the one-direction link, at eff_memory of it, plus the latency
-    assert allreduce_seconds(op, 1e9, 8, 450e9) == pytest.approx(8e-6 + 2 * 7 / 8 * 1e9 / (450e9 * 0.8), rel=1e-15)
+    # 2(n-1)/n of the buffer each way over the one-direction link, at eff_memory of it, plus the latency: the
+    # base and 2(n-1) NVLink hops of 0.6 us (NCCL's ring, hardware.collective_latency)
+    lat = 8e-6 + 14 * 0.6e-6
+    assert allreduce_seconds(op, 1e9, 8, 450e9) == pytest.approx(lat + 2 * 7 / 8 * 1e9 / (450e9 * 0.8), rel=1e-15)
     assert allreduce_seconds(op, 1e9, 1, 450e9) == 0.0
-    assert collective_seconds(op, 0.0, 450e9) == op.overhead_s
-    half = OpParams(1.0, 0.4, 0.0)
-    assert allreduce_seconds(half, 1e9, 4, 450e9) == pytest.approx(2 * allreduce_seconds(OpParams(1.0, 0.8, 0.0), 1e9, 4, 450e9))
+    assert collective_seconds(op, 0.0, 450e9) == op.overhead_s  # no kind: the base latency alone
+    half, full = OpParams(1.0, 0.4, 0.0), OpParams(1.0, 0.8, 0.0)
+    hops = 6 * 0.6e-6
+    assert allreduce_seconds(half, 1e9, 4, 450e9) - hops == pytest.approx(2 * (allreduce_seconds(full, 1e9, 4, 450e9) - hops))
 
 
 def test_get_gpu_case_insensitive_and_unknown():
@@ -110,7 +113,7 @@ def test_op_params_validation_and_defaults():
     assert DEFAULT_COST_PARAMS.prefill == OpParams(0.55, 0.7, 2e-3)
     assert DEFAULT_COST_PARAMS.train == OpParams(0.4, 0.7, 5e-3)
     assert DEFAULT_COST_PARAMS.sync == OpParams(1.0, 0.6, 0.05)
-    assert DEFAULT_COST_PARAMS.collective == OpParams(1.0, 0.8, 8e-6)
+    assert DEFAULT_COST_PARAMS.collective == OpParams(1.0, 0.8, 6.6e-6)  # NCCL's base latency of an LL ring call
     OpParams(1.0, 1.0, 0.0)
     for args in [(0.0, 0.5, 0.0), (0.5, 1.01, 0.0), (0.5, 0.5, -1e-3), (float("nan"), 0.5, 0.0),
                  (0.5, 0.5, float("inf"))]:

@@ -26,6 +26,7 @@ from oppo_sim.hw.memory import (
 from oppo_sim.hw.models import get_model
 from oppo_sim.hw.sync import (
     HOST_PER_TENSOR_S,
+    SYNC_PER_TENSOR_S,
     SyncMechanism,
     SyncPlan,
     param_tensors,
@@ -259,10 +260,12 @@ def test_network_sync_takes_the_documented_bandwidth():
     assert H200.gpu.net_bw == 50e9  # 400 Gb/s NDR InfiniBand per GPU (DGX H200)
     for tp in (1, 2):
         t = sync_seconds(M7, H200, SyncPlan("network", tp))
-        assert t == pytest.approx(op.overhead_s + 2 * PSI / tp / (50e9 * op.eff_memory), rel=1e-12)
-    # 15.2e9 bytes at 30e9 B/s effective: about half a second, against ~106 ms over NVLink (450e9 B/s each way)
-    assert sync_seconds(M7, H200, SyncPlan("network")) == pytest.approx(0.558, abs=0.001)
-    assert sync_seconds(M7, H200, SyncPlan("nvlink")) == pytest.approx(0.106, abs=0.001)
+        per_tensor = 339 * (SYNC_PER_TENSOR_S + 6.6e-6 + 2.7e-6)  # a broadcast's base latency + one network hop
+        assert t == pytest.approx(op.overhead_s + 2 * PSI / tp / (50e9 * op.eff_memory) + per_tensor, rel=1e-12)
+    # 15.2e9 bytes at 30e9 B/s effective: about half a second, against ~106 ms over NVLink (450e9 B/s each way),
+    # each + 339 tensors x ~0.16 ms
+    assert sync_seconds(M7, H200, SyncPlan("network")) == pytest.approx(0.558 + 0.054, abs=0.001)
+    assert sync_seconds(M7, H200, SyncPlan("nvlink")) == pytest.approx(0.106 + 0.053, abs=0.001)
 
 
 def test_host_sync_funnels_through_one_link_tensor_by_tensor():
@@ -272,10 +275,12 @@ def test_host_sync_funnels_through_one_link_tensor_by_tensor():
     assert sync_seconds(M7, H200, SyncPlan("host")) == pytest.approx(expected, rel=1e-12)
 
 
-def test_default_sync_is_the_historical_formula():
+def test_default_sync_is_the_historical_formula_plus_its_tensors():
     op = H200.params.sync
     assert H200.gpu.link_bw == 450e9  # NVLink 4, one direction
-    assert CostModel(H200).weight_sync(M7) == op.overhead_s + M7.weight_bytes() / (H200.gpu.link_bw * op.eff_memory)
+    tensors = M7.param_tensors * (SYNC_PER_TENSOR_S + 6.6e-6 + 0.6e-6)  # a broadcast's latency over NVLink each
+    assert CostModel(H200).weight_sync(M7) == pytest.approx(
+        op.overhead_s + M7.weight_bytes() / (H200.gpu.link_bw * op.eff_memory) + tensors, rel=1e-12)
     assert CostModel(H200).weight_sync(M7, SyncPlan("host")) > CostModel(H200).weight_sync(M7)
 
 

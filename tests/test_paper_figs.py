@@ -269,3 +269,37 @@ def test_a_verl_record_agrees_with_the_verl_reader(monkeypatch):
     assert (int(value["--devices"]), int(value["--nodes"])) == (cfg.placement.total_devices, cfg.nodes)
     assert value["--actor"] == run.model and value["--recompute"] == cfg.train_memory.recompute
     assert "--no-reference" in args and not cfg.algorithm.kl and value["--reward"] == "rule"
+
+
+def test_an_assumption_the_source_contradicts_is_flagged(monkeypatch):
+    """A made-up record: 100 sequences of 1,000 tokens of Llama-2-7B on 8 A800s (312 TFLOP/s each, dense bf16)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from oppo_sim.hw.models import get_model
+
+    checks = _load("published_runs_checks", monkeypatch)
+    data = _load("published_runs_data", monkeypatch)
+    base = next(r for r in data.RUNS if r.key == "openrlhf-deepspeed-llama2-7b-8xa800")
+    seqs = np.full(100, 1000.0)
+    forward = 100 * get_model("llama-2-7b").forward_flops(1000)  # the matmuls and causal attention of each sequence
+    capacity = 8 * 312e12
+    fast = replace(base, stages=replace(base.stages, training_s=3 * forward / capacity / 1.5, scoring_s=forward / capacity))
+    pct = checks.implied_peak_pct(fast, seqs, ("reward", "reference", "critic", "logprob"))
+    assert pct["training"] == pytest.approx(150.0, rel=1e-9)  # 3 x forward in 2/3 of the time the peak needs
+    assert pct["scoring"] == pytest.approx(300.0, rel=1e-9)  # three forwards (the reward model is timed apart)
+    slow = replace(base, stages=replace(base.stages, training_s=3 * forward / capacity * 2, scoring_s=None))
+    pct = checks.implied_peak_pct(slow, seqs, ("logprob",), steps=1)
+    assert pct["training"] == pytest.approx(50.0, rel=1e-9) and np.isnan(pct["scoring"])
+    assert checks.PEAK_LIMIT_PCT == 100.0
+
+
+def test_the_changelog_ends_at_the_committed_table(monkeypatch):
+    log = _load("published_changelog", monkeypatch)
+    df = pd.read_csv(PAPER_FIGS / "out" / "published_runs.csv")
+    ok = df[df["status"].str.startswith("ok")]
+    last = log.CHANGES[-1]
+    assert round(float(ok["error_pct"].abs().median()), 1) == last.median_after
+    assert round(float(ok["error_pct"].abs().max()), 1) == last.worst_after
+    assert all(c.kind in ("model", "record", "comparison") and c.date >= "2026-11-25" for c in log.CHANGES)

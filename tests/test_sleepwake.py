@@ -17,7 +17,7 @@ from oppo_sim.explore.plan import EvalTask, evaluate
 from oppo_sim.explore.space import Candidate, PlacementSpec, PolicySpec
 from oppo_sim.hw.hardware import get_hardware
 from oppo_sim.hw.models import get_model
-from oppo_sim.hw.sleepwake import sleep_wake
+from oppo_sim.hw.sleepwake import PINNED_COPY, sleep_wake
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.memory_plan import check_fits, colocation, fit_for_policy, sleep_wake_of
 from oppo_sim.pipeline.simulate import simulate
@@ -70,8 +70,8 @@ def test_level_1_moves_the_engine_weights_level_2_does_not():
     w = get_model("qwen2.5-7b").weight_bytes()
     assert one.engine_bytes == pytest.approx(w) and two.engine_bytes == 0.0
     assert one.state_bytes == two.state_bytes > 0
-    eff = hw.params.sync.eff_memory
-    assert one.step_s - two.step_s == pytest.approx(2 * w / (hw.gpu.host_bw * eff), rel=1e-12)
+    to_host, from_host = (PINNED_COPY.rate(d, hw.gpu.host_bw) for d in ("to_host", "from_host"))
+    assert one.step_s - two.step_s == pytest.approx(w / to_host + w / from_host, rel=1e-12)  # fixed costs the same
     assert _charge(replace(cfg, sleep_level=2)) < _charge(cfg)
     tp2 = replace(SMALL, placement=paper_placement(9), engine=replace(SMALL.engine, tp=2))  # 8 generating GPUs, tp 2
     assert sleep_wake(check_fits(tp2).pool("main"), hw, 1).engine_bytes == pytest.approx(w / 2)
@@ -88,11 +88,13 @@ def test_step_column_equals_the_hand_computed_formula():
     state = sum(2 * p + 2 * p / 7 + 12 * p / 7 for p in (psi, psi_c))  # bf16 weights, sharded grads and Adam
     engine = 2 * psi  # level 1: bf16 weights over tp 1, out at sleep and back at wake
     h200 = get_hardware("h200")
-    assert (h200.gpu.host_bw, h200.params.sync.eff_memory, h200.params.sync.overhead_s) == (64e9, 0.6, 0.05)
-    switch = 2 * 0.05 + (engine + state) / (64e9 * 0.6)
-    assert res.steps["sleep_wake_s"].to_list() == pytest.approx([2 * switch] * SMALL.steps, rel=1e-12)
+    assert h200.gpu.host_bw == 64e9
+    # a pinned copy: 24.43 GiB/s to the host, 23.54 back on a 32 GB/s link -> those fractions of 64 GB/s
+    to_host, from_host = 24.43 * 2**30 / 32e9 * 64e9, 23.54 * 2**30 / 32e9 * 64e9
+    step = 4 * 0.05 + (engine + state) * (1 / to_host + 1 / from_host)  # four legs of 50 ms each
+    assert res.steps["sleep_wake_s"].to_list() == pytest.approx([step] * SMALL.steps, rel=1e-12)
     wake = res.timeline[res.timeline["activity"] == "wake"]  # nothing shares the pool while it wakes
-    assert (wake["end"] - wake["start"]).to_list() == pytest.approx([switch] * SMALL.steps, rel=1e-9)
+    assert (wake["end"] - wake["start"]).to_list() == pytest.approx([step / 2] * SMALL.steps, rel=1e-9)  # the mean
     assert res.steps["sync_s"].max() < 0.2  # the sync column stays the weight sync alone
 
 

@@ -35,12 +35,12 @@ except ImportError:  # pragma: no cover - before it
 DC = DecodeCost(get_model("qwen2.5-0.5b"), get_hardware("h100-sxm"))
 DC7 = DecodeCost(get_model("qwen2.5-7b"), get_hardware("h200"))
 BIG = 1_000_000  # KV blocks: no memory pressure
-NO_OVH = StaticCostParams(call_overhead_s=0.0)
+NO_OVH = StaticCostParams(call_overhead_s=0.0, host_op_s=0.0)  # the roofline alone
 
 
 def static(call_tokens=None, gen_batch=None, ovh=0.0, blocks=BIG, carry_kv=True, cost=DC):
     return StaticEngineCore(cost, EngineConfig(), blocks, StaticConfig(call_tokens, gen_batch, carry_kv),
-                            StaticCostParams(ovh))
+                            StaticCostParams(ovh, host_op_s=0.0))  # HF host time: test_hf_host_time_and_zero3_gather
 
 
 def drain(core, now=0.0, on_event=None):
@@ -421,7 +421,7 @@ def test_factory_and_protocol():
     with pytest.raises(ConfigError):
         StaticCostParams(call_overhead_s=-1.0)
     assert StaticCostParams.from_meta({"static": {"call_overhead_s": 0.5}}).call_overhead_s == 0.5
-    assert StaticCostParams.from_meta({}) == StaticCostParams()
+    assert StaticCostParams.from_meta({}) == StaticCostParams(host_op_s=0.0)  # a profile: its decode holds the host
     with pytest.raises(ConfigError):
         StaticCostParams.from_meta({"static": {"overhead": 1}})
 

@@ -211,7 +211,7 @@ def fit_static(table: pd.DataFrame, spec: GPUSpec | None = None, cores: int = 1,
     hw, report = fit_profile(core[MEASUREMENT_COLUMNS].reset_index(drop=True), spec or cpu_spec(name=name, cores=cores))
     calls = table.loc[table["op"] == STATIC_CALL_OP, "seconds"].to_numpy(dtype=float)
     ovh = float(np.median(calls)) if len(calls) else 0.0
-    params = StaticCostParams(call_overhead_s=ovh)
+    params = StaticCostParams(call_overhead_s=ovh, host_op_s=0.0)  # the fitted decode holds the host time
     if len(calls):
         err = ovh - calls
         row = {"op": STATIC_CALL_OP, "n": len(calls), "eff_compute": float("nan"), "eff_memory": float("nan"),

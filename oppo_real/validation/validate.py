@@ -141,7 +141,7 @@ def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: 
         sync_s = measure_sync(cfg)
         log(f"weight sync end to end (export, transfer, load): {1e3 * sync_s:.1f} ms")
     actor = mirror_config(cfg, hw, paths).models()["generate"]
-    hw = with_sync_seconds(hw, actor.weight_bytes(), hw.gpu.link_bw, sync_s)
+    hw = with_sync_seconds(hw, actor.weight_bytes(), hw.gpu.link_bw, sync_s, actor.param_tensors)
     sim_cfg = mirror_config(cfg, hw, paths, overheads=overheads, static_cost=static_cost)
     rows = len(trace) if trace is not None else 4096
     names = list(policies)

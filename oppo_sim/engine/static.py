@@ -20,7 +20,9 @@ call the chunk of every live row goes to the reward model and the next call star
   ``min(C, tokens to its target or pause mark)`` tokens; ``m`` is the most any row needs. Rows that are
   done early keep decoding padding until the call ends (TRL/HF semantics);
 - a call costs ``call_overhead_s`` (the switch between ``generate`` calls and the reward model's turn,
-  :class:`StaticCostParams`) + the prefill forward + the ``m`` decode iterations. The decode iterations
+  :class:`StaticCostParams`) + the prefill forward + the ``m`` decode iterations, each forward with HF
+  ``generate``'s host time (its eager ops' launches) and, where a ZeRO-3 trainer generates, the gather of
+  its weights once per call or per forward (``oppo_sim.engine.static_params``). The decode iterations
   all have the same shape (``rows`` sequences over ``rows x width`` cached tokens, growing by ``rows``)
   so they are summed in closed form with :meth:`DecodeCost.span`; nothing is simulated per token;
 - at the end of a call, rows that reached their target leave (``FINISH``), rows that reached their
@@ -256,6 +258,7 @@ class StaticEngineCore:
         dec = [t - (1 if f else 0) for t, f in zip(take, fresh)]
         m = max(dec)
         dec_s = cost.span(b, float(b * w), m)
+        pre_s, dec_s, ovh = self._host_and_gather(pre_s if nf else 0.0, dec_s, m, bool(nf))
         dec_flops = cost.span_flops(b, float(b * w), m)
         dec_useful = 0.0
         for r, x, f, d in zip(members, ctx, fresh, dec):
@@ -263,7 +266,6 @@ class StaticEngineCore:
                 dec_useful += cost.span_flops(1, float(x if f else x - 1), d)
         flops = pre_flops + dec_flops
         useful = pre_useful + dec_useful
-        ovh = self.params.call_overhead_s
         return CallPlan(
             iters=(1 if nf else 0) + m, seconds=ovh + pre_s + dec_s, flops=flops,
             recompute_flops=max(0.0, flops - useful) + redo, tokens=sum(fctx) + sum(dec), steady=True,
@@ -271,6 +273,26 @@ class StaticEngineCore:
             group=gi, assign=assign, fresh=tuple(fresh), take=tuple(take), rows=b, width=w, prefill_width=p,
             call_len=c, decode_iters=m, prefill_s=pre_s, overhead_s=ovh,
         )
+
+    def _host_and_gather(self, pre_s: float, dec_s: float, m: int, prefill: bool) -> tuple[float, float, float]:
+        """(prefill, decode, call overhead) seconds of a call with HF ``generate``'s host time per forward and
+        a ZeRO-3 trainer's gather (see ``static_params``): the host time adds to every forward; the gather
+        adds once to the call (``"call"``), or each forward costs the larger of its work and the gather
+        (``"forward"``: prefetched while the layers compute; for the ``m`` decode forwards, the larger of the
+        two sums)."""
+        prm = self.params
+        host = prm.host_forward_s(self.cost.model.layers)
+        ovh = prm.call_overhead_s
+        if prefill:
+            pre_s += host
+        dec_s += m * host
+        if prm.gather_s > 0:
+            if self.static.zero3_gather == "call":
+                ovh += prm.gather_s
+            else:
+                pre_s = max(pre_s, prm.gather_s) if prefill else pre_s
+                dec_s = max(dec_s, m * prm.gather_s)
+        return pre_s, dec_s, ovh
 
     # -- committing ---------------------------------------------------------------------------------
     def truncate(self, plan: Plan, iters: int) -> Plan:

@@ -1,7 +1,32 @@
 """Parameters of the TRL-style static generation engine (``oppo_sim.engine.static``): its behaviour
-(:class:`StaticConfig`: call size, mini-batch size, KV carried across calls) and its cost terms beyond
-the roofline (:class:`StaticCostParams`: the per-call overhead). Kept apart from the engine so configs
-and profiles can name them without importing the engine."""
+(:class:`StaticConfig`: call size, mini-batch size, KV carried across calls, when a ZeRO-3 trainer's
+weights are gathered) and its cost terms beyond the roofline (:class:`StaticCostParams`: the per-call
+overhead, Hugging Face ``generate``'s host time per forward, the gather's seconds). Kept apart from the
+engine so configs and profiles can name them without importing the engine.
+
+**HF ``generate``'s host time per forward.** ``generate`` runs the model eagerly: every op of every layer
+is a Python call, a dispatch and a kernel launch, and the loop synchronises once per token (the stopping
+check), so the host cannot run ahead of a step. The GEMMs take longer on the GPU than their launch and
+hide it; the small ops — an eager ``LlamaDecoderLayer`` (transformers 4.38, SDPA) runs about
+:data:`HF_LAUNCH_BOUND_OPS_PER_LAYER` of them: two RMSNorms of 8 ops each (cast, pow, mean, add, rsqrt,
+mul, cast, mul), the rotary embedding (~8: inverse frequencies, matmul, cat, cos, sin, casts) and its
+application to q and k (~14: two slices, neg, cat, two muls, add each), two ``cat`` of the KV cache, the
+mask slice and ``contiguous`` calls (~4), the attention kernel, the output reshape (~2), two residual adds,
+SiLU and the gate product — take microseconds on the GPU and less than their launch, so a decode step
+costs the device's time *plus* ``ops x layers x`` :data:`HF_HOST_OP_S`. A first-principles estimate (no
+GPU run of ``generate`` is measured in this repository; the CPU profiles' fitted decode already includes
+the host, so a profile sets this term to 0), not derived from any published step time.
+
+**The ZeRO-3 gather.** Where the generating model is a ZeRO-3 trainer's (``gather_s`` > 0, set by the
+pipeline from the trainer's layout), its weights are sharded and must be gathered to generate:
+``zero3_gather = "call"`` gathers them once per ``generate`` call — TRL's ``unwrap_model_for_generation``
+(``gather_deepspeed3_params=True``) and DeepSpeed's hybrid engine with ``pin_parameters`` (its default,
+DeepSpeed-Chat's unless ``--unpin_actor_parameters``: ``DeepSpeedHybridEngine.generate`` gathers all
+layers in one ``GatheredParameters`` around ``generate``, ``deepspeed/runtime/hybrid_engine.py``);
+``"forward"`` gathers every layer in every forward — ``generate`` on a ZeRO-3 module without the hybrid
+engine (OpenRLHF without vLLM; the hybrid engine with ``pin_parameters`` off), where DeepSpeed prefetches
+the next layers while the current one computes, so a forward costs the larger of the two.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +36,24 @@ from typing import Any
 
 from oppo_sim.core.errors import ConfigError
 
-__all__ = ["StaticConfig", "StaticCostParams", "DEFAULT_CALL_OVERHEAD_S"]
+__all__ = ["StaticConfig", "StaticCostParams", "DEFAULT_CALL_OVERHEAD_S", "HF_HOST_OP_S", "HF_LAUNCH_BOUND_OPS_PER_LAYER",
+           "ZERO3_GATHER"]
 
 DEFAULT_CALL_OVERHEAD_S = 0.02
 """Default seconds per ``generate`` call beyond its forwards (HF ``generate`` set-up, the host-side
 hand-over of the chunk to the reward model). A placeholder until a profile is fitted on a real static
 decoder (``oppo_real.profiling.static_decoder``); the real number depends on the framework and the machine."""
+
+
+HF_HOST_OP_S = 10e-6
+"""Host seconds of one eager PyTorch op on a GPU (the Python module call, the dispatcher, the kernel launch):
+the ~10 us order CUDA-graph write-ups quote for eager PyTorch. First principles, not a measurement."""
+
+HF_LAUNCH_BOUND_OPS_PER_LAYER = 50
+"""Small ops of one eager decoder layer whose launch outlasts their kernel (see the module docstring)."""
+
+ZERO3_GATHER: tuple[str, ...] = ("call", "forward")
+"""When a ZeRO-3 trainer's weights are gathered to generate: once per ``generate`` call, or every forward."""
 
 
 @dataclass(frozen=True)
@@ -26,42 +63,65 @@ class StaticConfig:
     ``call_tokens``: tokens per ``generate`` call (C); None: follow the driver (see the module docstring).
     ``gen_batch``: rows per mini-batch (TRL's ``local_rollout_forward_batch_size``); None: one batch.
     ``carry_kv``: keep the KV cache across calls (True) or re-prefill every row's whole context at every
-    call (False: ``generate`` called again on the concatenated ids without ``past_key_values``)."""
+    call (False: ``generate`` called again on the concatenated ids without ``past_key_values``).
+    ``zero3_gather``: where the generating model is a ZeRO-3 trainer's, gather its weights once per call
+    (``"call"``: TRL, DeepSpeed's hybrid engine) or every forward (``"forward"``: ``generate`` on a ZeRO-3
+    module, OpenRLHF without vLLM); see the module docstring."""
 
     call_tokens: int | None = None
     gen_batch: int | None = None
     carry_kv: bool = True
+    zero3_gather: str = "call"
 
     def __post_init__(self) -> None:
         for name in ("call_tokens", "gen_batch"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ConfigError(f"static engine {name} must be None or an integer >= 1, got {v!r}")
+        if self.zero3_gather not in ZERO3_GATHER:
+            raise ConfigError(f"static engine zero3_gather must be one of {', '.join(ZERO3_GATHER)}, got {self.zero3_gather!r}")
 
 
 @dataclass(frozen=True)
 class StaticCostParams:
-    """Cost terms of the static engine that the roofline's per-op parameters do not hold: the fixed
-    seconds of one ``generate`` call beyond its forwards. Fitted by ``oppo_real.profiling.static_decoder.fit_static``
-    and kept in a profile's ``meta["static"]`` (:meth:`to_meta` / :meth:`from_meta`)."""
+    """Cost terms of the static engine that the roofline's per-op parameters do not hold: the fixed seconds
+    of one ``generate`` call beyond its forwards; HF ``generate``'s host seconds per op
+    (``host_op_s``) over ``ops_per_layer`` launch-bound ops of each layer, every forward; the seconds of one
+    gather of a ZeRO-3 trainer's weights (``gather_s``, 0 where the weights are not sharded: the pipeline
+    sets it). The call overhead is fitted by ``oppo_real.profiling.static_decoder.fit_static`` and kept in a
+    profile's ``meta["static"]`` (:meth:`to_meta` / :meth:`from_meta`)."""
 
     call_overhead_s: float = DEFAULT_CALL_OVERHEAD_S
+    host_op_s: float = HF_HOST_OP_S
+    ops_per_layer: int = HF_LAUNCH_BOUND_OPS_PER_LAYER
+    gather_s: float = 0.0
 
     def __post_init__(self) -> None:
-        v = self.call_overhead_s
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ConfigError(f"static call_overhead_s must be a finite number >= 0, got {v!r}")
+        for name in ("call_overhead_s", "host_op_s", "gather_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ConfigError(f"static {name} must be a finite number >= 0, got {v!r}")
+        v = self.ops_per_layer
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ConfigError(f"static ops_per_layer must be an integer >= 0, got {v!r}")
+
+    def host_forward_s(self, layers: int) -> float:
+        """Host seconds one forward adds: ``ops_per_layer x layers x host_op_s``."""
+        return self.ops_per_layer * layers * self.host_op_s
 
     def to_meta(self) -> dict[str, float]:
-        return {"call_overhead_s": float(self.call_overhead_s)}
+        return {"call_overhead_s": float(self.call_overhead_s), "host_op_s": float(self.host_op_s),
+                "ops_per_layer": int(self.ops_per_layer)}
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any] | None) -> "StaticCostParams":
-        """From a profile's ``meta`` (its ``"static"`` section); defaults where absent."""
+        """From a profile's ``meta`` (its ``"static"`` section): the fitted call overhead (default where
+        absent); the host time per op is 0 unless the section states it — a profile's fitted decode op
+        already holds the host's time."""
         sec = (meta or {}).get("static") or {}
         if not isinstance(sec, dict):
             raise ConfigError("profile meta 'static' must be an object")
-        unknown = set(sec) - {"call_overhead_s"}
+        unknown = set(sec) - {"call_overhead_s", "host_op_s", "ops_per_layer"}
         if unknown:
             raise ConfigError(f"profile meta 'static': unknown field(s) {', '.join(sorted(unknown))}")
-        return cls(**sec)
+        return cls(**{"host_op_s": 0.0, **sec})

@@ -3,5 +3,6 @@ own options (``oppo-sim run --from-verl``, ``--from-openrlhf``), and write a pla
 back as that framework's settings (``oppo-sim plan --export verl|openrlhf``).
 
 Modules: ``translation`` (what the readers share), ``verl``, ``openrlhf`` (the readers), ``export`` (the
-writers), ``framework_args`` (the command line). Nothing is imported here: importing the package has no
+writers), ``framework_args`` (the command line), ``stages`` (a simulated run's steps in each framework's own
+stage timers). Nothing is imported here: importing the package has no
 side effects."""

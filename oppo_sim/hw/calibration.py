@@ -44,6 +44,7 @@ from oppo_sim.hw.hardware import (
     GPUSpec,
     Hardware,
     OpParams,
+    collective_latency,
 )
 
 __all__ = [
@@ -322,10 +323,16 @@ def with_transfer_seconds(hw: Hardware, op: str, transfer_bytes: float, bw: floa
                    params_source=f"{hw.params_source}; {op} from a measured time")
 
 
-def with_sync_seconds(hw: Hardware, transfer_bytes: float, link_bw: float, seconds: float) -> Hardware:
-    """``hw`` whose weight-sync op takes ``seconds`` to move ``transfer_bytes`` over ``link_bw`` (a measured
-    end-to-end sync; see :func:`with_transfer_seconds`)."""
-    return with_transfer_seconds(hw, "sync", transfer_bytes, link_bw, seconds)
+def with_sync_seconds(hw: Hardware, transfer_bytes: float, link_bw: float, seconds: float, tensors: int = 0) -> Hardware:
+    """``hw`` whose weight-sync op takes ``seconds`` to move ``transfer_bytes`` of ``tensors`` parameter tensors
+    over ``link_bw`` (a measured end-to-end sync on the NVLink path; see :func:`with_transfer_seconds`): the
+    per-tensor part ``oppo_sim.hw.sync`` charges comes off the measured time first (where that leaves nothing,
+    the sync is fitted to a bare transfer at full efficiency and predicts more than measured: the per-tensor
+    estimate is then too high for this machine)."""
+    from oppo_sim.hw.sync import SyncMechanism, per_tensor_seconds  # the sync's own rule: one place
+
+    fixed = tensors * per_tensor_seconds(hw, SyncMechanism.NVLINK)
+    return with_transfer_seconds(hw, "sync", transfer_bytes, link_bw, max(seconds - fixed, min(seconds, 1e-6)))
 
 
 def with_collective_seconds(hw: Hardware, nbytes: float, devices: int, seconds: float) -> Hardware:
@@ -334,7 +341,9 @@ def with_collective_seconds(hw: Hardware, nbytes: float, devices: int, seconds: 
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 2:
         raise ConfigError(f"with_collective_seconds: devices must be an integer >= 2, got {devices!r}")
     bus = 2.0 * (devices - 1) / devices * nbytes
-    return with_transfer_seconds(hw, "collective", bus, hw.gpu.link_bw, seconds)
+    # NCCL's per-hop latency (hardware.collective_latency at a zero base) stays; the base takes the rest
+    hops = collective_latency(replace(hw.params.collective, overhead_s=0.0), "all-reduce", devices)
+    return with_transfer_seconds(hw, "collective", bus, hw.gpu.link_bw, max(seconds - hops, min(seconds, 1e-9)))
 
 
 def with_collective_busbw(hw: Hardware, busbw: float, latency_s: float | None = None) -> Hardware:

@@ -25,7 +25,7 @@ recomputed forward's all-to-alls under full recomputation, and overlap of the al
 from __future__ import annotations
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds
+from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collective_latency, collective_seconds
 from oppo_sim.hw.model_spec import ModelSpec
 
 __all__ = ["check_expert_parallel", "decode_comm_coeffs", "expert_split", "train_alltoall_seconds"]
@@ -51,17 +51,19 @@ def alltoall_bytes_per_token(model: ModelSpec, ranks: int) -> float:
     return model.experts_per_token * model.hidden * model.dtype_bytes * (ranks - 1) / ranks
 
 
-def decode_comm_coeffs(model: ModelSpec, op: OpParams, tp: int, bw: float, expert_parallel: bool) -> tuple[float, float]:
-    """(fixed, per-token) seconds of one generation iteration's collectives on a ``tp``-GPU replica: two
-    all-reduces of ``tokens · hidden · dtype_bytes`` per layer; with expert parallelism a MoE layer keeps
-    one and adds a dispatch and a combine all-to-all (each GPU holding ``1 / tp`` of the tokens)."""
-    fixed = allreduce_seconds(op, 0.0, tp, bw)
-    per_token = allreduce_seconds(op, model.hidden * model.dtype_bytes, tp, bw) - fixed
+def decode_comm_coeffs(model: ModelSpec, op: OpParams, tp: int, bw: float, expert_parallel: bool,
+                       nodes: int = 1) -> tuple[float, float]:
+    """(fixed, per-token) seconds of one generation iteration's collectives on a ``tp``-GPU replica over
+    ``nodes`` nodes: two all-reduces of ``tokens · hidden · dtype_bytes`` per layer; with expert parallelism a
+    MoE layer keeps one and adds a dispatch and a combine all-to-all (each GPU holding ``1 / tp`` of the
+    tokens). Each call's latency grows with ``tp`` and the nodes (``hardware.collective_latency``)."""
+    fixed = allreduce_seconds(op, 0.0, tp, bw, nodes)
+    per_token = allreduce_seconds(op, model.hidden * model.dtype_bytes, tp, bw, nodes) - fixed
     if not (expert_parallel and model.moe) or tp == 1:
         return 2.0 * model.layers * fixed, 2.0 * model.layers * per_token
     reduces = 2 * model.layers - model.moe_layers
     a2a_per_token = alltoall_bytes_per_token(model, tp) / tp / (bw * op.eff_memory)
-    return (reduces * fixed + 2 * model.moe_layers * op.overhead_s,
+    return (reduces * fixed + 2 * model.moe_layers * collective_latency(op, "all-to-all", tp, nodes),
             reduces * per_token + 2 * model.moe_layers * a2a_per_token)
 
 

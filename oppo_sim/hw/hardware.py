@@ -20,10 +20,11 @@ Units — the one convention of the whole package:
   device reports them (``nvidia-smi --query-gpu=memory.total`` in MiB x ``MiB``): an "80GB" H100 holds
   81,559 MiB = 79.6 GiB = 85.5e9 B. Every printed memory figure is in GiB (``GiB`` = 2**30 B) and says
   "GiB".
-- **Collectives**: a ring all-reduce of ``S`` bytes over ``n`` GPUs costs
-  ``overhead_s + 2(n-1)/n * S / (bw * eff_memory)`` with the ``collective`` op's parameters (see
+- **Collectives**: a ring all-reduce of ``S`` bytes over ``n`` GPUs on ``N`` nodes costs
+  ``latency(n, N) + 2(n-1)/n * S / (bw * eff_memory)`` with the ``collective`` op's parameters (see
   :func:`allreduce_seconds`): each GPU sends and receives ``2(n-1)/n * S`` ("bus bytes", what nccl-tests'
-  busbw counts) over its one-direction ``bw``, at the calibrated fraction ``eff_memory`` of it.
+  busbw counts) over its one-direction ``bw``, at the calibrated fraction ``eff_memory`` of it. The latency
+  grows with the ranks and depends on the path (:func:`collective_latency`, NCCL's own latency model).
 
 Cost-model contract, shared with ``costmodel.py`` and ``calibration.py``::
 
@@ -62,6 +63,11 @@ __all__ = [
     "default_params",
     "default_params_source",
     "UNCALIBRATED",
+    "NCCL_HOP_S",
+    "NCCL_TREE_NET_HOP_S",
+    "COLLECTIVE_KINDS",
+    "collective_latency",
+    "nodes_spanned",
     "collective_seconds",
     "allreduce_seconds",
     "Hardware",
@@ -94,9 +100,11 @@ class OpParams:
             raise ConfigError(f"OpParams: overhead_s must be a finite number >= 0, got {v!r}")
 
 
-_DEFAULT_COLLECTIVE = OpParams(1.0, 0.8, 8e-6)
+_DEFAULT_COLLECTIVE = OpParams(1.0, 0.8, 6.6e-6)
 """NCCL reaches ~370 of NVLink 4's 450 GB/s each way on a ring (its protocol costs ~20%:
-NVIDIA/nccl-tests#212) -> eff_memory 0.8; 8 us per call, the scale of a small NVLink all-reduce."""
+NVIDIA/nccl-tests#212) -> eff_memory 0.8; ``overhead_s`` 6.6 us, NCCL's base latency of a ring call with
+its low-latency (LL) protocol (``baseLat``, ``src/graph/tuning.cc``), to which :func:`collective_latency`
+adds the per-step latency of each hop."""
 
 
 @dataclass(frozen=True)
@@ -146,20 +154,73 @@ def default_params(gpu_id: str) -> CostParams:
     return GPU_COST_PARAMS.get(str(gpu_id).strip().lower(), DEFAULT_COST_PARAMS)
 
 
-def collective_seconds(op: OpParams, bus_bytes: float, bw: float) -> float:
+NCCL_HOP_S: Mapping[str, float] = MappingProxyType({"nvlink": 0.6e-6, "network": 2.7e-6})
+"""Seconds one step of a ring adds to a collective's latency, by the path that step crosses: NCCL's
+``hwLat`` for the ring algorithm and the LL protocol (the one NCCL picks for the small, latency-bound
+messages where latency matters), NVLink 0.6 us, network 2.7 us (NVIDIA/nccl ``src/graph/tuning.cc``,
+unchanged from 2.12 to 2.2x). PCIe peer-to-peer (1.0 us there) is priced as NVLink."""
+
+NCCL_TREE_NET_HOP_S = 5.0e-6
+"""Seconds one network level of NCCL's tree algorithm adds (``hwLat`` NET, tree, LL)."""
+
+COLLECTIVE_KINDS: tuple[str, ...] = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "all-to-all")
+
+
+def nodes_spanned(ranks: int, domain: int) -> int:
+    """Nodes (scale-up domains of ``domain`` GPUs; 0: unbounded) a group of ``ranks`` consecutive GPUs spans."""
+    return 1 if domain <= 0 or ranks <= domain else -(-ranks // domain)
+
+
+def collective_latency(op: OpParams, kind: str, ranks: int, nodes: int = 1) -> float:
+    """Latency (seconds, no bytes) of one NCCL collective of ``kind`` over ``ranks`` GPUs on ``nodes`` nodes,
+    as NCCL's tuner models it (``src/graph/tuning.cc``: ``baseLat + steps x hwLat`` by path):
+
+    - ring: ``overhead_s`` (the base latency) plus one hop per step, ``2(n-1)`` steps for an all-reduce,
+      ``n-1`` for an all-gather, reduce-scatter or broadcast; of them ``2(N-1)`` (resp. ``N-1``) cross the
+      network (:data:`NCCL_HOP_S`), the rest NVLink — so the latency grows linearly with the ranks;
+    - tree (all-reduce across nodes): ``overhead_s + 2 ((n/N - 1) x NVLink hop + ceil(log2 N) x``
+      :data:`NCCL_TREE_NET_HOP_S` ``)`` — logarithmic in the nodes; NCCL picks the faster of the two at
+      small sizes, so an all-reduce takes the smaller;
+    - all-to-all (grouped point-to-point, every peer at once): the base latency plus one hop on the
+      slowest path.
+
+    0 on one rank. ``kind`` unknown or ``ranks``/``nodes`` not positive -> ``ConfigError``."""
+    if kind not in COLLECTIVE_KINDS:
+        raise ConfigError(f"unknown collective {kind!r}; known: {', '.join(COLLECTIVE_KINDS)}")
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1 or not isinstance(nodes, int) or nodes < 1:
+        raise ConfigError(f"collective_latency: ranks and nodes must be integers >= 1, got {ranks!r}, {nodes!r}")
+    if ranks == 1:
+        return 0.0
+    nodes = min(nodes, ranks)
+    nv, net = NCCL_HOP_S["nvlink"], NCCL_HOP_S["network"]
+    if kind == "all-to-all":
+        return op.overhead_s + (net if nodes > 1 else nv)
+    per = 2 if kind == "all-reduce" else 1
+    steps, inter = per * (ranks - 1), per * (nodes - 1)
+    ring = op.overhead_s + (steps - inter) * nv + inter * net
+    if kind != "all-reduce" or nodes == 1:
+        return ring
+    tree = op.overhead_s + 2.0 * ((ranks // nodes - 1) * nv + math.ceil(math.log2(nodes)) * NCCL_TREE_NET_HOP_S)
+    return min(ring, tree)
+
+
+def collective_seconds(op: OpParams, bus_bytes: float, bw: float, kind: str | None = None, ranks: int = 2,
+                       nodes: int = 1) -> float:
     """Seconds of one collective call in which each GPU sends (and receives) ``bus_bytes`` over links of
-    ``bw`` bytes/s each way, at the ``collective`` parameters ``op``: ``overhead_s + bus_bytes / (bw *
+    ``bw`` bytes/s each way, at the ``collective`` parameters ``op``: its latency plus ``bus_bytes / (bw *
     eff_memory)``. Bus bytes: ``2(n-1)/n`` of the buffer for an all-reduce, ``(n-1)/n`` for an all-gather
-    or a reduce-scatter over ``n`` GPUs."""
-    return op.overhead_s + bus_bytes / (bw * op.eff_memory)
+    or a reduce-scatter over ``n`` GPUs. The latency is :func:`collective_latency` of ``kind`` over
+    ``ranks`` GPUs on ``nodes`` nodes; without a ``kind``, the base latency ``overhead_s`` alone."""
+    lat = op.overhead_s if kind is None else collective_latency(op, kind, ranks, nodes)
+    return lat + bus_bytes / (bw * op.eff_memory)
 
 
-def allreduce_seconds(op: OpParams, nbytes: float, devices: int, bw: float) -> float:
-    """Seconds of one ring all-reduce of ``nbytes`` over ``devices`` GPUs (0 on one device):
-    ``overhead_s + 2(n-1)/n * nbytes / (bw * eff_memory)``."""
+def allreduce_seconds(op: OpParams, nbytes: float, devices: int, bw: float, nodes: int = 1) -> float:
+    """Seconds of one all-reduce of ``nbytes`` over ``devices`` GPUs on ``nodes`` nodes (0 on one device):
+    ``collective_latency(op, "all-reduce", n, N) + 2(n-1)/n * nbytes / (bw * eff_memory)``."""
     if devices <= 1:
         return 0.0
-    return collective_seconds(op, 2.0 * (devices - 1) / devices * nbytes, bw)
+    return collective_seconds(op, 2.0 * (devices - 1) / devices * nbytes, bw, "all-reduce", devices, nodes)
 
 
 UNCALIBRATED = "uncalibrated defaults"

@@ -230,6 +230,20 @@ class ModelSpec:
         return emb + self._backbone_params + head
 
     @cached_property
+    def param_tensors(self) -> int:
+        """Parameter tensors in the model's state dict (what a weight sync moves one by one): per layer q, k,
+        v, o, gate, up, down and two norms (+3 q/k/v biases, +2 q/k norms); MLA's attention has q_a, its
+        norm, q_b (or one q_proj), kv_a, its norm, kv_b and o; a MoE layer's MLP has the router (and its
+        score bias), gate/up/down of every routed expert, and of the shared experts (and their gate) — no
+        dense MLP; then the embedding, the final norm and an untied lm_head. Qwen3-30B-A3B: 18,867;
+        DeepSeek-V3: 45,395 (checked in ``tests/test_sync.py``)."""
+        attn = (5 + (2 if self.q_lora_rank else 0)) if self.mla else 4
+        per_layer = attn + 3 + 2 + (3 if self.qkv_bias else 0) + (2 if self.qk_norm else 0)
+        moe = 1 + (1 if self.router_bias else 0) + 3 * self.experts + (1 if self.shared_expert_gate else 0)
+        moe += 0 if self.shared_intermediate else -3  # the layer's 3 MLP tensors are the shared expert's, or none
+        return self.layers * per_layer + self.moe_layers * moe + 2 + (0 if self.tied_embeddings else 1)
+
+    @cached_property
     def params_scalar_head(self) -> int:
         """Same backbone with the vocab lm_head replaced by a 1-output value head (reward / critic)."""
         return self.vocab * self.hidden + self._backbone_params + self.hidden

@@ -30,20 +30,29 @@ returns, then the trainer moves its state):
   ``other`` phase alone (only activations, freed), this leg moves nothing and is not charged at all (no
   offload call), and a switch is the engine's leg alone.
 
-Cost of one switch, per device, with the ``sync`` op's calibrated efficiency and overhead (defaults 0.6
-and 50 ms; a switch is a bulk copy of weights between device and pinned host memory plus the framework's
-own work, which is what a weight sync measures end to end — no run measures a sleep separately, so it
-gets no op kind of its own) and ``host_bw`` the GPU's host link, one direction
-(:mod:`oppo_sim.hw.hardware`)::
+Cost, per device: each leg is a copy between device and host memory at the rate *measured* for the
+mechanism that makes it (:class:`HostCopy`, one rate per direction, plus a fixed cost per leg), not the
+link's datasheet figure::
 
-    switch = 2 * overhead_s + (engine_bytes + state_bytes) / (host_bw * eff)   (one overhead_s when state_bytes = 0)
+    sleep = engine_bytes / engine.to_host + state_bytes / state.from_host   (+ fixed_s per leg that moves)
+    wake  = engine_bytes / engine.from_host + state_bytes / state.to_host
     engine_bytes = generation weights per device (W / tp) at level 1, 0 at level 2
     state_bytes  = sum over the other phase's roles of weights + gradients + Adam, per device
 
-Going to sleep moves ``engine_bytes`` to the host and ``state_bytes`` from it; waking the reverse, so
-both switches cost the same and a step pays twice that. Nothing is charged where nothing takes turns:
-a pool that only generates, ``colocate="resident"``, or a policy under which generation and training
-run at the same time (``async``: the memory plan keeps everything resident there).
+The rates (:data:`PINNED_COPY`, :data:`MEMORY_SAVER_COPY`) are from one measurement on a PCIe Gen4 x16
+card (NVIDIA L20, fzyzcjy/torch_memory_saver#111): a plain pinned ``Tensor.copy_`` moves 24.43 GiB/s to
+the host and 23.54 GiB/s back — 0.82 and 0.79 of the link's 32 GB/s each way, the fractions kept here, so a
+PCIe Gen5 GPU copies twice as fast — while torch_memory_saver's CPU backup (what SGLang's
+``release_memory_occupation`` and slime use) moves 2.41 GiB/s on ``pause()`` and 5.32 GiB/s on ``resume()``,
+bound by the library's copy path rather than the link (absolute rates, capped by the pinned ones).
+vLLM's sleep mode backs weights up with a pinned copy (``CuMemAllocator``: ``pin_memory`` CPU tensors,
+``copy_``) and DeepSpeed's ``offload_states`` pins its buffers: both are :data:`PINNED_COPY`, the default
+for both legs (verl's FSDP offload copies with ``.to("cpu", non_blocking=True)`` into pageable memory,
+which can be slower: not modelled). Going to sleep and waking are priced separately; a step pays both
+(``step_s``), and :attr:`SleepWake.switch_s` is their mean, what a driver charging two equal switches uses.
+Nothing is charged where nothing takes turns: a pool that only generates, ``colocate="resident"``, or a
+policy under which generation and training run at the same time (``async``: the memory plan keeps
+everything resident there).
 """
 
 from __future__ import annotations
@@ -54,7 +63,8 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.hardware import GiB, Hardware
 from oppo_sim.hw.memory import GENERATE, OTHER, PoolMemory
 
-__all__ = ["SLEEP_LEVELS", "DEFAULT_SLEEP_LEVEL", "check_sleep_level", "SleepWake", "sleep_wake"]
+__all__ = ["SLEEP_LEVELS", "DEFAULT_SLEEP_LEVEL", "check_sleep_level", "HostCopy", "PINNED_COPY", "MEMORY_SAVER_COPY",
+           "SWITCH_FIXED_S", "SleepWake", "sleep_wake"]
 
 SLEEP_LEVELS: tuple[int, ...] = (1, 2)
 DEFAULT_SLEEP_LEVEL = 1
@@ -68,51 +78,117 @@ def check_sleep_level(level: object) -> int:
     return int(level)  # type: ignore[arg-type]
 
 
+SWITCH_FIXED_S = 0.05
+"""Fixed seconds per leg that moves bytes: the framework's calls around the copy (a Ray round trip, ``gc``
+and ``empty_cache``, unmapping or mapping the memory — "a few ms per GiB" with the backup off,
+torch_memory_saver#111). An order of magnitude, not a measurement."""
+
+
+@dataclass(frozen=True)
+class HostCopy:
+    """How fast a mechanism copies between device and host memory, each direction: a fraction of the GPU's
+    one-direction ``host_bw`` (``*_fraction``) or an absolute rate in bytes/s (``*_bps``, capped by the
+    pinned copy's), and a fixed cost per leg. ``source`` says where the numbers come from."""
+
+    name: str
+    source: str
+    to_host_fraction: float | None = None
+    from_host_fraction: float | None = None
+    to_host_bps: float | None = None
+    from_host_bps: float | None = None
+    fixed_s: float = SWITCH_FIXED_S
+
+    def __post_init__(self) -> None:
+        for d in ("to_host", "from_host"):
+            frac, bps = getattr(self, f"{d}_fraction"), getattr(self, f"{d}_bps")
+            if (frac is None) == (bps is None):
+                raise ConfigError(f"host copy '{self.name}': give exactly one of {d}_fraction and {d}_bps")
+            if frac is not None and not 0 < frac <= 1 or bps is not None and not bps > 0:
+                raise ConfigError(f"host copy '{self.name}': {d} rate must be a fraction in (0, 1] or bytes/s > 0")
+        if not self.fixed_s >= 0:
+            raise ConfigError(f"host copy '{self.name}': fixed_s must be >= 0, got {self.fixed_s!r}")
+
+    def rate(self, direction: str, host_bw: float) -> float:
+        """Bytes/s of this copy ``to_host`` or ``from_host`` over a link of ``host_bw`` bytes/s each way."""
+        frac, bps = getattr(self, f"{direction}_fraction"), getattr(self, f"{direction}_bps")
+        pinned = getattr(PINNED_COPY, f"{direction}_fraction") * host_bw
+        return frac * host_bw if frac is not None else min(bps, pinned)
+
+
+PINNED_COPY = HostCopy(
+    "pinned copy", "a plain pinned Tensor.copy_ of 4 GiB on an L20 (PCIe Gen4 x16): 24.43 GiB/s to the host, 23.54 "
+    "GiB/s back (fzyzcjy/torch_memory_saver#111), 0.82 and 0.79 of 32 GB/s",
+    to_host_fraction=24.43 * GiB / 32e9, from_host_fraction=23.54 * GiB / 32e9)
+"""vLLM sleep mode's CPU backup of the weights and DeepSpeed ``offload_states``: a pinned copy."""
+
+MEMORY_SAVER_COPY = HostCopy(
+    "torch_memory_saver CPU backup", "pause() 2.41 GiB/s, resume() 5.32 GiB/s on the same L20 "
+    "(fzyzcjy/torch_memory_saver#111)", to_host_bps=2.41 * GiB, from_host_bps=5.32 * GiB)
+"""SGLang's ``release_memory_occupation`` / ``resume_memory_occupation`` with the CPU backup on."""
+
+
 @dataclass(frozen=True)
 class SleepWake:
-    """The switches of one pool whose generation engine sleeps: bytes per device of each leg and the
-    link they cross. ``switch_s`` is one switch (sleep or wake); ``step_s`` the two a step makes."""
+    """The switches of one pool whose generation engine sleeps: bytes per device of each leg, the GPU's host
+    link and the copy mechanism of each leg. ``sleep_s`` / ``wake_s`` are the two switches, ``step_s``
+    their sum (a step makes both), ``switch_s`` their mean."""
 
     pool: str
     level: int
     engine_bytes: float  # the engine's weights per device, each way (0 at level 2)
     state_bytes: float  # the other phase's weights + gradients + Adam per device, each way
     host_bw: float  # bytes/s per GPU, one direction
-    eff: float  # the sync op's eff_memory
-    overhead_s: float  # the sync op's overhead, once per leg
+    engine_copy: HostCopy = PINNED_COPY
+    state_copy: HostCopy = PINNED_COPY
+
+    def _leg(self, nbytes: float, copy: HostCopy, direction: str) -> float:
+        return copy.fixed_s + nbytes / copy.rate(direction, self.host_bw) if nbytes > 0 else 0.0
 
     def legs(self) -> dict[str, float]:
-        """Seconds of each leg of one switch (they add up to :attr:`switch_s`)."""
-        bw = self.host_bw * self.eff
-        state = self.overhead_s + self.state_bytes / bw if self.state_bytes > 0 else 0.0  # nothing offloaded: no call
-        return {"engine": self.overhead_s + self.engine_bytes / bw, "state": state}
+        """Seconds of each leg of a step (they add up to :attr:`step_s`); a leg that moves nothing costs 0."""
+        level2 = self.level == 2  # the engine's call still runs (its fixed cost), moving no bytes
+        engine_sleep = self._leg(self.engine_bytes, self.engine_copy, "to_host") or (self.engine_copy.fixed_s if level2 else 0.0)
+        engine_wake = self._leg(self.engine_bytes, self.engine_copy, "from_host") or (self.engine_copy.fixed_s if level2 else 0.0)
+        return {"sleep_engine": engine_sleep, "sleep_state": self._leg(self.state_bytes, self.state_copy, "from_host"),
+                "wake_engine": engine_wake, "wake_state": self._leg(self.state_bytes, self.state_copy, "to_host")}
 
     @property
-    def switch_s(self) -> float:
-        return sum(self.legs().values())
+    def sleep_s(self) -> float:
+        legs = self.legs()
+        return legs["sleep_engine"] + legs["sleep_state"]
+
+    @property
+    def wake_s(self) -> float:
+        legs = self.legs()
+        return legs["wake_engine"] + legs["wake_state"]
 
     @property
     def step_s(self) -> float:
         """Sleep after generation plus wake before the next generation."""
-        return 2.0 * self.switch_s
+        return self.sleep_s + self.wake_s
+
+    @property
+    def switch_s(self) -> float:
+        """The mean of the two switches (a driver that charges two equal switches charges ``step_s``)."""
+        return self.step_s / 2.0
 
     def describe(self) -> str:
         return (f"pool '{self.pool}' sleeps (vLLM level {self.level}): {self.engine_bytes / GiB:.1f} GiB engine weights + "
-                f"{self.state_bytes / GiB:.1f} GiB other-phase state per GPU each way over {self.host_bw / 1e9:.0f} GB/s, "
-                f"{self.step_s:.2f} s a step")
+                f"{self.state_bytes / GiB:.1f} GiB other-phase state per GPU each way ({self.engine_copy.name}, host "
+                f"link {self.host_bw / 1e9:.0f} GB/s), {self.step_s:.2f} s a step")
 
 
-def sleep_wake(pool: PoolMemory, hw: Hardware, level: int) -> SleepWake | None:
+def sleep_wake(pool: PoolMemory, hw: Hardware, level: int, engine_copy: HostCopy = PINNED_COPY) -> SleepWake | None:
     """The switches of ``pool`` under the memory plan's phases, or None where nothing takes turns (no role
-    held only while generating): the one rule of what sleep and wake charge."""
+    held only while generating): the one rule of what sleep and wake charge. ``engine_copy``: how the
+    engine backs its weights up (vLLM's pinned copy; :data:`MEMORY_SAVER_COPY` for torch_memory_saver)."""
     level = check_sleep_level(level)
     engine = [r for r in pool.roles if r.phase == GENERATE]
     if not engine:
         return None
-    op = hw.params.sync
     return SleepWake(
         pool.pool, level,
         engine_bytes=sum(r.weights for r in engine) if level == 1 else 0.0,
         state_bytes=sum(r.weights + r.grads + r.optimizer for r in pool.roles if r.phase == OTHER),
-        host_bw=hw.gpu.host_bw, eff=op.eff_memory, overhead_s=op.overhead_s,
+        host_bw=hw.gpu.host_bw, engine_copy=engine_copy,
     )

@@ -17,15 +17,24 @@ its share is the same whether the replica slices or shards the experts). RLHF fr
   by tensor (a state dict handed over by RPC or a file, as simple integrations and engine "refit" APIs
   taking host tensors do).
 
-Cost, with ``eff`` and ``overhead_s`` the calibrated ``sync`` parameters (defaults 0.6 and 50 ms) and
-every bandwidth one direction per GPU (``oppo_sim.hw.hardware``'s convention: H100 NVLink 450e9 B/s)::
+Cost, with ``eff`` and ``overhead_s`` the calibrated ``sync`` parameters (defaults 0.6 and 50 ms), every
+bandwidth one direction per GPU (``oppo_sim.hw.hardware``'s convention: H100 NVLink 450e9 B/s) and ``T`` the
+model's parameter tensors (:attr:`ModelSpec.param_tensors`: 339 for a 7B Qwen2.5, 18,867 for Qwen3-30B-A3B,
+45,395 for DeepSeek-V3)::
 
-    nvlink:   overhead_s + (W / tp) / (link_bw * eff)
-    network:  overhead_s + (W / tp) / (net_bw * eff)
-    host:     overhead_s + W / (host_bw * eff) + (W / tp) / (host_bw * eff) + tensors * HOST_PER_TENSOR_S
+    nvlink:   overhead_s + (W / tp) / (link_bw * eff) + T * (SYNC_PER_TENSOR_S + latency of one NCCL call, NVLink)
+    network:  overhead_s + (W / tp) / (net_bw * eff)  + T * (SYNC_PER_TENSOR_S + latency of one NCCL call, network)
+    host:     overhead_s + W / (host_bw * eff) + (W / tp) / (host_bw * eff) + T * HOST_PER_TENSOR_S
 
-Bucketed broadcasts pipeline their buckets, so the per-bucket latency (tens of microseconds) hides under
-the transfer and is not counted; the host path pays a fixed cost per parameter tensor.
+Every framework moves the weights **tensor by tensor**, even over NCCL: OpenRLHF gathers each ZeRO-3
+parameter and broadcasts it to the engines one ``named_parameters()`` entry at a time, each with a Ray call
+to the engines (``openrlhf/trainer/ray/ppo_actor.py`` ``_broadcast_to_vllm`` at dbdd43b0); verl's trainer
+exports a generator of full tensors (``get_per_tensor_param``, ``verl/checkpoint_engine/base.py`` at
+b178a3cd) that vLLM's ``load_weights`` consumes one by one; NeMo RL packs tensors into buffers for the
+transfer but vLLM still loads them one by one. So a sync pays, per tensor, a Python iteration and the
+engine's weight loader (name lookup, the TP slice, the copy) — :data:`SYNC_PER_TENSOR_S` — and the latency of
+the collective it waits for (:func:`oppo_sim.hw.hardware.collective_latency` of a two-party call on the
+sync's path). The transfer itself is bandwidth-bound and counted once.
 
 The sync keeps its own efficiency rather than the ``collective`` one the all-reduces inside a pool use:
 a sync is measured end to end (``oppo-real``'s ``weight_sync_s``, fitted by
@@ -35,7 +44,7 @@ the engine, so its fraction of the link is its own; both are fractions of the sa
 What makes a sync slow, in this model — and what separates Baidu's 15-minute parameter sync from its
 20-second "refit" (a 10B model on 16 x A100 with TRT-LLM generators): (1) funnelling the whole model
 through one rank's host link instead of every GPU sending over its own link in parallel; (2) a fixed
-cost per tensor instead of a few large buckets; (3) the path's bandwidth (PCIe or a NIC instead of
+cost per tensor of milliseconds (a host round trip each) instead of a fraction of one; (3) the path's bandwidth (PCIe or a NIC instead of
 NVLink). Baidu's slow path also rebuilt the TRT-LLM engine from a saved checkpoint (a disk round trip
 and an engine compile, minutes of work this module does not model); the refit kept the built engine
 and replaced its weights from host memory, which is this module's ``host`` path: for ~20 GB of weights
@@ -50,15 +59,26 @@ from dataclasses import dataclass
 from enum import Enum
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import Hardware
+from oppo_sim.hw.hardware import Hardware, collective_latency
 from oppo_sim.hw.models import ModelSpec
 
-__all__ = ["SyncMechanism", "SYNC_MECHANISMS", "HOST_PER_TENSOR_S", "SyncPlan", "param_tensors", "sync_legs", "sync_seconds"]
+__all__ = ["SyncMechanism", "SYNC_MECHANISMS", "HOST_PER_TENSOR_S", "SYNC_PER_TENSOR_S", "SyncPlan", "param_tensors",
+           "per_tensor_seconds", "sync_legs", "sync_seconds"]
 
 HOST_PER_TENSOR_S = 2e-3
 """Fixed seconds per parameter tensor on the host path: a Python-level call per tensor, its
 serialisation, and a synchronising copy from pageable host memory into the engine's buffer. An order of
 magnitude, not a measurement; ``oppo-real``'s measured ``weight_sync_s`` is what a calibration fits."""
+
+SYNC_PER_TENSOR_S = 1.5e-4
+"""Fixed host seconds per parameter tensor on the NCCL paths (``nvlink``, ``network``), beyond the collective's
+own latency: one Python iteration of the framework's per-tensor loop (~20 us: the name, the dtype/shape
+message, the gathered tensor's view), the engine's ``load_weights`` for it (~50-100 us: the name -> parameter
+lookup, the weight loader's tensor-parallel ``narrow`` and ``copy_``, a few kernel launches of ~5-10 us of
+host time each) and the trainer-side export of the full tensor (FSDP ``full_tensor()`` / DeepSpeed's
+``GatheredParameters`` bookkeeping, ~30 us). A first-principles estimate (no sync in this repository is
+measured per tensor on a GPU), not fitted to any published time; a calibration of ``weight_sync_s``
+absorbs what it misses."""
 
 
 class SyncMechanism(str, Enum):
@@ -93,15 +113,9 @@ class SyncPlan:
 
 
 def param_tensors(model: ModelSpec) -> int:
-    """Parameter tensors in the model's state dict: per layer q, k, v, o, gate, up, down and two norms (+3
-    q/k/v biases, +2 q/k norms); then the embedding, the final norm and an untied lm_head. MLA's attention
-    has q_a, its norm, q_b (or one q_proj), kv_a, its norm, kv_b and o; a MoE layer's MLP has the router
-    (and its bias), gate/up/down of every routed expert, and of the shared experts (and their gate)."""
-    attn = (5 + (2 if model.q_lora_rank else 0)) if model.mla else 4
-    per_layer = attn + 3 + 2 + (3 if model.qkv_bias else 0) + (2 if model.qk_norm else 0)
-    moe = 1 + (1 if model.router_bias else 0) + 3 * model.experts + (1 if model.shared_expert_gate else 0)
-    moe += 0 if model.shared_intermediate else -3  # the dense MLP's 3 tensors are the shared expert's, or none
-    return model.layers * per_layer + model.moe_layers * moe + 2 + (0 if model.tied_embeddings else 1)
+    """Parameter tensors in ``model``'s state dict: :attr:`ModelSpec.param_tensors` (kept as a function for
+    the callers that take one)."""
+    return model.param_tensors
 
 
 def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> dict[str, float]:
@@ -117,13 +131,19 @@ def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> dict[str, float
     else:
         legs["to_host"] = w / (g.host_bw * op.eff_memory)  # whole model through one rank's host link
         legs["from_host"] = share / (g.host_bw * op.eff_memory)  # every generator GPU over its own link
-        legs["per_tensor"] = param_tensors(model) * HOST_PER_TENSOR_S
+    legs["per_tensor"] = model.param_tensors * per_tensor_seconds(hw, plan.mechanism)
     return legs
+
+
+def per_tensor_seconds(hw: Hardware, mechanism: SyncMechanism) -> float:
+    """Fixed seconds per parameter tensor of a sync along ``mechanism``: :data:`SYNC_PER_TENSOR_S` plus one
+    two-party NCCL call's latency on the NVLink or network path; :data:`HOST_PER_TENSOR_S` on the host path."""
+    if mechanism is SyncMechanism.HOST:
+        return HOST_PER_TENSOR_S
+    nodes = 2 if mechanism is SyncMechanism.NETWORK else 1
+    return SYNC_PER_TENSOR_S + collective_latency(hw.params.collective, "broadcast", 2, nodes)
 
 
 def sync_seconds(model: ModelSpec, hw: Hardware, plan: SyncPlan = SyncPlan()) -> float:
     """Seconds to push ``model``'s weights into the generation engines along ``plan``."""
-    legs = sync_legs(model, hw, plan)
-    if plan.mechanism is not SyncMechanism.HOST:
-        return legs["overhead"] + legs["transfer"]  # the historical formula, to the last bit
-    return sum(legs.values())
+    return sum(sync_legs(model, hw, plan).values())

@@ -28,7 +28,7 @@ Every timing comes from the cost model via the device pools.
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -52,7 +52,7 @@ from oppo_sim.core.protocol import (
     Train,
 )
 from oppo_sim.core.stepmachine import StepMachine
-from oppo_sim.engine.factory import make_engine
+from oppo_sim.engine.factory import EngineKind, make_engine
 from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Req, kv_blocks_for
 from oppo_sim.engine.static import StaticEngineCore
 from oppo_sim.hw.costmodel import CostModel, train_jobs
@@ -152,8 +152,10 @@ class Pipeline:
         if cfg.colocate == "resident" or not cfg.offload_train_state:  # training state stays: the engine gets what it leaves
             blocks = min(blocks, generation_kv_blocks(cfg, self.memory))
         dc = cost.decode(model, tp, cfg.engine.enable_expert_parallel)
+        zero3 = cfg.engine_kind == EngineKind.STATIC and name == cfg.placement.train and self.memory.train.zero_stage == 3
+        static_cost = replace(cfg.static_cost, gather_s=cost.param_gather(model.weight_bytes(), pool.n)) if zero3 else cfg.static_cost
         self.replicas = [
-            GenReplica(self.env, i, make_engine(cfg.engine_kind, dc, cfg.engine, blocks, cfg.static, cfg.static_cost), pool,
+            GenReplica(self.env, i, make_engine(cfg.engine_kind, dc, cfg.engine, blocks, cfg.static, static_cost), pool,
                        tuple(range(i * tp, (i + 1) * tp)), self._on_gen)
             for i in range(pool.n // tp)
         ]
