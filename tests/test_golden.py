@@ -42,10 +42,19 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # -- baseline/oppo/partial-rollout ZeRO-2 without recomputation, inter (8B on A100-80GB) ZeRO-2 with full
 # recomputation (without it 103.4 GiB > 72 usable, 108.6 with every token's logits), async ZeRO-3 without --
 # only the headroom (main 18.8 -> 24.9 GiB in the paper's setup), which no golden number reads.
+#
+# All five moved when training started waiting for its slowest data-parallel rank (oppo_sim.hw.trainer_cost:
+# each optimizer step's compute is the largest rank's FLOPs, the step's sequences dealt as verl's default
+# balance_batch deals them -- equal counts balanced by tokens -- instead of FLOPs / devices) and the trainer's
+# fixed cost became per micro-batch and per optimizer step (was per optimizer step). On this long-tailed
+# trace the balanced ranks still differ (16 sequences per rank over 7 H200s for B = 112): training per step
+# 12.83 -> 13.86 s (baseline), 11.88 -> 12.83 (oppo), 52.02 -> 56.12 (inter), 6.29 -> 6.83
+# (partial-rollout), 29.22 -> 29.91 (async); step time +1.43%, +2.90%, +3.93%, +1.80%, +0.21%.
+# Generation is unchanged (same iteration counts).
 GOLDEN = [
     # baseline +2.0265 s (+2.89%, 70.2115 -> 72.2380 s): the sleep hides under the reward and reference
     # scoring of the whole batch on the score GPU; the wake does not.
-    ("baseline", SimConfig(steps=5), 72.23797296378119, {"main": 0.5847180780115385, "score": 0.07192283904819569}, 112106),
+    ("baseline", SimConfig(steps=5), 73.2695176214444, {"main": 0.5905647365123436, "score": 0.07091025396789727}, 112106),
     # oppo and inter moved (+0.046% / +0.089% step time, 28.2903 -> 28.3033 s and 86.6171 -> 86.6948 s) when
     # the step machine made three rules one for simulator and executor: the deferral order (paused, then
     # unfinished in launch order; was per replica, running then waiting), generation stops without
@@ -53,23 +62,23 @@ GOLDEN = [
     # step is planned after its staleness gate (a synchronous step's plan sees the step before it).
     # oppo +4.0529 s (+14.14%, 28.6673 -> 32.7202 s): it has streamed to the score GPU already, so nothing there
     # hides the sleep: both switches are exposed.
-    ("oppo", SimConfig(steps=5), 32.72021340108221, {"main": 0.9823551611731174, "score": 0.16884045222576127}, 69542),
+    ("oppo", SimConfig(steps=5), 33.66793781640818, {"main": 0.9828518486938059, "score": 0.16408773408360505}, 69542),
     # inter and async moved when the memory check started choosing the trainer's setting: 8B actor + 8B critic
     # on 7 x A100-80GB with sequences up to 8,892 tokens fit only with ZeRO-3 and full recomputation (+14.9%
     # step time: one more forward per training pass); 7B + 7B on the 3-GPU training pool of the
     # disaggregated placement needs full recomputation (+3.0%; async hides most of it): 86.6948 -> 99.6462 s
     # and 58.7321 -> 60.5023 s. Generation is unchanged (same iteration counts).
     # inter +4.1730 s (+4.17%, 100.0459 -> 104.2189 s): the A100's PCIe 4 link, one switch exposed (the wake).
-    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 104.21892396293565,
-     {"main": 0.8945874367415761, "score": 0.15607195394216947}, 69862),
+    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 108.31288401201076,
+     {"main": 0.8985717718147954, "score": 0.15017281876495936}, 69862),
     # partial-rollout +2.1128 s (+7.49%, 28.2161 -> 30.3289 s): the wake, and 0.09 s of the sleep the scoring of
     # its smaller batch (B=64) leaves exposed.
-    ("partial-rollout", SimConfig(steps=5, batch=64), 30.328853951342843, {"main": 0.7353218068027882, "score": 0.0796799427026552}, 52437),
+    ("partial-rollout", SimConfig(steps=5, batch=64), 30.87370985625112, {"main": 0.7399928190373207, "score": 0.07827375965933348}, 52437),
     # async moved again (+0.3%, 60.5023 -> 60.6821 s) when the simulated engine started resetting its prefix
     # cache at each weight sync, as the real vLLM executor does: the requests generating while the new weights
     # arrive are recomputed. (The other goldens generate nothing during a sync: unchanged.)
-    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.02540882447786,
-     {"gen": 0.5603389663874504, "train": 0.5245472691451488, "score": 0.08802243315403087}, 85488),
+    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.151687812707905,
+     {"gen": 0.559171572818072, "train": 0.5350424889484361, "score": 0.08783451993952661}, 85488),
 ]
 
 

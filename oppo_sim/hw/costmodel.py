@@ -37,14 +37,14 @@ from functools import cached_property
 import numpy as np
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.expert_parallel import decode_comm_coeffs, expert_split, train_alltoall_seconds
+from oppo_sim.hw.expert_parallel import decode_comm_coeffs
 from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds
 from oppo_sim.hw.memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.hw.sync import SyncPlan, sync_seconds
+from oppo_sim.hw.trainer_cost import OPTIMIZER_BYTES_PER_PARAM, fsdp_train_seconds, megatron_train_seconds
+from oppo_sim.hw.trainer_layout import TrainerLayout
 
-OPTIMIZER_BYTES_PER_PARAM = 16
-"""Adam in mixed precision touches ~16 bytes per parameter per optimizer step (fp32 master, m, v, grad)."""
 
 
 def _roofline(op: OpParams, flops: float, nbytes: float, devices: int, hw: Hardware) -> float:
@@ -193,12 +193,17 @@ class CostModel:
     expert_parallel: int = 1  # training: a MoE model's experts sharded over this many ranks (Megatron's EP)
     domain: int = 0  # GPUs per scale-up domain (gpu_table.domain_gpus); 0: unbounded. A tensor-parallel
     #                  generation group larger than it runs its all-reduces at net_bw (a ring at its slowest link)
+    layout: TrainerLayout = TrainerLayout()  # the trainer's backend and parallelism (oppo_sim.hw.trainer_cost)
+    micro_batch_tokens: int | None = None  # the trainer's micro-batch, packed (TrainMemoryConfig's; None: one longest sequence)
+    sequence_parallel: int = 1  # fsdp: Ulysses sequence parallelism of the trainer (TrainMemoryConfig's)
 
     def __post_init__(self) -> None:
         if isinstance(self.zero_stage, bool) or self.zero_stage not in ZERO_STAGES:
             raise ConfigError(f"CostModel: zero_stage must be one of 0, 1, 2, 3, got {self.zero_stage!r}")
         if self.recompute not in RECOMPUTE_MODES:
             raise ConfigError(f"CostModel: recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}")
+        if not isinstance(self.layout, TrainerLayout):
+            raise ConfigError(f"CostModel: layout must be a TrainerLayout, got {type(self.layout).__name__}")
         if not isinstance(self.sync, SyncPlan):
             raise ConfigError(f"CostModel: sync must be a SyncPlan, got {type(self.sync).__name__}")
 
@@ -247,27 +252,12 @@ class CostModel:
     def train(
         self, model: ModelSpec, devices: int, seq_tokens: np.ndarray, minibatches: int, scalar_head: bool = False
     ) -> float:
-        """Seconds for one PPO epoch: forward+backward over the sequences in ``minibatches`` optimizer steps
-        (data parallel over ``devices`` with sharded optimizer state and a gradient all-reduce per step).
-        A MoE model under expert parallelism reads ``1 / ep`` of the expert weights per device, all-reduces
-        the expert gradients over ``devices / ep`` ranks and pays its all-to-alls
-        (``oppo_sim.hw.expert_parallel``)."""
-        op = self.hw.params.train
-        flops = self.train_flops(model, seq_tokens, scalar_head) + self.recompute_flops(model, seq_tokens, scalar_head)
-        w = model.weight_bytes(scalar_head=scalar_head)
-        params = model.params_scalar_head if scalar_head else model.params
-        ep = self.expert_parallel if model.moe else 1
-        if ep == 1:
-            nbytes = minibatches * (3.0 * w * devices + OPTIMIZER_BYTES_PER_PARAM * params)
-            t = _roofline(op, flops, nbytes, devices, self.hw) + (minibatches - 1) * op.overhead_s
-            return t + minibatches * self.gradient_sync(w, devices)
-        shared, experts = (x * model.dtype_bytes for x in expert_split(model, params, ep))
-        nbytes = minibatches * (3.0 * (shared + experts) * devices + OPTIMIZER_BYTES_PER_PARAM * params)
-        t = _roofline(op, flops, nbytes, devices, self.hw) + (minibatches - 1) * op.overhead_s
-        sync = self.gradient_sync(shared, devices) + self.gradient_sync(experts, devices // ep)
-        bw = self.hw.gpu.net_bw if self.cross_node else self.hw.gpu.link_bw
-        tokens = float(np.sum(seq_tokens)) / devices
-        return t + minibatches * sync + train_alltoall_seconds(model, self.hw, ep, tokens, minibatches, bw)
+        """Seconds for one PPO epoch: forward+backward over the sequences in ``minibatches`` optimizer steps,
+        as the trainer's backend (``layout``) runs it on the slowest data-parallel rank of each step
+        (``oppo_sim.hw.trainer_cost``)."""
+        if self.layout.megatron:
+            return megatron_train_seconds(self, model, devices, seq_tokens, minibatches, scalar_head)
+        return fsdp_train_seconds(self, model, devices, seq_tokens, minibatches, scalar_head)
 
     def gradient_sync(self, weight_bytes: float, devices: int) -> float:
         """Seconds of one optimizer step's collectives over ``devices`` data-parallel ranks: the gradient

@@ -111,6 +111,7 @@ class SimConfig:
         if not isinstance(self.trainer, TrainerLayout):
             raise ConfigError(f"trainer must be a TrainerLayout, got {type(self.trainer).__name__}")
         self.trainer.check_devices(self.placement.pool(self.placement.train).devices)
+        self.trainer.check_experts(self.placement.pool(self.placement.train).devices, self.expert_parallel)
         if self.engine.enable_expert_parallel and not actor.moe:
             raise ConfigError(f"expert parallelism (--ep) needs a mixture-of-experts model; '{actor.id}' is dense")
 

@@ -65,6 +65,7 @@ from oppo_sim.hw.memory import (
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.hw.sleepwake import SleepWake, sleep_wake
 from oppo_sim.hw.sync import SyncMechanism, SyncPlan
+from oppo_sim.hw.trainer_memory import megatron_activation_bytes, megatron_state_bytes, micro_batches_bound
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, Trace
 
@@ -96,8 +97,10 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
         raise ConfigError(f"sequence parallelism {sp} does not divide the {devices} training devices")
     tokens = max(train.micro_batch_tokens or seq, seq)  # packed sequences; a sequence is never split
     resp_in = min(tokens, resp * math.ceil(tokens / seq))
-    weights = grads = optimizer = act = 0.0
     ep = cfg.expert_parallel
+    if cfg.trainer.megatron:
+        return _megatron_train_role(cfg, devices, train, seq, tokens, resp_in, phase)
+    weights = grads = optimizer = act = 0.0
     for _, model, scalar in cfg.trained():
         shared, experts = expert_split(model, model.params_scalar_head if scalar else model.params, ep if model.moe else 1)
         for s in (state_bytes(shared, devices, z), state_bytes(experts, devices // ep, z)):
@@ -112,6 +115,27 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     )
 
 
+def _megatron_train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int, tokens: int, resp_in: int,
+                         phase: str) -> RoleMemory:
+    """The trainer's role under Megatron (:mod:`oppo_sim.hw.trainer_memory`): the largest stage's state per
+    rank, and its in-flight micro-batches' activations (at most one sequence per micro-batch per step's share)."""
+    lay, ep, rc = cfg.trainer, cfg.expert_parallel, train.recompute
+    m = micro_batches_bound(cfg.sequences, cfg.minibatches, lay.data_parallel(devices))
+    weights = grads = optimizer = act = 0.0
+    for _, model, scalar in cfg.trained():
+        st = megatron_state_bytes(model, lay, ep, devices, scalar)
+        weights, grads, optimizer = weights + st.weights, grads + st.grads, optimizer + st.optimizer
+        act = max(act, megatron_activation_bytes(model, lay, tokens, seq, rc, m, train.flash_attention, scalar, resp_in,
+                                                 train.full_logits))
+    label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
+    return RoleMemory(
+        "train", label, phase, weights=weights, grads=grads, optimizer=optimizer, activations=act,
+        note=f"{lay.label()}" + (f" ep{ep}" if ep > 1 else "") + f" over {devices} devices (dp {lay.data_parallel(devices)}"
+        + (", distributed optimizer" if lay.distributed_optimizer else "") + f"), recompute {rc}"
+        + (", full logits" if train.full_logits else ""),
+    )
+
+
 FROZEN_ROLES: tuple[str, ...] = ("reward", "reference")
 
 
@@ -120,10 +144,20 @@ def frozen_shards(cfg: SimConfig, role: str, zero_stage: int) -> int:
     all of its pool's where that pool trains and the trainer runs ZeRO-3 — verl's reference and reward workers are FSDP-wrapped
     over the colocated worker group, OpenRLHF's run as DeepSpeed ZeRO-3 inference engines under
     ``--zero_stage 3`` — else 1: a full copy on every device (data parallel; the paper placement's score
-    GPU). Sharded weights are all-gathered for each forward (``CostModel.param_gather``)."""
+    GPU). Sharded weights are all-gathered for each forward (``CostModel.param_gather``). Under a Megatron
+    trainer a frozen model on its pool holds its ``tp · pp`` shard (NeMo RL's and verl's Megatron reference
+    runs with the policy's parallelism) and moves activations, never weights (:func:`frozen_gathers`)."""
     pl = cfg.placement
     pool = pl.pool_of(role)
+    if cfg.trainer.megatron:
+        return cfg.trainer.tp * cfg.trainer.pp if role in FROZEN_ROLES and pool == pl.train else 1
     return pl.pool(pool).devices if role in FROZEN_ROLES and pool == pl.train and zero_stage == 3 else 1
+
+
+def frozen_gathers(cfg: SimConfig) -> bool:
+    """Whether a sharded frozen model (:func:`frozen_shards` > 1) all-gathers its weights for each forward:
+    under FSDP / ZeRO-3, yes; under Megatron, never (its shard computes, activations move)."""
+    return not cfg.trainer.megatron
 
 
 def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int, resp: int) -> PoolMemory:
@@ -324,6 +358,7 @@ def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
     t, plan, domains, block = report.train, sync_plan(cfg), pool_domains(cfg), domain_block(cfg)
     return {
         p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan,
-                          cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel, domain=block)
+                          cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel, domain=block,
+                          layout=cfg.trainer, micro_batch_tokens=t.micro_batch_tokens, sequence_parallel=t.sequence_parallel)
         for p in cfg.placement.pools
     }
