@@ -50,11 +50,14 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # trace the balanced ranks still differ (16 sequences per rank over 7 H200s for B = 112): training per step
 # 12.83 -> 13.86 s (baseline), 11.88 -> 12.83 (oppo), 52.02 -> 56.12 (inter), 6.29 -> 6.83
 # (partial-rollout), 29.22 -> 29.91 (async); step time +1.43%, +2.90%, +3.93%, +1.80%, +0.21%.
-# Generation is unchanged (same iteration counts).
+# Generation is unchanged (same iteration counts). Then the forward-only passes (log-probs, values, reference,
+# reward) were dealt to the pool's data-parallel ranks the same way, up to scorer_max_tokens on each rank per
+# forward (was per pool), and timed on the slowest: oppo +0.14% and partial-rollout +0.02% step time (their
+# streamed forwards of a few sequences over main's 7 devices), the others only in main's utilization.
 GOLDEN = [
     # baseline +2.0265 s (+2.89%, 70.2115 -> 72.2380 s): the sleep hides under the reward and reference
     # scoring of the whole batch on the score GPU; the wake does not.
-    ("baseline", SimConfig(steps=5), 73.2695176214444, {"main": 0.5905647365123436, "score": 0.07091025396789727}, 112106),
+    ("baseline", SimConfig(steps=5), 73.2695176214444, {"main": 0.591270759711781, "score": 0.07091025396789727}, 112106),
     # oppo and inter moved (+0.046% / +0.089% step time, 28.2903 -> 28.3033 s and 86.6171 -> 86.6948 s) when
     # the step machine made three rules one for simulator and executor: the deferral order (paused, then
     # unfinished in launch order; was per replica, running then waiting), generation stops without
@@ -62,7 +65,7 @@ GOLDEN = [
     # step is planned after its staleness gate (a synchronous step's plan sees the step before it).
     # oppo +4.0529 s (+14.14%, 28.6673 -> 32.7202 s): it has streamed to the score GPU already, so nothing there
     # hides the sleep: both switches are exposed.
-    ("oppo", SimConfig(steps=5), 33.66793781640818, {"main": 0.9828518486938059, "score": 0.16408773408360505}, 69542),
+    ("oppo", SimConfig(steps=5), 33.71361808400369, {"main": 0.9828750835818113, "score": 0.16386540340454808}, 69542),
     # inter and async moved when the memory check started choosing the trainer's setting: 8B actor + 8B critic
     # on 7 x A100-80GB with sequences up to 8,892 tokens fit only with ZeRO-3 and full recomputation (+14.9%
     # step time: one more forward per training pass); 7B + 7B on the 3-GPU training pool of the
@@ -70,15 +73,15 @@ GOLDEN = [
     # and 58.7321 -> 60.5023 s. Generation is unchanged (same iteration counts).
     # inter +4.1730 s (+4.17%, 100.0459 -> 104.2189 s): the A100's PCIe 4 link, one switch exposed (the wake).
     ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 108.31288401201076,
-     {"main": 0.8985717718147954, "score": 0.15017281876495936}, 69862),
+     {"main": 0.900199195116552, "score": 0.15017281876495936}, 69862),
     # partial-rollout +2.1128 s (+7.49%, 28.2161 -> 30.3289 s): the wake, and 0.09 s of the sleep the scoring of
     # its smaller batch (B=64) leaves exposed.
-    ("partial-rollout", SimConfig(steps=5, batch=64), 30.87370985625112, {"main": 0.7399928190373207, "score": 0.07827375965933348}, 52437),
+    ("partial-rollout", SimConfig(steps=5, batch=64), 30.88008017247323, {"main": 0.7406268947553386, "score": 0.07825761240200324}, 52437),
     # async moved again (+0.3%, 60.5023 -> 60.6821 s) when the simulated engine started resetting its prefix
     # cache at each weight sync, as the real vLLM executor does: the requests generating while the new weights
     # arrive are recomputed. (The other goldens generate nothing during a sync: unchanged.)
     ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.151687812707905,
-     {"gen": 0.559171572818072, "train": 0.5350424889484361, "score": 0.08783451993952661}, 85488),
+     {"gen": 0.559171572818072, "train": 0.5354574972285951, "score": 0.08783451993952661}, 85488),
 ]
 
 

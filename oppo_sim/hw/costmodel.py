@@ -42,7 +42,8 @@ from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collecti
 from oppo_sim.hw.memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.hw.sync import SyncPlan, sync_seconds
-from oppo_sim.hw.trainer_cost import OPTIMIZER_BYTES_PER_PARAM, fsdp_train_seconds, megatron_train_seconds
+from oppo_sim.hw.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, forward_ranks, forward_seconds, fsdp_train_seconds,
+                                     megatron_train_seconds)
 from oppo_sim.hw.trainer_layout import TrainerLayout
 
 
@@ -219,16 +220,22 @@ class CostModel:
     def prefill_cost(
         self, model: ModelSpec, devices: int, new_tokens, context, scalar_head: bool = False
     ) -> tuple[float, float]:
-        """(seconds, FLOPs) of one batched forward of sequences with ``new_tokens`` over existing ``context``
-        (sequences of equal length; plain Python arithmetic, as scorer batches are small)."""
+        """(seconds, FLOPs) of one batched forward of sequences with ``new_tokens`` over existing ``context``,
+        dealt to the pool's data-parallel ranks and timed on the slowest (``trainer_cost.forward_seconds``)."""
         lin, att = model.flop_coeffs(scalar_head)
-        flops = 0.0
-        kv = 0.0
-        for n, c in zip(new_tokens, context):
-            flops += lin * n + att * (n * c + n * (n + 1) / 2.0)
-            kv += c + n
-        nbytes = model.weight_bytes_read(sum(new_tokens), scalar_head) + kv * model.kv_bytes_per_token()
-        return _roofline(self.hw.params.prefill, flops, nbytes, devices, self.hw), flops
+        per_seq = [lin * n + att * (n * c + n * (n + 1) / 2.0) for n, c in zip(new_tokens, context)]
+        flops = sum(per_seq)
+        nbytes = model.weight_bytes_read(sum(new_tokens), scalar_head) + sum(map(sum, zip(new_tokens, context))) * model.kv_bytes_per_token()
+        if len(per_seq) <= 1 and not self.layout.megatron:  # one sequence: one rank's work, as plain arithmetic
+            op, g = self.hw.params.prefill, self.hw.gpu
+            split = devices // forward_ranks(self, devices)
+            return op.overhead_s + max(flops / (split * g.peak_flops * op.eff_compute),
+                                       nbytes / (devices * g.mem_bw * op.eff_memory)), flops
+        return forward_seconds(self, model, devices, np.asarray(new_tokens, dtype=np.float64), np.asarray(per_seq), nbytes), flops
+
+    def forward_ranks(self, devices: int) -> int:
+        """Data-parallel ranks a forward-only pass is dealt over on ``devices`` GPUs (``trainer_cost.forward_ranks``)."""
+        return forward_ranks(self, devices)
 
     def group_prefill_cost(
         self, model: ModelSpec, devices: int, prompt: int, responses, scalar_head: bool = False

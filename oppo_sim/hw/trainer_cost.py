@@ -62,7 +62,7 @@ from oppo_sim.hw.model_spec import ModelSpec
 from oppo_sim.hw.trainer_memory import expert_tp, stage_params
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "dp_partition", "RankLoads", "rank_loads", "group_bw", "fsdp_train_seconds",
-           "megatron_train_seconds"]
+           "megatron_train_seconds", "forward_ranks", "forward_seconds"]
 
 OPTIMIZER_BYTES_PER_PARAM = 16
 """Adam in mixed precision touches ~16 bytes per parameter per optimizer step (fp32 master, m, v, grad)."""
@@ -220,3 +220,39 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
         sync += allreduce_seconds(coll, routed_rank * dt, expert_dp, bw)
     return float(np.sum(stage)) + minibatches * (sync + op.overhead_s)
 
+
+
+def forward_ranks(cost, devices: int) -> int:
+    """Data-parallel ranks a forward-only pass (log-probs, reference, reward, values) is dealt over on a
+    pool of ``devices`` GPUs priced by ``cost``: ``devices / (tp · pp · cp)`` under Megatron, ``devices /
+    sp`` under FSDP with sequence parallelism, else every device."""
+    if cost.layout.megatron and devices % cost.layout.model_parallel == 0:
+        return devices // cost.layout.model_parallel
+    sp = cost.sequence_parallel
+    return devices // sp if sp > 1 and devices % sp == 0 else devices
+
+
+def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, flops: np.ndarray, nbytes: float) -> float:
+    """Seconds of one batched forward-only pass over sequences of ``tokens`` new tokens costing ``flops``
+    each: dealt to the :func:`forward_ranks` data-parallel ranks as a training step's sequences are, the
+    slowest rank's FLOPs over its ``devices / ranks`` model-parallel GPUs (or the weights and KV bytes
+    per device, where slower), plus under Megatron the forward's TP collectives (two all-gathers and two
+    reduce-scatters per layer and micro-batch) and the pipeline bubble ``(pp - 1) / (vpp · m)``."""
+    op, g, coll = cost.hw.params.prefill, cost.hw.gpu, cost.hw.params.collective
+    ranks = forward_ranks(cost, devices)
+    split = devices // ranks
+    if ranks > 1 and len(tokens) > 1:
+        loads = rank_loads(tokens, flops, flops, ranks, 1, cost.layout.balance_batch, cost.micro_batch_tokens)
+        slowest, rank_tokens, m = float(loads.flops[0]), float(loads.tokens[0]), max(float(loads.micro_batches[0]), 1.0)
+    else:
+        slowest, rank_tokens, m = float(np.sum(flops)), float(np.sum(tokens)), 1.0
+    t = op.overhead_s + max(slowest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
+    lay = cost.layout
+    if not lay.megatron:
+        return t
+    if lay.tp > 1:
+        bus = (lay.tp - 1) / lay.tp * rank_tokens / m / lay.cp * model.hidden * model.dtype_bytes
+        t += 4 * model.layers / lay.pp * m * collective_seconds(coll, bus, group_bw(cost, lay.tp, devices))
+    if lay.pp > 1:
+        t *= 1.0 + (lay.pp - 1) / (lay.vpp * m)
+    return t

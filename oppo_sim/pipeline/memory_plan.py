@@ -65,6 +65,7 @@ from oppo_sim.hw.memory import (
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.hw.sleepwake import SleepWake, sleep_wake
 from oppo_sim.hw.sync import SyncMechanism, SyncPlan
+from oppo_sim.hw.trainer_layout import TrainerLayout
 from oppo_sim.hw.trainer_memory import megatron_activation_bytes, megatron_state_bytes, micro_batches_bound
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, Trace
@@ -353,12 +354,22 @@ def generation_kv_blocks(cfg: SimConfig, report: MemoryReport) -> int:
 
 
 def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
-    """One cost model per pool, with the report's training setup, the configuration's sync plan and its
-    scale-up domain (a tensor-parallel group larger than a domain runs its all-reduces over the network)."""
+    """One cost model per pool, with the report's training setup, the configuration's sync plan, its
+    scale-up domain (a tensor-parallel group larger than a domain runs its all-reduces over the network) and
+    the trainer's layout on the pool that trains."""
     t, plan, domains, block = report.train, sync_plan(cfg), pool_domains(cfg), domain_block(cfg)
     return {
         p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan,
                           cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel, domain=block,
-                          layout=cfg.trainer, micro_batch_tokens=t.micro_batch_tokens, sequence_parallel=t.sequence_parallel)
+                          **_trainer_fields(cfg, t, p.name == cfg.placement.train))
         for p in cfg.placement.pools
     }
+
+
+def _trainer_fields(cfg: SimConfig, t: TrainMemoryConfig, trains: bool) -> dict:
+    """The cost model's trainer layout: the configuration's on the pool that trains (its training and the
+    forwards beside it run under it), plain data parallel elsewhere (a full copy per device), with the same
+    ``balance_batch``."""
+    if trains:
+        return {"layout": cfg.trainer, "micro_batch_tokens": t.micro_batch_tokens, "sequence_parallel": t.sequence_parallel}
+    return {"layout": TrainerLayout(balance_batch=cfg.trainer.balance_batch), "micro_batch_tokens": t.micro_batch_tokens}
