@@ -20,6 +20,7 @@ from oppo_sim.engine.static_params import StaticConfig
 from oppo_sim.hw.hardware import get_hardware
 from oppo_sim.hw.memory import TrainMemoryConfig
 from oppo_sim.hw.models import get_model
+from oppo_sim.hw.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.pipeline.memory_plan import longest, memory_report
@@ -164,6 +165,7 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
         minibatches=run.minibatches, max_response=response_cap(run), nodes=run.nodes, expert_parallel=run.ep,
         colocate=run.colocate, sleep_level=run.sleep_level, max_prompt=run.max_prompt, truncate_prompt=True,
         train_memory=TrainMemoryConfig(recompute=run.recompute, sequence_parallel=run.sp),
+        trainer=TrainerLayout(run.train_backend, run.train_tp, run.pp, cp=run.cp),
         algorithm=Algorithm(name=run.algorithm, n=run.n, reward="rule" if rule else "model", kl=run.kl),
     )
 

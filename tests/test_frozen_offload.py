@@ -73,7 +73,7 @@ def test_a_sharded_forward_takes_a_micro_batch_per_rank_and_overlaps_its_gather(
     z3 = replace(SMALL, train_memory=replace(SMALL.train_memory, zero_stage=3))
     sharded, full = Pipeline(z3, TRACE, make_policy("baseline")), Pipeline(SMALL, TRACE, make_policy("baseline"))
     assert sharded.scorers["reference"].budget == 4 * SMALL.scorer_max_tokens
-    assert full.scorers["reference"].budget == SMALL.scorer_max_tokens
+    assert full.scorers["reference"].budget == 4 * SMALL.scorer_max_tokens  # a full copy per rank: data parallel too
     res = simulate(TRACE, make_policy("baseline"), z3)
     t = res.timeline
     ref = t[(t.role == "reference") & (t.activity == "score")]

@@ -219,3 +219,24 @@ def test_megatron_ep_must_divide_a_stage():
     with pytest.raises(ConfigError, match="pipeline stage"):
         SimConfig(actor="qwen3-30b-a3b", reward="qwen3-30b-a3b", placement=colocated_placement(16), expert_parallel=16,
                   trainer=megatron(pp=2), algorithm=Algorithm(name="grpo", n=4, reward="rule", kl=False))
+
+
+def test_frozen_moe_reference_under_megatron_holds_its_expert_shard():
+    from oppo_sim.pipeline.memory_plan import memory_report
+    from oppo_sim.hw.memory import TrainMemoryConfig
+    cfg = SimConfig(actor="qwen3-30b-a3b", reward="qwen3-30b-a3b", gpu="h100-sxm", placement=colocated_placement(16),
+                    expert_parallel=8, trainer=megatron(tp=2), batch=16,
+                    algorithm=Algorithm(name="grpo", n=4, reward="rule", kl=True))
+    rep = memory_report(cfg, 4096, 3072, TrainMemoryConfig(zero_stage=2, recompute="full"))
+    ref = next(r for r in rep.pool("main").roles if r.role == "reference")
+    assert ref.weights == pytest.approx(2 * ((MOE.params - MOE.routed_expert_params) / 2 + MOE.routed_expert_params / 8))
+
+
+def test_megatron_forward_pays_tp_and_bubble_but_no_gather():
+    seqs, ctx = [2048] * 16, [0] * 16
+    plain = CostModel(hw()).prefill_cost(DENSE, 16, seqs, ctx)[0]  # 16 ranks, one sequence each
+    pp = CostModel(hw(), layout=megatron(pp=2)).prefill_cost(DENSE, 16, seqs, ctx)[0]  # dp 8: 2 sequences per rank
+    op = H100.params.prefill
+    one = DENSE.forward_flops(2048.0) / (H100.gpu.peak_flops * op.eff_compute)
+    assert plain == pytest.approx(op.overhead_s + one)
+    assert pp == pytest.approx((op.overhead_s + 2 * one / 2) * (1 + 1 / 2))  # 2 micro-batches: bubble (pp-1)/m

@@ -43,7 +43,7 @@ from oppo_sim.hw.memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.hw.sync import SyncPlan, sync_seconds
 from oppo_sim.hw.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, forward_ranks, forward_seconds, fsdp_train_seconds,
-                                     megatron_train_seconds)
+                                     megatron_train_seconds, scorer_batch_scale)
 from oppo_sim.hw.trainer_layout import TrainerLayout
 
 
@@ -233,9 +233,9 @@ class CostModel:
                                        nbytes / (devices * g.mem_bw * op.eff_memory)), flops
         return forward_seconds(self, model, devices, np.asarray(new_tokens, dtype=np.float64), np.asarray(per_seq), nbytes), flops
 
-    def forward_ranks(self, devices: int) -> int:
-        """Data-parallel ranks a forward-only pass is dealt over on ``devices`` GPUs (``trainer_cost.forward_ranks``)."""
-        return forward_ranks(self, devices)
+    def scorer_batch_scale(self, devices: int) -> int:
+        """``scorer_max_tokens`` batches per scorer forward on ``devices`` GPUs (``trainer_cost.scorer_batch_scale``)."""
+        return scorer_batch_scale(self, devices)
 
     def group_prefill_cost(
         self, model: ModelSpec, devices: int, prompt: int, responses, scalar_head: bool = False

@@ -53,6 +53,7 @@ evenly over its micro-batches).
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 
@@ -62,7 +63,7 @@ from oppo_sim.hw.model_spec import ModelSpec
 from oppo_sim.hw.trainer_memory import expert_tp, stage_params
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "dp_partition", "RankLoads", "rank_loads", "group_bw", "fsdp_train_seconds",
-           "megatron_train_seconds", "forward_ranks", "forward_seconds"]
+           "megatron_train_seconds", "forward_ranks", "scorer_batch_scale", "forward_seconds"]
 
 OPTIMIZER_BYTES_PER_PARAM = 16
 """Adam in mixed precision touches ~16 bytes per parameter per optimizer step (fp32 master, m, v, grad)."""
@@ -232,6 +233,15 @@ def forward_ranks(cost, devices: int) -> int:
     return devices // sp if sp > 1 and devices % sp == 0 else devices
 
 
+def scorer_batch_scale(cost, devices: int) -> int:
+    """How many ``scorer_max_tokens`` batches one scorer forward over ``devices`` GPUs takes: one per
+    data-parallel rank (:func:`forward_ranks`), and under Megatron one per pipeline stage and model chunk as
+    well (a pipeline schedule keeps ``pp · vpp`` micro-batches in flight; a forward charges its own fill and
+    drain, so a pass split into several forwards pays them each time — an upper bound)."""
+    lay = cost.layout
+    return forward_ranks(cost, devices) * (lay.pp * lay.vpp if lay.megatron else 1)
+
+
 def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, flops: np.ndarray, nbytes: float) -> float:
     """Seconds of one batched forward-only pass over sequences of ``tokens`` new tokens costing ``flops``
     each: dealt to the :func:`forward_ranks` data-parallel ranks as a training step's sequences are, the
@@ -245,7 +255,9 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
         loads = rank_loads(tokens, flops, flops, ranks, 1, cost.layout.balance_batch, cost.micro_batch_tokens)
         slowest, rank_tokens, m = float(loads.flops[0]), float(loads.tokens[0]), max(float(loads.micro_batches[0]), 1.0)
     else:
-        slowest, rank_tokens, m = float(np.sum(flops)), float(np.sum(tokens)), 1.0
+        slowest, rank_tokens = float(np.sum(flops)), float(np.sum(tokens))
+        cap = max(float(cost.micro_batch_tokens or 0), float(np.max(tokens)) if len(tokens) else 1.0, 1.0)
+        m = max(math.ceil(rank_tokens / cap), 1)
     t = op.overhead_s + max(slowest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
     lay = cost.layout
     if not lay.megatron:

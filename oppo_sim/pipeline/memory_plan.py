@@ -186,9 +186,14 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
     for role in cfg.scoring_roles():  # only the forwards the algorithm runs hold weights
         if pl.pool_of(role) != pool.name or (role in ("critic", "logprob") and pl.train == pool.name):
             continue
-        m, shards = models[role], frozen_shards(cfg, role, train.zero_stage)
-        roles.append(RoleMemory(role, m.id, rest, weights=m.weight_bytes(scalar_head=role in ("reward", "critic")) / shards,
-                                note=f"sharded over {shards}" if shards > 1 else ""))
+        m, shards, scalar = models[role], frozen_shards(cfg, role, train.zero_stage), role in ("reward", "critic")
+        if cfg.trainer.megatron and role in FROZEN_ROLES and pool.name == pl.train:
+            # its Megatron shard: the largest stage's tp slice, the routed experts over ep
+            w = megatron_state_bytes(m, cfg.trainer, cfg.expert_parallel, pool.devices, scalar).weights
+            note = f"{cfg.trainer.label()}" + (f" ep{cfg.expert_parallel}" if cfg.expert_parallel > 1 and m.moe else "")
+        else:
+            w, note = m.weight_bytes(scalar_head=scalar) / shards, f"sharded over {shards}" if shards > 1 else ""
+        roles.append(RoleMemory(role, m.id, rest, weights=w, note=note))
     gpu = cfg.hardware_of(pool.name).gpu
     return PoolMemory(
         pool.name, gpu.id, pool.devices, gpu.mem_bytes, cfg.engine.gpu_memory_utilization, tuple(roles),

@@ -31,8 +31,8 @@ class Scorer:
                  cfg: SimConfig, kv_tokens: float, on_scored: Callable[[str, list[int]], None], gather_s: float = 0.0):
         self.env = env
         self.gather_s = gather_s  # each forward's all-gather of weights sharded with the trainer (0: a full copy)
-        # tokens per forward over the pool: up to scorer_max_tokens on each data-parallel rank
-        self.budget = cfg.scorer_max_tokens * (pool.n if gather_s > 0 else cost.forward_ranks(pool.n))
+        # tokens per forward over the pool: up to scorer_max_tokens on each data-parallel rank (and pipeline stage)
+        self.budget = cfg.scorer_max_tokens * (pool.n if gather_s > 0 else cost.scorer_batch_scale(pool.n))
         self.role = role
         self.cfg = cfg
         self.cost = cost
