@@ -177,7 +177,7 @@ def baseline_steps(cfg: SimConfig, trace: Trace) -> tuple[pd.DataFrame, str]:
     prediction is then of the time, not of the memory."""
     try:
         res = simulate(trace, "baseline", cfg)
-        return res.steps, f"ZeRO-{res.summary['zero_stage']}, recompute {res.summary['recompute']}"
+        return res.steps, f"{_state(cfg, res.summary['zero_stage'])}, recompute {res.summary['recompute']}"
     except ConfigError as e:
         if "does not fit" not in str(e):
             raise
@@ -189,4 +189,11 @@ def baseline_steps(cfg: SimConfig, trace: Trace) -> tuple[pd.DataFrame, str]:
              "scoring_s": max(0.0, r.score_end - r.gen_end), "training_s": r.train_end - r.train_start,
              "sync_s": r.end - r.train_end, "samples": len(r.batch), "tokens": r.tokens,
              "prompt_tokens": r.prompt_tokens} for r in p.records]
-    return pd.DataFrame(rows), f"refused; timed with ZeRO-3, recompute {train.recompute} ({refusal})"
+    return pd.DataFrame(rows), f"refused; timed with {_state(cfg, 3)}, recompute {train.recompute} ({refusal})"
+
+
+def _state(cfg: SimConfig, zero_stage) -> str:
+    """How the trainer holds its state, for the table: its Megatron layout, or the ZeRO stage."""
+    if cfg.trainer.megatron:
+        return cfg.trainer.label() + (f" ep{cfg.expert_parallel}" if cfg.expert_parallel > 1 else "")
+    return f"ZeRO-{zero_stage}"

@@ -52,12 +52,12 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # (partial-rollout), 29.22 -> 29.91 (async); step time +1.43%, +2.90%, +3.93%, +1.80%, +0.21%.
 # Generation is unchanged (same iteration counts). Then the forward-only passes (log-probs, values, reference,
 # reward) were dealt to the pool's data-parallel ranks the same way, up to scorer_max_tokens on each rank per
-# forward (was per pool), and timed on the slowest: oppo +0.14% and partial-rollout +0.02% step time (their
-# streamed forwards of a few sequences over main's 7 devices), the others only in main's utilization.
+# forward (was per pool), and timed on the slowest, with the fixed cost per micro-batch (was per forward):
+# step time +0.23% (baseline), +0.16% (oppo), +0.11% (inter), +0.17% (partial-rollout), +0.06% (async).
 GOLDEN = [
     # baseline +2.0265 s (+2.89%, 70.2115 -> 72.2380 s): the sleep hides under the reward and reference
     # scoring of the whole batch on the score GPU; the wake does not.
-    ("baseline", SimConfig(steps=5), 73.2695176214444, {"main": 0.591270759711781, "score": 0.07091025396789727}, 112106),
+    ("baseline", SimConfig(steps=5), 73.4367176214444, {"main": 0.5900226038301918, "score": 0.07302559640922679}, 112106),
     # oppo and inter moved (+0.046% / +0.089% step time, 28.2903 -> 28.3033 s and 86.6171 -> 86.6948 s) when
     # the step machine made three rules one for simulator and executor: the deferral order (paused, then
     # unfinished in launch order; was per replica, running then waiting), generation stops without
@@ -65,23 +65,23 @@ GOLDEN = [
     # step is planned after its staleness gate (a synchronous step's plan sees the step before it).
     # oppo +4.0529 s (+14.14%, 28.6673 -> 32.7202 s): it has streamed to the score GPU already, so nothing there
     # hides the sleep: both switches are exposed.
-    ("oppo", SimConfig(steps=5), 33.71361808400369, {"main": 0.9828750835818113, "score": 0.16386540340454808}, 69542),
+    ("oppo", SimConfig(steps=5), 33.72241808400369, {"main": 0.9828795523973068, "score": 0.17314648124777846}, 69542),
     # inter and async moved when the memory check started choosing the trainer's setting: 8B actor + 8B critic
     # on 7 x A100-80GB with sequences up to 8,892 tokens fit only with ZeRO-3 and full recomputation (+14.9%
     # step time: one more forward per training pass); 7B + 7B on the 3-GPU training pool of the
     # disaggregated placement needs full recomputation (+3.0%; async hides most of it): 86.6948 -> 99.6462 s
     # and 58.7321 -> 60.5023 s. Generation is unchanged (same iteration counts).
     # inter +4.1730 s (+4.17%, 100.0459 -> 104.2189 s): the A100's PCIe 4 link, one switch exposed (the wake).
-    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 108.31288401201076,
-     {"main": 0.900199195116552, "score": 0.15017281876495936}, 69862),
+    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 108.43688401201075,
+     {"main": 0.8992509504198206, "score": 0.1511446151369527}, 69862),
     # partial-rollout +2.1128 s (+7.49%, 28.2161 -> 30.3289 s): the wake, and 0.09 s of the sleep the scoring of
     # its smaller batch (B=64) leaves exposed.
-    ("partial-rollout", SimConfig(steps=5, batch=64), 30.88008017247323, {"main": 0.7406268947553386, "score": 0.07825761240200324}, 52437),
+    ("partial-rollout", SimConfig(steps=5, batch=64), 30.925405088336056, {"main": 0.7398777096880985, "score": 0.08072978633420784}, 52437),
     # async moved again (+0.3%, 60.5023 -> 60.6821 s) when the simulated engine started resetting its prefix
     # cache at each weight sync, as the real vLLM executor does: the requests generating while the new weights
     # arrive are recomputed. (The other goldens generate nothing during a sync: unchanged.)
-    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.151687812707905,
-     {"gen": 0.559171572818072, "train": 0.5354574972285951, "score": 0.08783451993952661}, 85488),
+    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.187707012468536,
+     {"gen": 0.5588369162304997, "train": 0.5354289989028255, "score": 0.09060597839196952}, 85488),
 ]
 
 

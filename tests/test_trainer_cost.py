@@ -239,4 +239,4 @@ def test_megatron_forward_pays_tp_and_bubble_but_no_gather():
     op = H100.params.prefill
     one = DENSE.forward_flops(2048.0) / (H100.gpu.peak_flops * op.eff_compute)
     assert plain == pytest.approx(op.overhead_s + one)
-    assert pp == pytest.approx((op.overhead_s + 2 * one / 2) * (1 + 1 / 2))  # 2 micro-batches: bubble (pp-1)/m
+    assert pp == pytest.approx((2 * op.overhead_s + 2 * one / 2) * (1 + 1 / 2))  # 2 micro-batches: bubble (pp-1)/m

@@ -226,11 +226,9 @@ class CostModel:
         per_seq = [lin * n + att * (n * c + n * (n + 1) / 2.0) for n, c in zip(new_tokens, context)]
         flops = sum(per_seq)
         nbytes = model.weight_bytes_read(sum(new_tokens), scalar_head) + sum(map(sum, zip(new_tokens, context))) * model.kv_bytes_per_token()
-        if len(per_seq) <= 1 and not self.layout.megatron:  # one sequence: one rank's work, as plain arithmetic
+        if len(per_seq) <= 1 and forward_ranks(self, devices) == devices:  # one sequence on one GPU: plain arithmetic
             op, g = self.hw.params.prefill, self.hw.gpu
-            split = devices // forward_ranks(self, devices)
-            return op.overhead_s + max(flops / (split * g.peak_flops * op.eff_compute),
-                                       nbytes / (devices * g.mem_bw * op.eff_memory)), flops
+            return op.overhead_s + max(flops / (g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory)), flops
         return forward_seconds(self, model, devices, np.asarray(new_tokens, dtype=np.float64), np.asarray(per_seq), nbytes), flops
 
     def scorer_batch_scale(self, devices: int) -> int:

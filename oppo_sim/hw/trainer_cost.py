@@ -246,8 +246,9 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
     """Seconds of one batched forward-only pass over sequences of ``tokens`` new tokens costing ``flops``
     each: dealt to the :func:`forward_ranks` data-parallel ranks as a training step's sequences are, the
     slowest rank's FLOPs over its ``devices / ranks`` model-parallel GPUs (or the weights and KV bytes
-    per device, where slower), plus under Megatron the forward's TP collectives (two all-gathers and two
-    reduce-scatters per layer and micro-batch) and the pipeline bubble ``(pp - 1) / (vpp · m)``."""
+    per device, where slower), the fixed cost per micro-batch, with Ulysses sequence parallelism its two
+    all-to-alls per layer and micro-batch, and under Megatron the forward's TP collectives (two all-gathers
+    and two reduce-scatters per layer and micro-batch) and the pipeline bubble ``(pp - 1) / (vpp · m)``."""
     op, g, coll = cost.hw.params.prefill, cost.hw.gpu, cost.hw.params.collective
     ranks = forward_ranks(cost, devices)
     split = devices // ranks
@@ -258,9 +259,13 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
         slowest, rank_tokens = float(np.sum(flops)), float(np.sum(tokens))
         cap = max(float(cost.micro_batch_tokens or 0), float(np.max(tokens)) if len(tokens) else 1.0, 1.0)
         m = max(math.ceil(rank_tokens / cap), 1)
-    t = op.overhead_s + max(slowest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
+    t = op.overhead_s * m + max(slowest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
     lay = cost.layout
     if not lay.megatron:
+        if split > 1:  # Ulysses: Q/K/V in and the output out, per layer and micro-batch
+            width = (2 * model.attn_width + 2 * model.kv_width) * model.dtype_bytes
+            bw = group_bw(cost, split, devices)
+            t += model.layers * (2 * m * coll.overhead_s + rank_tokens / split * width * (split - 1) / split / (bw * coll.eff_memory))
         return t
     if lay.tp > 1:
         bus = (lay.tp - 1) / lay.tp * rank_tokens / m / lay.cp * model.hidden * model.dtype_bytes
