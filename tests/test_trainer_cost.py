@@ -49,7 +49,7 @@ def test_dp_partition_contiguous_and_balanced():
     bal = dp_partition(lengths, 4, balance=True)
     loads = np.bincount(bal, weights=lengths, minlength=4)
     assert np.bincount(bal).tolist() == [2, 2, 2, 2]  # equal counts
-    assert sorted(loads.tolist()) == [2, 2, 10, 11]  # LPT by hand: 10|9|1|1, 1->r2, 1->r3, 1->r1, 1->r0
+    assert loads.tolist() == [11, 10, 2, 2]  # LPT by hand: 10|9|1|1, then 1 -> r2, 1 -> r3, 1 -> r1 (9 < 10), 1 -> r0
 
 
 def test_slowest_rank_sets_each_optimizer_step():

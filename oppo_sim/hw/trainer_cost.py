@@ -5,7 +5,7 @@ the distributed optimizer), both on the slowest data-parallel rank of each optim
 **Data-parallel imbalance.** A step's sequences are dealt to the ``dp`` data-parallel ranks
 (:func:`dp_partition`): with ``TrainerLayout.balance_batch`` (verl's default ``trainer.balance_batch``) a
 partition with equal sequence counts balanced by tokens — verl uses Karmarkar-Karp, approximated here by
-the greedy longest-first (LPT) rule; without it, contiguous chunks in batch order. Each rank splits its
+the greedy longest-first (LPT) rule with equal counts; without it, contiguous chunks in batch order. Each rank splits its
 share into the ``minibatches`` optimizer steps in order (verl's per-rank mini-batches), and every optimizer
 step waits for its slowest rank (the gradient collective is a barrier): the step's compute is the largest
 rank's FLOPs, not the mean. With equal lengths it is the mean, and the result is today's ``FLOPs /
@@ -71,23 +71,27 @@ OPTIMIZER_BYTES_PER_PARAM = 16
 
 def dp_partition(seq_tokens: np.ndarray, ranks: int, balance: bool) -> np.ndarray:
     """The data-parallel rank of each sequence: contiguous chunks in order (the first ``n mod ranks`` one
-    longer), or with ``balance`` equal counts balanced by tokens — longest first, each to the least
-    loaded rank that has room (ties: the lowest rank)."""
+    longer), or with ``balance`` equal counts balanced by tokens — the sequences sorted longest first and
+    each dealt to the least loaded rank that has room (ties: the lowest rank) — greedy LPT with equal counts,
+    an approximation of verl's equal-size Karmarkar-Karp partition."""
     n = len(seq_tokens)
-    sizes = np.full(ranks, n // ranks, dtype=np.int64)
-    sizes[: n % ranks] += 1
     if not balance or ranks == 1:
+        sizes = np.full(ranks, n // ranks, dtype=np.int64)
+        sizes[: n % ranks] += 1
         return np.repeat(np.arange(ranks), sizes)
-    out = np.empty(n, dtype=np.int64)
-    room = sizes.copy()
+    tokens = np.asarray(seq_tokens, dtype=np.float64)
+    room = [n // ranks + (1 if r < n % ranks else 0) for r in range(ranks)]
     heap = [(0.0, r) for r in range(ranks) if room[r] > 0]
-    for i in np.argsort(-np.asarray(seq_tokens, dtype=np.float64), kind="stable"):
-        load, r = heapq.heappop(heap)
+    out = [0] * n
+    pop, push = heapq.heappop, heapq.heappush
+    lengths = tokens.tolist()
+    for i in np.argsort(-tokens, kind="stable").tolist():  # plain Python: this runs every step
+        load, r = pop(heap)
         out[i] = r
         room[r] -= 1
         if room[r]:
-            heapq.heappush(heap, (load + float(seq_tokens[i]), r))
-    return out
+            push(heap, (load + lengths[i], r))
+    return np.asarray(out, dtype=np.int64)
 
 
 class RankLoads:
