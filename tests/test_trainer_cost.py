@@ -240,3 +240,9 @@ def test_megatron_forward_pays_tp_and_bubble_but_no_gather():
     one = DENSE.forward_flops(2048.0) / (H100.gpu.peak_flops * op.eff_compute)
     assert plain == pytest.approx(op.overhead_s + one)
     assert pp == pytest.approx((2 * op.overhead_s + 2 * one / 2) * (1 + 1 / 2))  # 2 micro-batches: bubble (pp-1)/m
+
+
+def test_megatron_refuses_ulysses_sp():
+    from oppo_sim.hw.memory import TrainMemoryConfig
+    with pytest.raises(ConfigError, match="--cp"):
+        SimConfig(placement=colocated_placement(8), trainer=megatron(tp=2), train_memory=TrainMemoryConfig(sequence_parallel=2))

@@ -247,6 +247,8 @@ def smallest_sp(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: 
     training pool's devices in increasing order; None if none does. The smallest, because its all-to-all
     traffic is not timed (``hw.memory``): a larger one would look free."""
     own, n = cfg.train_memory.sequence_parallel, cfg.placement.pool(cfg.placement.train).devices
+    if cfg.trainer.megatron:  # Ulysses is FSDP's; Megatron splits sequences with --cp
+        return own if _first_fit(cfg, seq_tokens, response_tokens)[0] is not None else None
     for sp in (own, *(d for d in range(own + 1, n + 1) if n % d == 0)):
         if _first_fit(with_sp(cfg, sp), seq_tokens, response_tokens)[0] is not None:
             return sp
