@@ -214,7 +214,7 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
         sent = alltoall_bytes_per_token(model, ep) * tok_mb / tp
         stage = stage + 4 * moe_layers * m * (coll.overhead_s + sent / (bw * coll.eff_memory))
     if pp > 1:
-        bw = group_bw(cost, devices, devices)  # neighbours devices / pp apart: across whenever the pool is
+        bw = group_bw(cost, devices, devices)  # neighbours devices / pp apart: across whenever the pool spans domains
         act = tok_mb / tp * model.hidden * dt
         stage = stage + 2 * vpp * m * (coll.overhead_s + act / (bw * coll.eff_memory))
         stage = stage * (1.0 + (pp - 1) / (vpp * m))
@@ -224,7 +224,6 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     if ep > 1:
         sync += allreduce_seconds(coll, routed_rank * dt, expert_dp, bw)
     return float(np.sum(stage)) + minibatches * (sync + op.overhead_s)
-
 
 
 def forward_ranks(cost, devices: int) -> int:
