@@ -61,7 +61,7 @@ STREAMING = {"stream": "baseline", "intra": "baseline", "oppo": "dynamic-delta",
 class PlacementSpec:
     """Devices per pool, generation's tensor parallelism ``tp`` and training's sequence parallelism ``sp``
     (activations split over ``sp`` ranks: what lets prompts of tens of thousands of tokens train; its
-    communication is not timed). ``gen == train`` where they share a pool (``colocated``, ``shared``);
+    all-to-alls are timed) and the trainer's layout (its backend, and Megatron's tp / pp). ``gen == train`` where they share a pool (``colocated``, ``shared``);
     ``score`` is 0 where scoring shares a pool."""
 
     layout: str

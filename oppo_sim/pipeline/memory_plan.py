@@ -244,8 +244,9 @@ def with_sp(cfg: SimConfig, sp: int) -> SimConfig:
 
 def smallest_sp(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None) -> int | None:
     """The smallest sequence parallelism under which ``cfg`` fits: its own, else the next divisors of the
-    training pool's devices in increasing order; None if none does. The smallest, because its all-to-all
-    traffic is not timed (``hw.memory``): a larger one would look free."""
+    training pool's devices in increasing order; None if none does (and under Megatron, which has no
+    Ulysses, its own if it fits). The smallest: it costs all-to-alls (``hw.trainer_cost``) and splits
+    fewer sequences' work over more ranks."""
     own, n = cfg.train_memory.sequence_parallel, cfg.placement.pool(cfg.placement.train).devices
     if cfg.trainer.megatron:  # Ulysses is FSDP's; Megatron splits sequences with --cp
         return own if _first_fit(cfg, seq_tokens, response_tokens)[0] is not None else None
