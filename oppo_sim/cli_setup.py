@@ -102,13 +102,17 @@ def add_trainer_layout_args(p) -> None:
     p.add_argument("--cp", type=positive(), default=1, help="megatron context_parallel_size (default %(default)s)")
     p.add_argument("--distributed-optimizer", action=argparse.BooleanOptionalAction, default=True,
                    help="megatron use_distributed_optimizer: Adam state sharded over the data-parallel ranks (default on)")
+    p.add_argument("--balance-batch", action=argparse.BooleanOptionalAction, default=True,
+                   help="verl trainer.balance_batch: deal each step's sequences to the data-parallel ranks balanced by "
+                        "tokens (default on, verl's); --no-balance-batch: contiguous chunks in batch order")
 
 
 def trainer_layout(a) -> TrainerLayout:
     """``SimConfig.trainer`` from the parsed options (defaults where a command lacks them)."""
     return TrainerLayout(backend=getattr(a, "train_backend", "fsdp"), tp=getattr(a, "train_tp", 1), pp=getattr(a, "pp", 1),
                          vpp=getattr(a, "vpp", 1), cp=getattr(a, "cp", 1),
-                         distributed_optimizer=getattr(a, "distributed_optimizer", True))
+                         distributed_optimizer=getattr(a, "distributed_optimizer", True),
+                         balance_batch=getattr(a, "balance_batch", True))
 
 
 def add_sleep_level_arg(p) -> None:

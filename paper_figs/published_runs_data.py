@@ -81,6 +81,10 @@ class PublishedRun:
     recompute: str | None = None  # "full" where the source turns activation/gradient checkpointing on
     sp: int = 1  # trainer sequence parallelism (verl ulysses_sequence_parallel_size)
     ep: int = 1  # trainer expert parallelism (Megatron expert_model_parallel_size); generation keeps vLLM's TP
+    train_backend: str = "fsdp"  # the trainer: fsdp or megatron (with train_tp / pp / cp where the source states them)
+    train_tp: int = 1  # Megatron tensor_model_parallel_size (as the source states it)
+    pp: int = 1  # Megatron pipeline_model_parallel_size
+    cp: int = 1  # Megatron context_parallel_size
     mean_response: float | None = None  # published mean response length (tokens)
     assumed_mean_response: float | None = None  # used when no mean is published
     mean_prompt: float | None = None  # published, derived (prompt_note says how) or assumed
@@ -98,8 +102,7 @@ class PublishedRun:
 
 
 _NEMO_NOTES = ("colocated vLLM put to sleep (level 1) while the trainer, offloaded during generation, runs; "
-               "Megatron-core trainer (TP/PP/CP/EP as the table gives) modelled as the simulator's data-parallel "
-               "ZeRO trainer; on-policy GRPO with NeMo RL's leave-one-out baseline (cost as grpo); k3 KL to the "
+               "Megatron-core trainer with the table's Training [TP,CP,EP,PP] (no VPP); on-policy GRPO with NeMo RL's leave-one-out baseline (cost as grpo); k3 KL to the "
                "reference (coef 0.01); rule reward (math environment); step = generation + log-probs + training + "
                "refit, mean of 5 steps")
 _NEMO_PROMPT = ("derived from the table: tokens/s/GPU x GPUs x step time / (prompts x n) - mean response "
@@ -108,7 +111,10 @@ _NEMO_PROMPT = ("derived from the table: tokens/s/GPU x GPUs x step time / (prom
 
 def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str, devices: int, nodes: int,
           prompts: int, n: int, train_gbs: int, max_total: int, mean_response: float, tp: int, tok_s_gpu: float,
-          step_s: float, recipe: str, recompute: str | None = None, ep: int = 1, note: str = "") -> PublishedRun:
+          step_s: float, recipe: str, recompute: str | None = None, train: tuple[int, int, int, int] = (1, 1, 1, 1),
+          note: str = "") -> PublishedRun:
+    """``train``: the table's 'Training [TP,CP,EP,PP,VPP]' column (VPP n/a)."""
+    train_tp, cp, ep, pp = train
     return PublishedRun(
         key=key, framework=f"NeMo RL {version}", source=NEMO_RL.format(commit=commit),
         version=f"{commit[:12]} (recipe examples/configs/recipes/llm/performance/{recipe}.yaml)",
@@ -116,7 +122,8 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         n=n, max_prompt=max_total, max_response=max_total, total_cap=True, algorithm="grpo", reward="rule", kl=True,
         tp=tp,
         published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.6,
-        recompute=recompute, ep=ep, mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu,
+        recompute=recompute, ep=ep, train_backend="megatron", train_tp=train_tp, pp=pp, cp=cp,
+        mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu,
         stages=Stages(timers="nemo-rl", definition="only the step time is published"), prompt_note=_NEMO_PROMPT,
         response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
                        f"the tokens/s/GPU column); responses capped at max_total_sequence_length {max_total} minus "
@@ -128,39 +135,40 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
     _nemo("nemo-v0.5-llama3.1-8b-16xh100", version="v0.5", commit=NEMO_V05, model="llama-3.1-8b",
           hf="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm", devices=16, nodes=2, prompts=64, n=32,
           train_gbs=512, max_total=4096, mean_response=1019, tp=1, tok_s_gpu=1581, step_s=92.8,
-          recipe="grpo-llama3.1-8b-instruct-2n8g", recompute="full", note="training PP2"),
+          recipe="grpo-llama3.1-8b-instruct-2n8g", recompute="full", train=(1, 1, 1, 2),
+          note="training PP2 (the row's column has seven entries, [1,1,1,1,1,2,n/a]; the 2 read as PP)"),
     _nemo("nemo-v0.5-qwen3-32b-32xh100", version="v0.5", commit=NEMO_V05, model="qwen3-32b", hf="Qwen/Qwen3-32B",
           gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3251,
-          tp=4, tok_s_gpu=571, step_s=376, recipe="grpo-qwen3-32b-4n8g", note="training TP4 PP4"),
+          tp=4, tok_s_gpu=571, step_s=376, recipe="grpo-qwen3-32b-4n8g", train=(4, 1, 1, 4), note="training TP4 PP4"),
     _nemo("nemo-v0.5-qwen3-30b-a3b-32xh100", version="v0.5", commit=NEMO_V05, model="qwen3-30b-a3b",
           hf="Qwen/Qwen3-30B-A3B", gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512,
           max_total=4096, mean_response=3196, tp=2, tok_s_gpu=1066, step_s=198, recipe="grpo-qwen3-30ba3b-4n8g",
-          ep=8, note="token-dropless MoE"),
+          train=(1, 1, 8, 1), note="token-dropless MoE"),
     _nemo("nemo-v0.5-qwen3-235b-a22b-128xh100", version="v0.5", commit=NEMO_V05, model="qwen3-235b-a22b",
           hf="Qwen/Qwen3-235B-A22B", gpu="h100-sxm", devices=128, nodes=16, prompts=16, n=32, train_gbs=512,
           max_total=8192, mean_response=5700, tp=16, tok_s_gpu=54.1, step_s=431, recipe="grpo-qwen3-235b-16n8g",
-          recompute="full", ep=16, note="training TP2 CP2 PP8 (EP16 modelled); async vLLM engine"),
+          recompute="full", train=(2, 2, 16, 8), note="training TP2 CP2 EP16 PP8; async vLLM engine"),
     _nemo("nemo-v0.5-deepseek-v3-256xh100", version="v0.5", commit=NEMO_V05, model="deepseek-v3",
           hf="unsloth/DeepSeek-V3-0324-BF16", gpu="h100-sxm", devices=256, nodes=32, prompts=32, n=16,
           train_gbs=512, max_total=1536, mean_response=744, tp=32, tok_s_gpu=12.7, step_s=134,
-          recipe="grpo-deepseek-v3-32n8g", recompute="full", ep=16,
-          note="training PP16 (EP16 modelled); async vLLM engine"),
+          recipe="grpo-deepseek-v3-32n8g", recompute="full", train=(1, 1, 16, 16),
+          note="training EP16 PP16; async vLLM engine"),
     _nemo("nemo-v0.5-llama3.1-8b-8xgb200", version="v0.5", commit=NEMO_V05, model="llama-3.1-8b",
           hf="meta-llama/Llama-3.1-8B-Instruct", gpu="gb200", devices=8, nodes=2, prompts=64, n=32, train_gbs=512,
           max_total=4096, mean_response=1066, tp=1, tok_s_gpu=3359, step_s=91.0,
           recipe="grpo-llama3.1-8b-instruct-2n4g", recompute="full", note="GB200-NVL72, 4 GPUs per node"),
     _nemo("nemo-v0.5-qwen3-32b-16xgb200", version="v0.5", commit=NEMO_V05, model="qwen3-32b", hf="Qwen/Qwen3-32B",
           gpu="gb200", devices=16, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3253,
-          tp=1, tok_s_gpu=1127, step_s=381, recipe="grpo-qwen3-32b-4n4g",
+          tp=1, tok_s_gpu=1127, step_s=381, recipe="grpo-qwen3-32b-4n4g", train=(2, 1, 1, 1),
           note="GB200-NVL72, 4 GPUs per node; training TP2"),
     _nemo("nemo-v0.4-llama3.1-8b-16xh100", version="v0.4", commit=NEMO_V04, model="llama-3.1-8b",
           hf="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm", devices=16, nodes=2, prompts=64, n=32,
           train_gbs=512, max_total=4096, mean_response=1060, tp=1, tok_s_gpu=1562, step_s=97.7,
-          recipe="grpo-llama3.1-8b-instruct-2n8g", recompute="full",
+          recipe="grpo-llama3.1-8b-instruct-2n8g", recompute="full", train=(1, 1, 1, 2),
           note="same recipe as the v0.5 row, an earlier release's software"),
     _nemo("nemo-v0.4-qwen3-32b-32xh100", version="v0.4", commit=NEMO_V04, model="qwen3-32b", hf="Qwen/Qwen3-32B",
           gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3206,
-          tp=4, tok_s_gpu=540, step_s=393, recipe="grpo-qwen3-32b-4n8g",
+          tp=4, tok_s_gpu=540, step_s=393, recipe="grpo-qwen3-32b-4n8g", train=(4, 1, 1, 4),
           note="training TP4 PP4; same recipe as the v0.5 row, an earlier release's software"),
 )
 
@@ -183,7 +191,10 @@ _DAPO_NOTES = ("hybrid engine: vLLM sleeps (level 1) while the offloaded trainer
 
 
 def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_response: int, tp: int, sp: int,
-             step_s: float, gen_s: float, score_s: float, train_s: float, script: str, note: str) -> PublishedRun:
+             step_s: float, gen_s: float, score_s: float, train_s: float, script: str, note: str,
+             megatron: tuple[int, int] | None = None) -> PublishedRun:
+    """``megatron``: the script's (train_tp, train_pp) where it trains with Megatron (else FSDP)."""
+    layout = {"train_backend": "megatron", "train_tp": megatron[0], "pp": megatron[1]} if megatron else {}
     return PublishedRun(
         key=key, framework="verl (colocated, synchronous)", source=source, version=f"{VERL[:12]} (script {script})",
         model="qwen2.5-math-7b", hf_model="Qwen/Qwen2.5-Math-7B (max_position_embeddings raised to 32768)",
@@ -193,7 +204,7 @@ def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_res
         max_num_batched_tokens=2048 + max_response,
         assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
         stages=Stages(gen_s, score_s, train_s, timers="verl-0.7", definition=_VERL_STAGES),
-        prompt_note=_DAPO_PROMPT, response_note=_DAPO_RESPONSE, notes=_DAPO_NOTES + note)
+        prompt_note=_DAPO_PROMPT, response_note=_DAPO_RESPONSE, notes=_DAPO_NOTES + note, **layout)
 
 
 VERL_RUNS: tuple[PublishedRun, ...] = (
@@ -205,7 +216,7 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
     _verl_7b("verl-onestep-colocate-megatron-16xh20", source=VERL_ONE_STEP, devices=16, nodes=2, n=16,
              max_response=8192, tp=2, sp=1, step_s=699, gen_s=207, score_s=119, train_s=344,
              script="verl/experimental/one_step_off_policy/shell/dapo_7b_math_megatron_colocate.sh",
-             note="Megatron TP2 PP2 with parameter, gradient and optimizer offload"),
+             note="Megatron TP2 PP2 with parameter, gradient and optimizer offload", megatron=(2, 2)),
     _verl_7b("verl-fullyasync-colocate-32xh20", source=VERL_FULLY_ASYNC, devices=32, nodes=4, n=16,
              max_response=28672, tp=4, sp=4, step_s=790.10, gen_s=357.41, score_s=107.71, train_s=269.80,
              script="verl/experimental/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh (colocate sync row)",
@@ -225,24 +236,27 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         model="qwen3-30b-a3b", hf_model="Qwen/Qwen3-30B-A3B-Base", gpu="h20", devices=128, nodes=16,
         placement="colocated", batch=512, n=16, max_prompt=2048, max_response=8192, algorithm="grpo", reward="rule",
         kl=True, tp=4, published_step_s=497.89, minibatches=512 // 128, gpu_memory_utilization=0.7,
-        recompute="full", ep=8, max_num_seqs=1024, max_num_batched_tokens=2048 + 8192, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
+        recompute="full", ep=8, train_backend="megatron", train_tp=2, cp=2, max_num_seqs=1024,
+        max_num_batched_tokens=2048 + 8192, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
         stages=Stages(348.05, 28.73 + 20.86, 86.27, timers="verl-0.7", definition=_VERL_STAGES),
         prompt_note=_DAPO_PROMPT,
         response_note=("no mean response length is published; assumed 2,500 tokens, lognormal spread 1.0, capped "
                        "at 8,192"),
-        notes="Megatron TP2 with offload (EP8 modelled); GRPO with a low-variance KL loss (reference forward); rule reward"),
+        notes=("Megatron TP2 CP2 EP8 (ETP1, the script's COMMON_* defaults) with offload; GRPO with a low-variance KL "
+               "loss (reference forward); rule reward")),
     PublishedRun(
         key="verl-deepseek-v3-96xh20", framework="verl (colocated, synchronous)", source=VERL_DPSK,
         version=f"{VERL[:12]} (script examples/grpo_trainer/run_deepseek671b_math_megatron_96gb.sh)",
         model="deepseek-v3", hf_model="deepseek-ai/DeepSeek-V3 (MTP off)", gpu="h20", devices=96, nodes=12,
         placement="colocated", batch=96, n=8, max_prompt=2048, max_response=9632, algorithm="grpo", reward="rule",
         kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full", ep=8,
+        train_backend="megatron", train_tp=8, pp=12,
         max_num_seqs=1024, max_num_batched_tokens=2048 + 9632,
         mean_response=1960, mean_prompt=150,
         stages=Stages(generation_s=1050, timers="verl-0.7", definition="rollout time (s): verl's gen"),
         prompt_note="not published; assumed a 150-token mean (math prompts)",
         response_note="mean response 1,960 published; lognormal spread 0.7, capped at 9,632 (1204 x 8, as the script)",
-        notes=("Megatron TP8 PP12 (EP8 modelled) with full optimizer offload to the CPU (1.5 TB CPU memory per node), which "
+        notes=("Megatron TP8 PP12 EP8 (ETP1) with full optimizer offload to the CPU (1.5 TB CPU memory per node), which "
                "the simulator does not charge; GRPO with a KL loss; rule reward")),
 )
 

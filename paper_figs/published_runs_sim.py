@@ -21,6 +21,7 @@ from oppo_sim.engine.static_params import StaticConfig
 from oppo_sim.hw.hardware import get_hardware
 from oppo_sim.hw.memory import TrainMemoryConfig
 from oppo_sim.hw.models import get_model
+from oppo_sim.hw.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.pipeline.memory_plan import longest, memory_report
@@ -165,6 +166,7 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
         minibatches=run.minibatches, max_response=response_cap(run), nodes=run.nodes, expert_parallel=run.ep,
         colocate=run.colocate, sleep_level=run.sleep_level, max_prompt=run.max_prompt, truncate_prompt=True,
         train_memory=TrainMemoryConfig(recompute=run.recompute, sequence_parallel=run.sp),
+        trainer=TrainerLayout(run.train_backend, run.train_tp, run.pp, cp=run.cp),
         algorithm=Algorithm(name=run.algorithm, n=run.n, reward="rule" if rule else "model", kl=run.kl),
     )
 
@@ -176,7 +178,7 @@ def baseline_steps(cfg: SimConfig, trace: Trace) -> tuple[SimResult, str]:
     ``refused; ...``: the prediction is then of the time, not of the memory."""
     try:
         res = simulate(trace, "baseline", cfg)
-        return res, f"ZeRO-{res.summary['zero_stage']}, recompute {res.summary['recompute']}"
+        return res, f"{_state(cfg, res.summary['zero_stage'])}, recompute {res.summary['recompute']}"
     except ConfigError as e:
         if "does not fit" not in str(e):
             raise
@@ -190,4 +192,11 @@ def baseline_steps(cfg: SimConfig, trace: Trace) -> tuple[SimResult, str]:
              "tokens": r.tokens, "prompt_tokens": r.prompt_tokens} for r in p.records]
     timeline = pd.DataFrame(p.timeline.rows, columns=TIMELINE_COLUMNS)
     return (SimResult(pd.DataFrame(rows), timeline, {}),
-            f"refused; timed with ZeRO-3, recompute {train.recompute} ({refusal})")
+            f"refused; timed with {_state(cfg, 3)}, recompute {train.recompute} ({refusal})")
+
+
+def _state(cfg: SimConfig, zero_stage) -> str:
+    """How the trainer holds its state, for the table: its Megatron layout, or the ZeRO stage."""
+    if cfg.trainer.megatron:
+        return cfg.trainer.label() + (f" ep{cfg.expert_parallel}" if cfg.expert_parallel > 1 else "")
+    return f"ZeRO-{zero_stage}"

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oppo_sim.hw.costmodel import CostModel, DecodeCost, _sum_max_lines
-from oppo_sim.hw.hardware import GPUS, Hardware, OpParams, get_hardware
+from oppo_sim.hw.hardware import GPUS, Hardware, OpParams, collective_latency, get_hardware
 from oppo_sim.hw.models import MODELS, get_model
 
 H100 = get_hardware("h100-sxm")
@@ -123,7 +123,10 @@ def test_gradient_allreduce_uses_the_collective_efficiency(zero_stage, cross_nod
     cms = {eff: CostModel(_with_collective(H100, eff, 0.0), zero_stage=zero_stage, cross_node=cross_node)
            for eff in (0.8, 0.4)}
     for eff, cm in cms.items():
-        hops = 2 * 7 * 0.6e-6  # the all-reduce's ring latency at a 0 base (cross_node is not told the nodes)
+        nodes = 2 if cross_node else 1  # a pool over domains spans at least two
+        op = cm.hw.params.collective
+        hops = collective_latency(op, "all-reduce", 8, nodes) + (
+            collective_latency(op, "all-gather", 8, nodes) if zero_stage == 3 else 0.0)  # at a 0 base
         assert cm.gradient_sync(w, 8) == pytest.approx(bus / (bw * eff) + hops, rel=1e-12)
         assert cm.gradient_sync(w, 1) == 0.0
     # training pays it once per optimizer step (4 minibatches), and nothing else depends on the efficiency

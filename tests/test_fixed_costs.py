@@ -130,3 +130,20 @@ def test_the_pipeline_gathers_a_zero3_trainers_weights_for_the_static_engine(zer
         assert gather == pytest.approx(p.cost_of["main"].param_gather(w, 4), rel=1e-12) and gather > 0
     else:
         assert gather == 0.0
+
+
+def test_cost_model_tells_collectives_the_nodes_they_span():
+    """The latency by path reaches the cost model: a TP16 replica on 8-GPU nodes spans 2 nodes, a pool over
+    domains all-reduces its gradients across them (network hops), one inside a node does not."""
+    from oppo_sim.hw.costmodel import CostModel
+    from oppo_sim.hw.hardware import collective_latency, get_hardware
+    from oppo_sim.hw.models import get_model
+
+    h100, m = get_hardware("h100-sxm"), get_model("qwen2.5-7b")
+    assert CostModel(h100, domain=8).decode(m, 16).nodes == 2
+    assert CostModel(h100, domain=8).decode(m, 8).nodes == 1
+    op = h100.params.collective
+    inside = CostModel(h100, zero_stage=2).gradient_sync(0.0, 16)
+    across = CostModel(h100, zero_stage=2, cross_node=True, domain=8).gradient_sync(0.0, 16)
+    assert inside == pytest.approx(collective_latency(op, "all-reduce", 16, 1))
+    assert across == pytest.approx(collective_latency(op, "all-reduce", 16, 2)) and across > inside

@@ -14,7 +14,7 @@ from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import colocated_placement, paper_placement
 from oppo_sim.core.policies import make_policy
-from oppo_sim.hw.hardware import get_hardware
+from oppo_sim.hw.hardware import collective_latency, get_hardware
 from oppo_sim.hw.memory import ALWAYS, OTHER, TrainMemoryConfig
 from oppo_sim.hw.models import get_model
 from oppo_sim.hw.sleepwake import PINNED_COPY, SWITCH_FIXED_S
@@ -59,7 +59,7 @@ def test_each_sharded_forward_pays_the_zero3_parameter_all_gather():
     pipe = Pipeline(z3, TRACE, make_policy("baseline"))
     cost, w = pipe.cost_of["main"], get_model("qwen2.5-1.5b").weight_bytes()
     op, bw = H200.params.collective, H200.gpu.link_bw
-    gather = op.overhead_s + 3 / 4 * w / (bw * op.eff_memory)  # an all-gather's bus bytes, (n-1)/n
+    gather = collective_latency(op, "all-gather", 4) + 3 / 4 * w / (bw * op.eff_memory)  # an all-gather's bus bytes, (n-1)/n
     assert pipe.scorers["reference"].gather_s == pytest.approx(gather, rel=1e-12)
     # the same all-gather ZeRO-3 training adds to each optimizer step (one formula)
     z2_cost = replace(cost, zero_stage=2)
@@ -74,7 +74,7 @@ def test_a_sharded_forward_takes_a_micro_batch_per_rank_and_overlaps_its_gather(
     z3 = replace(SMALL, train_memory=replace(SMALL.train_memory, zero_stage=3))
     sharded, full = Pipeline(z3, TRACE, make_policy("baseline")), Pipeline(SMALL, TRACE, make_policy("baseline"))
     assert sharded.scorers["reference"].budget == 4 * SMALL.scorer_max_tokens
-    assert full.scorers["reference"].budget == SMALL.scorer_max_tokens
+    assert full.scorers["reference"].budget == 4 * SMALL.scorer_max_tokens  # a full copy per rank: data parallel too
     res = simulate(TRACE, make_policy("baseline"), z3)
     t = res.timeline
     ref = t[(t.role == "reference") & (t.activity == "score")]

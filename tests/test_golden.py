@@ -53,10 +53,26 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # (-0.95%), partial-rollout 30.3289 -> 29.8061 s (-1.72%): the cheaper switches less the dearer sync; async
 # (nothing sleeps; two syncs a step on the disaggregated placement) 59.0254 -> 59.0790 s (+0.09%).
 # Generation is unchanged (same iteration counts).
+# Then (the same issue, item 1):
+# all five moved again when training started waiting for its slowest data-parallel rank (oppo_sim.hw.trainer_cost:
+# each optimizer step's compute is the largest rank's FLOPs, the step's sequences dealt as verl's default
+# balance_batch deals them -- equal counts balanced by tokens -- instead of FLOPs / devices) and the trainer's
+# fixed cost became per micro-batch and per optimizer step (was per optimizer step). On this long-tailed
+# trace the balanced ranks still differ (16 sequences per rank over 7 H200s for B = 112): training per step
+# 12.83 -> 13.86 s (baseline), 11.88 -> 12.83 (oppo), 52.02 -> 56.12 (inter), 6.29 -> 6.83
+# (partial-rollout), 29.22 -> 29.91 (async); step time +1.43%, +2.90%, +3.93%, +1.80%, +0.21%.
+# Generation is unchanged (same iteration counts). Then the forward-only passes (log-probs, values, reference,
+# reward) were dealt to the pool's data-parallel ranks the same way, up to scorer_max_tokens on each rank per
+# forward (was per pool), and timed on the slowest, with the fixed cost per micro-batch (was per forward):
+# step time +0.23% (baseline), +0.16% (oppo), +0.11% (inter), +0.17% (partial-rollout), +0.06% (async).
+# Both together (merged): baseline 71.8016 -> 73.0003 s (+1.67%), oppo 31.7941 -> 32.7963 (+3.15%), inter 103.2293 ->
+# 107.4472 (+4.09%), partial-rollout 29.8061 -> 30.4310 (+2.10%), async 59.0790 -> 59.2413 (+0.27%).
+# async +0.000002 s more when the ZeRO-3 parameter all-gather's latency started growing with its ranks as the
+# all-reduce's does (hardware.collective_latency, 'all-gather' kind; was the base latency alone).
 GOLDEN = [
     # baseline +2.0265 s (+2.89%, 70.2115 -> 72.2380 s): the sleep hides under the reward and reference
     # scoring of the whole batch on the score GPU; the wake does not.
-    ("baseline", SimConfig(steps=5), 71.80156607021826, {"main": 0.5753732123795746, "score": 0.07235998303380951}, 112106),
+    ("baseline", SimConfig(steps=5), 73.00031072788148, {"main": 0.580862902333181, "score": 0.07346215446441544}, 112106),
     # oppo and inter moved (+0.046% / +0.089% step time, 28.2903 -> 28.3033 s and 86.6171 -> 86.6948 s) when
     # the step machine made three rules one for simulator and executor: the deferral order (paused, then
     # unfinished in launch order; was per replica, running then waiting), generation stops without
@@ -64,23 +80,23 @@ GOLDEN = [
     # step is planned after its staleness gate (a synchronous step's plan sees the step before it).
     # oppo +4.0529 s (+14.14%, 28.6673 -> 32.7202 s): it has streamed to the score GPU already, so nothing there
     # hides the sleep: both switches are exposed.
-    ("oppo", SimConfig(steps=5), 31.794062413956347, {"main": 0.9818411725961178, "score": 0.1737587212239072}, 69542),
+    ("oppo", SimConfig(steps=5), 32.796267096877806, {"main": 0.9823960790983357, "score": 0.17803605554144158}, 69542),
     # inter and async moved when the memory check started choosing the trainer's setting: 8B actor + 8B critic
     # on 7 x A100-80GB with sequences up to 8,892 tokens fit only with ZeRO-3 and full recomputation (+14.9%
     # step time: one more forward per training pass); 7B + 7B on the 3-GPU training pool of the
     # disaggregated placement needs full recomputation (+3.0%; async hides most of it): 86.6948 -> 99.6462 s
     # and 58.7321 -> 60.5023 s. Generation is unchanged (same iteration counts).
     # inter +4.1730 s (+4.17%, 100.0459 -> 104.2189 s): the A100's PCIe 4 link, one switch exposed (the wake).
-    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 103.22928466908573,
-     {"main": 0.8835464679683299, "score": 0.15756818574096795}, 69862),
+    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 107.44724471816082,
+     {"main": 0.888686360186632, "score": 0.15253672761583206}, 69862),
     # partial-rollout +2.1128 s (+7.49%, 28.2161 -> 30.3289 s): the wake, and 0.09 s of the sleep the scoring of
     # its smaller batch (B=64) leaves exposed.
-    ("partial-rollout", SimConfig(steps=5, batch=64), 29.80613930207515, {"main": 0.7171447627618528, "score": 0.0810773015783345}, 52437),
+    ("partial-rollout", SimConfig(steps=5, batch=64), 30.430995206983443, {"main": 0.7214639794550847, "score": 0.08204139654648109}, 52437),
     # async moved again (+0.3%, 60.5023 -> 60.6821 s) when the simulated engine started resetting its prefix
     # cache at each weight sync, as the real vLLM executor does: the requests generating while the new weights
     # arrive are recomputed. (The other goldens generate nothing during a sync: unchanged.)
-    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.07897128131382,
-     {"gen": 0.5610956979999436, "train": 0.5240716474501094, "score": 0.08794262983866914}, 85488),
+    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.241272235954725,
+     {"gen": 0.559592912683956, "train": 0.5349449786766393, "score": 0.09052405359024648}, 85488),
 ]
 
 

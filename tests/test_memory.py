@@ -12,7 +12,7 @@ from oppo_sim.cli import main
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import colocated_placement, disaggregated_placement
 from oppo_sim.hw.costmodel import CostModel
-from oppo_sim.hw.hardware import GiB, MiB, get_hardware
+from oppo_sim.hw.hardware import GiB, MiB, collective_latency, get_hardware
 from oppo_sim.hw.memory import (
     GENERATE,
     OTHER,
@@ -152,7 +152,7 @@ def test_zero3_adds_a_parameter_all_gather_to_the_gradient_traffic():
     seqs = np.full(16, 100.0)
     z2, z3 = CostModel(H200, zero_stage=2).train(M7, 8, seqs, 4), CostModel(H200, zero_stage=3).train(M7, 8, seqs, 4)
     c = H200.params.collective  # 4 optimizer steps, each one more all-gather call of 7/8 of the weights
-    assert z3 - z2 == pytest.approx(4 * (c.overhead_s + 7 / 8 * M7.weight_bytes() / (H200.gpu.link_bw * c.eff_memory)))
+    assert z3 - z2 == pytest.approx(4 * (collective_latency(c, "all-gather", 8) + 7 / 8 * M7.weight_bytes() / (H200.gpu.link_bw * c.eff_memory)))
 
 
 def test_auto_candidates_cheapest_first():

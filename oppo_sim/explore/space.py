@@ -15,9 +15,10 @@ split         gen[g]; train[t]: train + critic + log-probs;          ``split 4+3
 gen-apart     gen[g]; train[t]: train and every scorer               ``gen-apart 4+4``
 ============  =====================================================  ==================================
 
-Generation runs ``g / tp`` data-parallel replicas of ``tp`` GPUs; training runs data-parallel under
-ZeRO (the simulator's trainer has no tensor parallelism) with the cheapest ZeRO stage / recomputation
-that fits, chosen per configuration by ``memory_plan.check_fits``; scorers run data-parallel.
+Generation runs ``g / tp`` data-parallel replicas of ``tp`` GPUs; training runs as the user's trainer
+backend runs (``SimConfig.trainer``): FSDP / ZeRO data parallel with the cheapest ZeRO stage /
+recomputation that fits (``memory_plan.check_fits``), or Megatron, whose tensor and pipeline parallelism
+on the training GPUs is searched too (:meth:`PlanSpace.trainer_choices`); scorers run data-parallel.
 
 What is *not* enumerated, because it cannot be better or is the same configuration twice:
 
@@ -44,6 +45,7 @@ from oppo_sim.core.placement import Placement, Pool, streamed_roles
 from oppo_sim.core.policies import POLICY_NAMES, DeltaRule, Policy, make_policy
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.hw.gpu_table import domain_gpus
+from oppo_sim.hw.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
 LAYOUTS: tuple[str, ...] = ("colocated", "shared", "split", "gen-apart")
@@ -59,7 +61,7 @@ STREAMING = {"stream": "baseline", "intra": "baseline", "oppo": "dynamic-delta",
 class PlacementSpec:
     """Devices per pool, generation's tensor parallelism ``tp`` and training's sequence parallelism ``sp``
     (activations split over ``sp`` ranks: what lets prompts of tens of thousands of tokens train; its
-    communication is not timed). ``gen == train`` where they share a pool (``colocated``, ``shared``);
+    all-to-alls are timed) and the trainer's layout (its backend, and Megatron's tp / pp). ``gen == train`` where they share a pool (``colocated``, ``shared``);
     ``score`` is 0 where scoring shares a pool."""
 
     layout: str
@@ -68,6 +70,7 @@ class PlacementSpec:
     score: int
     tp: int = 1
     sp: int = 1
+    trainer: TrainerLayout = TrainerLayout()  # the trainer's backend and parallelism on its ``train`` GPUs
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
@@ -76,6 +79,8 @@ class PlacementSpec:
         if min(self.gen, self.train, self.tp) < 1 or self.score < 0 or (shared and self.gen != self.train):
             raise ConfigError(f"bad placement {self}")
         if (self.score > 0) != (self.layout in ("shared", "split")) or self.gen % self.tp or self.train % self.sp:
+            raise ConfigError(f"bad placement {self}")
+        if not isinstance(self.trainer, TrainerLayout) or self.train % self.trainer.model_parallel:
             raise ConfigError(f"bad placement {self}")
 
     @property
@@ -154,11 +159,12 @@ class Candidate:
     def config(self, base: SimConfig) -> SimConfig:
         p = self.placement
         return replace(base, placement=p.placement(), engine=replace(base.engine, tp=p.tp),
-                       train_memory=replace(base.train_memory, sequence_parallel=p.sp))
+                       train_memory=replace(base.train_memory, sequence_parallel=p.sp), trainer=p.trainer)
 
     def label(self) -> str:
         p = self.placement
-        return f"{p.label()} tp{p.tp}{f' sp{p.sp}' if p.sp > 1 else ''} {self.policy.label()}"
+        trainer = f" ({p.trainer.label()})" if p.trainer.megatron else ""
+        return f"{p.label()} tp{p.tp}{f' sp{p.sp}' if p.sp > 1 else ''}{trainer} {self.policy.label()}"
 
 
 def default_candidate(devices: int, base: SimConfig | None = None) -> Candidate:
@@ -166,7 +172,8 @@ def default_candidate(devices: int, base: SimConfig | None = None) -> Candidate:
     tp and training sp."""
     tp = base.engine.tp if base is not None else EngineConfig().tp
     sp = base.train_memory.sequence_parallel if base is not None else 1
-    return Candidate(PlacementSpec("shared", devices - 1, devices - 1, 1, tp, sp), PolicySpec("baseline"))
+    trainer = base.trainer if base is not None and (devices - 1) % base.trainer.model_parallel == 0 else TrainerLayout()
+    return Candidate(PlacementSpec("shared", devices - 1, devices - 1, 1, tp, sp, trainer), PolicySpec("baseline"))
 
 
 def _tuple(name: str, values, check, known: tuple = ()) -> tuple:
@@ -206,6 +213,11 @@ class PlanSpace:
     sps: tuple[int, ...] | None = None
     only: tuple[str, ...] | None = None
     max_staleness: int | None = None
+    trainer: TrainerLayout = TrainerLayout()  # the user's trainer; a Megatron one has its tp and pp searched
+    train_tps: tuple[int, ...] = (1, 2, 4, 8)  # Megatron tensor parallelism tried (within a domain, suiting the heads)
+    pps: tuple[int, ...] = (1, 2, 4)  # Megatron pipeline parallelism tried (dividing the layers)
+    layers: int = 0  # the actor's decoder layers (0: any pp)
+    expert_parallel: int = 1  # the trainer's EP, which a pipeline stage's ranks must hold
 
     def __post_init__(self) -> None:
         if self.devices < 2 or self.nodes < 1 or self.devices % self.nodes:
@@ -217,6 +229,8 @@ class PlanSpace:
         for name, known in (("layouts", LAYOUTS), ("policies", POLICY_NAMES), ("chunks", ()), ("deltas", ()),
                             ("rules", DELTA_RULES), ("budgets", ()), ("stalenesses", ())):
             object.__setattr__(self, name, _tuple(name, getattr(self, name), known.__contains__ if known else pos, known))
+        for name in ("train_tps", "pps"):
+            object.__setattr__(self, name, _tuple(name, getattr(self, name), pos))
         for name in ("tps", "sps"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, _tuple(name, getattr(self, name), pos))
@@ -271,9 +285,29 @@ class PlanSpace:
             return [(g, n - g, 0) for g in range(1, n)]
         return [(g, t, n - g - t) for g in range(1, n - 1) for t in range(1, n - g)]
 
+    def trainer_choices(self, train: int) -> tuple[TrainerLayout, ...]:
+        """The trainer layouts tried on ``train`` GPUs: the user's own for FSDP; for Megatron every ``tp`` of
+        :attr:`train_tps` that stays in a scale-up domain and suits the heads, times every ``pp`` of
+        :attr:`pps` that divides the layers, such that ``tp · pp · cp`` divides the GPUs and a stage's ranks
+        hold the EP groups (the user's ``vpp``, ``cp`` and optimizer setting kept; ``vpp`` only with pp > 1)."""
+        t = self.trainer
+        if not t.megatron:
+            return (t,) if train % t.model_parallel == 0 else ()
+        heads, kv = self.heads
+        out = []
+        for tp in self.train_tps:
+            if tp > self.per_domain or (heads and (heads % tp or (kv % tp and tp % kv))):
+                continue
+            for pp in self.pps:
+                if (self.layers and self.layers % pp) or train % (tp * pp * t.cp) or (train // pp) % self.expert_parallel:
+                    continue
+                out.append(replace(t, tp=tp, pp=pp, vpp=t.vpp if pp > 1 else 1))
+        return tuple(out)
+
     def placements(self) -> list[PlacementSpec]:
-        out = [PlacementSpec(layout, g, t, s, tp, sp) for layout in self.layouts for g, t, s in self.splits(layout)
-               for tp in self.tp_choices(g) for sp in (self.sps or (1,)) if t % sp == 0]
+        out = [PlacementSpec(layout, g, t, s, tp, sp, trainer) for layout in self.layouts for g, t, s in self.splits(layout)
+               for tp in self.tp_choices(g) for sp in (self.sps or (1,)) if t % sp == 0
+               for trainer in self.trainer_choices(t)]
         return out if self.only is None else [p for p in out if p.label() in self.only]
 
     def policy_specs(self, streams: bool = True) -> list[PolicySpec]:
@@ -321,6 +355,7 @@ def space_for(base: SimConfig, devices: int, nodes: int = 1, **kwargs) -> PlanSp
     """A space whose ``tp`` choices suit ``base``'s actor and its GPU's scale-up domain."""
     actor = base.models()["generate"]
     domain = domain_gpus(base.hardware_of(base.placement.generate).gpu, devices, nodes)
+    kwargs = {"trainer": base.trainer, "layers": actor.layers, "expert_parallel": base.expert_parallel, **kwargs}
     return PlanSpace(devices=devices, nodes=nodes, heads=(actor.heads, actor.kv_heads), domain=domain, **kwargs)
 
 

@@ -37,14 +37,15 @@ from functools import cached_property
 import numpy as np
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.expert_parallel import decode_comm_coeffs, expert_split, train_alltoall_seconds
-from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds
+from oppo_sim.hw.expert_parallel import decode_comm_coeffs
+from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds, nodes_spanned
 from oppo_sim.hw.memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.hw.sync import SyncPlan, sync_seconds
+from oppo_sim.hw.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, forward_ranks, forward_seconds, fsdp_train_seconds,
+                                     megatron_train_seconds, scorer_batch_scale)
+from oppo_sim.hw.trainer_layout import TrainerLayout
 
-OPTIMIZER_BYTES_PER_PARAM = 16
-"""Adam in mixed precision touches ~16 bytes per parameter per optimizer step (fp32 master, m, v, grad)."""
 
 
 def _roofline(op: OpParams, flops: float, nbytes: float, devices: int, hw: Hardware) -> float:
@@ -72,6 +73,7 @@ class DecodeCost:
     tp: int = 1
     expert_parallel: bool = False
     link_bw: float | None = None  # bytes/s, one direction, of the group's collectives (None: the GPU's link_bw)
+    nodes: int = 1  # scale-up domains the replica's tp GPUs span (its collectives' latency grows with them)
 
     @cached_property
     def _k(self) -> tuple[float, float, float, float, float]:
@@ -96,7 +98,7 @@ class DecodeCost:
         layer, each of ``tokens * hidden * dtype_bytes`` bytes (``allreduce_seconds`` is affine in the
         bytes); with expert parallelism, a MoE layer's second one is a dispatch and a combine all-to-all."""
         bw = self.link_bw if self.link_bw is not None else self.hw.gpu.link_bw
-        return decode_comm_coeffs(self.model, self.hw.params.collective, self.tp, bw, self.expert_parallel)
+        return decode_comm_coeffs(self.model, self.hw.params.collective, self.tp, bw, self.expert_parallel, self.nodes)
 
     def comm(self, tokens: float) -> float:
         """Seconds of the tensor-parallel all-reduces of an iteration over ``tokens`` tokens (0 at tp 1)."""
@@ -193,12 +195,17 @@ class CostModel:
     expert_parallel: int = 1  # training: a MoE model's experts sharded over this many ranks (Megatron's EP)
     domain: int = 0  # GPUs per scale-up domain (gpu_table.domain_gpus); 0: unbounded. A tensor-parallel
     #                  generation group larger than it runs its all-reduces at net_bw (a ring at its slowest link)
+    layout: TrainerLayout = TrainerLayout()  # the trainer's backend and parallelism (oppo_sim.hw.trainer_cost)
+    micro_batch_tokens: int | None = None  # the trainer's micro-batch, packed (TrainMemoryConfig's; None: one longest sequence)
+    sequence_parallel: int = 1  # fsdp: Ulysses sequence parallelism of the trainer (TrainMemoryConfig's)
 
     def __post_init__(self) -> None:
         if isinstance(self.zero_stage, bool) or self.zero_stage not in ZERO_STAGES:
             raise ConfigError(f"CostModel: zero_stage must be one of 0, 1, 2, 3, got {self.zero_stage!r}")
         if self.recompute not in RECOMPUTE_MODES:
             raise ConfigError(f"CostModel: recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}")
+        if not isinstance(self.layout, TrainerLayout):
+            raise ConfigError(f"CostModel: layout must be a TrainerLayout, got {type(self.layout).__name__}")
         if not isinstance(self.sync, SyncPlan):
             raise ConfigError(f"CostModel: sync must be a SyncPlan, got {type(self.sync).__name__}")
 
@@ -206,7 +213,8 @@ class CostModel:
         """The generation cost of a ``tp``-GPU replica; its collectives cross the network where ``tp`` exceeds
         the scale-up domain (``domain``), as a TP group over several nodes does."""
         across = self.domain > 0 and tp > self.domain
-        return DecodeCost(model, self.hw, tp, expert_parallel, self.hw.gpu.net_bw if across else None)
+        return DecodeCost(model, self.hw, tp, expert_parallel, self.hw.gpu.net_bw if across else None,
+                          nodes_spanned(tp, self.domain))
 
     def prefill_flops(self, model: ModelSpec, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool) -> float:
         return float(np.sum(model.forward_flops(new_tokens, context, scalar_head=scalar_head)))
@@ -214,16 +222,20 @@ class CostModel:
     def prefill_cost(
         self, model: ModelSpec, devices: int, new_tokens, context, scalar_head: bool = False
     ) -> tuple[float, float]:
-        """(seconds, FLOPs) of one batched forward of sequences with ``new_tokens`` over existing ``context``
-        (sequences of equal length; plain Python arithmetic, as scorer batches are small)."""
+        """(seconds, FLOPs) of one batched forward of sequences with ``new_tokens`` over existing ``context``,
+        dealt to the pool's data-parallel ranks and timed on the slowest (``trainer_cost.forward_seconds``)."""
         lin, att = model.flop_coeffs(scalar_head)
-        flops = 0.0
-        kv = 0.0
-        for n, c in zip(new_tokens, context):
-            flops += lin * n + att * (n * c + n * (n + 1) / 2.0)
-            kv += c + n
-        nbytes = model.weight_bytes_read(sum(new_tokens), scalar_head) + kv * model.kv_bytes_per_token()
-        return _roofline(self.hw.params.prefill, flops, nbytes, devices, self.hw), flops
+        per_seq = [lin * n + att * (n * c + n * (n + 1) / 2.0) for n, c in zip(new_tokens, context)]
+        flops = sum(per_seq)
+        nbytes = model.weight_bytes_read(sum(new_tokens), scalar_head) + sum(map(sum, zip(new_tokens, context))) * model.kv_bytes_per_token()
+        if len(per_seq) <= 1 and forward_ranks(self, devices) == devices:  # one sequence on one GPU: plain arithmetic
+            op, g = self.hw.params.prefill, self.hw.gpu
+            return op.overhead_s + max(flops / (g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory)), flops
+        return forward_seconds(self, model, devices, np.asarray(new_tokens, dtype=np.float64), np.asarray(per_seq), nbytes), flops
+
+    def scorer_batch_scale(self, devices: int) -> int:
+        """``scorer_max_tokens`` batches per scorer forward on ``devices`` GPUs (``trainer_cost.scorer_batch_scale``)."""
+        return scorer_batch_scale(self, devices)
 
     def group_prefill_cost(
         self, model: ModelSpec, devices: int, prompt: int, responses, scalar_head: bool = False
@@ -247,34 +259,19 @@ class CostModel:
     def train(
         self, model: ModelSpec, devices: int, seq_tokens: np.ndarray, minibatches: int, scalar_head: bool = False
     ) -> float:
-        """Seconds for one PPO epoch: forward+backward over the sequences in ``minibatches`` optimizer steps
-        (data parallel over ``devices`` with sharded optimizer state and a gradient all-reduce per step).
-        A MoE model under expert parallelism reads ``1 / ep`` of the expert weights per device, all-reduces
-        the expert gradients over ``devices / ep`` ranks and pays its all-to-alls
-        (``oppo_sim.hw.expert_parallel``)."""
-        op = self.hw.params.train
-        flops = self.train_flops(model, seq_tokens, scalar_head) + self.recompute_flops(model, seq_tokens, scalar_head)
-        w = model.weight_bytes(scalar_head=scalar_head)
-        params = model.params_scalar_head if scalar_head else model.params
-        ep = self.expert_parallel if model.moe else 1
-        if ep == 1:
-            nbytes = minibatches * (3.0 * w * devices + OPTIMIZER_BYTES_PER_PARAM * params)
-            t = _roofline(op, flops, nbytes, devices, self.hw) + (minibatches - 1) * op.overhead_s
-            return t + minibatches * self.gradient_sync(w, devices)
-        shared, experts = (x * model.dtype_bytes for x in expert_split(model, params, ep))
-        nbytes = minibatches * (3.0 * (shared + experts) * devices + OPTIMIZER_BYTES_PER_PARAM * params)
-        t = _roofline(op, flops, nbytes, devices, self.hw) + (minibatches - 1) * op.overhead_s
-        sync = self.gradient_sync(shared, devices) + self.gradient_sync(experts, devices // ep)
-        bw = self.hw.gpu.net_bw if self.cross_node else self.hw.gpu.link_bw
-        tokens = float(np.sum(seq_tokens)) / devices
-        return t + minibatches * sync + train_alltoall_seconds(model, self.hw, ep, tokens, minibatches, bw)
+        """Seconds for one PPO epoch: forward+backward over the sequences in ``minibatches`` optimizer steps,
+        as the trainer's backend (``layout``) runs it on the slowest data-parallel rank of each step
+        (``oppo_sim.hw.trainer_cost``)."""
+        if self.layout.megatron:
+            return megatron_train_seconds(self, model, devices, seq_tokens, minibatches, scalar_head)
+        return fsdp_train_seconds(self, model, devices, seq_tokens, minibatches, scalar_head)
 
     def gradient_sync(self, weight_bytes: float, devices: int) -> float:
         """Seconds of one optimizer step's collectives over ``devices`` data-parallel ranks: the gradient
         all-reduce (ZeRO-2's reduce-scatter + all-gather move the same bus bytes), and under ZeRO-3 also
         the parameter all-gather, half an all-reduce's bytes (the ZeRO paper's 1.5x). Over ``net_bw`` when
         the pool spans scale-up domains: a ring runs at its slowest link."""
-        t = allreduce_seconds(self.hw.params.collective, weight_bytes, devices, self._dp_bw)
+        t = allreduce_seconds(self.hw.params.collective, weight_bytes, devices, self._dp_bw, self._dp_nodes(devices))
         return t + (self.param_gather(weight_bytes, devices) if self.zero_stage == 3 else 0.0)
 
     @property
@@ -289,7 +286,15 @@ class CostModel:
         (``memory_plan.frozen_shards``) once per forward. 0 on one device."""
         if devices <= 1:
             return 0.0
-        return collective_seconds(self.hw.params.collective, (devices - 1) / devices * weight_bytes, self._dp_bw)
+        return collective_seconds(self.hw.params.collective, (devices - 1) / devices * weight_bytes, self._dp_bw,
+                                  "all-gather", devices, self._dp_nodes(devices))
+
+    def _dp_nodes(self, devices: int) -> int:
+        """Nodes (scale-up domains) a data-parallel group over the whole ``devices``-GPU pool spans: 1 unless
+        the pool crosses domains."""
+        if not self.cross_node:
+            return 1
+        return max(2, nodes_spanned(devices, self.domain)) if devices > 1 else 1
 
     def recompute_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:
         """FLOPs one training pass over sequences of ``seq_tokens`` tokens spends recomputing activations:

@@ -14,7 +14,9 @@ gradients and Adam state are split over ``ep`` ranks; the rest of the model is d
 So per device the expert state is ``state_bytes(routed / ep)`` over ``devices / ep`` expert-data-parallel
 ranks, each device reads ``1 / ep`` of the expert weights, the expert gradients are all-reduced over
 ``devices / ep`` ranks (``1 / ep`` of their bytes), and every MoE layer adds four all-to-alls per
-optimizer step (dispatch and combine, forward and backward) of the device's tokens.
+micro-batch (dispatch and combine, forward and backward) of the device's tokens, timed in
+``oppo_sim.hw.trainer_cost``: over the scale-up link when the EP group (``ep`` consecutive ranks) fits in
+one scale-up domain, over the network only when it spans domains.
 
 Not modelled: load imbalance between ranks (uniform routing: every rank gets its share), a replica's
 GPUs computing their experts at a different efficiency than slices, expert parallelism across replicas
@@ -25,10 +27,10 @@ recomputed forward's all-to-alls under full recomputation, and overlap of the al
 from __future__ import annotations
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collective_latency, collective_seconds
+from oppo_sim.hw.hardware import OpParams, allreduce_seconds, collective_latency
 from oppo_sim.hw.model_spec import ModelSpec
 
-__all__ = ["check_expert_parallel", "decode_comm_coeffs", "expert_split", "train_alltoall_seconds"]
+__all__ = ["alltoall_bytes_per_token", "check_expert_parallel", "decode_comm_coeffs", "expert_split"]
 
 
 def check_expert_parallel(model: ModelSpec, ep: int, devices: int | None = None, what: str = "--ep") -> None:
@@ -72,16 +74,3 @@ def expert_split(model: ModelSpec, params: int, ep: int) -> tuple[int, float]:
     holds) of a model with ``params`` parameters under ``ep``-way expert parallelism."""
     routed = model.routed_expert_params if ep > 1 else 0
     return params - routed, routed / ep
-
-
-def train_alltoall_seconds(model: ModelSpec, hw: Hardware, ep: int, tokens_per_device: float, steps: int,
-                           bw: float) -> float:
-    """Seconds of a training pass's expert all-to-alls: four per MoE layer per optimizer step (dispatch and
-    combine, forward and backward) over ``ep`` ranks, moving each device's ``tokens_per_device`` tokens
-    in all (0 without expert parallelism)."""
-    if ep <= 1 or not model.moe:
-        return 0.0
-    op = hw.params.collective
-    calls = 4 * model.moe_layers
-    per_step_bytes = alltoall_bytes_per_token(model, ep) * tokens_per_device / steps
-    return steps * calls * collective_seconds(op, per_step_bytes, bw)

@@ -50,7 +50,7 @@ attention core's forward FLOPs (eager attention only); full adds one forward pas
 4x forward). Megatron measures ~2-4% for selective and ~30-40% for full; Baidu's RLHF article reports
 selective recomputation with sequence parallelism halving activation memory for ~20% slower training.
 Sequence parallelism enters only as ``TrainMemoryConfig.sequence_parallel``, a divisor of the activations
-(Ulysses / ring attention over data-parallel ranks); its communication is not timed.
+(Ulysses / ring attention over data-parallel ranks); its all-to-alls are timed in ``oppo_sim.hw.trainer_cost``.
 
 **Pools and phases.** Every number is bytes per device (capacities as the device reports them, see
 ``oppo_sim.hw.hardware``); every printed figure and every summary number is in GiB (``GiB`` = 2**30 B).
@@ -98,8 +98,8 @@ class TrainMemoryConfig:
     (packed); ``None`` = one longest sequence — a sequence is never split across micro-batches, so a
     micro-batch holds at least one. ``sequence_parallel``: ranks a micro-batch's tokens are split over
     (DeepSpeed-Ulysses / ring attention, as OpenRLHF's ``--ring_attn_size`` and verl's
-    ``ulysses_sequence_parallel_size``): activations per device shrink by it; its all-to-all traffic is
-    not timed. Only with it do prompts of ~100k tokens train on one GPU's memory. ``full_logits``: the
+    ``ulysses_sequence_parallel_size``): activations per device shrink by it; its all-to-alls are timed
+    (``oppo_sim.hw.trainer_cost``). Only with it do prompts of ~100k tokens train on one GPU's memory. ``full_logits``: the
     lm_head's logits for every token are materialised (no chunked / fused log-prob kernel; module notes)."""
 
     zero_stage: int | None = None

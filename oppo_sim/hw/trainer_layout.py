@@ -9,6 +9,11 @@ pipeline rank, 1 = none), ``cp`` (``context_parallel_size``) and ``distributed_o
 (``use_distributed_optimizer``: Adam state sharded over the data-parallel ranks) apply to ``megatron`` only;
 expert parallelism (``expert_model_parallel_size``) is ``SimConfig.expert_parallel`` for both backends.
 The data-parallel degree is what is left: ``devices / (tp · pp · cp)``.
+
+``balance_batch`` (verl ``trainer.balance_batch``, default on; both backends) says how a step's sequences
+are dealt to the data-parallel ranks: balanced by tokens (verl's Karmarkar-Karp partition with equal counts,
+approximated by a greedy longest-first partition with equal counts, :func:`oppo_sim.hw.trainer_cost.dp_partition`) or in
+contiguous chunks in batch order (``balance_batch=False``, OpenRLHF's and NeMo RL's plain split).
 """
 
 from __future__ import annotations
@@ -38,14 +43,16 @@ class TrainerLayout:
     vpp: int = 1
     cp: int = 1
     distributed_optimizer: bool = True
+    balance_batch: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in TRAIN_BACKENDS:
             raise ConfigError(f"train backend must be one of {', '.join(TRAIN_BACKENDS)}, got {self.backend!r}")
         for name in ("tp", "pp", "vpp", "cp"):
             _count(name, getattr(self, name))
-        if not isinstance(self.distributed_optimizer, bool):
-            raise ConfigError(f"distributed_optimizer must be a bool, got {self.distributed_optimizer!r}")
+        for name in ("distributed_optimizer", "balance_batch"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.backend == "fsdp" and (self.model_parallel > 1 or self.vpp > 1):
             raise ConfigError(f"--train-tp/--pp/--vpp/--cp need --train-backend megatron (fsdp is data parallel; "
                               f"its sequence parallelism is --sp), got tp={self.tp} pp={self.pp} vpp={self.vpp} cp={self.cp}")
@@ -70,6 +77,13 @@ class TrainerLayout:
         if devices % self.model_parallel:
             raise ConfigError(f"the trainer's tp x pp x cp = {self.tp} x {self.pp} x {self.cp} = {self.model_parallel} "
                               f"must divide its {devices} devices")
+
+    def check_experts(self, devices: int, ep: int) -> None:
+        """Megatron's expert-parallel groups are cut from one pipeline stage's ``devices / pp`` ranks: ``ep``
+        must divide them (one line if not)."""
+        if self.megatron and ep > 1 and (devices // self.pp) % ep:
+            raise ConfigError(f"expert parallelism (--ep {ep}) must divide the {devices // self.pp} ranks of one "
+                              f"pipeline stage ({devices} devices / pp {self.pp})")
 
     def label(self) -> str:
         """``fsdp``, or ``megatron tp4 pp2 (vpp2) cp1`` style, for tables."""

@@ -111,6 +111,10 @@ class SimConfig:
         if not isinstance(self.trainer, TrainerLayout):
             raise ConfigError(f"trainer must be a TrainerLayout, got {type(self.trainer).__name__}")
         self.trainer.check_devices(self.placement.pool(self.placement.train).devices)
+        self.trainer.check_experts(self.placement.pool(self.placement.train).devices, self.expert_parallel)
+        if self.trainer.megatron and self.train_memory.sequence_parallel > 1:
+            raise ConfigError(f"--sp {self.train_memory.sequence_parallel} is FSDP's Ulysses sequence parallelism; "
+                              f"under --train-backend megatron sequences are split with --cp")
         if self.engine.enable_expert_parallel and not actor.moe:
             raise ConfigError(f"expert parallelism (--ep) needs a mixture-of-experts model; '{actor.id}' is dense")
 

@@ -39,18 +39,7 @@ from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import ROLES, SCORING_ROLES, streamed_roles
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.stepplan import StepPlan
-from oppo_sim.core.protocol import (
-    Action,
-    Defer,
-    Emit,
-    EndGeneration,
-    FormBatch,
-    Launch,
-    Pause,
-    Progress,
-    ScoreWhole,
-    Train,
-)
+from oppo_sim.core.protocol import Action, Defer, Emit, EndGeneration, FormBatch, Launch, Pause, Progress, ScoreWhole, Train
 from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.engine.factory import EngineKind, make_engine
 from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Req, kv_blocks_for
@@ -60,8 +49,8 @@ from oppo_sim.hw.memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
 from oppo_sim.pipeline.generation import GenReplica
-from oppo_sim.pipeline.memory_plan import (cost_models, fit_for_policy, frozen_shards, generation_kv_blocks, longest,
-                                           sleep_wake_of)
+from oppo_sim.pipeline.memory_plan import (cost_models, fit_for_policy, frozen_gathers, frozen_shards, generation_kv_blocks,
+                                           longest, sleep_wake_of)
 from oppo_sim.pipeline.samples import SimSample
 from oppo_sim.pipeline.scoring import RULE_WORKERS, RuleScorer, Scorer
 from oppo_sim.traces.rowmap import TraceReplay
@@ -173,8 +162,9 @@ class Pipeline:
             sharing = sum(1 for r in gpu_roles if pl.pool_of(r) == name)
             free = pool.n * max(0.0, self.memory.pool(name).headroom) / sharing
             model, cost = self.models[role], self.cost_of[name]
-            shards = frozen_shards(self.cfg, role, self.memory.train.zero_stage)  # sharded: gathered per forward
-            gather = cost.param_gather(model.weight_bytes(scalar_head=role in ("reward", "critic")), shards)
+            shards = frozen_shards(self.cfg, role, self.memory.train.zero_stage)  # ZeRO-3 shards: gathered per forward
+            w = model.weight_bytes(scalar_head=role in ("reward", "critic"))
+            gather = cost.param_gather(w, shards) if frozen_gathers(self.cfg) else 0.0  # Megatron: never
             self.scorers[role] = Scorer(self.env, role, model, pool, cost, self.cfg,
                                         free / model.kv_bytes_per_token(), self.on_scored, gather)
         if "rule" in self.roles:  # CPU workers, off the GPU pools (in the timeline, in no utilization)

@@ -65,6 +65,8 @@ from oppo_sim.hw.memory import (
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.hw.sleepwake import SleepWake, sleep_wake
 from oppo_sim.hw.sync import SyncMechanism, SyncPlan
+from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.hw.trainer_memory import megatron_activation_bytes, megatron_state_bytes, micro_batches_bound
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, Trace
 
@@ -96,8 +98,10 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
         raise ConfigError(f"sequence parallelism {sp} does not divide the {devices} training devices")
     tokens = max(train.micro_batch_tokens or seq, seq)  # packed sequences; a sequence is never split
     resp_in = min(tokens, resp * math.ceil(tokens / seq))
-    weights = grads = optimizer = act = 0.0
     ep = cfg.expert_parallel
+    if cfg.trainer.megatron:
+        return _megatron_train_role(cfg, devices, train, seq, tokens, resp_in, phase)
+    weights = grads = optimizer = act = 0.0
     for _, model, scalar in cfg.trained():
         shared, experts = expert_split(model, model.params_scalar_head if scalar else model.params, ep if model.moe else 1)
         for s in (state_bytes(shared, devices, z), state_bytes(experts, devices // ep, z)):
@@ -112,6 +116,27 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     )
 
 
+def _megatron_train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int, tokens: int, resp_in: int,
+                         phase: str) -> RoleMemory:
+    """The trainer's role under Megatron (:mod:`oppo_sim.hw.trainer_memory`): the largest stage's state per
+    rank, and its in-flight micro-batches' activations (at most one sequence per micro-batch per step's share)."""
+    lay, ep, rc = cfg.trainer, cfg.expert_parallel, train.recompute
+    m = micro_batches_bound(cfg.sequences, cfg.minibatches, lay.data_parallel(devices))
+    weights = grads = optimizer = act = 0.0
+    for _, model, scalar in cfg.trained():
+        st = megatron_state_bytes(model, lay, ep, devices, scalar)
+        weights, grads, optimizer = weights + st.weights, grads + st.grads, optimizer + st.optimizer
+        act = max(act, megatron_activation_bytes(model, lay, tokens, seq, rc, m, train.flash_attention, scalar, resp_in,
+                                                 train.full_logits))
+    label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
+    return RoleMemory(
+        "train", label, phase, weights=weights, grads=grads, optimizer=optimizer, activations=act,
+        note=f"{lay.label()}" + (f" ep{ep}" if ep > 1 else "") + f" over {devices} devices (dp {lay.data_parallel(devices)}"
+        + (", distributed optimizer" if lay.distributed_optimizer else "") + f"), recompute {rc}"
+        + (", full logits" if train.full_logits else ""),
+    )
+
+
 FROZEN_ROLES: tuple[str, ...] = ("reward", "reference")
 
 
@@ -120,10 +145,20 @@ def frozen_shards(cfg: SimConfig, role: str, zero_stage: int) -> int:
     all of its pool's where that pool trains and the trainer runs ZeRO-3 — verl's reference and reward workers are FSDP-wrapped
     over the colocated worker group, OpenRLHF's run as DeepSpeed ZeRO-3 inference engines under
     ``--zero_stage 3`` — else 1: a full copy on every device (data parallel; the paper placement's score
-    GPU). Sharded weights are all-gathered for each forward (``CostModel.param_gather``)."""
+    GPU). Sharded weights are all-gathered for each forward (``CostModel.param_gather``). Under a Megatron
+    trainer a frozen model on its pool holds its ``tp · pp`` shard (NeMo RL's and verl's Megatron reference
+    runs with the policy's parallelism) and moves activations, never weights (:func:`frozen_gathers`)."""
     pl = cfg.placement
     pool = pl.pool_of(role)
+    if cfg.trainer.megatron:
+        return cfg.trainer.tp * cfg.trainer.pp if role in FROZEN_ROLES and pool == pl.train else 1
     return pl.pool(pool).devices if role in FROZEN_ROLES and pool == pl.train and zero_stage == 3 else 1
+
+
+def frozen_gathers(cfg: SimConfig) -> bool:
+    """Whether a sharded frozen model (:func:`frozen_shards` > 1) all-gathers its weights for each forward:
+    under FSDP / ZeRO-3, yes; under Megatron, never (its shard computes, activations move)."""
+    return not cfg.trainer.megatron
 
 
 def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int, resp: int) -> PoolMemory:
@@ -151,9 +186,14 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
     for role in cfg.scoring_roles():  # only the forwards the algorithm runs hold weights
         if pl.pool_of(role) != pool.name or (role in ("critic", "logprob") and pl.train == pool.name):
             continue
-        m, shards = models[role], frozen_shards(cfg, role, train.zero_stage)
-        roles.append(RoleMemory(role, m.id, rest, weights=m.weight_bytes(scalar_head=role in ("reward", "critic")) / shards,
-                                note=f"sharded over {shards}" if shards > 1 else ""))
+        m, shards, scalar = models[role], frozen_shards(cfg, role, train.zero_stage), role in ("reward", "critic")
+        if cfg.trainer.megatron and role in FROZEN_ROLES and pool.name == pl.train:
+            # its Megatron shard: the largest stage's tp slice, the routed experts over ep
+            w = megatron_state_bytes(m, cfg.trainer, cfg.expert_parallel, pool.devices, scalar).weights
+            note = f"{cfg.trainer.label()}" + (f" ep{cfg.expert_parallel}" if cfg.expert_parallel > 1 and m.moe else "")
+        else:
+            w, note = m.weight_bytes(scalar_head=scalar) / shards, f"sharded over {shards}" if shards > 1 else ""
+        roles.append(RoleMemory(role, m.id, rest, weights=w, note=note))
     gpu = cfg.hardware_of(pool.name).gpu
     return PoolMemory(
         pool.name, gpu.id, pool.devices, gpu.mem_bytes, cfg.engine.gpu_memory_utilization, tuple(roles),
@@ -204,9 +244,12 @@ def with_sp(cfg: SimConfig, sp: int) -> SimConfig:
 
 def smallest_sp(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int | None = None) -> int | None:
     """The smallest sequence parallelism under which ``cfg`` fits: its own, else the next divisors of the
-    training pool's devices in increasing order; None if none does. The smallest, because its all-to-all
-    traffic is not timed (``hw.memory``): a larger one would look free."""
+    training pool's devices in increasing order; None if none does (and under Megatron, which has no
+    Ulysses, its own if it fits). The smallest: it costs all-to-alls (``hw.trainer_cost``) and splits
+    fewer sequences' work over more ranks."""
     own, n = cfg.train_memory.sequence_parallel, cfg.placement.pool(cfg.placement.train).devices
+    if cfg.trainer.megatron:  # Ulysses is FSDP's; Megatron splits sequences with --cp
+        return own if _first_fit(cfg, seq_tokens, response_tokens)[0] is not None else None
     for sp in (own, *(d for d in range(own + 1, n + 1) if n % d == 0)):
         if _first_fit(with_sp(cfg, sp), seq_tokens, response_tokens)[0] is not None:
             return sp
@@ -319,11 +362,22 @@ def generation_kv_blocks(cfg: SimConfig, report: MemoryReport) -> int:
 
 
 def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
-    """One cost model per pool, with the report's training setup, the configuration's sync plan and its
-    scale-up domain (a tensor-parallel group larger than a domain runs its all-reduces over the network)."""
+    """One cost model per pool, with the report's training setup, the configuration's sync plan, its
+    scale-up domain (a tensor-parallel group larger than a domain runs its all-reduces over the network) and
+    the trainer's layout on the pool that trains."""
     t, plan, domains, block = report.train, sync_plan(cfg), pool_domains(cfg), domain_block(cfg)
     return {
         p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan,
-                          cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel, domain=block)
+                          cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel, domain=block,
+                          **_trainer_fields(cfg, t, p.name == cfg.placement.train))
         for p in cfg.placement.pools
     }
+
+
+def _trainer_fields(cfg: SimConfig, t: TrainMemoryConfig, trains: bool) -> dict:
+    """The cost model's trainer layout: the configuration's on the pool that trains (its training and the
+    forwards beside it run under it), plain data parallel elsewhere (a full copy per device), with the same
+    ``balance_batch``."""
+    if trains:
+        return {"layout": cfg.trainer, "micro_batch_tokens": t.micro_batch_tokens, "sequence_parallel": t.sequence_parallel}
+    return {"layout": TrainerLayout(balance_batch=cfg.trainer.balance_batch), "micro_batch_tokens": t.micro_batch_tokens}

@@ -1,6 +1,8 @@
 """A scoring role on its device pool: batches the work that is ready (streamed chunks, or whole
 sequences), keeps each streamed sequence's KV cache within an LRU budget (a sequence that lost it
-re-prefills its whole context, counted as recompute), and reports each final score to the pipeline.
+re-prefills its whole context, counted as recompute), and reports each final score to the pipeline. A
+forward takes up to ``scorer_max_tokens`` tokens per data-parallel rank of its pool and is timed on the
+slowest rank (``CostModel.prefill_cost``).
 
 A frozen model sharded with a ZeRO-3 trainer (``memory_plan.frozen_shards``) gathers its weights for every
 forward, as FSDP and DeepSpeed ZeRO-3 do: each rank runs its own micro-batch of up to
@@ -29,7 +31,8 @@ class Scorer:
                  cfg: SimConfig, kv_tokens: float, on_scored: Callable[[str, list[int]], None], gather_s: float = 0.0):
         self.env = env
         self.gather_s = gather_s  # each forward's all-gather of weights sharded with the trainer (0: a full copy)
-        self.budget = cfg.scorer_max_tokens * (pool.n if gather_s > 0 else 1)  # tokens per forward over the pool
+        # tokens per forward over the pool: up to scorer_max_tokens on each data-parallel rank (and pipeline stage)
+        self.budget = cfg.scorer_max_tokens * (pool.n if gather_s > 0 else cost.scorer_batch_scale(pool.n))
         self.role = role
         self.cfg = cfg
         self.cost = cost

@@ -1,0 +1,296 @@
+"""Seconds of a training pass as the trainer's backend runs it (``CostModel.train``): data parallel
+FSDP / ZeRO (with Ulysses sequence parallelism) or Megatron-Core (TP with sequence parallelism, PP, CP, EP,
+the distributed optimizer), both on the slowest data-parallel rank of each optimizer step.
+
+**Data-parallel imbalance.** A step's sequences are dealt to the ``dp`` data-parallel ranks
+(:func:`dp_partition`): with ``TrainerLayout.balance_batch`` (verl's default ``trainer.balance_batch``) a
+partition with equal sequence counts balanced by tokens — verl uses Karmarkar-Karp, approximated here by
+the greedy longest-first (LPT) rule with equal counts; without it, contiguous chunks in batch order. Each rank splits its
+share into the ``minibatches`` optimizer steps in order (verl's per-rank mini-batches), and every optimizer
+step waits for its slowest rank (the gradient collective is a barrier): the step's compute is the largest
+rank's FLOPs, not the mean. With equal lengths it is the mean, and the result is today's ``FLOPs /
+devices``.
+
+**Fixed costs.** ``train.overhead_s`` is paid per micro-batch (each forward + backward's launches and
+Python) and once per optimizer step. A rank's micro-batches in an optimizer step are its tokens packed
+into micro-batches of ``max(micro_batch_tokens, longest sequence)`` tokens (the memory plan's micro-batch:
+verl's ``use_dynamic_bsz`` packing; a fixed ``ppo_micro_batch_size_per_gpu`` is not modelled).
+
+**FSDP** (``fsdp_train_seconds``): per device ``max(FLOPs / (sp · peak · eff), bytes / (bw · eff))`` with
+the bytes of today's model (weights read three times and the optimizer's 16 bytes per parameter per
+optimizer step), the gradient all-reduce (ZeRO-3: and the parameter all-gather) per optimizer step,
+expert all-to-alls under ``--ep``, and with Ulysses sequence parallelism ``sp`` four all-to-alls per layer
+per micro-batch (Q/K/V in and the output out, forward and backward), each rank sending ``(sp - 1) / sp``
+of its tokens' heads.
+
+**Megatron** (``megatron_train_seconds``), per optimizer step on the slowest data-parallel rank, with
+``m`` micro-batches: compute ``FLOPs / (tp · pp · cp)``, or the rank's weight and optimizer bytes where
+those are slower (the weights of its shard read three times per micro-batch); TP with sequence
+parallelism: an all-gather and a reduce-scatter before and after attention and MLP — four collectives per
+layer forward, four backward (four more forward under full recomputation) — of the micro-batch's
+``tokens / cp · hidden`` bytes, ``(tp - 1) / tp`` of it per rank; CP: the ring's KV exchange,
+``cp - 1`` passes of the rank's K and V blocks forward and twice that backward, overlapped with the
+attention core (only what exceeds it is charged); EP: the dispatch and combine all-to-alls, forward and
+backward, of each MoE layer of the stage, over the tokens the rank holds; PP: one point-to-point send per
+micro-batch and model chunk forward and one backward, of the sequence-parallel activation shard; then the
+pipeline bubble ``(pp - 1) / (vpp · m)`` of all that; then the gradient reduce-scatter and parameter
+all-gather of the rank's shard over its ``dp · cp`` data-parallel ranks (the routed experts' over
+``devices / (pp · ep)``), not overlapped with the backward (``overlap_grad_reduce`` off).
+
+**Where each group sits** (Megatron's rank order ``tp-cp-ep-dp-pp``, innermost first; the expert groups
+``ep-dp-pp`` with expert tensor parallelism 1, so an EP group is ``ep`` consecutive ranks): a group of
+``span`` consecutive ranks runs over the scale-up link when it fits in one scale-up domain
+(``gpu_table.domain_gpus``), over the network otherwise — TP spans ``tp``, CP ``tp · cp``, EP ``ep``, the
+data-parallel groups a whole stage (``devices / pp``); pipeline neighbours are ``devices / pp`` apart,
+over the network whenever the pool spans domains.
+
+Not modelled: overlap of the TP, EP and data-parallel collectives with compute (Megatron's
+``tp_comm_overlap``, ``overlap_grad_reduce``, ``overlap_param_gather``), uneven pipeline stages, MoE
+routing imbalance, and the per-micro-batch tokens of a rank being unequal (its tokens are taken as spread
+evenly over its micro-batches).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from oppo_sim.hw.expert_parallel import alltoall_bytes_per_token, expert_split
+from oppo_sim.hw.hardware import allreduce_seconds, collective_latency, collective_seconds, nodes_spanned
+from oppo_sim.hw.model_spec import ModelSpec
+from oppo_sim.hw.trainer_memory import expert_tp, stage_params
+
+__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "dp_partition", "RankLoads", "rank_loads", "group_bw", "fsdp_train_seconds",
+           "megatron_train_seconds", "forward_ranks", "scorer_batch_scale", "forward_seconds"]
+
+OPTIMIZER_BYTES_PER_PARAM = 16
+"""Adam in mixed precision touches ~16 bytes per parameter per optimizer step (fp32 master, m, v, grad)."""
+
+
+def dp_partition(seq_tokens: np.ndarray, ranks: int, balance: bool) -> np.ndarray:
+    """The data-parallel rank of each sequence: contiguous chunks in order (the first ``n mod ranks`` one
+    longer), or with ``balance`` equal counts balanced by tokens — the sequences sorted longest first and
+    each dealt to the least loaded rank that has room (ties: the lowest rank) — greedy LPT with equal counts,
+    an approximation of verl's equal-size Karmarkar-Karp partition."""
+    n = len(seq_tokens)
+    if not balance or ranks == 1:
+        sizes = np.full(ranks, n // ranks, dtype=np.int64)
+        sizes[: n % ranks] += 1
+        return np.repeat(np.arange(ranks), sizes)
+    tokens = np.asarray(seq_tokens, dtype=np.float64)
+    room = [n // ranks + (1 if r < n % ranks else 0) for r in range(ranks)]
+    heap = [(0.0, r) for r in range(ranks) if room[r] > 0]
+    out = [0] * n
+    pop, push = heapq.heappop, heapq.heappush
+    lengths = tokens.tolist()
+    for i in np.argsort(-tokens, kind="stable").tolist():  # plain Python: this runs every step
+        load, r = pop(heap)
+        out[i] = r
+        room[r] -= 1
+        if room[r]:
+            push(heap, (load + lengths[i], r))
+    return np.asarray(out, dtype=np.int64)
+
+
+class RankLoads:
+    """Per optimizer step, the slowest data-parallel rank's work: ``flops`` and ``attn_flops`` (the largest
+    rank's), ``tokens`` and ``micro_batches`` (the largest of any rank's)."""
+
+    def __init__(self, flops: np.ndarray, attn_flops: np.ndarray, tokens: np.ndarray, micro_batches: np.ndarray):
+        self.flops, self.attn_flops, self.tokens, self.micro_batches = flops, attn_flops, tokens, micro_batches
+
+
+def rank_loads(seq_tokens: np.ndarray, flops: np.ndarray, attn_flops: np.ndarray, ranks: int, minibatches: int,
+               balance: bool, micro_batch_tokens: int | None) -> RankLoads:
+    """Deal the sequences to ``ranks`` (:func:`dp_partition`), split each rank's share into ``minibatches``
+    in order, and take each optimizer step's slowest rank (module notes)."""
+    seq = np.asarray(seq_tokens, dtype=np.float64)
+    rank = dp_partition(seq, ranks, balance)
+    order = np.argsort(rank, kind="stable")
+    counts = np.bincount(rank, minlength=ranks)
+    pos = np.arange(len(seq)) - np.repeat(np.cumsum(counts) - counts, counts)  # place within its rank
+    mb = np.empty(len(seq), dtype=np.int64)
+    mb[order] = pos * minibatches // np.maximum(np.repeat(counts, counts), 1)
+
+    def per(values: np.ndarray) -> np.ndarray:
+        grid = np.zeros((ranks, minibatches))
+        np.add.at(grid, (rank, mb), values)
+        return grid
+
+    tok = per(seq)
+    cap = max(float(micro_batch_tokens or 0), float(seq.max()) if len(seq) else 1.0)
+    return RankLoads(per(np.asarray(flops, dtype=np.float64)).max(axis=0), per(np.asarray(attn_flops, dtype=np.float64)).max(axis=0),
+                     tok.max(axis=0), np.ceil(tok / cap).max(axis=0))
+
+
+def group_bw(cost, span: int, devices: int) -> float:
+    """The bandwidth of a group of ``span`` consecutive ranks of a ``devices``-GPU pool: the network where
+    it leaves the scale-up domain (larger than ``cost.domain``, or the whole pool where the pool spans
+    domains), else the scale-up link."""
+    g = cost.hw.gpu
+    across = (span >= devices and cost.cross_node and span > 1) or (cost.domain > 0 and span > cost.domain)
+    return g.net_bw if across else g.link_bw
+
+
+def group_nodes(cost, span: int, devices: int) -> int:
+    """Scale-up domains a group of ``span`` consecutive ranks spans (as :func:`group_bw` decides the link):
+    its collectives' latency grows with them (``hardware.collective_latency``)."""
+    if span <= 1:
+        return 1
+    if cost.domain > 0:
+        return nodes_spanned(span, cost.domain)
+    return 2 if span >= devices and cost.cross_node else 1
+
+
+def _lat(cost, kind: str, span: int, devices: int) -> float:
+    """Latency of one ``kind`` collective over a group of ``span`` ranks of the pool."""
+    return collective_latency(cost.hw.params.collective, kind, span, group_nodes(cost, span, devices))
+
+
+def _loads(cost, model: ModelSpec, ranks: int, seq_tokens, minibatches: int, scalar_head: bool) -> RankLoads:
+    n = np.asarray(seq_tokens, dtype=np.float64)
+    flops = 3.0 * np.asarray(model.forward_flops(n, 0, scalar_head=scalar_head), dtype=np.float64).reshape(n.shape)
+    flops = flops + _recompute(cost, model, n, scalar_head)
+    attn = 3.0 * model.pair_flops * n * (n + 1.0) / 2.0
+    layout = cost.layout
+    return rank_loads(n, flops, attn, ranks, minibatches, layout.balance_batch, cost.micro_batch_tokens)
+
+
+def _recompute(cost, model: ModelSpec, n: np.ndarray, scalar_head: bool) -> np.ndarray:
+    if cost.recompute == "full":
+        return np.asarray(model.forward_flops(n, 0, scalar_head=scalar_head), dtype=np.float64).reshape(n.shape)
+    if cost.recompute == "selective" and not cost.flash_attention:
+        return model.pair_flops * n * (n + 1.0) / 2.0
+    return np.zeros_like(n)
+
+
+def fsdp_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, minibatches: int, scalar_head: bool) -> float:
+    """One PPO epoch under FSDP / ZeRO (module notes)."""
+    op, g, coll = cost.hw.params.train, cost.hw.gpu, cost.hw.params.collective
+    sp = cost.sequence_parallel if devices % cost.sequence_parallel == 0 else 1
+    loads = _loads(cost, model, devices // sp, seq_tokens, minibatches, scalar_head)
+    params = model.params_scalar_head if scalar_head else model.params
+    ep = cost.expert_parallel if model.moe else 1
+    shared, experts = (x * model.dtype_bytes for x in expert_split(model, params, ep))
+    w_read = shared + experts  # per device: all the shared weights, 1 / ep of the experts
+    nbytes = minibatches * (3.0 * w_read + OPTIMIZER_BYTES_PER_PARAM * params / devices)
+    compute = float(loads.flops.sum()) / (sp * g.peak_flops * op.eff_compute)
+    micro = float(loads.micro_batches.sum())
+    t = op.overhead_s * (micro + minibatches) + max(compute, nbytes / (g.mem_bw * op.eff_memory))
+    sync = cost.gradient_sync(shared, devices) + (cost.gradient_sync(experts, devices // ep) if ep > 1 else 0.0)
+    t += minibatches * sync
+    tokens_dev = loads.tokens / sp  # each device's tokens of the slowest group, per optimizer step
+    if ep > 1:
+        per_token = alltoall_bytes_per_token(model, ep)
+        a2a = _lat(cost, "all-to-all", ep, devices) * 4 * model.moe_layers * micro
+        t += a2a + 4 * model.moe_layers * float(tokens_dev.sum()) * per_token / (group_bw(cost, ep, devices) * coll.eff_memory)
+    if sp > 1:  # Ulysses: Q/K/V in and the output out, forward and backward, per layer and micro-batch
+        width = (2 * model.attn_width + 2 * model.kv_width) * model.dtype_bytes
+        bw = group_bw(cost, sp, devices)
+        t += (4 * model.layers * micro * _lat(cost, "all-to-all", sp, devices)
+              + 2 * model.layers * float(tokens_dev.sum()) * width * (sp - 1) / sp / (bw * coll.eff_memory))
+    return t
+
+
+def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, minibatches: int, scalar_head: bool) -> float:
+    """One PPO epoch under Megatron-Core on the slowest data-parallel rank of each optimizer step (module notes)."""
+    lay, op, g, coll = cost.layout, cost.hw.params.train, cost.hw.gpu, cost.hw.params.collective
+    tp, pp, cp, vpp = lay.tp, lay.pp, lay.cp, lay.vpp
+    dp = lay.data_parallel(devices)
+    ep = cost.expert_parallel if model.moe else 1
+    loads = _loads(cost, model, dp, seq_tokens, minibatches, scalar_head)
+    m = np.maximum(loads.micro_batches, 1.0)
+    dense, routed = stage_params(model, pp, scalar_head)
+    dense_rank, routed_rank = dense / tp, routed / (ep * expert_tp(lay, ep))
+    expert_dp = max(1, devices // (pp * ep * expert_tp(lay, ep)))
+    w_rank = (dense_rank + routed_rank) * model.dtype_bytes
+    opt = dense_rank / (dp * cp) + routed_rank / expert_dp if lay.distributed_optimizer else dense_rank + routed_rank
+    compute = loads.flops / (tp * pp * cp * g.peak_flops * op.eff_compute)
+    memory = (3.0 * w_rank * m + OPTIMIZER_BYTES_PER_PARAM * opt) / (g.mem_bw * op.eff_memory)
+    stage = np.maximum(compute, memory) + op.overhead_s * m
+    layers = model.layers / pp
+    tok_mb = loads.tokens / m / cp  # tokens of one micro-batch on one CP rank (the TP group's)
+    dt = model.dtype_bytes
+    if tp > 1:
+        calls = (8 + (4 if cost.recompute == "full" else 0)) * layers * m
+        bus = (tp - 1) / tp * tok_mb * model.hidden * dt
+        stage = stage + calls * collective_seconds(coll, bus, group_bw(cost, tp, devices), "all-gather", tp,
+                                                    group_nodes(cost, tp, devices))
+    if cp > 1:
+        bw = group_bw(cost, tp * cp, devices)
+        kv = (cp - 1) * tok_mb * 2 * model.kv_width * dt / tp  # one forward's ring passes per layer
+        ring = layers * m * (3 * (cp - 1) * coll.overhead_s + 3 * kv / (bw * coll.eff_memory))
+        attn = loads.attn_flops / (tp * pp * cp * g.peak_flops * op.eff_compute)
+        stage = stage + np.maximum(0.0, ring - attn)
+    if ep > 1:
+        bw = group_bw(cost, ep, devices)
+        moe_layers = model.moe_layers / pp
+        sent = alltoall_bytes_per_token(model, ep) * tok_mb / tp
+        stage = stage + 4 * moe_layers * m * (_lat(cost, "all-to-all", ep, devices) + sent / (bw * coll.eff_memory))
+    if pp > 1:
+        bw = group_bw(cost, devices, devices)  # neighbours devices / pp apart: across whenever the pool spans domains
+        act = tok_mb / tp * model.hidden * dt
+        stage = stage + 2 * vpp * m * (coll.overhead_s + act / (bw * coll.eff_memory))
+        stage = stage * (1.0 + (pp - 1) / (vpp * m))
+    stage_span = devices // pp
+    bw = group_bw(cost, stage_span, devices)
+    nodes = group_nodes(cost, devices, devices)  # the data-parallel group is strided over the whole pool
+    sync = allreduce_seconds(coll, dense_rank * dt, dp * cp, bw, nodes)
+    if ep > 1:
+        sync += allreduce_seconds(coll, routed_rank * dt, expert_dp, bw, nodes)
+    return float(np.sum(stage)) + minibatches * (sync + op.overhead_s)
+
+
+def forward_ranks(cost, devices: int) -> int:
+    """Data-parallel ranks a forward-only pass (log-probs, reference, reward, values) is dealt over on a
+    pool of ``devices`` GPUs priced by ``cost``: ``devices / (tp · pp · cp)`` under Megatron, ``devices /
+    sp`` under FSDP with sequence parallelism, else every device."""
+    if cost.layout.megatron and devices % cost.layout.model_parallel == 0:
+        return devices // cost.layout.model_parallel
+    sp = cost.sequence_parallel
+    return devices // sp if sp > 1 and devices % sp == 0 else devices
+
+
+def scorer_batch_scale(cost, devices: int) -> int:
+    """How many ``scorer_max_tokens`` batches one scorer forward over ``devices`` GPUs takes: one per
+    data-parallel rank (:func:`forward_ranks`), and under Megatron one per pipeline stage and model chunk as
+    well (a pipeline schedule keeps ``pp · vpp`` micro-batches in flight; a forward charges its own fill and
+    drain, so a pass split into several forwards pays them each time — an upper bound)."""
+    lay = cost.layout
+    return forward_ranks(cost, devices) * (lay.pp * lay.vpp if lay.megatron else 1)
+
+
+def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, flops: np.ndarray, nbytes: float) -> float:
+    """Seconds of one batched forward-only pass over sequences of ``tokens`` new tokens costing ``flops``
+    each: dealt to the :func:`forward_ranks` data-parallel ranks as a training step's sequences are, the
+    slowest rank's FLOPs over its ``devices / ranks`` model-parallel GPUs (or the weights and KV bytes
+    per device, where slower), the fixed cost per micro-batch, with Ulysses sequence parallelism its two
+    all-to-alls per layer and micro-batch, and under Megatron the forward's TP collectives (two all-gathers
+    and two reduce-scatters per layer and micro-batch) and the pipeline bubble ``(pp - 1) / (vpp · m)``."""
+    op, g, coll = cost.hw.params.prefill, cost.hw.gpu, cost.hw.params.collective
+    ranks = forward_ranks(cost, devices)
+    split = devices // ranks
+    if ranks > 1 and len(tokens) > 1:
+        loads = rank_loads(tokens, flops, flops, ranks, 1, cost.layout.balance_batch, cost.micro_batch_tokens)
+        slowest, rank_tokens, m = float(loads.flops[0]), float(loads.tokens[0]), max(float(loads.micro_batches[0]), 1.0)
+    else:
+        slowest, rank_tokens = float(np.sum(flops)), float(np.sum(tokens))
+        cap = max(float(cost.micro_batch_tokens or 0), float(np.max(tokens)) if len(tokens) else 1.0, 1.0)
+        m = max(math.ceil(rank_tokens / cap), 1)
+    t = op.overhead_s * m + max(slowest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
+    lay = cost.layout
+    if not lay.megatron:
+        if split > 1:  # Ulysses: Q/K/V in and the output out, per layer and micro-batch
+            width = (2 * model.attn_width + 2 * model.kv_width) * model.dtype_bytes
+            bw = group_bw(cost, split, devices)
+            t += model.layers * (2 * m * _lat(cost, "all-to-all", split, devices) + rank_tokens / split * width * (split - 1) / split / (bw * coll.eff_memory))
+        return t
+    if lay.tp > 1:
+        bus = (lay.tp - 1) / lay.tp * rank_tokens / m / lay.cp * model.hidden * model.dtype_bytes
+        t += 4 * model.layers / lay.pp * m * collective_seconds(coll, bus, group_bw(cost, lay.tp, devices), "all-gather",
+                                                                lay.tp, group_nodes(cost, lay.tp, devices))
+    if lay.pp > 1:
+        t *= 1.0 + (lay.pp - 1) / (lay.vpp * m)
+    return t
