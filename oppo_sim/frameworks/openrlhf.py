@@ -345,6 +345,12 @@ def _placement(b: Builder, o: dict, d: dict, given: dict, f: Names) -> None:
         if offload:
             b.use(f("deepspeed_enable_sleep"), True, note="the trainer's state to host while vLLM generates")
         return
+    _separate(b, o, given, f, (tp, engines, nodes, actor))
+
+
+def _separate(b: Builder, o: dict, given: dict, f: Names, sizes: tuple[int, int, int, int]) -> None:
+    """Every model on its own GPUs: ``split G+T+S`` or ``gen-apart G+T`` (module notes)."""
+    tp, engines, nodes, actor = sizes
     has_critic = o["advantage_estimator"] == "gae"
     has_ref = as_float(f("init_kl_coef"), o["init_kl_coef"]) > 0
     has_rm = "remote_rm_url" not in o and "agent_func_path" not in o
