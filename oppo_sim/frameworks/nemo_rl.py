@@ -128,11 +128,14 @@ class _Get:
         v = value(self.r.flat, key)
         return dflt if v is None else v
 
-    def inherited(self, key: str) -> bool:
-        return key not in self.r.own
-
     def use(self, key: str, *args: Any, note: str = "", v: Any = None) -> None:
-        self.b.use(key, self(key) if v is None else v, *args, note=note, default=self.inherited(key))
+        """Echo ``key``: from the recipe itself, from a parent (said in the note), or NeMo RL's default where no
+        file of the chain sets it."""
+        parent = None if key in self.r.own else self.r.parent_of(key)
+        if parent is not None:
+            note = f"{note}; from {parent}" if note else f"from {parent}"
+        default = key not in self.r.own and parent is None
+        self.b.use(key, self(key) if v is None else v, *args, note=note, default=default)
 
 
 def _batches(g: _Get) -> None:

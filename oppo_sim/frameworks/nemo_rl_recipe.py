@@ -38,6 +38,11 @@ class Recipe:
     chain: tuple[Path, ...]
     own: frozenset[str]
     overrides: tuple[str, ...] = ()
+    origin: tuple[tuple[str, str], ...] = ()  # (key, the parent file that last set it) for keys not the recipe's own
+
+    def parent_of(self, key: str) -> str | None:
+        """The name of the parent file a key not set by the recipe itself comes from (None: from none)."""
+        return dict(self.origin).get(key)
 
 
 def merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
@@ -130,14 +135,18 @@ def recipe(path: str | Path, overrides: Sequence[str] = (), watched: Iterable[st
     flat = flatten(tree)
     own = set(flatten(dict(read_yaml_mapping(path, f"NeMo RL recipe '{path}'", "a NeMo RL config"))))
     own.discard("defaults")
-    if len(files) > 1:
-        parents: dict[str, Any] = {}
-        for p in files[1:]:
-            parents.update(flatten(dict(read_yaml_mapping(p, f"NeMo RL recipe '{p}'", "a NeMo RL config"))))
+    parents: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for p in reversed(files[1:]):  # the root-most parent first: a nearer parent wins, as in the merge
+        keys = flatten(dict(read_yaml_mapping(p, f"NeMo RL recipe '{p}'", "a NeMo RL config")))
+        parents.update(keys)
+        origin.update({k: p.name for k in keys})
+    if parents:
         _check_new_keys(path, own, parents, watched)
     for tok in overrides:
         own.add(apply_override(flat, tok, "NeMo RL override"))
-    return Recipe(flat, tuple(files), frozenset(own), tuple(overrides))
+    kept = tuple((k, f) for k, f in origin.items() if k not in own)
+    return Recipe(flat, tuple(files), frozenset(own), tuple(overrides), kept)
 
 
 def value(flat: dict[str, Any], key: str, depth: int = 0) -> Any:
