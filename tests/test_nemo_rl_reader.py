@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from oppo_sim.cli import build_parser, main
+from oppo_sim.cli_policy import check_policy_flags
 from oppo_sim.cli_setup import sim_config
 from oppo_sim.frameworks.framework_args import with_framework_args
 from oppo_sim.frameworks.nemo_rl import translate_nemo_rl
@@ -112,6 +113,7 @@ def test_defaults_chain_merges_parent_then_child(tmp_path):
     assert (got["--batch"], got["--max-response"], got["--tp"], got["--actor"], got["--devices"]) == (
         "16", "4096", "4", "qwen2.5-7b", "4")
     assert "with 3 override(s)" in t.sources[0]
+    assert [u.note for u in t.used if u.key == "grpo.num_generations_per_prompt"] == ["from base.yaml"]
 
 
 @pytest.mark.parametrize("argv, msg", [
@@ -152,3 +154,18 @@ def test_a_launch_command_is_read_for_its_recipe_and_overrides(tmp_path):
                    "grpo.num_prompts_per_step=64\n")
     got = pairs(translate_nemo_rl([str(cmd)]).args)
     assert (got["--devices"], got["--batch"]) == ("8", "64")
+
+
+@pytest.mark.parametrize("cmd, typed, kept", [
+    ("run", [], True), ("run", ["--policy", "baseline"], False), ("compare", [], False),
+    ("compare", ["--policies", "baseline,async"], True), ("run", ["--policy=async"], True),
+])
+def test_the_recipes_async_bound_goes_where_async_runs(cmd, typed, kept):
+    """The staleness bound read from grpo.async_grpo is a knob of the async policy: a policy typed on the command
+    line (or compare's --policies) wins, and the knob goes only where async runs (else it is listed as ignored)."""
+    parser = build_parser()
+    recipe_path = str(LLM / "performance" / "grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml")
+    argv = with_framework_args(parser, [cmd, "--from-nemo-rl", recipe_path, *typed], echo=False)
+    assert ("--staleness" in argv) == kept
+    a = parser.parse_args(argv)
+    check_policy_flags(a, [a.policy] if cmd == "run" else a.policies)  # no knob without its policy: no error

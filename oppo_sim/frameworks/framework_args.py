@@ -99,6 +99,42 @@ def translate(verl: Sequence[str], openrlhf: str | None, nemo_rl: Sequence[str] 
     return translate_verl(verl)
 
 
+POLICY_KNOBS: dict[str, str] = {"--staleness": "async"}
+"""A translated policy knob and the policy that uses it: kept only where that policy runs."""
+
+
+def _typed_policies(rest: list[str]) -> list[str] | None:
+    """The policies typed with ``--policy``/``--policies`` (None: none typed)."""
+    for i, tok in enumerate(rest):
+        flag, eq, value = tok.partition("=")
+        if flag in ("--policy", "--policies"):
+            value = value if eq else (rest[i + 1] if i + 1 < len(rest) else "")
+            return [v.strip().lower().split("(")[0] for v in value.split(",")]
+    return None
+
+
+def fit_policy(t: Translation, rest: list[str]) -> Translation:
+    """``t`` without the framework's policy knobs (``--staleness``) where the policy that uses them does not run:
+    a policy typed on the command line wins over the framework's, and ``compare``/``sweep`` run their
+    ``--policies`` (the knob is moved to the ignored list, saying so)."""
+    typed = _typed_policies(rest)
+    args = list(t.args)
+    own = args[args.index("--policy") + 1] if "--policy" in args[:-1] else None
+    running = typed if typed is not None else ([own] if own else [])
+    used, ignored = [], list(t.ignored)
+    for u in t.used:
+        drop = [k for k in POLICY_KNOBS if k in u.args and POLICY_KNOBS[k] not in running]
+        if not drop and not (typed is not None and "--policy" in u.args):
+            used.append(u)
+            continue
+        keep = [a for i, a in enumerate(u.args) if a not in (*drop, "--policy") and (
+            i == 0 or u.args[i - 1] not in (*drop, "--policy"))]
+        ignored.append(Ignored(u.key, u.value, "the policies run are the command line's: "
+                                               + " ".join(a for a in u.args if a not in keep)))
+        used.append(replace(u, args=tuple(keep)))
+    return replace(t, used=tuple(used), ignored=tuple(ignored))
+
+
 def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], echo: bool = True) -> list[str]:
     """``argv`` with any ``--from-verl``/``--from-openrlhf``/``--from-nemo-rl`` replaced by the translated arguments, placed right
     after the sub-command (so typed options win); prints the echo. Other argv is returned unchanged."""
@@ -111,8 +147,8 @@ def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], ec
         raise ConfigError(f"{'/'.join(FLAGS)} go with {', '.join(COMMANDS)}, after the sub-command")
     rest, given = _split(argv[1:])
     orl = given.get("--from-openrlhf", [None])[0]
-    t = fit_to(translate(given.get("--from-verl", []), orl, given.get("--from-nemo-rl", [])),
-               set(sub._option_string_actions))
+    t = fit_policy(fit_to(translate(given.get("--from-verl", []), orl, given.get("--from-nemo-rl", [])),
+                          set(sub._option_string_actions)), rest)
     typed = {tok.partition("=")[0] for tok in rest if tok.startswith("--")}
     for option, error in t.pending:
         if option not in typed:
@@ -122,4 +158,5 @@ def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], ec
     return [cmd, *t.args, *rest]
 
 
-__all__ = ["COMMANDS", "FLAGS", "add_framework_args", "fit_to", "translate", "with_framework_args"]
+__all__ = ["COMMANDS", "FLAGS", "POLICY_KNOBS", "add_framework_args", "fit_policy", "fit_to", "translate",
+           "with_framework_args"]
