@@ -23,7 +23,7 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
   fsdp --zero 3`` (FSDP2 full shard) with ``context_parallel_size`` -> ``--sp``. DTensor's own
   ``tensor_parallel_size`` is not Megatron's and oppo-sim's FSDP trainer is data parallel only: it is echoed
   and said in the notes, the trainer priced as FSDP over all its GPUs; activation checkpointing of either
-  -> ``--recompute full`` (else ``none``);
+  -> ``--recompute full`` (else ``none``); ``policy.dtensor_cfg.expert_parallel_size`` -> ``--ep``;
 - placement: ``policy.generation.colocated.enabled`` -> ``--placement colocated --devices
   cluster.gpus_per_node x cluster.num_nodes`` (vLLM ``sleep(level=1)``, the policy offloaded before
   generation: ``--colocate sleep --sleep-level 1 --offload-train-state``); not colocated, generation gets
@@ -55,7 +55,7 @@ WATCHED: tuple[str, ...] = (*READ, "grpo.async_grpo.enabled", "grpo.async_grpo.m
                             M + "enabled", D + "enabled", M + "tensor_model_parallel_size", M + "pipeline_model_parallel_size",
                             M + "context_parallel_size", M + "expert_model_parallel_size", M + "activation_checkpointing",
                             M + "sequence_parallel", D + "tensor_parallel_size", D + "context_parallel_size",
-                            D + "activation_checkpointing", P + "sequence_packing.enabled",
+                            D + "activation_checkpointing", D + "expert_parallel_size", P + "sequence_packing.enabled",
                             G + "colocated.resources.gpus_per_node", G + "colocated.resources.num_nodes")
 """Every key the reader reads: a new key of a recipe that nearly spells one is a typo."""
 _WHY = {P + "train_micro_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens (--micro-batch-tokens)",
@@ -235,6 +235,9 @@ def _trainer(g: _Get) -> None:
             D + "context_parallel_size", g(D + "context_parallel_size", 1))
         g.use(D + "enabled", "--train-backend", "fsdp", "--zero", 3, v=True, note="FSDP2 full shard: ZeRO-3")
         g.use(D + "context_parallel_size", "--sp", cp, v=cp, note="context parallelism as sequence parallelism")
+        if g(D + "expert_parallel_size") is not None:  # DTensor/Automodel's expert parallelism of a MoE model
+            ep = as_int(D + "expert_parallel_size", g(D + "expert_parallel_size"))
+            g.use(D + "expert_parallel_size", "--ep", ep, v=ep)
         if tp > 1:
             g.use(D + "tensor_parallel_size", v=tp, note="DTensor tensor parallelism: not modelled")
             g.b.notes.append(f"{D}tensor_parallel_size={tp}: DTensor TP is not Megatron's and oppo-sim's FSDP trainer is "
