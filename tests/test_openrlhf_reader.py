@@ -123,3 +123,13 @@ def test_refusals_are_one_line(capsys, args, msg):
 def test_an_unknown_flag_near_no_known_one_is_listed_not_refused():
     t = translate_openrlhf("--rollout.batch_size 8 --my.custom_flag 3")
     assert [(i.key, "would refuse" in i.why) for i in t.ignored] == [("--my.custom_flag", True)]
+
+
+def test_a_command_quoted_inside_a_launcher_is_read(tmp_path):
+    """OpenRLHF's slurm example runs the command inside ``srun ... bash -c "..."``."""
+    script = tmp_path / "slurm.sh"
+    script.write_text('JOBLOG=x.log\nsrun --overlap -w "$node_1" bash -c \\\n"pip install ray && ray job submit -- '
+                      'python3 -m openrlhf.cli.train_ppo_ray \\\n  --rollout.batch_size 8 \\\n'
+                      '  --rollout.n_samples_per_prompt 2" &>> ${JOBLOG}\n')
+    got = pairs(translate_openrlhf(str(script)).args)
+    assert (got["--batch"], got["--n"]) == ("8", "2")

@@ -105,6 +105,9 @@ def parse_openrlhf(text: str) -> tuple[dict[str, Any], list[str]]:
     """OpenRLHF arguments (a string, or a file holding the launch command) -> (options given, launcher words)."""
     path = existing_file(text)
     words = split_words(path.read_text() if path is not None else text, "--from-openrlhf")
+    inner = [w for w in words if "train_ppo_ray" in w and any(c.isspace() for c in w)]
+    if inner:  # the command quoted inside another (srun ... bash -c "... train_ppo_ray ..."): read the quoted one
+        words = split_words(inner[-1], "--from-openrlhf")
     launcher: list[str] = []
     for i, w in enumerate(words):
         if w.rsplit("/", 1)[-1].removesuffix(".py").endswith("train_ppo_ray"):
