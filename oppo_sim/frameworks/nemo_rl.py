@@ -188,7 +188,11 @@ def _lengths(g: _Get) -> None:
     if g(G + "backend", "vllm") != "vllm":
         g.b.notes.append(f"{G}backend={g(G + 'backend')}: generation simulated as oppo-sim's vLLM-like engine")
     tp = as_int(V + "tensor_parallel_size", g(V + "tensor_parallel_size", 1))
-    g.use(V + "tensor_parallel_size", "--tp", tp, v=tp)
+    pp = as_int(V + "pipeline_parallel_size", g(V + "pipeline_parallel_size", 1))
+    g.use(V + "tensor_parallel_size", "--tp", tp * pp, v=tp, note="" if pp == 1 else
+          f"x vLLM pipeline_parallel_size {pp}: each engine's {tp * pp} GPUs, priced as tensor parallel")
+    if pp > 1:
+        g.use(V + "pipeline_parallel_size", v=pp, note="in --tp above")
     gmu = as_float(V + "gpu_memory_utilization", g(V + "gpu_memory_utilization", 0.6))
     g.use(V + "gpu_memory_utilization", "--gpu-memory-utilization", gmu, v=gmu)
     if as_bool(V + "async_engine", g(V + "async_engine", False)):

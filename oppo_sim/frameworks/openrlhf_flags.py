@@ -15,8 +15,8 @@ Verified against github.com/OpenRLHF/OpenRLHF ``openrlhf/cli/train_ppo_ray.py`` 
 
 from __future__ import annotations
 
-FLAT_VERSION = "flat flags (OpenRLHF before 2026-04-19; names to c1ba971c)"
-DOTTED_VERSION = "dotted flags (OpenRLHF since 2026-04-19, ed62d0e2; names to 3c3be623)"
+FLAT_VERSION = "flat flags (before 2026-04-19; names to c1ba971c)"
+DOTTED_VERSION = "dotted flags (since 2026-04-19, ed62d0e2; names to 3c3be623)"
 BOTH = frozenset({"local_rank", "use_ms"})
 """Options that are neither flat nor dotted (defined, undotted, in both styles)."""
 
