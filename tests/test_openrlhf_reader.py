@@ -133,3 +133,13 @@ def test_a_command_quoted_inside_a_launcher_is_read(tmp_path):
                       '  --rollout.n_samples_per_prompt 2" &>> ${JOBLOG}\n')
     got = pairs(translate_openrlhf(str(script)).args)
     assert (got["--batch"], got["--n"]) == ("8", "2")
+
+
+@pytest.mark.parametrize("args, msg", [
+    ("--algo.advantage.estimator group_norm --actor.model_name_or_path Qwen/Qwen2.5-7B", "a group baseline needs > 1"),
+    ("--advantage_estimator rloo --n_samples_per_prompt 1", "a group baseline needs > 1"),
+    ("--algo.advantage.estimator group_norm --rollout.n_samples_per_prompt 4 --algo.dynamic_filtering_enable",
+     "without --reward.remote_url or --train.agent_func_path"),
+])
+def test_openrlhfs_own_argument_checks(capsys, args, msg):
+    assert msg in one_line_error(capsys, "--from-openrlhf", args)

@@ -174,6 +174,13 @@ def _checks(o: dict, f: Names) -> None:
     if any(k in o for k in SPLIT_LENGTHS) and any(k in o for k in TOTAL_LENGTHS):
         raise ConfigError("--from-openrlhf: --prompt_max_len/--generate_max_len (OpenRLHF before 2026-03-24) mixed "
                           "with --max_len/--max_new_tokens (after); OpenRLHF takes one pair")
+    est, n = str(o.get("advantage_estimator", "gae")), o.get("n_samples_per_prompt", 1)
+    if est in ("rloo", "reinforce_baseline", "group_norm", "dr_grpo") and as_int(f("n_samples_per_prompt"), n) < 2:
+        raise ConfigError(f"OpenRLHF refuses {f('advantage_estimator')} {est} with {f('n_samples_per_prompt')} {n}: "
+                          "a group baseline needs > 1")
+    if "dynamic_filtering" in o and not ("remote_rm_url" in o or "agent_func_path" in o):
+        raise ConfigError(f"OpenRLHF refuses {f('dynamic_filtering')} without {f('remote_rm_url')} or "
+                          f"{f('agent_func_path')}")
 
 
 def translate_openrlhf(text: str) -> Translation:
