@@ -12,6 +12,7 @@ from oppo_sim.cli_setup import sim_config
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.framework_args import with_framework_args
 from oppo_sim.frameworks.openrlhf import translate_openrlhf
+from oppo_sim.frameworks.openrlhf_flags import DOTTED as DOTTED_NAMES
 
 FIX = Path(__file__).parent / "fixtures" / "frameworks" / "openrlhf"
 DOTTED = str(FIX / "train_ppo_ray_hybrid_engine.sh")
@@ -143,3 +144,11 @@ def test_a_command_quoted_inside_a_launcher_is_read(tmp_path):
 ])
 def test_openrlhfs_own_argument_checks(capsys, args, msg):
     assert msg in one_line_error(capsys, "--from-openrlhf", args)
+
+
+def test_every_dotted_name_read_maps_to_a_flat_name_of_the_same_option():
+    from oppo_sim.frameworks.openrlhf import READ
+    from oppo_sim.frameworks.openrlhf_flags import FLAT, TO_FLAT
+
+    assert set(TO_FLAT) <= DOTTED_NAMES and set(TO_FLAT.values()) <= FLAT
+    assert READ - {"prompt_max_len", "generate_max_len"} <= set(TO_FLAT.values())  # each read option has both spellings
