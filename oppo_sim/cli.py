@@ -30,8 +30,8 @@ DEFAULT_COMPARE = ("baseline", "stream", "intra", "inter", "oppo")
 def _config(a: argparse.Namespace, policies: Sequence[str]):
     """The run's ``SimConfig``, after refusing knobs that none of ``policies`` uses."""
     check_policy_flags(a, policies)
-    if getattr(a, "from_verl", None) or getattr(a, "from_openrlhf", None):  # parsed without main(): never silently
-        raise ConfigError("--from-verl/--from-openrlhf are translated by oppo_sim.cli.main before parsing")
+    if any(getattr(a, k, None) for k in ("from_verl", "from_openrlhf", "from_nemo_rl")):  # parsed without main()
+        raise ConfigError("--from-verl/--from-openrlhf/--from-nemo-rl are translated by oppo_sim.cli.main before parsing")
     return sim_config(a)
 
 

@@ -42,6 +42,19 @@ def sps_arg(text: str) -> tuple[int, ...] | None:
     return None if text.strip().lower() == "auto" else int_list(text)
 
 
+def _add_export_args(p: argparse.ArgumentParser) -> None:
+    """``--export`` and the training settings it writes that the search does not vary (epochs, mini-batches)."""
+    from oppo_sim.frameworks.export import FRAMEWORKS
+
+    p.add_argument("--export", choices=FRAMEWORKS, default=None,
+                   help="also print the best configuration as verl overrides, an OpenRLHF command line (dotted "
+                        "flags) or a NeMo RL recipe (default: not printed)")
+    p.add_argument("--ppo-epochs", type=positive(), default=4,
+                   help="PPO epochs per step, as run's (what --export writes) (default %(default)s)")
+    p.add_argument("--minibatches", type=positive(), default=1,
+                   help="mini-batches per epoch, as run's (what --export writes) (default %(default)s)")
+
+
 def add_plan_parser(sub) -> None:
     """Register ``plan`` on the ``oppo-sim`` sub-command parsers."""
     from oppo_sim.core.policies import POLICY_NAMES
@@ -68,9 +81,7 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--top", type=positive(), default=10, help="rows of the ranked table printed (default %(default)s)")
     p.add_argument("--out", default=None, help="folder for plan.csv and pareto.png (default: not written)")
     p.add_argument("--json", default=None, help="write the whole table as JSON records (default: not written)")
-    p.add_argument("--export", choices=("verl", "openrlhf"), default=None,
-                   help="also print the best configuration as verl overrides or an OpenRLHF command line "
-                        "(default: not printed)")
+    _add_export_args(p)
     s = p.add_argument_group("search")
     s.add_argument("--search", choices=SEARCHES, default="auto",
                    help="auto: exhaustive if the space has <= --trials configurations, else Optuna TPE "
@@ -118,7 +129,7 @@ def _request(a: argparse.Namespace):
         raise ConfigError(f"{count} GPUs cannot be spread evenly over {a.nodes} nodes")
     policies = tuple(x.lower() for x in a.policies)
     check_policy_flags(a, policies)  # --[no-]stream-batching with no streaming policy in the space
-    base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(gpu), actor=a.actor,
+    base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=resolve_hardware(gpu), actor=a.actor,
                      placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
                      offload_train_state=a.offload_train_state,
                      train_memory=TrainMemoryConfig(full_logits=a.full_logits), **limit_fields(a),

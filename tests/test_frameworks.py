@@ -253,7 +253,7 @@ def test_export_says_what_the_framework_cannot_express():
     shared = config_of("--placement", "paper", "--devices", "8")
     orl = export(shared, "openrlhf", Chosen("oppo"))
     assert "cannot colocate generation with training while the scorers sit apart" in orl
-    assert "--colocate_all_models" in orl
+    assert "--train.colocate_all" in orl  # OpenRLHF's dotted flags (since 2026-04-19)
     lines = orl.splitlines()  # comments first: a "#" line inside a continued command would end it
     comments = [i for i, line in enumerate(lines) if line.startswith("#")]
     assert comments == list(range(len(comments))) and all(" #" not in line for line in lines[len(comments):])

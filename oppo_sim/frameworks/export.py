@@ -1,91 +1,100 @@
-"""``oppo-sim plan --export verl|openrlhf``: the plan's chosen configuration as that framework's settings.
+"""``oppo-sim plan --export verl|openrlhf|nemo-rl``: the plan's chosen configuration as that framework's settings.
 
-- **verl**: Hydra ``key=value`` overrides, one per line, for ``python3 -m verl.trainer.main_ppo`` (save
-  them to a file: ``oppo-sim run --from-verl FILE`` reads them back).
-- **OpenRLHF**: a ``train_ppo_ray`` command-line fragment (``--from-openrlhf`` reads it back).
+- **verl**: Hydra ``key=value`` overrides, one per line, for ``python3 -m verl.trainer.main_ppo`` (save them to
+  a file: ``oppo-sim run --from-verl FILE`` reads them back); a Megatron layout adds
+  ``--config-name=ppo_megatron_trainer``; an async plan of staleness 1 on separate generation GPUs is verl's
+  one-step-off trainer (``verl.experimental.one_step_off_policy.main_ppo``).
+- **OpenRLHF**: a ``train_ppo_ray`` command-line fragment in its current dotted flags (OpenRLHF since
+  2026-04-19; :mod:`~oppo_sim.frameworks.export_openrlhf`); ``--from-openrlhf`` reads it back.
+- **NeMo RL**: a GRPO recipe on top of NeMo RL's ``grpo_math_1B.yaml`` (:mod:`~oppo_sim.frameworks.export_nemo_rl`);
+  ``--from-nemo-rl`` reads it back.
 
-``#`` comments say what the framework cannot express: OPPO's overlap policy itself (both frameworks run
-the synchronous schedule: intra-step streaming and inter-step deferral have no setting), a placement
-the framework has no layout for (verl's hybrid engine is always colocated; OpenRLHF cannot colocate
-generation with training while the scorers sit apart), the trainer's ZeRO stage under verl's FSDP,
-and the step count (OpenRLHF counts episodes over a dataset). The inverse mapping is the readers'
-(``verl.py``, ``openrlhf.py``); where the framework can express the configuration, export then import
-gives back the same batch, n, tp, devices, nodes, placement, memory fraction, sp, prompt and response
-caps, algorithm and, where generation shares its GPUs, whether the trainer's state is offloaded while it
-generates (``SimConfig.offload_train_state``: verl's ``actor.fsdp_config.param_offload`` /
-``optimizer_offload`` and ``ref.fsdp_config.param_offload``, OpenRLHF's ``--deepspeed_enable_sleep``);
-verl's ``actor.strategy=fsdp`` is ZeRO-3 (``tests/test_frameworks.py``).
+Safe to paste: what a framework cannot express is a ``#`` comment (an overlap policy it has no setting for, a
+placement it has no layout for, a ZeRO stage or trainer backend it does not have), never a setting that
+would run something else; the run's length is not written (oppo-sim's simulated ``--steps`` is not the
+user's training length); epochs and mini-batches are the plan's (``plan --ppo-epochs/--minibatches``).
+Export then import gives back the same configuration where the framework can express it
+(``tests/test_export_roundtrip.py``): batch, n, lengths, tp, devices, nodes, placement, memory fraction, sp,
+algorithm, offload, ZeRO stage and recompute, the trainer's backend and layout, and the async policy.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.frameworks.export_common import Chosen, layout_of, model_name, per_node, split_notes
 from oppo_sim.pipeline.config import SimConfig
 
-FRAMEWORKS: tuple[str, ...] = ("verl", "openrlhf")
+FRAMEWORKS: tuple[str, ...] = ("verl", "openrlhf", "nemo-rl")
 _VERL_EST = {"ppo": "gae", "grpo": "grpo", "dapo": "grpo", "rloo": "rloo", "reinforce++": "reinforce_plus_plus_baseline"}
-_ORL_EST = {"ppo": "gae", "grpo": "group_norm", "dapo": "group_norm", "rloo": "rloo", "reinforce++": "reinforce_baseline"}
+_M = "actor_rollout_ref.actor.megatron."
 
 
-@dataclass(frozen=True)
-class Chosen:
-    """What the plan chose besides the ``SimConfig``: the policy's label and the trainer's memory settings."""
-
-    policy: str = "baseline"
-    zero_stage: int | None = None
-    recompute: str | None = None
-
-
-def layout_of(cfg: SimConfig) -> tuple[str, int, int, int]:
-    """(layout, gen, train, score GPUs) of the config's placement, in the planner's terms."""
-    p = cfg.placement
-    size = {pool.name: pool.devices for pool in p.pools}
-    if len(p.pools) == 1:
-        return "colocated", p.total_devices, p.total_devices, 0
-    if p.generate == p.train:
-        return "shared", size[p.generate], size[p.generate], p.total_devices - size[p.generate]
-    gen, train = size[p.generate], size[p.train]
-    rest = p.total_devices - gen - train
-    return ("split" if rest else "gen-apart"), gen, train, rest
-
-
-def model_name(model) -> str:
-    """What a framework's model path should say: a table model's Hugging Face name, else the path given."""
-    from pathlib import Path
-
-    from oppo_sim.hw.models import MODELS
-
-    mid = model if isinstance(model, str) else model.id
-    if mid.lower() in MODELS:
-        return MODELS[mid.lower()].name
-    path = Path(mid)
-    return str(path.parent if path.name == "config.json" else path)
+def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
+    """The actor's backend, layout, ZeRO stage and offload as verl keys."""
+    t, off = cfg.trainer, cfg.offload_train_state
+    if t.megatron:
+        out = ["--config-name=ppo_megatron_trainer", "actor_rollout_ref.actor.strategy=megatron",
+               f"{_M}tensor_model_parallel_size={t.tp}", f"{_M}pipeline_model_parallel_size={t.pp}",
+               f"{_M}context_parallel_size={t.cp}", f"{_M}expert_model_parallel_size={cfg.expert_parallel}",
+               f"{_M}use_distributed_optimizer={t.distributed_optimizer}"]
+        out += [f"{_M}virtual_pipeline_model_parallel_size={t.vpp}"] if t.vpp > 1 else []
+        return out + [f"{_M}param_offload={off}", f"{_M}grad_offload={off}", f"{_M}optimizer_offload={off}",
+                      f"actor_rollout_ref.ref.megatron.param_offload={off}"]
+    out = ["actor_rollout_ref.actor.strategy=fsdp"]
+    if chosen.zero_stage in (0, 1, 2):
+        if chosen.zero_stage < 2:
+            out.append(f"# the plan's trainer uses ZeRO-{chosen.zero_stage}; verl's FSDP shards at least gradients and "
+                       f"optimizer state: ZeRO-2 (SHARD_GRAD_OP)")
+        out.append("actor_rollout_ref.actor.fsdp_config.reshard_after_forward=False  # ZeRO-2: FSDP SHARD_GRAD_OP")
+    if cfg.expert_parallel > 1:
+        out.append(f"# expert parallelism {cfg.expert_parallel} needs verl's Megatron trainer: FSDP shards the experts")
+    return out + [f"actor_rollout_ref.actor.fsdp_config.param_offload={off}",
+                  f"actor_rollout_ref.actor.fsdp_config.optimizer_offload={off}",
+                  f"actor_rollout_ref.ref.fsdp_config.param_offload={off}"]
 
 
-def _common(cfg: SimConfig) -> tuple[int | None, bool, int]:
-    max_prompt = getattr(cfg, "max_prompt", None)  # SimConfig.max_prompt / truncate_prompt: the limits branch
-    return max_prompt, bool(getattr(cfg, "truncate_prompt", False)), cfg.batch // cfg.minibatches
+def _verl_placement(cfg: SimConfig, chosen: Chosen, layout: str, sizes: tuple[int, int, int]) -> list[str]:
+    gen, train, score = sizes
+    k = chosen.param("k") if chosen.kind == "async" else None
+    if layout == "gen-apart" and k == 1:
+        return ["# async k=1 on separate generation GPUs: verl's one-step-off trainer; run with "
+                "python3 -m verl.experimental.one_step_off_policy.main_ppo",
+                "actor_rollout_ref.hybrid_engine=False", f"trainer.nnodes={cfg.nodes}",
+                f"trainer.n_gpus_per_node={per_node(cfg, train, 'training')}", f"rollout.nnodes={cfg.nodes}",
+                f"rollout.n_gpus_per_node={per_node(cfg, gen, 'generation')}"]
+    out = []
+    if chosen.kind == "async":
+        out.append(f"# {chosen.policy}: verl runs async training only with generation on its own GPUs (one-step-off "
+                   "for k=1; verl.experimental.fully_async_policy bounds staleness by a sample fraction, "
+                   "async_training.staleness_threshold, not by versions): set it up by hand")
+    elif chosen.kind == "partial-rollout":
+        out.append(f"# {chosen.policy}: verl's nearest is fully_async_policy with async_training.partial_rollout=True, "
+                   "which also trains stale samples: not set")
+    elif chosen.kind != "baseline":
+        out.append(f"# verl runs the synchronous schedule: the overlap policy {chosen.policy} has no verl setting")
+    if layout != "colocated":
+        out.append(f"# verl's hybrid engine colocates every role: the plan's {layout} {gen}/{train}/{score} placement "
+                   f"cannot be expressed; these overrides set up colocated {cfg.placement.total_devices}")
+    devices = cfg.placement.total_devices
+    return out + [f"trainer.n_gpus_per_node={per_node(cfg, devices, 'the run')}", f"trainer.nnodes={cfg.nodes}"]
 
 
 def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
     """Hydra overrides for verl's ``main_ppo`` that set up ``cfg``."""
     layout, gen, train, score = layout_of(cfg)
     alg, eng = cfg.algorithm, cfg.engine
-    max_prompt, truncate, mini = _common(cfg)
-    out = [f"# oppo-sim plan: {chosen.policy} on {layout} {cfg.placement.total_devices} GPUs"]
-    if chosen.policy.split("(")[0] != "baseline":
-        out.append(f"# verl runs the synchronous schedule: the overlap policy {chosen.policy} has no verl setting")
-    if layout != "colocated":
-        out.append(f"# verl's hybrid engine colocates every role: the plan's {layout} {gen}/{train}/{score} placement "
-                   f"cannot be expressed; these overrides set up colocated {cfg.placement.total_devices}")
+    mini = cfg.batch // cfg.minibatches
+    out = [f"# oppo-sim plan: {chosen.policy} on {layout} {cfg.placement.total_devices} GPUs ({cfg.trainer.label()} "
+           "trainer); the run's length is yours: set trainer.total_epochs or trainer.total_training_steps"]
+    out += _verl_placement(cfg, chosen, layout, (gen, train, score))
     out.append(f"data.train_batch_size={cfg.batch}")
     out.append(f"data.max_response_length={cfg.max_response}" if cfg.max_response else
                "# the plan's responses have no cap: set data.max_response_length to the longest you allow")
-    if max_prompt is not None:
-        out += [f"data.max_prompt_length={max_prompt}", f"data.filter_overlong_prompts={not truncate}"]
-        out += ["data.truncation=right"] if truncate else []
+    if cfg.max_prompt is not None:
+        out += [f"data.max_prompt_length={cfg.max_prompt}", f"data.filter_overlong_prompts={not cfg.truncate_prompt}"]
+        out += ["data.truncation=right"] if cfg.truncate_prompt else []
+    else:
+        out.append("# the plan's prompts have no cap: set data.max_prompt_length to your longest prompt")
     out += ["# the model paths name oppo-sim's table models: point them at your copies",
             f"actor_rollout_ref.model.path={model_name(cfg.actor)}", f"actor_rollout_ref.rollout.n={alg.n}",
             f"actor_rollout_ref.rollout.tensor_model_parallel_size={eng.tp}",
@@ -104,117 +113,35 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
         if chosen.recompute == "selective":
             out.append("# verl checkpoints whole layers: the plan's selective recomputation becomes full")
         out.append(f"actor_rollout_ref.model.enable_gradient_checkpointing={chosen.recompute != 'none'}")
-    if chosen.zero_stage not in (None, 3):
-        out.append(f"# the plan's trainer uses ZeRO-{chosen.zero_stage}; verl's FSDP shards fully (ZeRO-3)")
-    off = cfg.offload_train_state
-    out += ["actor_rollout_ref.actor.strategy=fsdp", f"actor_rollout_ref.actor.fsdp_config.param_offload={off}",
-            f"actor_rollout_ref.actor.fsdp_config.optimizer_offload={off}",
-            f"actor_rollout_ref.ref.fsdp_config.param_offload={off}"]
+    out += _verl_trainer(cfg, chosen)
     out.append(f"algorithm.adv_estimator={_VERL_EST[alg.name]}")
     if alg.name == "dapo":
         out.append("algorithm.filter_groups.enable=True  # DAPO's dynamic sampling (verl's DAPO recipe)")
-    if alg.reward == "rule":
-        out.append("reward_model.enable=False")
-    else:
-        out += ["reward_model.enable=True", f"reward_model.model.path={model_name(cfg.reward)}"]
-    devices = cfg.placement.total_devices
-    if devices % cfg.nodes:
-        raise ConfigError(f"{devices} GPUs do not spread evenly over {cfg.nodes} nodes")
-    out += [f"trainer.n_gpus_per_node={devices // cfg.nodes}", f"trainer.nnodes={cfg.nodes}",
-            f"trainer.total_training_steps={cfg.steps}"]
-    notes = [line for line in out if line.startswith("#")]
-    notes += ["# {}: {}".format(*line.split("  # ", 1)) for line in out if not line.startswith("#") and "  # " in line]
-    return "\n".join(notes + [line.split("  # ", 1)[0] for line in out if not line.startswith("#")]) + "\n"
-
-
-def _pool(cfg: SimConfig, role: str, gpus: int) -> list[str]:
-    """``--ROLE_num_nodes/--ROLE_num_gpus_per_node`` for ``gpus`` GPUs: spread over the run's nodes where even."""
-    nodes = cfg.nodes if gpus % cfg.nodes == 0 and gpus >= cfg.nodes else 1
-    return [f"--{role}_num_nodes {nodes}", f"--{role}_num_gpus_per_node {gpus // nodes}"]
-
-
-def _orl_placement(cfg: SimConfig, layout: str, gen: int, train: int, score: int) -> list[str]:
-    alg, tp = cfg.algorithm, cfg.engine.tp
-    rm, ref, critic = alg.reward != "rule", alg.kl, alg.critic
-    if layout in ("colocated", "shared"):
-        devices = cfg.placement.total_devices
-        out = [] if layout == "colocated" else [
-            f"# OpenRLHF cannot colocate generation with training while the scorers sit apart: the plan's shared "
-            f"{gen}+{score} becomes colocated {devices}"]
-        out += ["--colocate_all_models", *_pool(cfg, "actor", devices), f"--vllm_num_engines {devices // tp}"]
-        out += [a for role, on in (("ref", ref), ("reward", rm), ("critic", critic)) if on for a in _pool(cfg, role, devices)]
-        return (out + (["--vllm_enable_sleep"] if cfg.colocate == "sleep" else [])
-                + (["--deepspeed_enable_sleep"] if cfg.offload_train_state else []))
-    out = [f"--vllm_num_engines {gen // tp}", *_pool(cfg, "actor", train)]
-    if critic:
-        out.append("--colocate_critic_reward  # oppo-sim trains the critic on the actor's pool")
-    if layout == "gen-apart":
-        if rm:
-            out.append("# OpenRLHF has no way to put the reward model on the actor's GPUs: it gets its own")
-            out += _pool(cfg, "reward", 1)
-        return out + (["--colocate_actor_ref"] if ref else [])
-    if rm and ref and score == 1:
-        out.append("# one scoring GPU cannot hold OpenRLHF's separate reward and reference groups: the reference "
-                   "goes with the actor")
-        return out + _pool(cfg, "reward", 1) + ["--colocate_actor_ref"]
-    if rm and ref:
-        return out + _pool(cfg, "reward", score - score // 2) + _pool(cfg, "ref", score // 2)
-    return out + _pool(cfg, "reward" if rm else "ref", score)
-
-
-def export_openrlhf(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
-    """A ``train_ppo_ray`` command-line fragment that sets up ``cfg``."""
-    layout, gen, train, score = layout_of(cfg)
-    alg, eng = cfg.algorithm, cfg.engine
-    max_prompt, truncate, _ = _common(cfg)
-    out = [f"# oppo-sim plan: {chosen.policy} on {layout} {cfg.placement.total_devices} GPUs; "
-           f"{cfg.steps} steps (OpenRLHF counts episodes over the dataset)"]
-    if chosen.policy.split("(")[0] != "baseline":
-        out.append(f"# OpenRLHF runs the synchronous schedule (or --async_train): {chosen.policy} has no setting")
-    out += ["# the model paths name oppo-sim's table models: point them at your copies",
-            f"--pretrain {model_name(cfg.actor)}"]
-    out += ["--remote_rm_url http://localhost:5000/get_reward  # your verifier"] if alg.reward == "rule" else [
-        f"--reward_pretrain {model_name(cfg.reward)}"]
-    sequences = cfg.batch * alg.n
-    if sequences % cfg.minibatches:
-        out.append(f"# {sequences} samples do not split into {cfg.minibatches} equal training batches")
-    out += [f"--rollout_batch_size {cfg.batch}", f"--n_samples_per_prompt {alg.n}",
-            f"--train_batch_size {sequences // cfg.minibatches}", f"--max_epochs {cfg.ppo_epochs}",
-            f"--generate_max_len {cfg.max_response}" if cfg.max_response else
-            "# the plan's responses have no cap: set --generate_max_len to the longest you allow"]
-    if max_prompt is not None:
-        out += ([] if truncate else ["# OpenRLHF truncates overlong prompts where the plan filtered them"])
-        out.append(f"--prompt_max_len {max_prompt}")
-    out.append(f"--advantage_estimator {_ORL_EST[alg.name]}")
-    out += ["--dynamic_filtering"] if alg.name == "dapo" else []
-    out += (["--use_kl_loss", "--kl_estimator k3"] if alg.grouped else []) if alg.kl else ["--init_kl_coef 0"]
-    if chosen.zero_stage is not None:
-        out.append(f"--zero_stage {chosen.zero_stage}")
-    if chosen.recompute not in (None, "none"):
-        out.append("--gradient_checkpointing")
-    sp = cfg.train_memory.sequence_parallel
-    out += [f"--ring_attn_size {sp}", "--packing_samples"] if sp > 1 else []
-    out += [f"--vllm_tensor_parallel_size {eng.tp}", f"--vllm_gpu_memory_utilization {eng.gpu_memory_utilization}"]
-    out += ["--enable_prefix_caching"] if eng.enable_prefix_caching else []
-    out += _orl_placement(cfg, layout, gen, train, score)
-    return _fragment(out)
-
-
-def _fragment(lines: list[str]) -> str:
-    """The comments first (a ``#`` inside a continued command line would end it), then one option a line."""
-    notes = [line for line in lines if line.startswith("#")] + [
-        "# {}: {}".format(*line.split("  # ", 1)) for line in lines if not line.startswith("#") and "  # " in line]
-    opts = [line.split("  # ", 1)[0] for line in lines if not line.startswith("#")]
-    return "\n".join(notes + [" \\\n".join(opts)]) + "\n"
+    out += ["reward_model.enable=False"] if alg.reward == "rule" else [
+        "reward_model.enable=True", f"reward_model.model.path={model_name(cfg.reward)}"]
+    lines = split_notes(out)
+    name = [line for line in lines if line.startswith("--config-name=")]
+    if name and "actor_rollout_ref.hybrid_engine=False" in lines:  # one-step-off's Megatron config
+        name = ["--config-name=one_step_off_ppo_megatron_trainer"]
+    lines = [line for line in lines if line.startswith("#")] + name + [
+        line for line in lines if not line.startswith(("#", "--config-name="))]
+    return "\n".join(lines) + "\n"
 
 
 def export(cfg: SimConfig, framework: str, chosen: Chosen = Chosen()) -> str:
-    """``cfg`` as ``framework``'s settings (``verl`` or ``openrlhf``)."""
-    key = framework.strip().lower()
+    """``cfg`` as ``framework``'s settings (``verl``, ``openrlhf`` or ``nemo-rl``)."""
+    key = framework.strip().lower().replace("_", "-")
     if key not in FRAMEWORKS:
         raise ConfigError(f"unknown framework {framework!r}; known: {', '.join(FRAMEWORKS)}")
-    return export_verl(cfg, chosen) if key == "verl" else export_openrlhf(cfg, chosen)
+    if key == "openrlhf":
+        from oppo_sim.frameworks.export_openrlhf import export_openrlhf
 
+        return export_openrlhf(cfg, chosen)
+    if key == "nemo-rl":
+        from oppo_sim.frameworks.export_nemo_rl import export_nemo_rl
+
+        return export_nemo_rl(cfg, chosen)
+    return export_verl(cfg, chosen)
 
 
 def export_best(res, framework: str) -> str:
@@ -227,8 +154,14 @@ def export_best(res, framework: str) -> str:
     spec = PlacementSpec(row["layout"], int(row["gen_gpus"]), int(row["train_gpus"]), int(row["score_gpus"]),
                          int(row["tp"]), int(row["sp"]))
     cfg = Candidate(spec, PolicySpec("baseline")).config(res.request.base)  # the planner's own placement rule
-    zero = None if pd.isna(row["zero_stage"]) else int(row["zero_stage"])
-    return export(cfg, framework, Chosen(str(row["policy_label"]), zero, str(row["recompute"])))
+
+    def num(col: str) -> int | None:
+        return None if col not in row or pd.isna(row[col]) else int(row[col])
+
+    chosen = Chosen(str(row["policy_label"]), num("zero_stage"), str(row["recompute"]), num("staleness_bound"),
+                    num("budget"))
+    return export(cfg, framework, chosen)
 
 
-__all__ = ["Chosen", "FRAMEWORKS", "export", "export_best", "export_openrlhf", "export_verl", "layout_of", "model_name"]
+__all__ = ["Chosen", "FRAMEWORKS", "export", "export_best", "export_verl", "layout_of", "model_name", "per_node",
+           "split_notes"]

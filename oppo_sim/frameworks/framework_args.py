@@ -1,4 +1,4 @@
-"""The ``--from-verl`` / ``--from-openrlhf`` options of ``oppo-sim run``/``compare``/``sweep``: the framework's
+"""The ``--from-verl`` / ``--from-openrlhf`` / ``--from-nemo-rl`` options of ``oppo-sim run``/``compare``/``sweep``: the framework's
 settings are translated into oppo-sim arguments and placed *before* the typed ones, so that one parser
 builds the ``SimConfig`` and a typed oppo-sim flag wins over a translated one. The echo (every key used
 with the option it became, every key ignored) is printed first.
@@ -15,18 +15,23 @@ from typing import Sequence
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.translation import Ignored, Translation
 
-FLAGS: tuple[str, ...] = ("--from-verl", "--from-openrlhf")
+FLAGS: tuple[str, ...] = ("--from-verl", "--from-openrlhf", "--from-nemo-rl")
 COMMANDS: tuple[str, ...] = ("run", "compare", "sweep")
 
 
 def add_framework_args(p: argparse.ArgumentParser) -> None:
-    """``--from-verl SOURCE`` (repeatable) and ``--from-openrlhf ARGS`` (read by :func:`with_framework_args`)."""
+    """``--from-verl SOURCE`` (repeatable), ``--from-openrlhf ARGS`` and ``--from-nemo-rl RECIPE`` (repeatable)
+    (read by :func:`with_framework_args`)."""
     g = p.add_argument_group("a framework's settings, translated (typed oppo-sim options win)")
     g.add_argument("--from-verl", action="append", metavar="SOURCE", default=None,
                    help="a verl trainer config: a ppo_trainer.yaml-shaped .yaml file, a file of key=value overrides "
                         "or a launch script, or the overrides themselves; repeatable, later wins (default: none)")
     g.add_argument("--from-openrlhf", metavar="ARGS", default=None,
-                   help="an OpenRLHF train_ppo_ray command line (its arguments, or a file holding it) (default: none)")
+                   help="an OpenRLHF train_ppo_ray command line, its dotted (2026-04 on) or flat flags (its "
+                        "arguments, or a file holding it) (default: none)")
+    g.add_argument("--from-nemo-rl", action="append", metavar="RECIPE", default=None,
+                   help="a NeMo RL GRPO recipe .yaml (its defaults: chain followed) and key=value overrides as "
+                        "run_grpo.py takes them; repeatable (default: none)")
 
 
 def _known(parser: argparse.ArgumentParser, cmd: str) -> argparse.ArgumentParser | None:
@@ -36,11 +41,10 @@ def _known(parser: argparse.ArgumentParser, cmd: str) -> argparse.ArgumentParser
     return None
 
 
-def _split(argv: list[str]) -> tuple[list[str], list[str], str | None]:
-    """(argv without the framework options, verl sources, OpenRLHF args)."""
+def _split(argv: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """(argv without the framework options, {framework option: its values in order})."""
     rest: list[str] = []
-    verl: list[str] = []
-    orl: str | None = None
+    given: dict[str, list[str]] = {}
     i = 0
     while i < len(argv):
         tok = argv[i]
@@ -50,16 +54,13 @@ def _split(argv: list[str]) -> tuple[list[str], list[str], str | None]:
                 if i + 1 >= len(argv):
                     raise ConfigError(f"{flag} needs a value")
                 value, i = argv[i + 1], i + 1
-            if flag == "--from-verl":
-                verl.append(value)
-            elif orl is not None:
+            if flag == "--from-openrlhf" and flag in given:
                 raise ConfigError("--from-openrlhf given twice")
-            else:
-                orl = value
+            given.setdefault(flag, []).append(value)
         else:
             rest.append(tok)
         i += 1
-    return rest, verl, orl
+    return rest, given
 
 
 def fit_to(t: Translation, known: set[str]) -> Translation:
@@ -80,20 +81,62 @@ def fit_to(t: Translation, known: set[str]) -> Translation:
     return replace(t, used=tuple(used), ignored=tuple(ignored))
 
 
-def translate(verl: Sequence[str], openrlhf: str | None) -> Translation:
-    if verl and openrlhf is not None:
-        raise ConfigError("give --from-verl or --from-openrlhf, not both")
+def translate(verl: Sequence[str], openrlhf: str | None, nemo_rl: Sequence[str] = ()) -> Translation:
+    named = [f for f, on in (("--from-verl", verl), ("--from-openrlhf", openrlhf is not None),
+                             ("--from-nemo-rl", nemo_rl)) if on]
+    if len(named) > 1:
+        raise ConfigError(f"give {' or '.join(named)}, not " + ("both" if len(named) == 2 else "several"))
     if openrlhf is not None:
         from oppo_sim.frameworks.openrlhf import translate_openrlhf
 
         return translate_openrlhf(openrlhf)
+    if nemo_rl:
+        from oppo_sim.frameworks.nemo_rl import translate_nemo_rl
+
+        return translate_nemo_rl(nemo_rl)
     from oppo_sim.frameworks.verl import translate_verl
 
     return translate_verl(verl)
 
 
+POLICY_KNOBS: dict[str, str] = {"--staleness": "async"}
+"""A translated policy knob and the policy that uses it: kept only where that policy runs."""
+
+
+def _typed_policies(rest: list[str]) -> list[str] | None:
+    """The policies typed with ``--policy``/``--policies`` (None: none typed)."""
+    for i, tok in enumerate(rest):
+        flag, eq, value = tok.partition("=")
+        if flag in ("--policy", "--policies"):
+            value = value if eq else (rest[i + 1] if i + 1 < len(rest) else "")
+            return [v.strip().lower().split("(")[0] for v in value.split(",")]
+    return None
+
+
+def fit_policy(t: Translation, rest: list[str]) -> Translation:
+    """``t`` without the framework's policy knobs (``--staleness``) where the policy that uses them does not run:
+    a policy typed on the command line wins over the framework's, and ``compare``/``sweep`` run their
+    ``--policies`` (the knob is moved to the ignored list, saying so)."""
+    typed = _typed_policies(rest)
+    args = list(t.args)
+    own = args[args.index("--policy") + 1] if "--policy" in args[:-1] else None
+    running = typed if typed is not None else ([own] if own else [])
+    used, ignored = [], list(t.ignored)
+    for u in t.used:
+        drop = [k for k in POLICY_KNOBS if k in u.args and POLICY_KNOBS[k] not in running]
+        if not drop and not (typed is not None and "--policy" in u.args):
+            used.append(u)
+            continue
+        keep = [a for i, a in enumerate(u.args) if a not in (*drop, "--policy") and (
+            i == 0 or u.args[i - 1] not in (*drop, "--policy"))]
+        ignored.append(Ignored(u.key, u.value, "the policies run are the command line's: "
+                                               + " ".join(a for a in u.args if a not in keep)))
+        used.append(replace(u, args=tuple(keep)))
+    return replace(t, used=tuple(used), ignored=tuple(ignored))
+
+
 def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], echo: bool = True) -> list[str]:
-    """``argv`` with any ``--from-verl``/``--from-openrlhf`` replaced by the translated arguments, placed right
+    """``argv`` with any ``--from-verl``/``--from-openrlhf``/``--from-nemo-rl`` replaced by the translated arguments, placed right
     after the sub-command (so typed options win); prints the echo. Other argv is returned unchanged."""
     argv = list(argv)
     if not argv or not any(tok.partition("=")[0] in FLAGS for tok in argv):
@@ -101,9 +144,11 @@ def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], ec
     cmd = argv[0]
     sub = _known(parser, cmd) if cmd in COMMANDS else None
     if sub is None:
-        raise ConfigError(f"--from-verl/--from-openrlhf go with {', '.join(COMMANDS)}, after the sub-command")
-    rest, verl, orl = _split(argv[1:])
-    t = fit_to(translate(verl, orl), set(sub._option_string_actions))
+        raise ConfigError(f"{'/'.join(FLAGS)} go with {', '.join(COMMANDS)}, after the sub-command")
+    rest, given = _split(argv[1:])
+    orl = given.get("--from-openrlhf", [None])[0]
+    t = fit_policy(fit_to(translate(given.get("--from-verl", []), orl, given.get("--from-nemo-rl", [])),
+                          set(sub._option_string_actions)), rest)
     typed = {tok.partition("=")[0] for tok in rest if tok.startswith("--")}
     for option, error in t.pending:
         if option not in typed:
@@ -113,4 +158,5 @@ def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], ec
     return [cmd, *t.args, *rest]
 
 
-__all__ = ["COMMANDS", "FLAGS", "add_framework_args", "fit_to", "translate", "with_framework_args"]
+__all__ = ["COMMANDS", "FLAGS", "POLICY_KNOBS", "add_framework_args", "fit_policy", "fit_to", "translate",
+           "with_framework_args"]

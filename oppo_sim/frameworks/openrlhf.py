@@ -1,44 +1,51 @@
 """``oppo-sim run --from-openrlhf "ARGS"``: an OpenRLHF ``train_ppo_ray`` command line as oppo-sim options.
 
-ARGS is the argument list (``"--pretrain Qwen/Qwen2.5-7B-Instruct --rollout_batch_size 128 ..."``) or a
-file holding the launch command (a script; ``ray job submit ... -- python3 -m openrlhf.cli.train_ppo_ray
-...``: the words before ``train_ppo_ray`` are the launcher and listed as ignored). An option takes every
-word up to the next ``--option``; an option with none is an on/off flag. Options not given take
-OpenRLHF's defaults (:data:`OPENRLHF_DEFAULTS`, from ``openrlhf/cli/train_ppo_ray.py``), as OpenRLHF would.
+ARGS is the argument list (``"--actor.model_name_or_path Qwen/Qwen2.5-7B-Instruct --rollout.batch_size 128
+..."``) or a file holding the launch command (a script; ``ray job submit ... -- python3 -m
+openrlhf.cli.train_ppo_ray ...``: the words before ``train_ppo_ray`` are the launcher and listed as
+ignored). An option takes every word up to the next ``--option``; an option with none is an on/off flag.
+Options not given take OpenRLHF's defaults, as OpenRLHF would.
 
-Units and meanings, from github.com/OpenRLHF/OpenRLHF ``openrlhf/cli/train_ppo_ray.py`` (commit 021d1b0;
-its argument definitions and the checks after them) and the vLLM engine wrapper's ``sleep(level=1)``:
+Two command-line styles (names verified in :mod:`~oppo_sim.frameworks.openrlhf_flags`): the **dotted**
+flags of OpenRLHF since 2026-04-19 (``--actor.*``, ``--vllm.*``, ``--rollout.*``, ``--train.*``, ``--ds.*``,
+``--algo.*``) and the **flat** ones before (``--pretrain``, ``--rollout_batch_size``). The style is told from
+the flags; a command line mixing them is refused, and the echo's first line says which one was read. A flag
+of neither list that nearly spells one is refused with "did you mean"; a command line with no OpenRLHF
+flag at all is refused. Below, flat name / dotted name:
 
-- ``--rollout_batch_size``: prompts per rollout -> ``--batch``; ``--n_samples_per_prompt`` -> ``--n``;
-- ``--train_batch_size``: the global training batch in *samples* (responses) ->
-  ``--minibatches = rollout_batch_size x n_samples_per_prompt / train_batch_size``; ``--max_epochs`` ->
-  ``--ppo-epochs``; ``--micro_train_batch_size`` (per GPU) is not read (oppo-sim's micro-batches are in
-  tokens);
-- ``--prompt_max_len`` -> ``--max-prompt`` with ``--truncate-prompt`` (OpenRLHF tokenizes prompts with
-  truncation at that length); ``--generate_max_len`` -> ``--max-response``;
-- ``--advantage_estimator``: gae -> ppo, group_norm -> grpo, rloo, reinforce_baseline -> reinforce++;
-  ``reinforce`` and ``dr_grpo`` are approximated by reinforce++ and grpo; with ``--dynamic_filtering``
-  a group estimator becomes dapo (DAPO's dynamic sampling; the advantage's form costs the same);
-- ``--init_kl_coef 0`` creates no reference model -> ``--no-reference``; ``--use_kl_loss`` moves the KL into
-  the loss (the same reference forward);
-- ``--pretrain`` -> ``--actor``; ``--reward_pretrain`` -> ``--reward``; ``--remote_rm_url`` -> ``--reward rule``
-  (as ``--agent_func_path``: a verifier outside the GPUs; its cost is ``--reward-cost-ms``);
-- ``--zero_stage`` -> ``--zero`` (under 3 the reference and reward models on the actor's GPUs run as ZeRO-3
-  inference engines, sharded with it); ``--gradient_checkpointing`` -> ``--recompute full`` (absent: ``none``);
-  ``--ring_attn_size`` -> ``--sp``; ``--vllm_tensor_parallel_size`` -> ``--tp``;
-  ``--vllm_gpu_memory_utilization`` -> ``--gpu-memory-utilization``; ``--enable_prefix_caching``.
+- ``rollout_batch_size`` / ``rollout.batch_size``: prompts per rollout -> ``--batch``;
+  ``n_samples_per_prompt`` / ``rollout.n_samples_per_prompt`` -> ``--n``;
+- ``train_batch_size`` / ``train.batch_size``: the global training batch in *samples* ->
+  ``--minibatches = prompts x n / train_batch_size``; ``max_epochs`` / ``train.max_epochs`` -> ``--ppo-epochs``;
+- lengths: before 2026-03-24 ``--prompt_max_len`` (prompts truncated to it) -> ``--max-prompt`` with
+  ``--truncate-prompt`` and ``--generate_max_len`` -> ``--max-response``; since, ``max_len`` /
+  ``data.max_len`` is prompt + response and ``max_new_tokens`` / ``rollout.max_new_tokens`` the response cap:
+  a prompt is truncated (its tail kept) to ``max_len - max_new_tokens`` -> ``--max-prompt`` with
+  ``--truncate-prompt``, ``--max-response max_new_tokens``; without ``max_new_tokens`` a response may take
+  what its prompt leaves of ``max_len``: ``--max-response max_len`` (an upper bound, said in the echo);
+- ``advantage_estimator`` / ``algo.advantage.estimator``: gae -> ppo, group_norm -> grpo, rloo,
+  reinforce_baseline -> reinforce++; ``reinforce`` and ``dr_grpo`` cost as reinforce++ and grpo; with
+  dynamic filtering a group estimator becomes dapo;
+- ``init_kl_coef`` / ``algo.kl.init_coef`` 0 creates no reference model -> ``--no-reference``;
+- the models: ``pretrain`` / ``actor.model_name_or_path`` -> ``--actor``; ``reward_pretrain`` /
+  ``reward.model_name_or_path`` -> ``--reward``; ``remote_rm_url`` / ``reward.remote_url`` and
+  ``agent_func_path`` / ``train.agent_func_path`` -> ``--reward rule`` (a verifier off the GPUs); the critic
+  (``critic_pretrain`` / ``critic.model_name_or_path``) -> ``--critic`` where it names a known model;
+- ``zero_stage`` / ``ds.zero_stage`` -> ``--zero``; gradient checkpointing -> ``--recompute full`` (absent:
+  ``none``); ``ring_attn_size`` / ``ds.ring_attn_size`` -> ``--sp``; vLLM's tensor parallelism and memory
+  fraction -> ``--tp``, ``--gpu-memory-utilization``; prefix caching -> ``--enable-prefix-caching``;
+- async: ``async_train`` / ``train.async_enable`` -> ``--policy async --staleness Q`` with Q the sampler ->
+  trainer queue (``async_queue_size`` / ``train.async_queue_size``, default 1: one step ahead).
 
-Placement. With ``--colocate_all_models`` every model shares the actor's
-``actor_num_nodes x actor_num_gpus_per_node`` GPUs: ``--placement colocated`` (``--vllm_enable_sleep``:
-``--colocate sleep --sleep-level 1``, vLLM's ``sleep(level=1)``; without it ``--colocate resident``;
-``--deepspeed_enable_sleep``: ``--offload-train-state``, DeepSpeed's ``offload_states`` of the trainer and the
-frozen models while vLLM generates; without it ``--no-offload-train-state``). Otherwise
-each model has its own GPUs, which the planner's labels express: ``split G+T+S`` — G =
-``vllm_num_engines x vllm_tensor_parallel_size`` generate; T = the actor's GPUs (and the critic's, unless it
-shares the reward model's) train; S = the reward model's and the reference's GPUs (unless
-``--colocate_actor_ref``) score — or ``gen-apart G+T`` when nothing scores apart. Approximated: oppo-sim
-trains the critic on the actor's pool and time-slices the reward and reference models on one score pool,
-where OpenRLHF gives each its own GPUs. Nodes: the most ``*_num_nodes`` of any model.
+Placement. With ``colocate_all_models`` / ``train.colocate_all`` every model shares the actor's
+``actor_num_nodes x actor_num_gpus_per_node`` GPUs: ``--placement colocated`` (vLLM sleep: ``--colocate sleep
+--sleep-level 1``, else ``--colocate resident``; DeepSpeed sleep: ``--offload-train-state``). Under async
+OpenRLHF colocates only the DeepSpeed models: the vLLM engines get their own GPUs (``gen-apart G+T``).
+Otherwise each model has its own GPUs: ``split G+T+S`` — G = ``vllm_num_engines x vllm_tensor_parallel_size``
+generate; T = the actor's GPUs (and the critic's, unless it shares the reward model's) train; S = the reward
+model's and the reference's GPUs (unless colocated with the actor) score — or ``gen-apart G+T`` when nothing
+scores apart. Approximated: oppo-sim trains the critic on the actor's pool and time-slices the reward and
+reference models on one score pool, where OpenRLHF gives each its own GPUs. Nodes: the most of any model.
 """
 
 from __future__ import annotations
@@ -46,46 +53,61 @@ from __future__ import annotations
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.frameworks.translation import (
-    Builder,
-    Translation,
-    as_float,
-    as_int,
-    existing_file,
-    split_words,
-)
+from oppo_sim.frameworks.openrlhf_flags import BOTH, DOTTED, DOTTED_VERSION, FLAT, FLAT_VERSION, FROM_FLAT, TO_FLAT
+from oppo_sim.frameworks.suggest import check_typo
+from oppo_sim.frameworks.translation import Builder, Translation, as_float, as_int, existing_file, model_arg, split_words
 
 OPENRLHF_DEFAULTS: dict[str, Any] = {
     "rollout_batch_size": 1024, "n_samples_per_prompt": 1, "train_batch_size": 128, "micro_train_batch_size": 4,
-    "prompt_max_len": 1024, "generate_max_len": 1024, "max_epochs": 1, "advantage_estimator": "gae",
+    "max_epochs": 1, "advantage_estimator": "gae",
     "actor_num_nodes": 1, "actor_num_gpus_per_node": 8, "ref_num_nodes": 1, "ref_num_gpus_per_node": 8,
     "reward_num_nodes": 1, "reward_num_gpus_per_node": 8, "critic_num_nodes": 1, "critic_num_gpus_per_node": 8,
     "vllm_num_engines": None, "vllm_tensor_parallel_size": 1, "vllm_gpu_memory_utilization": 0.95,
-    "zero_stage": 2, "ring_attn_size": 1, "init_kl_coef": 0.01,
+    "zero_stage": 2, "ring_attn_size": 1, "init_kl_coef": 0.01, "async_queue_size": 1,
 }
-"""OpenRLHF's defaults of the options oppo-sim reads (``openrlhf/cli/train_ppo_ray.py``, 2025)."""
+"""OpenRLHF's defaults of the options oppo-sim reads (the same in both styles, ``train_ppo_ray.py``)."""
+
+SPLIT_LENGTHS = {"prompt_max_len": 1024, "generate_max_len": 1024}
+"""The lengths before 2026-03-24 (d0e088b6): prompt and response caps."""
+TOTAL_LENGTHS = {"max_len": 2048, "max_new_tokens": None}
+"""The lengths since: prompt + response, and the response cap (None: what the prompt leaves)."""
 
 ESTIMATORS: dict[str, str] = {"gae": "ppo", "group_norm": "grpo", "rloo": "rloo", "reinforce_baseline": "reinforce++",
                               "reinforce": "reinforce++", "dr_grpo": "grpo"}
-"""OpenRLHF ``--advantage_estimator`` -> oppo-sim ``--algorithm``."""
+"""OpenRLHF's advantage estimator -> oppo-sim ``--algorithm``."""
 
 FLAGS: frozenset[str] = frozenset({
     "colocate_all_models", "colocate_actor_ref", "colocate_critic_reward", "vllm_enable_sleep", "gradient_checkpointing",
-    "use_kl_loss", "dynamic_filtering", "enable_prefix_caching", "async_train", "deepspeed_enable_sleep"})
-READ: frozenset[str] = frozenset({*OPENRLHF_DEFAULTS, *FLAGS, "pretrain", "reward_pretrain", "remote_rm_url",
-                                  "agent_func_path"})
-"""Every OpenRLHF option the reader translates; any other is listed as ignored."""
-
+    "use_kl_loss", "dynamic_filtering", "enable_prefix_caching", "async_train", "deepspeed_enable_sleep",
+    "partial_rollout"})
+"""The on/off flags the reader reads (flat names)."""
+READ: frozenset[str] = frozenset({*OPENRLHF_DEFAULTS, *SPLIT_LENGTHS, *TOTAL_LENGTHS, *FLAGS, "pretrain",
+                                  "reward_pretrain", "remote_rm_url", "agent_func_path", "critic_pretrain"})
+"""Every OpenRLHF option the reader translates (flat names); any other is listed as ignored."""
 
 _WHY = {"micro_train_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens (--micro-batch-tokens)",
-        "async_train": "a schedule: oppo-sim's --policy async",
-        "critic_pretrain": "the critic takes the reward model's shape", "dynamic_filtering": "no group to filter under gae"}
+        "dynamic_filtering": "no group to filter under gae", "async_queue_size": "no async training",
+        "partial_rollout": "needs async training", "ds_tensor_parallel_size": "DeepSpeed AutoTP: not modelled "
+        "(oppo-sim's DeepSpeed trainer is data parallel; Megatron TP is --train-backend megatron)"}
+
+
+class Names:
+    """The read options as the user spells them: flat names, or their dotted names under the dotted style."""
+
+    def __init__(self, dotted: bool) -> None:
+        self.dotted = dotted
+
+    def __call__(self, k: str) -> str:
+        return "--" + (FROM_FLAT.get(k, k) if self.dotted else k)
 
 
 def parse_openrlhf(text: str) -> tuple[dict[str, Any], list[str]]:
     """OpenRLHF arguments (a string, or a file holding the launch command) -> (options given, launcher words)."""
     path = existing_file(text)
     words = split_words(path.read_text() if path is not None else text, "--from-openrlhf")
+    inner = [w for w in words if "train_ppo_ray" in w and any(c.isspace() for c in w)]
+    if inner:  # the command quoted inside another (srun ... bash -c "... train_ppo_ray ..."): read the quoted one
+        words = split_words(inner[-1], "--from-openrlhf")
     launcher: list[str] = []
     for i, w in enumerate(words):
         if w.rsplit("/", 1)[-1].removesuffix(".py").endswith("train_ppo_ray"):
@@ -109,154 +131,264 @@ def parse_openrlhf(text: str) -> tuple[dict[str, Any], list[str]]:
     return given, launcher
 
 
+def style_of(given: dict[str, Any]) -> bool:
+    """True for the dotted style, False for the flat one; a mix, or neither, is a one-line error."""
+    dotted = [k for k in given if "." in k]
+    flat = [k for k in given if "." not in k and k not in BOTH]
+    if dotted and flat:
+        raise ConfigError(f"--from-openrlhf: the command line mixes OpenRLHF's dotted flags (since 2026-04-19; "
+                          f"--{dotted[0]}) with its older flat ones (--{flat[0]}); OpenRLHF takes one style")
+    if not dotted and not flat:
+        raise ConfigError("--from-openrlhf: no OpenRLHF train_ppo_ray option found in " + " ".join("--" + k for k in given))
+    return bool(dotted)
+
+
+def canonical(given: dict[str, Any], dotted: bool) -> tuple[dict[str, Any], list[str]]:
+    """(options under their flat names, unknown options); a near-typo of a known name is a one-line error;
+    a command line of which no option is known is refused."""
+    known = DOTTED if dotted else FLAT
+    out: dict[str, Any] = {}
+    unknown: list[str] = []
+    for k, v in given.items():
+        if k in known or k in BOTH:
+            out[TO_FLAT.get(k, k) if dotted else k] = v
+        else:
+            check_typo(k, known | BOTH, "--from-openrlhf", "--{}")
+            unknown.append(k)
+    if not out:
+        raise ConfigError(f"--from-openrlhf: none of its {len(given)} options is an OpenRLHF train_ppo_ray option "
+                          f"(e.g. --{unknown[0]}); is this an OpenRLHF command line?")
+    return out, unknown
+
+
+def _checks(o: dict, f: Names) -> None:
+    """OpenRLHF's own argument checks that decide what runs (``train_ppo_ray.py``, after parsing)."""
+    for k in FLAGS:
+        if k in o and o[k] is not True:
+            raise ConfigError(f"{f(k)} is an on/off flag in OpenRLHF; it takes no value, got {o[k]!r}")
+    if "async_train" in o and "vllm_enable_sleep" in o:
+        raise ConfigError(f"OpenRLHF refuses {f('async_train')} with {f('vllm_enable_sleep')} "
+                          "(async RLHF is not supported with vLLM sleep)")
+    if "partial_rollout" in o and "async_train" not in o:
+        raise ConfigError(f"OpenRLHF refuses {f('partial_rollout')} without {f('async_train')}")
+    if any(k in o for k in SPLIT_LENGTHS) and any(k in o for k in TOTAL_LENGTHS):
+        raise ConfigError("--from-openrlhf: --prompt_max_len/--generate_max_len (OpenRLHF before 2026-03-24) mixed "
+                          "with --max_len/--max_new_tokens (after); OpenRLHF takes one pair")
+    est, n = str(o.get("advantage_estimator", "gae")), o.get("n_samples_per_prompt", 1)
+    if est in ("rloo", "reinforce_baseline", "group_norm", "dr_grpo") and as_int(f("n_samples_per_prompt"), n) < 2:
+        raise ConfigError(f"OpenRLHF refuses {f('advantage_estimator')} {est} with {f('n_samples_per_prompt')} {n}: "
+                          "a group baseline needs > 1")
+    if "dynamic_filtering" in o and not ("remote_rm_url" in o or "agent_func_path" in o):
+        raise ConfigError(f"OpenRLHF refuses {f('dynamic_filtering')} without {f('remote_rm_url')} or "
+                          f"{f('agent_func_path')}")
+
+
 def translate_openrlhf(text: str) -> Translation:
     """An OpenRLHF ``train_ppo_ray`` command line -> oppo-sim arguments, every option echoed or listed."""
-    given, launcher = parse_openrlhf(text)
-    for k in FLAGS:
-        if k in given and given[k] is not True:
-            raise ConfigError(f"--{k} is an on/off flag in OpenRLHF; it takes no value, got {given[k]!r}")
-    o = {**OPENRLHF_DEFAULTS, **given}
+    raw, launcher = parse_openrlhf(text)
+    dotted = style_of(raw)
+    given, unknown = canonical(raw, dotted)
+    f = Names(dotted)
+    _checks(given, f)
+    total = dotted or any(k in given for k in TOTAL_LENGTHS)
+    o = {**OPENRLHF_DEFAULTS, **(TOTAL_LENGTHS if total else SPLIT_LENGTHS), **given}
     path = existing_file(text)
-    b = Builder("OpenRLHF", (str(path) if path is not None else "the arguments given",))
+    version = DOTTED_VERSION if dotted else FLAT_VERSION
+    b = Builder(f"OpenRLHF, {version},", (str(path) if path is not None else "the arguments given",))
     d = {k: k not in given for k in o}
-    _batches(b, o, d)
-    _models(b, o, d)
-    _training(b, o, d)
-    _placement(b, o, d, given)
+    _batches(b, o, d, f)
+    _lengths(b, o, d, f, total)
+    _models(b, o, d, f)
+    _training(b, o, d, f)
+    _placement(b, o, d, given, f)
     echoed = {u.key for u in b.used}
-    for k in sorted(k for k in given if "--" + k not in echoed):
-        b.ignore("--" + k, "" if given[k] is True else given[k], _WHY.get(k, "no effect in this placement" if k in READ
-                                                                        else "not modelled"))
+    for k in sorted(k for k in given if f(k) not in echoed):
+        b.ignore(f(k), "" if given[k] is True else given[k], _WHY.get(k, "no effect in this placement" if k in READ
+                                                                       else "not modelled"))
+    for k in unknown:
+        b.ignore("--" + k, "" if raw[k] is True else raw[k], f"not an OpenRLHF option of the {version}; "
+                                                             "OpenRLHF's parser would refuse it")
     if launcher:
         b.ignore(" ".join(launcher), "", "the launcher")
-    b.notes.append("OpenRLHF's synchronous loop is oppo-sim's baseline policy" + (
-        "; --async_train is --policy async --staleness 1" if "async_train" in given else "")
-        + "; --policy chooses the one simulated")
+    if "async_train" not in given:
+        b.notes.append("OpenRLHF's synchronous loop is oppo-sim's baseline policy; --policy chooses the one simulated")
     return b.done()
 
 
-def _batches(b: Builder, o: dict, d: dict) -> None:
-    prompts, n = as_int("--rollout_batch_size", o["rollout_batch_size"]), as_int("--n_samples_per_prompt",
-                                                                                 o["n_samples_per_prompt"])
-    b.use("--rollout_batch_size", prompts, "--batch", prompts, default=d["rollout_batch_size"])
-    b.use("--n_samples_per_prompt", n, "--n", n, default=d["n_samples_per_prompt"])
-    train = as_int("--train_batch_size", o["train_batch_size"])
+def _batches(b: Builder, o: dict, d: dict, f: Names) -> None:
+    prompts = as_int(f("rollout_batch_size"), o["rollout_batch_size"])
+    n = as_int(f("n_samples_per_prompt"), o["n_samples_per_prompt"])
+    b.use(f("rollout_batch_size"), prompts, "--batch", prompts, default=d["rollout_batch_size"])
+    b.use(f("n_samples_per_prompt"), n, "--n", n, default=d["n_samples_per_prompt"])
+    train = as_int(f("train_batch_size"), o["train_batch_size"])
     if train < 1:
-        raise ConfigError(f"--train_batch_size must be >= 1, got {train}")
+        raise ConfigError(f"{f('train_batch_size')} must be >= 1, got {train}")
     parts = max(1, -(-prompts * n // train))
-    b.use("--train_batch_size", train, "--minibatches", parts, default=d["train_batch_size"],
+    b.use(f("train_batch_size"), train, "--minibatches", parts, default=d["train_batch_size"],
           note=f"{prompts} x {n} samples / {train}" + ("" if prompts * n % train == 0 else ", the last one smaller"))
-    b.use("--max_epochs", o["max_epochs"], "--ppo-epochs", as_int("--max_epochs", o["max_epochs"]),
+    b.use(f("max_epochs"), o["max_epochs"], "--ppo-epochs", as_int(f("max_epochs"), o["max_epochs"]),
           default=d["max_epochs"])
-    b.use("--prompt_max_len", o["prompt_max_len"], "--max-prompt", as_int("--prompt_max_len", o["prompt_max_len"]),
-          "--truncate-prompt", note="OpenRLHF truncates prompts at this length", default=d["prompt_max_len"])
-    b.use("--generate_max_len", o["generate_max_len"], "--max-response",
-          as_int("--generate_max_len", o["generate_max_len"]), default=d["generate_max_len"])
 
 
-def _models(b: Builder, o: dict, d: dict) -> None:
+def _lengths(b: Builder, o: dict, d: dict, f: Names, total: bool) -> None:
+    if not total:
+        b.use(f("prompt_max_len"), o["prompt_max_len"], "--max-prompt", as_int(f("prompt_max_len"), o["prompt_max_len"]),
+              "--truncate-prompt", note="OpenRLHF truncates prompts at this length", default=d["prompt_max_len"])
+        b.use(f("generate_max_len"), o["generate_max_len"], "--max-response",
+              as_int(f("generate_max_len"), o["generate_max_len"]), default=d["generate_max_len"])
+        return
+    whole = as_int(f("max_len"), o["max_len"])
+    new = None if o["max_new_tokens"] is None else as_int(f("max_new_tokens"), o["max_new_tokens"])
+    if new is not None and not 0 < new < whole:
+        raise ConfigError(f"{f('max_new_tokens')} {new} must be >= 1 and below {f('max_len')} {whole} "
+                          "(OpenRLHF keeps max_len - max_new_tokens of a prompt)")
+    if new is None:
+        b.use(f("max_len"), whole, "--max-prompt", whole - 1, "--truncate-prompt", "--max-response", whole,
+              default=d["max_len"], note="prompt + response; a response may take what its prompt leaves: "
+                                         "capped at max_len here (an upper bound)")
+        b.notes.append(f"no {f('max_new_tokens')}: OpenRLHF caps each response at {f('max_len')} minus its prompt's "
+                       f"length; oppo-sim caps every response at {whole}")
+        return
+    b.use(f("max_len"), whole, "--max-prompt", whole - new, "--truncate-prompt", default=d["max_len"],
+          note=f"prompt + response: prompts truncated to {whole} - {new}")
+    b.use(f("max_new_tokens"), new, "--max-response", new)
+
+
+def _models(b: Builder, o: dict, d: dict, f: Names) -> None:
     est = str(o["advantage_estimator"]).strip().lower()
     if est not in ESTIMATORS:
-        raise ConfigError(f"--advantage_estimator {est}: oppo-sim simulates {', '.join(ESTIMATORS)}")
+        raise ConfigError(f"{f('advantage_estimator')} {est}: oppo-sim simulates {', '.join(ESTIMATORS)}")
     name = ESTIMATORS[est]
     note = {"reinforce": "REINFORCE++ without a group baseline: costs as reinforce++",
             "dr_grpo": "Dr. GRPO: costs as grpo"}.get(est, "")
     if "dynamic_filtering" in o and name != "ppo":
-        name, note = "dapo", "with --dynamic_filtering: DAPO's dynamic sampling" + (
+        name, note = "dapo", "with dynamic filtering: DAPO's dynamic sampling" + (
             "" if est == "group_norm" else f" (advantage as {est}; the same cost)")
-    b.use("--advantage_estimator", est, "--algorithm", name, note=note, default=d["advantage_estimator"])
+    b.use(f("advantage_estimator"), est, "--algorithm", name, note=note, default=d["advantage_estimator"])
     if name == "dapo":
-        b.use("--dynamic_filtering", True, note="-> --algorithm dapo")
-    kl = as_float("--init_kl_coef", o["init_kl_coef"])
-    b.use("--init_kl_coef", kl, *(() if kl > 0 else ("--no-reference",)), default=d["init_kl_coef"],
+        b.use(f("dynamic_filtering"), True, note="-> --algorithm dapo")
+    kl = as_float(f("init_kl_coef"), o["init_kl_coef"])
+    b.use(f("init_kl_coef"), kl, *(() if kl > 0 else ("--no-reference",)), default=d["init_kl_coef"],
           note=("KL in the loss" if "use_kl_loss" in o else "KL in the reward") if kl > 0 else "no reference model")
     if "use_kl_loss" in o:
-        b.use("--use_kl_loss", True, note="same reference forward")
+        b.use(f("use_kl_loss"), True, note="same reference forward")
     if "pretrain" in o:
-        b.use_model("--pretrain", o["pretrain"], "--actor")
+        b.use_model(f("pretrain"), o["pretrain"], "--actor")
     remote = next((k for k in ("remote_rm_url", "agent_func_path") if k in o), None)
     if remote:
-        b.use("--" + remote, o[remote], "--reward", "rule", note="a verifier off the GPUs")
+        b.use(f(remote), o[remote], "--reward", "rule", note="a verifier off the GPUs")
     elif "reward_pretrain" in o:
-        b.use_model("--reward_pretrain", o["reward_pretrain"], "--reward")
+        b.use_model(f("reward_pretrain"), o["reward_pretrain"], "--reward")
+    if "critic_pretrain" in o and est == "gae":
+        arg, how = model_arg(f("critic_pretrain"), o["critic_pretrain"])
+        if arg is not None:
+            b.use(f("critic_pretrain"), o["critic_pretrain"], "--critic", arg, note=how)
 
 
-def _training(b: Builder, o: dict, d: dict) -> None:
-    zero = as_int("--zero_stage", o["zero_stage"])
+def _training(b: Builder, o: dict, d: dict, f: Names) -> None:
+    zero = as_int(f("zero_stage"), o["zero_stage"])
     if zero not in (0, 1, 2, 3):
-        raise ConfigError(f"--zero_stage must be 0, 1, 2 or 3, got {zero}")
-    b.use("--zero_stage", zero, "--zero", zero, default=d["zero_stage"])
+        raise ConfigError(f"{f('zero_stage')} must be 0, 1, 2 or 3, got {zero}")
+    b.use(f("zero_stage"), zero, "--zero", zero, default=d["zero_stage"])
     gc = "gradient_checkpointing" in o
-    b.use("--gradient_checkpointing", gc, "--recompute", "full" if gc else "none", default=not gc)
-    b.use("--ring_attn_size", o["ring_attn_size"], "--sp", as_int("--ring_attn_size", o["ring_attn_size"]),
+    b.use(f("gradient_checkpointing"), gc, "--recompute", "full" if gc else "none", default=not gc)
+    b.use(f("ring_attn_size"), o["ring_attn_size"], "--sp", as_int(f("ring_attn_size"), o["ring_attn_size"]),
           default=d["ring_attn_size"])
-    gmu = as_float("--vllm_gpu_memory_utilization", o["vllm_gpu_memory_utilization"])
-    b.use("--vllm_gpu_memory_utilization", gmu, "--gpu-memory-utilization", gmu,
+    gmu = as_float(f("vllm_gpu_memory_utilization"), o["vllm_gpu_memory_utilization"])
+    b.use(f("vllm_gpu_memory_utilization"), gmu, "--gpu-memory-utilization", gmu,
           default=d["vllm_gpu_memory_utilization"])
     if "enable_prefix_caching" in o:
-        b.use("--enable_prefix_caching", True, "--enable-prefix-caching")
+        b.use(f("enable_prefix_caching"), True, "--enable-prefix-caching")
+    if "async_train" in o:
+        q = as_int(f("async_queue_size"), o["async_queue_size"])
+        if q < 1:
+            raise ConfigError(f"{f('async_queue_size')} must be >= 1, got {q}")
+        b.use(f("async_train"), True, "--policy", "async", note="the sampler runs ahead of the trainer")
+        b.use(f("async_queue_size"), q, "--staleness", q, default=d["async_queue_size"],
+              note=f"batches generated ahead: samples at most {q} version(s) stale")
+        if "partial_rollout" in o:
+            b.use(f("partial_rollout"), True, note="in-flight generation continues across a weight sync")
+            b.notes.append(f"{f('partial_rollout')}: a response in flight at a weight sync finishes on the new "
+                           "weights; oppo-sim's async policy keeps each response on the version it started with")
 
 
-def _gpus(o: dict, role: str) -> tuple[int, int]:
-    nodes, per = as_int(f"--{role}_num_nodes", o[f"{role}_num_nodes"]), as_int(f"--{role}_num_gpus_per_node",
-                                                                              o[f"{role}_num_gpus_per_node"])
+def _gpus(o: dict, role: str, f: Names) -> tuple[int, int]:
+    nk, pk = f"{role}_num_nodes", f"{role}_num_gpus_per_node"
+    nodes, per = as_int(f(nk), o[nk]), as_int(f(pk), o[pk])
     if nodes < 1 or per < 1:
-        raise ConfigError(f"--{role}_num_nodes and --{role}_num_gpus_per_node must be >= 1, got {nodes} and {per}")
+        raise ConfigError(f"{f(nk)} and {f(pk)} must be >= 1, got {nodes} and {per}")
     return nodes, nodes * per
 
 
-def _placement(b: Builder, o: dict, d: dict, given: dict) -> None:
-    tp = as_int("--vllm_tensor_parallel_size", o["vllm_tensor_parallel_size"])
-    b.use("--vllm_tensor_parallel_size", tp, "--tp", tp, default=d["vllm_tensor_parallel_size"])
-    engines = 0 if o["vllm_num_engines"] is None else as_int("--vllm_num_engines", o["vllm_num_engines"])
-    nodes, actor = _gpus(o, "actor")
+def _placement(b: Builder, o: dict, d: dict, given: dict, f: Names) -> None:
+    tp = as_int(f("vllm_tensor_parallel_size"), o["vllm_tensor_parallel_size"])
+    b.use(f("vllm_tensor_parallel_size"), tp, "--tp", tp, default=d["vllm_tensor_parallel_size"])
+    engines = 0 if o["vllm_num_engines"] is None else as_int(f("vllm_num_engines"), o["vllm_num_engines"])
+    nodes, actor = _gpus(o, "actor", f)
     if "actor_num_nodes" in given:
-        b.use("--actor_num_nodes", nodes, note="in the placement")
-    if "colocate_all_models" in o or engines == 0:
+        b.use(f("actor_num_nodes"), nodes, note="in the placement")
+    together = "colocate_all_models" in o
+    if together and "async_train" in o and engines:
+        label = f"gen-apart {engines * tp}+{actor}"
+        b.use(f("colocate_all_models"), True, "--placement", label, "--nodes", nodes,
+              note="under async OpenRLHF colocates the DeepSpeed models only: vLLM gets its own GPUs")
+        b.use(f("vllm_num_engines"), engines, note=f"{engines} x tp {tp} = {engines * tp} GPUs apart; "
+                                                   f"every other model on the actor's {actor}")
+        if "deepspeed_enable_sleep" in o:
+            b.use(f("deepspeed_enable_sleep"), True, note="no effect: generation does not share the trainer's GPUs")
+        return
+    if together or engines == 0:
         sleep, offload = "vllm_enable_sleep" in o, "deepspeed_enable_sleep" in o
         extra = ("--colocate", "sleep", "--sleep-level", 1) if sleep else ("--colocate", "resident")
         extra += ("--offload-train-state" if offload else "--no-offload-train-state",)
         if engines == 0:
             extra = ("--engine", "static")
             b.notes.append("no vLLM engines: the actor generates with Hugging Face generate (oppo-sim's static engine)")
-        b.use("--actor_num_gpus_per_node", o["actor_num_gpus_per_node"], "--placement", "colocated", "--devices", actor,
-              "--nodes", nodes, *extra, note="every model on the actor's GPUs", default=d["actor_num_gpus_per_node"])
+        b.use(f("actor_num_gpus_per_node"), o["actor_num_gpus_per_node"], "--placement", "colocated", "--devices",
+              actor, "--nodes", nodes, *extra, note="every model on the actor's GPUs", default=d["actor_num_gpus_per_node"])
         if engines:
-            b.use("--colocate_all_models", True)
-            b.use("--vllm_num_engines", engines, note=f"{engines} x tp {tp} = {engines * tp} GPUs"
+            b.use(f("colocate_all_models"), True)
+            b.use(f("vllm_num_engines"), engines, note=f"{engines} x tp {tp} = {engines * tp} GPUs"
                   + ("" if engines * tp == actor else f" (OpenRLHF requires {actor})"))
         if sleep:
-            b.use("--vllm_enable_sleep", True, note="vLLM sleep(level=1)")
+            b.use(f("vllm_enable_sleep"), True, note="vLLM sleep(level=1)")
         if offload:
-            b.use("--deepspeed_enable_sleep", True, note="the trainer's state to host while vLLM generates")
+            b.use(f("deepspeed_enable_sleep"), True, note="the trainer's state to host while vLLM generates")
         return
+    _separate(b, o, given, f, (tp, engines, nodes, actor))
+
+
+def _separate(b: Builder, o: dict, given: dict, f: Names, sizes: tuple[int, int, int, int]) -> None:
+    """Every model on its own GPUs: ``split G+T+S`` or ``gen-apart G+T`` (module notes)."""
+    tp, engines, nodes, actor = sizes
     has_critic = o["advantage_estimator"] == "gae"
-    has_ref = as_float("--init_kl_coef", o["init_kl_coef"]) > 0
+    has_ref = as_float(f("init_kl_coef"), o["init_kl_coef"]) > 0
     has_rm = "remote_rm_url" not in o and "agent_func_path" not in o
     gen, train, score = engines * tp, actor, 0
     used = [f"vLLM {engines} x tp {tp}", f"actor {actor}"]
     if has_critic and "colocate_critic_reward" not in o:
-        c_nodes, c = _gpus(o, "critic")
+        c_nodes, c = _gpus(o, "critic", f)
         train, nodes = train + c, max(nodes, c_nodes)
         used.append(f"critic {c} (trains on the actor's pool)")
     if has_rm:
-        r_nodes, r = _gpus(o, "reward")
+        r_nodes, r = _gpus(o, "reward", f)
         score, nodes = score + r, max(nodes, r_nodes)
         used.append(f"reward {r}" + (" with the critic" if has_critic and "colocate_critic_reward" in o else ""))
     if has_ref and "colocate_actor_ref" not in o:
-        f_nodes, f = _gpus(o, "ref")
-        score, nodes = score + f, max(nodes, f_nodes)
-        used.append(f"reference {f}")
+        f_nodes, g = _gpus(o, "ref", f)
+        score, nodes = score + g, max(nodes, f_nodes)
+        used.append(f"reference {g}")
     roles = [r for r, on in (("critic", has_critic), ("reward", has_rm), ("ref", has_ref)) if on]
     label = f"split {gen}+{train}+{score}" if score else f"gen-apart {gen}+{train}"
-    b.use("--vllm_num_engines", engines, "--placement", label, "--nodes", nodes, note="; ".join(used))
+    b.use(f("vllm_num_engines"), engines, "--placement", label, "--nodes", nodes, note="; ".join(used))
     for k in ("actor_num_gpus_per_node", "ref_num_nodes", "ref_num_gpus_per_node", "reward_num_nodes",
               "reward_num_gpus_per_node", "critic_num_nodes", "critic_num_gpus_per_node", "colocate_actor_ref",
               "colocate_critic_reward"):
         if k in given and (k.startswith(("actor", "colocate")) or k.startswith(tuple(roles))):
-            b.use("--" + k, given[k], note="in the placement above")
+            b.use(f(k), given[k], note="in the placement above")
     b.notes.append(f"separate pools -> {label}: the critic trains on the actor's pool and the reward and reference "
                    "models share one score pool, where OpenRLHF gives each its own GPUs")
 
 
-__all__ = ["ESTIMATORS", "FLAGS", "OPENRLHF_DEFAULTS", "READ", "parse_openrlhf", "translate_openrlhf"]
+__all__ = ["ESTIMATORS", "FLAGS", "OPENRLHF_DEFAULTS", "READ", "canonical", "parse_openrlhf", "style_of",
+           "translate_openrlhf"]

@@ -1,0 +1,73 @@
+"""What the ``plan --export`` writers share (:mod:`~oppo_sim.frameworks.export`, ``export_openrlhf``,
+``export_nemo_rl``): what the plan chose besides the ``SimConfig`` (:class:`Chosen`), the placement in the
+planner's terms, model names, and comments-first ordering."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.pipeline.config import SimConfig
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """What the plan chose besides the ``SimConfig``: the policy's label (``async(k=2)``; its kind and
+    staleness bound or token budget are read from it unless given) and the trainer's memory settings."""
+
+    policy: str = "baseline"
+    zero_stage: int | None = None
+    recompute: str | None = None
+    staleness: int | None = None
+    budget: int | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.policy.split("(")[0].strip()
+
+    def param(self, name: str) -> int | None:
+        given = {"k": self.staleness, "budget": self.budget}.get(name)
+        m = re.search(rf"\b{name}=(\d+)", self.policy)
+        return given if given is not None else (int(m.group(1)) if m else None)
+
+
+def layout_of(cfg: SimConfig) -> tuple[str, int, int, int]:
+    """(layout, gen, train, score GPUs) of the config's placement, in the planner's terms."""
+    p = cfg.placement
+    size = {pool.name: pool.devices for pool in p.pools}
+    if len(p.pools) == 1:
+        return "colocated", p.total_devices, p.total_devices, 0
+    if p.generate == p.train:
+        return "shared", size[p.generate], size[p.generate], p.total_devices - size[p.generate]
+    gen, train = size[p.generate], size[p.train]
+    rest = p.total_devices - gen - train
+    return ("split" if rest else "gen-apart"), gen, train, rest
+
+
+def model_name(model) -> str:
+    """What a framework's model path should say: a table model's Hugging Face name, else the path given."""
+    from oppo_sim.hw.models import MODELS
+
+    mid = model if isinstance(model, str) else model.id
+    if mid.lower() in MODELS:
+        return MODELS[mid.lower()].name
+    path = Path(mid)
+    return str(path.parent if path.name == "config.json" else path)
+
+
+def per_node(cfg: SimConfig, gpus: int, what: str) -> int:
+    if gpus % cfg.nodes:
+        raise ConfigError(f"{what}: {gpus} GPUs do not spread evenly over {cfg.nodes} nodes")
+    return gpus // cfg.nodes
+
+
+def split_notes(lines: list[str]) -> list[str]:
+    """Comments first (``#`` lines, then ``line  # why`` tails as comments), then the settings."""
+    notes = [line for line in lines if line.startswith("#")]
+    notes += ["# {}: {}".format(*line.split("  # ", 1)) for line in lines if not line.startswith("#") and "  # " in line]
+    return notes + [line.split("  # ", 1)[0] for line in lines if not line.startswith("#")]
+
+
+__all__ = ["Chosen", "layout_of", "model_name", "per_node", "split_notes"]

@@ -1,0 +1,136 @@
+"""``plan --export nemo-rl``: a NeMo RL GRPO recipe (YAML) on top of NeMo RL's ``examples/configs/grpo_math_1B.yaml``
+(``defaults: grpo_math_1B.yaml``: save it in that folder, or point ``defaults:`` at your copy), run with
+``uv run examples/run_grpo.py --config RECIPE``; ``oppo-sim run --from-nemo-rl RECIPE`` reads it back.
+
+NeMo RL runs GRPO-family algorithms on a rule or reward-model environment: ``ppo`` (a critic) cannot be
+exported; a reward *model* is a ``#`` note (NeMo RL's reward-model environment is set up under ``env:``).
+Placement: colocated, or generation on its own GPUs (``policy.generation.colocated.resources``: GPUs on one
+node, whole nodes on several); the reference runs with the policy. Trainer: ``dtensor_cfg`` (FSDP2, ZeRO-3;
+``context_parallel_size`` = sp) or ``megatron_cfg`` (tp/pp/cp/ep, distributed optimizer). Each step's samples
+are trained once (no epochs). Async: ``grpo.async_grpo`` with ``max_trajectory_age_steps`` = k.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.frameworks.export_common import Chosen, layout_of, model_name, per_node
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT
+
+_EST = {"grpo": "grpo", "rloo": "grpo", "dapo": "grpo", "reinforce++": "reinforce_plus_plus"}
+
+
+def _placement(cfg: SimConfig, layout: str, sizes: tuple[int, int, int], notes: list[str]) -> dict[str, Any]:
+    gen, train, score = sizes
+    devices = cfg.placement.total_devices
+    per = per_node(cfg, devices, "the cluster")
+    if layout in ("colocated", "shared"):
+        if layout == "shared":
+            notes.append(f"NeMo RL scores in its environments and runs the reference with the policy: the plan's "
+                         f"shared {gen}+{score} becomes colocated {devices}")
+        if cfg.colocate != "sleep" or not cfg.offload_train_state:
+            notes.append("NeMo RL's colocated generation always sleeps (level 1) and offloads the policy before "
+                         "generating: the plan's resident engine or kept trainer state has no setting")
+        return {"colocated": {"enabled": True}}
+    if layout == "split":
+        notes.append(f"NeMo RL runs the reference with the policy: the plan's split {gen}+{train}+{score} becomes "
+                     f"generation on {gen} GPUs and training on {train + score}")
+    if cfg.nodes == 1:
+        resources = {"gpus_per_node": gen, "num_nodes": None}
+    else:
+        whole = -(-gen // per)
+        if gen % per:
+            notes.append(f"NeMo RL gives generation whole nodes on a multi-node cluster: {gen} GPUs become {whole} "
+                         f"node(s) of {per}")
+        resources = {"gpus_per_node": per, "num_nodes": whole}
+    return {"colocated": {"enabled": False, "resources": resources}}
+
+
+def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]:
+    t = cfg.trainer
+    ckpt = chosen.recompute not in (None, "none")
+    if chosen.recompute == "selective":
+        notes.append("NeMo RL checkpoints whole layers: the plan's selective recomputation becomes full")
+    if t.megatron:
+        mcfg = {"enabled": True, "tensor_model_parallel_size": t.tp, "pipeline_model_parallel_size": t.pp,
+                "context_parallel_size": t.cp, "expert_model_parallel_size": cfg.expert_parallel,
+                "sequence_parallel": t.tp > 1, "activation_checkpointing": ckpt,
+                "optimizer": {"use_distributed_optimizer": t.distributed_optimizer}}
+        if t.vpp > 1:
+            notes.append(f"virtual pipeline stages ({t.vpp}): set them in policy.megatron_cfg as your NeMo RL version "
+                         "names them")
+        return {"dtensor_cfg": {"enabled": False}, "megatron_cfg": mcfg}
+    if chosen.zero_stage not in (None, 3):
+        notes.append(f"the plan's trainer uses ZeRO-{chosen.zero_stage}; NeMo RL's DTensor FSDP2 shards fully (ZeRO-3)")
+    if cfg.expert_parallel > 1:
+        notes.append(f"expert parallelism {cfg.expert_parallel} needs policy.megatron_cfg: DTensor shards the experts")
+    return {"dtensor_cfg": {"enabled": True, "tensor_parallel_size": 1,
+                            "context_parallel_size": cfg.train_memory.sequence_parallel,
+                            "activation_checkpointing": ckpt},
+            "megatron_cfg": {"enabled": False}}
+
+
+def _grpo(cfg: SimConfig, chosen: Chosen, layout: str, notes: list[str]) -> dict[str, Any]:
+    alg = cfg.algorithm
+    grpo: dict[str, Any] = {"num_prompts_per_step": cfg.batch, "num_generations_per_prompt": alg.n,
+                            "adv_estimator": {"name": _EST[alg.name]}, "use_dynamic_sampling": alg.name == "dapo"}
+    if alg.name == "rloo":
+        grpo["use_leave_one_out_baseline"] = True
+    if chosen.kind == "async" and layout in ("gen-apart", "split"):
+        grpo["async_grpo"] = {"enabled": True, "max_trajectory_age_steps": chosen.param("k") or 1}
+    elif chosen.kind == "async":
+        notes.append(f"{chosen.policy}: NeMo RL's async GRPO generates on its own GPUs; the plan's async on {layout} "
+                     "GPUs has no setting: this runs synchronously")
+    elif chosen.kind == "partial-rollout":
+        notes.append(f"{chosen.policy}: NeMo RL's nearest is grpo.async_grpo with in_flight_weight_updates, which also "
+                     "trains stale samples: not set")
+    elif chosen.kind != "baseline":
+        notes.append(f"NeMo RL runs the synchronous GRPO loop: the overlap policy {chosen.policy} has no setting")
+    return grpo
+
+
+def export_nemo_rl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
+    """A NeMo RL GRPO recipe (YAML text) that sets up ``cfg``."""
+    import yaml
+
+    alg = cfg.algorithm
+    if alg.name == "ppo":
+        raise ConfigError("NeMo RL runs GRPO-family algorithms (no critic): export a ppo plan to verl or openrlhf")
+    layout, gen, train, score = layout_of(cfg)
+    notes = [f"oppo-sim plan: {chosen.policy} on {layout} {cfg.placement.total_devices} GPUs ({cfg.trainer.label()} "
+             "trainer); the run's length is yours: set grpo.max_num_steps",
+             "save next to NeMo RL's examples/configs/grpo_math_1B.yaml (or point defaults: at it); the model names "
+             "oppo-sim's table model: point it at your copy"]
+    if alg.reward != "rule":
+        notes.append(f"the plan scores with the reward model {model_name(cfg.reward)}: set up NeMo RL's reward-model "
+                     "environment under env: (the recipe keeps the math environment)")
+    if cfg.ppo_epochs > 1:
+        notes.append(f"NeMo RL trains each step's samples once: the plan's {cfg.ppo_epochs} epochs have no setting")
+    sequences = cfg.batch * alg.n
+    if sequences % cfg.minibatches:
+        notes.append(f"{sequences} samples do not split into {cfg.minibatches} equal training batches")
+    if cfg.truncate_prompt:
+        notes.append("NeMo RL drops (a weight-0 stub) a prompt over data.max_input_seq_length where the plan truncated it")
+    prompt = cfg.max_prompt if cfg.max_prompt is not None else DEFAULT_MAX_PROMPT
+    if not cfg.max_response:
+        raise ConfigError("the plan's responses have no cap: NeMo RL needs policy.generation.max_new_tokens; "
+                          "plan with --max-response")
+    generation: dict[str, Any] = {"max_new_tokens": cfg.max_response,
+                                  "vllm_cfg": {"tensor_parallel_size": cfg.engine.tp,
+                                               "gpu_memory_utilization": cfg.engine.gpu_memory_utilization,
+                                               "async_engine": chosen.kind == "async"}}
+    generation.update(_placement(cfg, layout, (gen, train, score), notes))
+    policy = {"model_name": model_name(cfg.actor), "train_global_batch_size": sequences // cfg.minibatches,
+              "max_total_sequence_length": prompt + cfg.max_response, "generation": generation,
+              **_trainer(cfg, chosen, notes)}
+    doc = {"grpo": _grpo(cfg, chosen, layout, notes),
+           "loss_fn": {"reference_policy_kl_penalty": 0.01 if alg.kl else 0}, "policy": policy,
+           "data": {"max_input_seq_length": prompt},
+           "cluster": {"gpus_per_node": per_node(cfg, cfg.placement.total_devices, "the cluster"), "num_nodes": cfg.nodes}}
+    body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    return "".join(f"# {n}\n" for n in notes) + "defaults: grpo_math_1B.yaml\n" + body
+
+
+__all__ = ["export_nemo_rl"]

@@ -1,0 +1,291 @@
+"""``oppo-sim run --from-nemo-rl "RECIPE.yaml [key=value ...]"``: a NeMo RL GRPO recipe as oppo-sim options.
+
+The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra overrides as
+``examples/run_grpo.py`` takes them: :mod:`~oppo_sim.frameworks.nemo_rl_recipe`). Keys follow NeMo RL's
+``examples/configs`` at commit 7ea279a (2026-08-22; ``grpo.async_grpo.*``, ``policy.dtensor_cfg._v2``):
+
+- ``grpo.num_prompts_per_step`` -> ``--batch``; ``grpo.num_generations_per_prompt`` -> ``--n``;
+  ``policy.train_global_batch_size`` (samples per optimizer step) -> ``--minibatches = B x n / it`` and
+  ``--ppo-epochs 1`` (a step's samples are trained once); ``grpo.adv_estimator.name`` grpo /
+  reinforce_plus_plus -> ``--algorithm grpo`` / ``reinforce++``; ``grpo.use_dynamic_sampling`` -> ``dapo``
+  (``grpo.batch_multiplier`` -> ``--gen-batch-size``, ``grpo.dynamic_sampling_max_gen_batches`` ->
+  ``--max-gen-batches``); ``loss_fn.reference_policy_kl_penalty`` 0 -> ``--no-reference``; the reward is an
+  environment (``env.*``, off the GPUs) -> ``--reward rule``;
+- ``policy.model_name`` -> ``--actor``; ``data.max_input_seq_length`` -> ``--max-prompt`` (a longer prompt
+  becomes a 4-token stub trained with weight 0: filtered here); ``policy.generation.max_new_tokens`` ->
+  ``--max-response``, capped by ``policy.max_total_sequence_length`` (vLLM's ``max_model_len``);
+- ``policy.generation.vllm_cfg.tensor_parallel_size`` / ``gpu_memory_utilization`` -> ``--tp`` /
+  ``--gpu-memory-utilization``;
+- the trainer: ``policy.megatron_cfg.enabled`` -> ``--train-backend megatron`` with
+  ``tensor_model_parallel_size`` / ``pipeline_model_parallel_size`` / ``context_parallel_size`` /
+  ``expert_model_parallel_size`` / ``optimizer.use_distributed_optimizer`` -> ``--train-tp`` / ``--pp`` /
+  ``--cp`` / ``--ep`` / ``--[no-]distributed-optimizer``; ``policy.dtensor_cfg.enabled`` -> ``--train-backend
+  fsdp --zero 3`` (FSDP2 full shard) with ``context_parallel_size`` -> ``--sp``. DTensor's own
+  ``tensor_parallel_size`` is not Megatron's and oppo-sim's FSDP trainer is data parallel only: it is echoed
+  and said in the notes, the trainer priced as FSDP over all its GPUs; activation checkpointing of either
+  -> ``--recompute full`` (else ``none``); ``policy.dtensor_cfg.expert_parallel_size`` -> ``--ep``;
+- placement: ``policy.generation.colocated.enabled`` -> ``--placement colocated --devices
+  cluster.gpus_per_node x cluster.num_nodes`` (vLLM ``sleep(level=1)``, the policy offloaded before
+  generation: ``--colocate sleep --sleep-level 1 --offload-train-state``); not colocated, generation gets
+  ``colocated.resources`` (on one node its ``gpus_per_node``; on several, ``num_nodes`` whole nodes) and
+  training the rest: ``--placement gen-apart G+T``;
+- ``grpo.async_grpo.enabled`` -> ``--policy async --staleness grpo.async_grpo.max_trajectory_age_steps``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.frameworks.nemo_rl_recipe import Recipe, recipe, value
+from oppo_sim.frameworks.translation import Builder, Translation, as_bool, as_float, as_int, existing_file, split_words
+
+P, G, V, M, D = "policy.", "policy.generation.", "policy.generation.vllm_cfg.", "policy.megatron_cfg.", "policy.dtensor_cfg."
+READ: tuple[str, ...] = (
+    "grpo.num_prompts_per_step", "grpo.num_generations_per_prompt", P + "train_global_batch_size", P + "model_name",
+    "data.max_input_seq_length", G + "max_new_tokens", P + "max_total_sequence_length", V + "tensor_parallel_size",
+    V + "gpu_memory_utilization", "cluster.gpus_per_node", "cluster.num_nodes", G + "colocated.enabled",
+)
+"""The keys a GRPO recipe must have (NeMo RL's base ``grpo_math_1B.yaml`` has them all); a recipe that
+composes to none of them is refused."""
+WATCHED: tuple[str, ...] = (*READ, "grpo.async_grpo.enabled", "grpo.async_grpo.max_trajectory_age_steps",
+                            "grpo.use_dynamic_sampling", "grpo.batch_multiplier", "grpo.dynamic_sampling_max_gen_batches",
+                            "loss_fn.reference_policy_kl_penalty", "grpo.adv_estimator.name", V + "async_engine",
+                            M + "enabled", D + "enabled", M + "tensor_model_parallel_size", M + "pipeline_model_parallel_size",
+                            M + "context_parallel_size", M + "expert_model_parallel_size", M + "activation_checkpointing",
+                            M + "sequence_parallel", D + "tensor_parallel_size", D + "context_parallel_size",
+                            D + "activation_checkpointing", D + "expert_parallel_size", P + "sequence_packing.enabled",
+                            G + "colocated.resources.gpus_per_node", G + "colocated.resources.num_nodes")
+"""Every key the reader reads: a new key of a recipe that nearly spells one is a typo."""
+_WHY = {P + "train_micro_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens (--micro-batch-tokens)",
+        "grpo.max_num_steps": "the run's length: oppo-sim simulates --steps",
+        P + "logprob_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens"}
+
+
+def sources(values: Sequence[str]) -> tuple[Path, list[str]]:
+    """``--from-nemo-rl`` values (a recipe, overrides, or a launch command or file holding them) -> (recipe
+    path, overrides in order). Words up to ``run_grpo*.py`` are the launcher; ``--config PATH`` names the recipe."""
+    words: list[str] = []
+    for v in values:
+        path = existing_file(v)
+        if path is not None and path.suffix.lower() in (".yaml", ".yml"):
+            words.append(v)
+        else:
+            words += split_words(path.read_text() if path is not None else v, "--from-nemo-rl")
+    for i, w in enumerate(words):
+        if "=" not in w and w.endswith(".py"):
+            words = words[i + 1:]
+            break
+    found: list[str] = []
+    overrides: list[str] = []
+    it = iter(words)
+    for w in it:
+        if w in ("--config", "--config-path"):
+            found.append(next(it, ""))
+        elif w.startswith("--config="):
+            found.append(w.split("=", 1)[1])
+        elif w.lower().endswith((".yaml", ".yml")) and "=" not in w:
+            found.append(w)
+        elif "=" in w or w.startswith("~"):
+            overrides.append(w)
+        elif w != "\\":
+            raise ConfigError(f"--from-nemo-rl: {w!r} is neither a recipe (.yaml) nor a key=value override")
+    if len(found) != 1:
+        raise ConfigError(f"--from-nemo-rl: give one recipe .yaml, got {len(found)}" + (f": {', '.join(found)}" if found else ""))
+    return Path(found[0]).expanduser(), overrides
+
+
+def translate_nemo_rl(values: Sequence[str]) -> Translation:
+    """NeMo RL recipe (+ overrides) -> oppo-sim arguments, each key used echoed and the recipe's own others listed."""
+    path, overrides = sources(values)
+    r = recipe(path, overrides, WATCHED)
+    if not any(k in r.flat for k in READ):
+        raise ConfigError(f"--from-nemo-rl {path}: not a NeMo RL GRPO recipe (none of {', '.join(READ[:3])}, ... "
+                          "after its defaults chain)")
+    chain = " <- ".join(p.name for p in r.chain)
+    b = Builder("NeMo RL (examples/configs at 7ea279a, 2026-08-22)",
+                (chain + (f" with {len(overrides)} override(s)" if overrides else ""),))
+    g = _Get(r, b)
+    _batches(g)
+    _lengths(g)
+    _trainer(g)
+    _placement(g)
+    echoed = {u.key for u in b.used}
+    for k in sorted(r.own):
+        if not any(k == e or k.startswith(e + ".") for e in echoed) and k in r.flat:
+            b.ignore(k, r.flat[k], _WHY.get(k, "not modelled"))
+    return b.done()
+
+
+class _Get:
+    """Reads keys of a composed recipe, echoing each as used (the recipe's own or its parents' default)."""
+
+    def __init__(self, r: Recipe, b: Builder) -> None:
+        self.r, self.b = r, b
+
+    def __call__(self, key: str, dflt: Any = None) -> Any:
+        v = value(self.r.flat, key)
+        return dflt if v is None else v
+
+    def use(self, key: str, *args: Any, note: str = "", v: Any = None) -> None:
+        """Echo ``key``: from the recipe itself, from a parent (said in the note), or NeMo RL's default where no
+        file of the chain sets it."""
+        parent = None if key in self.r.own else self.r.parent_of(key)
+        if parent is not None:
+            note = f"{note}; from {parent}" if note else f"from {parent}"
+        default = key not in self.r.own and parent is None
+        self.b.use(key, self(key) if v is None else v, *args, note=note, default=default)
+
+
+def _batches(g: _Get) -> None:
+    prompts = as_int("grpo.num_prompts_per_step", g("grpo.num_prompts_per_step", 32))
+    n = as_int("grpo.num_generations_per_prompt", g("grpo.num_generations_per_prompt", 16))
+    gbs = as_int(P + "train_global_batch_size", g(P + "train_global_batch_size", prompts * n))
+    if min(prompts, n, gbs) < 1:
+        raise ConfigError(f"grpo.num_prompts_per_step, num_generations_per_prompt and policy.train_global_batch_size "
+                          f"must be >= 1, got {prompts}, {n}, {gbs}")
+    g.use("grpo.num_prompts_per_step", "--batch", prompts, v=prompts)
+    g.use("grpo.num_generations_per_prompt", "--n", n, v=n)
+    parts = max(1, -(-prompts * n // gbs))
+    g.use(P + "train_global_batch_size", "--minibatches", parts, "--ppo-epochs", 1, v=gbs,
+          note=f"{prompts} x {n} samples / {gbs}, each trained once")
+    est = str(g("grpo.adv_estimator.name", "grpo")).strip().lower()
+    algos = {"grpo": "grpo", "reinforce_plus_plus": "reinforce++"}
+    if est not in algos:
+        raise ConfigError(f"grpo.adv_estimator.name {est}: oppo-sim simulates {', '.join(algos)}")
+    name = algos[est]
+    if as_bool("grpo.use_dynamic_sampling", g("grpo.use_dynamic_sampling", False)):
+        mult = as_float("grpo.batch_multiplier", g("grpo.batch_multiplier", 1))
+        g.use("grpo.use_dynamic_sampling", "--algorithm", "dapo", "--gen-batch-size", int(prompts * mult),
+              note=f"DAPO's dynamic sampling: rounds of {prompts} x batch_multiplier {mult} prompts")
+        gens = as_int("grpo.dynamic_sampling_max_gen_batches", g("grpo.dynamic_sampling_max_gen_batches", 10))
+        g.use("grpo.dynamic_sampling_max_gen_batches", "--max-gen-batches", gens, v=gens)
+    else:
+        g.use("grpo.adv_estimator.name", "--algorithm", name, v=est)
+    kl = as_float("loss_fn.reference_policy_kl_penalty", g("loss_fn.reference_policy_kl_penalty", 0.01))
+    g.use("loss_fn.reference_policy_kl_penalty", *(() if kl > 0 else ("--no-reference",)), v=kl,
+          note="KL in the loss: a reference model" if kl > 0 else "no reference model")
+    g.b.use("env", "", "--reward", "rule", note="NeMo RL's environments score off the GPUs")
+    model = g(P + "model_name")
+    if model is not None:
+        g.b.use_model(P + "model_name", model, "--actor")
+
+
+def _lengths(g: _Get) -> None:
+    total = as_int(P + "max_total_sequence_length", g(P + "max_total_sequence_length", 512))
+    new = as_int(G + "max_new_tokens", g(G + "max_new_tokens", total))
+    prompt = as_int("data.max_input_seq_length", g("data.max_input_seq_length", total))
+    g.use(P + "max_total_sequence_length", v=total, note="prompt + response (vLLM's max_model_len)")
+    g.use(G + "max_new_tokens", "--max-response", min(new, total), v=new,
+          note="" if new <= total else f"capped at max_total_sequence_length {total}")
+    g.use("data.max_input_seq_length", "--max-prompt", prompt, v=prompt,
+          note="a longer prompt becomes a stub trained with weight 0: filtered")
+    if min(new, total) + prompt > total:
+        g.b.notes.append(f"vLLM's max_model_len {total} caps prompt + response: a response stops at {total} minus its "
+                         f"prompt's length; oppo-sim caps prompts at {prompt} and responses at {min(new, total)} "
+                         "separately (an upper bound)")
+    if g(G + "backend", "vllm") != "vllm":
+        g.b.notes.append(f"{G}backend={g(G + 'backend')}: generation simulated as oppo-sim's vLLM-like engine")
+    tp = as_int(V + "tensor_parallel_size", g(V + "tensor_parallel_size", 1))
+    pp = as_int(V + "pipeline_parallel_size", g(V + "pipeline_parallel_size", 1))
+    g.use(V + "tensor_parallel_size", "--tp", tp * pp, v=tp, note="" if pp == 1 else
+          f"x vLLM pipeline_parallel_size {pp}: each engine's {tp * pp} GPUs, priced as tensor parallel")
+    if pp > 1:
+        g.use(V + "pipeline_parallel_size", v=pp, note="in --tp above")
+    gmu = as_float(V + "gpu_memory_utilization", g(V + "gpu_memory_utilization", 0.6))
+    g.use(V + "gpu_memory_utilization", "--gpu-memory-utilization", gmu, v=gmu)
+    if as_bool(V + "async_engine", g(V + "async_engine", False)):
+        g.use(V + "async_engine", note="vLLM's async engine: requests stream through a continuous engine")
+    if as_bool("grpo.async_grpo.enabled", g("grpo.async_grpo.enabled", False)):
+        age = as_int("grpo.async_grpo.max_trajectory_age_steps", g("grpo.async_grpo.max_trajectory_age_steps", 1))
+        g.use("grpo.async_grpo.enabled", "--policy", "async", note="generation runs ahead of training")
+        g.use("grpo.async_grpo.max_trajectory_age_steps", "--staleness", age, v=age,
+              note=f"trajectories at most {age} step(s) old")
+        if as_bool("grpo.async_grpo.in_flight_weight_updates", g("grpo.async_grpo.in_flight_weight_updates", False)):
+            g.use("grpo.async_grpo.in_flight_weight_updates", note="weights refit while generating")
+            g.b.notes.append("in-flight weight updates: a trajectory in flight at a refit finishes on the new weights; "
+                             "oppo-sim's async policy keeps each on the version it started with")
+    else:
+        g.b.notes.append("NeMo RL's synchronous GRPO loop is oppo-sim's baseline policy; --policy chooses the one "
+                         "simulated")
+
+
+def _trainer(g: _Get) -> None:
+    mega = as_bool(M + "enabled", g(M + "enabled", False))
+    fsdp = as_bool(D + "enabled", g(D + "enabled", not mega))
+    if mega and fsdp:
+        raise ConfigError("policy.megatron_cfg.enabled and policy.dtensor_cfg.enabled are both true; NeMo RL takes one")
+    if mega:
+        tp, pp, cp, ep = (as_int(M + k, g(M + k, 1)) for k in ("tensor_model_parallel_size",
+                          "pipeline_model_parallel_size", "context_parallel_size", "expert_model_parallel_size"))
+        dist = as_bool(M + "optimizer.use_distributed_optimizer", g(M + "optimizer.use_distributed_optimizer", True))
+        g.use(M + "enabled", "--train-backend", "megatron", v=True)
+        g.use(M + "tensor_model_parallel_size", "--train-tp", tp, v=tp)
+        g.use(M + "pipeline_model_parallel_size", "--pp", pp, v=pp)
+        g.use(M + "context_parallel_size", "--cp", cp, v=cp)
+        g.use(M + "expert_model_parallel_size", "--ep", ep, v=ep)
+        if g(M + "virtual_pipeline_model_parallel_size") is not None:
+            vpp = as_int(M + "virtual_pipeline_model_parallel_size", g(M + "virtual_pipeline_model_parallel_size"))
+            g.use(M + "virtual_pipeline_model_parallel_size", "--vpp", vpp, v=vpp)
+        g.use(M + "optimizer.use_distributed_optimizer", "--distributed-optimizer" if dist else
+              "--no-distributed-optimizer", v=dist)
+        sp = as_bool(M + "sequence_parallel", g(M + "sequence_parallel", False))
+        g.use(M + "sequence_parallel", v=sp, note="" if sp or tp == 1 else
+              "off: oppo-sim prices Megatron tp with sequence parallelism on (activations a little larger here)")
+        ckpt = M + "activation_checkpointing"
+    else:
+        tp, cp = as_int(D + "tensor_parallel_size", g(D + "tensor_parallel_size", 1)), as_int(
+            D + "context_parallel_size", g(D + "context_parallel_size", 1))
+        g.use(D + "enabled", "--train-backend", "fsdp", "--zero", 3, v=True, note="FSDP2 full shard: ZeRO-3")
+        g.use(D + "context_parallel_size", "--sp", cp, v=cp, note="context parallelism as sequence parallelism")
+        if g(D + "expert_parallel_size") is not None:  # DTensor/Automodel's expert parallelism of a MoE model
+            ep = as_int(D + "expert_parallel_size", g(D + "expert_parallel_size"))
+            g.use(D + "expert_parallel_size", "--ep", ep, v=ep)
+        if tp > 1:
+            g.use(D + "tensor_parallel_size", v=tp, note="DTensor tensor parallelism: not modelled")
+            g.b.notes.append(f"{D}tensor_parallel_size={tp}: DTensor TP is not Megatron's and oppo-sim's FSDP trainer is "
+                             f"data parallel: the trainer is priced as FSDP over all its GPUs, without the TP split")
+        ckpt = D + "activation_checkpointing"
+    on = as_bool(ckpt, g(ckpt, False))
+    g.use(ckpt, "--recompute", "full" if on else "none", v=on)
+    pack = as_bool(P + "sequence_packing.enabled", g(P + "sequence_packing.enabled", False))
+    g.use(P + "sequence_packing.enabled", v=pack, note="micro-batches packed by tokens, as oppo-sim's" if pack else
+          "padded micro-batches: oppo-sim packs by tokens (less padding than NeMo RL here)")
+
+
+def _placement(g: _Get) -> None:
+    per, nodes = as_int("cluster.gpus_per_node", g("cluster.gpus_per_node", 1)), as_int("cluster.num_nodes",
+                                                                                        g("cluster.num_nodes", 1))
+    if per < 1 or nodes < 1:
+        raise ConfigError(f"cluster.gpus_per_node and cluster.num_nodes must be >= 1, got {per} and {nodes}")
+    total = per * nodes
+    g.use("cluster.num_nodes", "--nodes", nodes, v=nodes)
+    if as_bool(G + "colocated.enabled", g(G + "colocated.enabled", True)):
+        g.use("cluster.gpus_per_node", "--placement", "colocated", "--devices", total, "--colocate", "sleep",
+              "--sleep-level", 1, "--offload-train-state", v=per,
+              note=f"{per} x {nodes} nodes: generation and training share every GPU (vLLM sleep(level=1))")
+        g.use(G + "colocated.enabled", v=True)
+        return
+    rg, rn = g(G + "colocated.resources.gpus_per_node"), g(G + "colocated.resources.num_nodes")
+    if nodes == 1:
+        if rg is None or as_int(G + "colocated.resources.gpus_per_node", rg) < 1 or rn not in (None, 1):
+            raise ConfigError("NeMo RL on one node, not colocated: policy.generation.colocated.resources.gpus_per_node "
+                              f"must be > 0 and resources.num_nodes 1 or null, got {rg} and {rn}")
+        gen = as_int(G + "colocated.resources.gpus_per_node", rg)
+    else:
+        if rn is None or as_int(G + "colocated.resources.num_nodes", rn) < 1 or rg != per:
+            raise ConfigError("NeMo RL on several nodes, not colocated: policy.generation.colocated.resources.num_nodes "
+                              f"must be > 0 and resources.gpus_per_node = cluster.gpus_per_node {per}, got {rn} and {rg}")
+        gen = as_int(G + "colocated.resources.num_nodes", rn) * per
+    if gen >= total:
+        raise ConfigError(f"NeMo RL, not colocated: generation's {gen} GPUs leave none of the cluster's {total} to train")
+    g.use("cluster.gpus_per_node", "--placement", f"gen-apart {gen}+{total - gen}", v=per,
+          note=f"{per} x {nodes} nodes: {gen} generate, {total - gen} train (the reference with them)")
+    g.use(G + "colocated.enabled", v=False)
+    for k in ("resources.gpus_per_node", "resources.num_nodes"):
+        if g(G + "colocated." + k) is not None:
+            g.use(G + "colocated." + k, note="in the placement above")
+
+
+__all__ = ["READ", "sources", "translate_nemo_rl"]

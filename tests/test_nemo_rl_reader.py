@@ -1,0 +1,171 @@
+"""NeMo RL recipes read as NeMo RL composes and runs them: real recipes (vendored from NVIDIA-NeMo/RL) against
+values written by hand from the files, the defaults chain, overrides, interpolations, typos and refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oppo_sim.cli import build_parser, main
+from oppo_sim.cli_policy import check_policy_flags
+from oppo_sim.cli_setup import sim_config
+from oppo_sim.frameworks.framework_args import with_framework_args
+from oppo_sim.frameworks.nemo_rl import translate_nemo_rl
+from oppo_sim.frameworks.nemo_rl_recipe import recipe, value
+
+FIX = Path(__file__).parent / "fixtures" / "frameworks" / "nemo_rl"
+BASE = FIX / "grpo_math_1B.yaml"
+LLM = FIX / "recipes" / "llm"
+
+
+def pairs(args) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for i, a in enumerate(args):
+        if a.startswith("--"):
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            out[a] = None if nxt is None or nxt.startswith("--") else nxt
+    return out
+
+
+def config_of(*argv: str):
+    parser = build_parser()
+    return sim_config(parser.parse_args(with_framework_args(parser, ["run", *argv], echo=False)))
+
+
+COLO = {"--placement": "colocated", "--colocate": "sleep", "--sleep-level": "1"}
+CASES = [  # (recipe, expected options written by hand from the file and its parents)
+    ("grpo_math_1B.yaml", {"--batch": "32", "--n": "16", "--minibatches": "1", "--ppo-epochs": "1", "--algorithm": "grpo",
+                           "--actor": "qwen2.5-1.5b", "--max-response": "512", "--max-prompt": "512", "--tp": "1",
+                           "--gpu-memory-utilization": "0.6", "--train-backend": "fsdp", "--zero": "3",
+                           "--recompute": "none", "--devices": "1", "--nodes": "1", **COLO}),
+    ("grpo_math_1B_megatron.yaml", {"--train-backend": "megatron", "--train-tp": "1", "--pp": "1", "--cp": "1",
+                                    "--devices": "1", "--actor": "qwen2.5-1.5b", **COLO}),
+    ("recipes/llm/grpo-llama3.1-8b-instruct-2n8g-fsdp2tp1-noncolocated.yaml",
+     {"--batch": "64", "--n": "32", "--minibatches": "4", "--actor": "llama-3.1-8b", "--max-response": "4096",
+      "--max-prompt": "4096", "--train-backend": "fsdp", "--nodes": "2", "--placement": "gen-apart 8+8"}),
+    ("recipes/llm/performance/grpo-llama3.1-8b-instruct-2n8g.yaml",
+     {"--batch": "64", "--n": "32", "--minibatches": "1", "--train-backend": "megatron", "--pp": "2", "--train-tp": "1",
+      "--recompute": "full", "--devices": "16", "--nodes": "2", **COLO}),
+    ("recipes/llm/performance/grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml",
+     {"--minibatches": "1", "--policy": "async", "--staleness": "1", "--pp": "1", "--gpu-memory-utilization": "0.8",
+      "--placement": "gen-apart 8+8", "--nodes": "2", "--train-backend": "megatron"}),
+    ("recipes/llm/grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml",
+     {"--batch": "64", "--n": "16", "--minibatches": "2", "--actor": "qwen3-30b-a3b", "--tp": "4", "--train-tp": "4",
+      "--ep": "8", "--max-response": "32768", "--devices": "32", "--nodes": "4", "--recompute": "full"}),
+    ("recipes/llm/grpo-llama3.2-1b-instruct-1n8g-megatron.yaml",
+     {"--train-backend": "megatron", "--devices": "8", "--max-response": "512", "--max-prompt": "512"}),
+    ("recipes/llm/grpo-llama3.2-1b-instruct-1n8g-fsdp2tp2-temp0.8-topp0.9-topk50.yaml",
+     {"--train-backend": "fsdp", "--devices": "8", "--max-response": "512"}),  # its parent's parent: grpo_math_1B
+]
+
+
+@pytest.mark.parametrize("name, expected", CASES, ids=[c[0].rsplit("/", 1)[-1] for c in CASES])
+def test_recipe_loads_as_nemo_rl_runs_it(name, expected):
+    t = translate_nemo_rl([str(FIX / name)])
+    got = pairs(t.args)
+    assert {k: got.get(k) for k in expected} == expected
+    assert "--no-reference" not in got and got["--reward"] == "rule"  # KL penalty 0.01; the math environment
+    assert ("--policy" in got) == ("async" in name)
+
+
+def test_runs_end_to_end_with_the_layout_in_the_config():
+    cfg = config_of("--from-nemo-rl", str(LLM / "performance" / "grpo-llama3.1-8b-instruct-2n8g.yaml"))
+    assert (cfg.trainer.backend, cfg.trainer.pp, cfg.trainer.tp, cfg.placement.total_devices, cfg.nodes) == (
+        "megatron", 2, 1, 16, 2)
+    assert (cfg.batch, cfg.algorithm.n, cfg.minibatches, cfg.ppo_epochs) == (64, 32, 1, 1)
+    assert cfg.models()["generate"].id == "llama-3.1-8b"
+
+
+def test_unknown_hub_model_needs_actor_in_one_line(capsys):
+    name = str(LLM / "grpo-llama3.2-1b-instruct-1n8g-megatron.yaml")
+    assert main(["run", "--from-nemo-rl", name, "--steps", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "meta-llama/Llama-3.2-1B-Instruct" in err[0] and "--actor" in err[0]
+    assert config_of("--from-nemo-rl", name, "--actor", "qwen2.5-1.5b").placement.total_devices == 8
+
+
+def test_dtensor_tensor_parallel_is_said_not_silently_dropped():
+    t = translate_nemo_rl([str(LLM / "grpo-llama3.2-1b-instruct-1n8g-fsdp2tp2-temp0.8-topp0.9-topk50.yaml")])
+    assert any("DTensor TP is not Megatron's" in n for n in t.notes)
+    assert [u.value for u in t.used if u.key == "policy.dtensor_cfg.tensor_parallel_size"] == [2]
+
+
+def test_defaults_chain_merges_parent_then_child(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "base.yaml").write_text("grpo:\n  num_prompts_per_step: 8\n  num_generations_per_prompt: 4\n"
+                                        "policy:\n  max_total_sequence_length: 1024\n  generation:\n"
+                                        "    max_new_tokens: ${policy.max_total_sequence_length}\n"
+                                        "    vllm_cfg: {tensor_parallel_size: 1, gpu_memory_utilization: 0.5}\n"
+                                        "cluster: {gpus_per_node: 4, num_nodes: 1}\n")
+    (tmp_path / "mid.yaml").write_text("defaults: base.yaml\npolicy:\n  max_total_sequence_length: 2048\n")
+    (tmp_path / "sub" / "child.yaml").write_text("defaults: ../mid.yaml\ngrpo:\n  num_prompts_per_step: 16\n"
+                                                 "policy:\n  generation:\n    vllm_cfg:\n      _override_: true\n"
+                                                 "      tensor_parallel_size: 2\n")
+    r = recipe(tmp_path / "sub" / "child.yaml")
+    assert [p.name for p in r.chain] == ["child.yaml", "mid.yaml", "base.yaml"]
+    assert value(r.flat, "grpo.num_prompts_per_step") == 16 and value(r.flat, "grpo.num_generations_per_prompt") == 4
+    assert value(r.flat, "policy.generation.max_new_tokens") == 2048  # interpolation follows the child's value
+    assert "policy.generation.vllm_cfg.gpu_memory_utilization" not in r.flat  # _override_: replaced, not merged
+    t = translate_nemo_rl([str(tmp_path / "sub" / "child.yaml"), "policy.max_total_sequence_length=4096 "
+                           "policy.generation.vllm_cfg.tensor_parallel_size=4", "+policy.model_name=Qwen/Qwen2.5-7B"])
+    got = pairs(t.args)
+    assert (got["--batch"], got["--max-response"], got["--tp"], got["--actor"], got["--devices"]) == (
+        "16", "4096", "4", "qwen2.5-7b", "4")
+    assert "with 3 override(s)" in t.sources[0]
+    assert [u.note for u in t.used if u.key == "grpo.num_generations_per_prompt"] == ["from base.yaml"]
+
+
+@pytest.mark.parametrize("argv, msg", [
+    ([str(BASE), "policy.generation.vllm_cfg.tensor_paralel_size=4"], "did you mean policy.generation.vllm_cfg.tensor_parallel_size"),
+    ([str(BASE), "policy.brand_new=1"], "NeMo RL adds a new key with +policy.brand_new=1"),
+    ([str(BASE), "+grpo.num_prompts_per_step=8"], "already in the recipe"),
+    ([str(BASE), str(BASE)], "give one recipe .yaml, got 2"),
+    (["policy.model_name=x"], "give one recipe .yaml, got 0"),
+    ([str(BASE), "policy.megatron_cfg.enabled=true"], "both true; NeMo RL takes one"),
+    ([str(BASE), "policy.generation.colocated.enabled=false"], "resources.gpus_per_node must be > 0"),
+    ([str(BASE), "grpo.num_prompts_per_step=many"], "expected an integer"),
+])
+def test_bad_recipes_and_overrides_are_one_line(capsys, argv, msg):
+    flags = [a for v in argv for a in ("--from-nemo-rl", v)]
+    assert main(["run", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and msg in err[0], err
+
+
+def test_a_typo_in_a_recipe_and_a_file_that_is_not_a_recipe_are_refused(tmp_path):
+    bad = tmp_path / "typo.yaml"
+    bad.write_text(f"defaults: {BASE}\ngrpo:\n  num_prompt_per_step: 64\n")
+    with pytest.raises(Exception, match="did you mean grpo.num_prompts_per_step"):
+        translate_nemo_rl([str(bad)])
+    other = tmp_path / "other.yaml"
+    other.write_text("trainer:\n  steps: 3\n")
+    with pytest.raises(Exception, match="not a NeMo RL GRPO recipe"):
+        translate_nemo_rl([str(other)])
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("defaults: loop.yaml\n")
+    with pytest.raises(Exception, match="comes back to itself"):
+        translate_nemo_rl([str(loop)])
+
+
+def test_a_launch_command_is_read_for_its_recipe_and_overrides(tmp_path):
+    cmd = tmp_path / "launch.sh"
+    cmd.write_text(f"uv run python examples/run_grpo.py \\\n  --config {BASE} \\\n  cluster.gpus_per_node=8 "
+                   "grpo.num_prompts_per_step=64\n")
+    got = pairs(translate_nemo_rl([str(cmd)]).args)
+    assert (got["--devices"], got["--batch"]) == ("8", "64")
+
+
+@pytest.mark.parametrize("cmd, typed, kept", [
+    ("run", [], True), ("run", ["--policy", "baseline"], False), ("compare", [], False),
+    ("compare", ["--policies", "baseline,async"], True), ("run", ["--policy=async"], True),
+])
+def test_the_recipes_async_bound_goes_where_async_runs(cmd, typed, kept):
+    """The staleness bound read from grpo.async_grpo is a knob of the async policy: a policy typed on the command
+    line (or compare's --policies) wins, and the knob goes only where async runs (else it is listed as ignored)."""
+    parser = build_parser()
+    recipe_path = str(LLM / "performance" / "grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml")
+    argv = with_framework_args(parser, [cmd, "--from-nemo-rl", recipe_path, *typed], echo=False)
+    assert ("--staleness" in argv) == kept
+    a = parser.parse_args(argv)
+    check_policy_flags(a, [a.policy] if cmd == "run" else a.policies)  # no knob without its policy: no error

@@ -1,0 +1,154 @@
+"""OpenRLHF's two command-line styles read as OpenRLHF reads them: real scripts (dotted, flat, async with bash
+arrays) against values written by hand from the scripts; style detection, typo and not-understood refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oppo_sim.cli import build_parser, main
+from oppo_sim.cli_setup import sim_config
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.frameworks.framework_args import with_framework_args
+from oppo_sim.frameworks.openrlhf import translate_openrlhf
+from oppo_sim.frameworks.openrlhf_flags import DOTTED as DOTTED_NAMES
+
+FIX = Path(__file__).parent / "fixtures" / "frameworks" / "openrlhf"
+DOTTED = str(FIX / "train_ppo_ray_hybrid_engine.sh")
+FLAT = str(FIX / "train_ppo_ray_hybrid_engine_flat.sh")
+ASYNC = str(FIX / "train_reinforce_baseline_ray_agent_async.sh")
+
+
+def pairs(args) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for i, a in enumerate(args):
+        if a.startswith("--"):
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            out[a] = None if nxt is None or nxt.startswith("--") else nxt
+    return out
+
+
+def config_of(*argv: str):
+    parser = build_parser()
+    return sim_config(parser.parse_args(with_framework_args(parser, ["run", *argv], echo=False)))
+
+
+def one_line_error(capsys, *argv: str) -> str:
+    assert main(["run", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+HYBRID = {"--batch": "1024", "--n": "1", "--minibatches": "8", "--ppo-epochs": "1", "--max-prompt": "2047",
+          "--max-response": "2048", "--algorithm": "ppo", "--zero": "3", "--recompute": "full", "--sp": "1",
+          "--gpu-memory-utilization": "0.5", "--tp": "2", "--placement": "colocated", "--devices": "8", "--nodes": "1",
+          "--colocate": "sleep", "--sleep-level": "1"}
+
+
+def test_dotted_script_is_read_as_the_current_openrlhf():
+    t = translate_openrlhf(DOTTED)
+    got = pairs(t.args)
+    assert {k: got.get(k) for k in HYBRID} == HYBRID
+    assert "--truncate-prompt" in got and "--offload-train-state" in got and "--no-reference" not in got
+    assert "dotted flags" in t.echo().splitlines()[0]
+    assert sorted(flag for flag, _ in t.pending) == ["--actor", "--reward"]  # OpenRLHF/Llama-3-8b-*: not in the table
+    ignored = {i.key for i in t.ignored}
+    assert {"--actor.adam.lr", "--ds.packing_samples", "--ref.num_nodes"} <= ignored
+    assert not [i for i in t.ignored if "would refuse" in i.why]  # every flag is one of OpenRLHF's
+
+
+def test_flat_script_of_the_same_job_gives_the_same_options():
+    dotted, flat = translate_openrlhf(DOTTED), translate_openrlhf(FLAT)
+    assert flat.args == dotted.args
+    assert "flat flags" in flat.echo().splitlines()[0]
+    cfg = config_of("--from-openrlhf", FLAT, "--actor", "llama-3.1-8b", "--reward", "llama-3.1-8b")
+    assert (cfg.batch, cfg.algorithm.n, cfg.minibatches, cfg.engine.tp, cfg.placement.total_devices) == (1024, 1, 8, 2, 8)
+    assert cfg.train_memory.zero_stage == 3 and cfg.algorithm.name == "ppo" and cfg.max_response == 2048
+
+
+def test_async_script_with_bash_arrays():
+    try:
+        t = translate_openrlhf(ASYNC)
+    except ConfigError as e:  # until the launch-script reader expands bash arrays: refused in one line
+        assert "\n" not in str(e) and "CKPT_ARGS[@]" in str(e)
+        pytest.xfail("needs bash array expansion of launch scripts (translation.py)")
+    got = pairs(t.args)
+    expected = {"--batch": "128", "--n": "8", "--minibatches": "1", "--ppo-epochs": "1", "--max-prompt": "10240",
+                "--max-response": "64000", "--algorithm": "dapo", "--reward": "rule", "--zero": "3",
+                "--recompute": "full", "--sp": "2", "--tp": "2", "--gpu-memory-utilization": "0.95",
+                "--policy": "async", "--staleness": "1", "--placement": "gen-apart 4+4", "--nodes": "1"}
+    assert {k: got.get(k) for k in expected} == expected
+
+
+def test_async_colocate_all_puts_vllm_apart_and_partial_rollout_is_said():
+    t = translate_openrlhf("--actor.model_name_or_path Qwen/Qwen2.5-7B --train.async_enable --train.partial_rollout_enable "
+                           "--train.async_queue_size 2 --train.colocate_all --actor.num_gpus_per_node 4 "
+                           "--vllm.num_engines 4 --vllm.tensor_parallel_size 1 --algo.advantage.estimator group_norm "
+                           "--rollout.n_samples_per_prompt 4 --reward.remote_url http://x")
+    got = pairs(t.args)
+    assert (got["--policy"], got["--staleness"], got["--placement"]) == ("async", "2", "gen-apart 4+4")
+    assert any("partial_rollout_enable" in n for n in t.notes)
+    assert not any("synchronous loop" in n for n in t.notes)
+
+
+@pytest.mark.parametrize("args, option, value", [
+    ("--prompt_max_len 512 --generate_max_len 256", "--max-prompt", "512"),
+    ("--prompt_max_len 512 --generate_max_len 256", "--max-response", "256"),
+    ("--max_len 4096 --max_new_tokens 1024", "--max-prompt", "3072"),
+    ("--data.max_len 4096 --rollout.max_new_tokens 1024", "--max-response", "1024"),
+    ("--data.max_len 4096 --rollout.max_new_tokens 1024", "--max-prompt", "3072"),
+    ("--rollout_batch_size 8", "--max-prompt", "1024"),  # a flat line without lengths: the 2025 defaults
+    ("--rollout.batch_size 8", "--max-response", "2048"),  # dotted: max_len 2048, no max_new_tokens
+])
+def test_lengths_of_each_version(args, option, value):
+    assert pairs(translate_openrlhf(args).args)[option] == value
+
+
+@pytest.mark.parametrize("args, msg", [
+    ("--rollout.bach_size 8", "did you mean --rollout.batch_size"),
+    ("--pretrain Qwen/Qwen2.5-7B --rollout_batchsize 8", "did you mean --rollout_batch_size"),
+    ("--pretrain Qwen/Qwen2.5-7B --rollout.batch_size 8", "mixes OpenRLHF's dotted flags"),
+    ("--foo.bar 1 --baz.qux 2", "none of its 2 options is an OpenRLHF train_ppo_ray option"),
+    ("--local_rank 0", "no OpenRLHF train_ppo_ray option found"),
+    ("--train.async_enable --vllm.enable_sleep --train.colocate_all", "async RLHF is not supported with vLLM sleep"),
+    ("--train.partial_rollout_enable", "without --train.async_enable"),
+    ("--prompt_max_len 512 --max_len 2048", "OpenRLHF takes one pair"),
+    ("--data.max_len 1024 --rollout.max_new_tokens 2048", "must be >= 1 and below --data.max_len 1024"),
+])
+def test_refusals_are_one_line(capsys, args, msg):
+    assert msg in one_line_error(capsys, "--from-openrlhf", args)
+
+
+def test_an_unknown_flag_near_no_known_one_is_listed_not_refused():
+    t = translate_openrlhf("--rollout.batch_size 8 --my.custom_flag 3")
+    assert [(i.key, "would refuse" in i.why) for i in t.ignored] == [("--my.custom_flag", True)]
+
+
+def test_a_command_quoted_inside_a_launcher_is_read(tmp_path):
+    """OpenRLHF's slurm example runs the command inside ``srun ... bash -c "..."``."""
+    script = tmp_path / "slurm.sh"
+    script.write_text('JOBLOG=x.log\nsrun --overlap -w "$node_1" bash -c \\\n"pip install ray && ray job submit -- '
+                      'python3 -m openrlhf.cli.train_ppo_ray \\\n  --rollout.batch_size 8 \\\n'
+                      '  --rollout.n_samples_per_prompt 2" &>> ${JOBLOG}\n')
+    got = pairs(translate_openrlhf(str(script)).args)
+    assert (got["--batch"], got["--n"]) == ("8", "2")
+
+
+@pytest.mark.parametrize("args, msg", [
+    ("--algo.advantage.estimator group_norm --actor.model_name_or_path Qwen/Qwen2.5-7B", "a group baseline needs > 1"),
+    ("--advantage_estimator rloo --n_samples_per_prompt 1", "a group baseline needs > 1"),
+    ("--algo.advantage.estimator group_norm --rollout.n_samples_per_prompt 4 --algo.dynamic_filtering_enable",
+     "without --reward.remote_url or --train.agent_func_path"),
+])
+def test_openrlhfs_own_argument_checks(capsys, args, msg):
+    assert msg in one_line_error(capsys, "--from-openrlhf", args)
+
+
+def test_every_dotted_name_read_maps_to_a_flat_name_of_the_same_option():
+    from oppo_sim.frameworks.openrlhf import READ
+    from oppo_sim.frameworks.openrlhf_flags import FLAT, TO_FLAT
+
+    assert set(TO_FLAT) <= DOTTED_NAMES and set(TO_FLAT.values()) <= FLAT
+    assert READ - {"prompt_max_len", "generate_max_len"} <= set(TO_FLAT.values())  # each read option has both spellings
