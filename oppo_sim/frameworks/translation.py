@@ -13,13 +13,13 @@ unset from the command line; edit the framework file instead.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.userfiles import read_yaml_mapping
+from oppo_sim.frameworks.shell import read_script
 
 _KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-]*$")
 _INTERP = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
@@ -190,25 +190,48 @@ def existing_file(text: str) -> Path | None:
         return None
 
 
-def read_source(source: str, flag: str) -> tuple[dict[str, Any], list[str]]:
+@dataclass(frozen=True)
+class Source:
+    """One framework source read: its ``key=value`` keys, the other words (``python3``, ``-m``, a module,
+    ``--config-name=...``), and what reading it as bash assumed (:func:`oppo_sim.frameworks.shell.read_script`)."""
+
+    keys: dict[str, Any]
+    stray: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+
+def load_source(source: str, flag: str) -> Source:
     """One ``--from-verl`` value: a ``.yaml``/``.yml`` file (a whole trainer config), another file (overrides
-    or a launch script: its ``key=value`` words), or the overrides themselves. -> (keys, stray words)."""
+    or a launch script, expanded as bash would), or the overrides themselves."""
     path = existing_file(source)
     if path is not None:
         if path.suffix.lower() in (".yaml", ".yml"):
-            return read_yaml(path), []
-        return read_overrides(split_words(path.read_text(), str(path)), str(path))
-    if "=" in source:
-        return read_overrides(split_words(source, flag), flag)
-    raise ConfigError(f"{flag} {source!r}: no such file, and not key=value overrides")
+            return Source(read_yaml(path), ())
+        script = read_script(path.read_text(), str(path))
+    elif "=" in source:
+        script = read_script(source, flag)
+    else:
+        raise ConfigError(f"{flag} {source!r}: no such file, and not key=value overrides")
+    keys, stray = read_overrides(script.words, str(path) if path is not None else flag)
+    return Source(keys, tuple(stray), script.notes)
+
+
+def read_source(source: str, flag: str) -> tuple[dict[str, Any], list[str]]:
+    """:func:`load_source` as (keys, stray words)."""
+    src = load_source(source, flag)
+    return src.keys, list(src.stray)
 
 
 def split_words(text: str, where: str) -> list[str]:
-    """Shell words of a command line or script (comments and line continuations removed)."""
-    try:
-        return shlex.split(re.sub(r"\\\r?\n", " ", text), comments=True)
-    except ValueError as e:
-        raise ConfigError(f"{where}: cannot split into shell words: {e}") from None
+    """The words of the commands a script or command line runs, expanded as bash would (its assignments
+    consumed; comments and line continuations removed). :func:`script_words` also returns what was assumed."""
+    return list(read_script(text, where).words)
+
+
+def script_words(text: str, where: str) -> tuple[list[str], tuple[str, ...]]:
+    """(:func:`split_words`, one line per thing the reading assumed: loops, ``$(...)``, unset variables)."""
+    script = read_script(text, where)
+    return list(script.words), script.notes
 
 
 def resolve(flat: dict[str, Any]) -> dict[str, Any]:
@@ -290,5 +313,6 @@ def missing_model(key: str, value: Any, flag: str) -> str:
             f"table id or a path to a Hugging Face config.json")
 
 
-__all__ = ["Builder", "Ignored", "Translation", "Used", "as_bool", "as_float", "as_int", "existing_file", "flatten", "missing_model",
-           "model_arg", "read_overrides", "read_source", "read_yaml", "resolve", "scalar", "split_words"]
+__all__ = ["Builder", "Ignored", "Source", "Translation", "Used", "as_bool", "as_float", "as_int", "existing_file", "flatten",
+           "load_source", "missing_model", "model_arg", "read_overrides", "read_source", "read_yaml", "resolve", "scalar",
+           "script_words", "split_words"]
