@@ -50,7 +50,9 @@ class Ignored:
 class Translation:
     """A framework configuration as oppo-sim arguments: ``args`` in order, ``used`` (key -> option), ``ignored``,
     ``notes`` (what is approximated), and ``pending``: option -> error raised unless the option is typed
-    explicitly (e.g. a model path that names no known model, which ``--actor`` on the command line settles)."""
+    explicitly (e.g. a model path that names no known model, which ``--actor`` on the command line settles).
+    ``assumed``: what reading a launch script assumed (:mod:`oppo_sim.frameworks.shell`); ``schedule``: the
+    oppo-sim policy the framework's own schedule is (``baseline`` for a synchronous loop, ``async(k=1)``)."""
 
     framework: str
     sources: tuple[str, ...]
@@ -58,6 +60,8 @@ class Translation:
     ignored: tuple[Ignored, ...] = ()
     notes: tuple[str, ...] = ()
     pending: tuple[tuple[str, str], ...] = ()
+    assumed: tuple[str, ...] = ()
+    schedule: str = "baseline"
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -79,13 +83,29 @@ class Translation:
             tail = "".join([f"  [{u.note}]" if u.note else "", "  (framework default)" if u.default else "",
                             f"  (overridden by {', '.join(over)} on the command line)" if over else ""])
             lines.append(f"  {u.key:<{width}} = {_show(u.value):<14} -> {became}{tail}")
+        lines.append(f"schedule: {self.framework}'s own loop is oppo-sim's policy {self.schedule}")
         if self.ignored:
             lines.append(f"ignored ({len(self.ignored)}):")
             lines += [f"  {i.key}{'' if i.value == '' else ' = ' + _show(i.value)}  ({i.why})" for i in self.ignored]
+        if self.assumed:
+            lines.append("assumed while reading the script as bash would run it:")
+            lines += [f"  - {n}" for n in self.assumed]
         if self.notes:
             lines.append("approximated:")
             lines += [f"  - {n}" for n in self.notes]
+        lines += _from_defaults(set(self.options()) | given)
         return "\n".join(lines)
+
+
+def _from_defaults(set_: set[str]) -> list[str]:
+    """What matters to a run's time and comes from oppo-sim's defaults, not the framework's file (one line)."""
+    from oppo_sim.pipeline.config import SimConfig
+    from oppo_sim.traces.trace import DEFAULT_TRACE
+
+    missing = [f"{what} {opt} {value}" for opt, what, value in (
+        ("--gpu", "the GPU:", SimConfig.gpu), ("--trace", "the prompt and response lengths: the trace", DEFAULT_TRACE))
+        if opt not in set_ and not (opt == "--gpu" and "--profile" in set_)]
+    return [f"not in the file, oppo-sim's default (type it to match your job): {'; '.join(missing)}"] if missing else []
 
 
 def _show(v: Any) -> str:
@@ -103,6 +123,8 @@ class Builder:
     ignored: list[Ignored] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     pending: list[tuple[str, str]] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)
+    schedule: str = "baseline"
 
     def use(self, key: str, value: Any, *args: Any, note: str = "", default: bool = False) -> None:
         self.used.append(Used(key, value, tuple(str(a) for a in args), note, default))
@@ -122,7 +144,7 @@ class Builder:
 
     def done(self) -> Translation:
         return Translation(self.framework, self.sources, tuple(self.used), tuple(self.ignored), tuple(self.notes),
-                           tuple(self.pending))
+                           tuple(self.pending), tuple(dict.fromkeys(self.assumed)), self.schedule)
 
 
 # ---- reading -------------------------------------------------------------------------------------------
@@ -198,6 +220,7 @@ class Source:
     keys: dict[str, Any]
     stray: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    plus: frozenset[str] = frozenset()  # keys given as +key=value (Hydra: added, not overridden)
 
 
 def load_source(source: str, flag: str) -> Source:
@@ -213,7 +236,8 @@ def load_source(source: str, flag: str) -> Source:
     else:
         raise ConfigError(f"{flag} {source!r}: no such file, and not key=value overrides")
     keys, stray = read_overrides(script.words, str(path) if path is not None else flag)
-    return Source(keys, tuple(stray), script.notes)
+    plus = frozenset(w.split("=", 1)[0].lstrip("+") for w in script.words if w.startswith("+") and "=" in w)
+    return Source(keys, tuple(stray), script.notes, plus)
 
 
 def read_source(source: str, flag: str) -> tuple[dict[str, Any], list[str]]:
