@@ -149,17 +149,20 @@ def placement_and_policy(b: Builder, cfg: dict, dflt: dict, schedule: str, tp: i
     b.use("trainer.nnodes", cfg["trainer.nnodes"], "--placement", label, "--nodes", nodes, default=dflt["trainer.nnodes"],
           note=f"rollout on {gen} GPUs, the trainer (and reference, reward) on {train}; {nodes} node(s) of up to "
                f"{NODE_GPUS} GPUs")
+    hk = "actor_rollout_ref.hybrid_engine"
     if schedule == "one-step-off":
-        _async(b, "one-step-off", 1, "verl's one-step-off: step t+1 generates while step t trains")
+        _async(b, hk, cfg[hk], 1, "one-step-off: step t+1 generates while step t trains", dflt[hk])
         return
+    b.use(hk, cfg[hk], note="fully-async: the rollout apart from the trainer", default=dflt[hk])
     _fully_async(b, cfg, dflt)
 
 
-def _async(b: Builder, key: str, k: int, note: str) -> None:
+def _async(b: Builder, key: str, value: Any, k: int, note: str, default: bool = False) -> None:
     """The policy args of an asynchronous schedule: ``--policy`` on run, ``--policies`` on compare/sweep (the
-    command's parser keeps the one it has)."""
+    command's parser keeps the one it has, the other is listed as ignored)."""
     b.schedule = f"async(k={k})"
-    b.use(key, k, "--policy", "async", "--policies", "baseline,async,oppo", "--staleness", k, note=note)
+    b.use(key, value, "--policy", "async", "--policies", "baseline,async,oppo", "--staleness", k,
+          note=note + "; run: --policy, compare/sweep: --policies", default=default)
 
 
 def _fully_async(b: Builder, cfg: dict, dflt: dict) -> None:
@@ -180,7 +183,7 @@ def _fully_async(b: Builder, cfg: dict, dflt: dict) -> None:
           if partial and thr > 0 else "")
     if thr > 0:
         k = max(1, math.ceil(thr))
-        _async(b, keys[2], k, f"up to {thr:g} of a version's samples generated ahead, stale")
+        _async(b, keys[2], thr, k, f"up to {thr:g} of a version's samples generated ahead, stale", dflt[keys[2]])
         b.notes.append(f"verl's fully-async rollout runs ahead by at most staleness_threshold={thr:g} of a version's "
                        f"samples; oppo-sim's async(k={k}) lets a whole step's generation run ahead: an upper bound on "
                        "the overlap" + ("; partial rollout's interrupted generations are not modelled" if partial else ""))
