@@ -287,3 +287,11 @@ def test_critic_option_and_verl_critic_path():
     t = translate_verl("algorithm.adv_estimator=gae data.train_batch_size=8")  # verl's default critic path
     assert opts(t.args)["--critic"] == "deepseek-llm-7b"
     assert "--critic" not in translate_verl("algorithm.adv_estimator=grpo critic.model.path=Qwen/Qwen3-8B").args
+
+
+def test_the_docs_read_a_vendored_script_unchanged():
+    """docs/your-job.md's runnable verl example is the vendored script, word for word."""
+    doc = (Path(__file__).parents[1] / "docs" / "your-job.md").read_text()
+    name = "one_step_off_grpo_0.6b_gsm8k_fsdp2_2_6.sh"
+    body = (VERL / name).read_text().split("# ---- original file ----\n", 1)[1]
+    assert f"cat > grpo_0.6b_gsm8k_fsdp2_2_6.sh <<'EOF'\n{body.rstrip()}\nEOF\n" in doc
