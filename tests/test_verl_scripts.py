@@ -174,7 +174,7 @@ python3 -m verl.trainer.main_ppo a.b=$R c.d=${F:-none} e.f=$LR g.h=$W i.j="$D" $
     for said in ("files are not looked at; taken as false", "for lr in 1e-6 2e-6: its body is read once, for lr=1e-6",
                  "while true: its body is not run", "function f: defined, not run",
                  "$(date +%s): command substitution not run", "source ./env.sh: the sourced file is not read",
-                 "$W is not set in the script", "$@: the script's arguments are taken as none",
+                 "$W is not set in the script", "$@, $1, ...: the script's arguments are taken as none",
                  "| tee log.txt: the command a pipe feeds is not read"):
         assert said in notes, said
     assert all("\n" not in n for n in s.notes)

@@ -25,7 +25,8 @@ from oppo_sim.frameworks.shell_words import Expander, Token, lex
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
 _DECLARE = ("export", "declare", "typeset", "local", "readonly")
 _QUIET = frozenset({"set", "cd", "echo", "printf", "mkdir", "ulimit", "shift", "wait", "sleep", "trap", "true", "false",
-                    ":", "pushd", "popd", "rm", "cp", "mv", "ln", "touch", "umask", "shopt", "exit", "return"})
+                    ":", "pushd", "popd", "rm", "cp", "mv", "ln", "touch", "umask", "shopt", "exit", "return", "cat",
+                    "ls", "pip", "pip3", "wget", "curl", "git", "nvidia-smi", "chmod", "source", "."})
 """Commands whose words no reader wants (they change nothing the readers use)."""
 _KEYWORDS = frozenset({"if", "then", "elif", "else", "fi", "for", "while", "until", "do", "done", "case", "esac",
                        "function", "{", "}", "!", "time"})

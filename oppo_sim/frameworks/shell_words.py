@@ -18,6 +18,7 @@ from typing import Callable
 from oppo_sim.core.errors import ConfigError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ARGS_NOTE = "$@, $1, ...: the script's arguments are taken as none"
 _OPS = ("&&", "||", ";;", ";", "|", "&", "\n", "(", ")")
 
 
@@ -76,10 +77,21 @@ def _dq_end(text: str, i: int) -> int:
 def lex(text: str) -> list[Token]:
     """The script's raw words and operators (a ``\\n`` operator ends each line; comments dropped)."""
     out: list[Token] = []
+    heredocs: list[tuple[str, bool]] = []  # (delimiter, <<- strips leading tabs) whose body starts at the next line
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if text.startswith("\\\n", i):
+        if c == "\n" and heredocs:
+            out.append(Token("\n", op=True))
+            i = _skip_heredocs(text, i + 1, heredocs)
+            heredocs = []
+        elif text.startswith("<<", i) and not text.startswith("<<<", i):
+            m = re.compile(r"<<(-?)[ \t]*").match(text, i)
+            words: list[Token] = []
+            i = _word(text, m.end(), words)
+            heredocs.append((words[0].text.replace("'", "").replace('"', "").replace("\\", "") if words else "",
+                             m.group(1) == "-"))
+        elif text.startswith("\\\n", i):
             i += 2
         elif c in " \t\r":
             i += 1
@@ -94,6 +106,19 @@ def lex(text: str) -> list[Token]:
         else:
             i = _word(text, i, out)
     return out
+
+
+def _skip_heredocs(text: str, i: int, heredocs: list[tuple[str, bool]]) -> int:
+    """Index after the bodies of ``heredocs`` (a here-document is a command's input, not words), from ``i``."""
+    for delimiter, tabs in heredocs:
+        while i < len(text):
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            line = text[i:end]
+            i = end + 1
+            if (line.lstrip("\t") if tabs else line) == delimiter:
+                break
+    return min(i, len(text))
 
 
 def _redirect(text: str, i: int) -> int:
@@ -257,7 +282,7 @@ class Expander:
             parts.append(Part(self.scalar(m.group()), quoted))
             return m.end()
         if nxt and (nxt.isdigit() or nxt in "@*#"):
-            self.note(f"${nxt}: the script's arguments are taken as none")
+            self.note(ARGS_NOTE)
             parts.append(Part("0" if nxt == "#" else "", quoted))
             return i + 2
         parts.append(Part("$", quoted))
@@ -289,9 +314,10 @@ class Expander:
         if not m:
             raise ConfigError(f"${{{body}}}: bad substitution")
         name, index, rest = m.group(1), m.group(3), body[m.end():]
-        if not _NAME.fullmatch(name):
-            self.note(f"${{{name}}}: the script's arguments are taken as none")
-            return ""
+        if not _NAME.fullmatch(name):  # $1, $@, $#: the script's arguments, taken as none
+            self.note(ARGS_NOTE)
+            value = "0" if name == "#" else None
+            return self._operator(name, value, rest, body) if rest else (value or "")
         value = self._indexed(name, index, rest)
         if not rest:
             return value

@@ -333,8 +333,9 @@ def model_arg(key: str, value: Any) -> tuple[str | None, str]:
 
 
 def missing_model(key: str, value: Any, flag: str) -> str:
-    return (f"{key}={value}: no config.json there and no oppo-sim model matches the name; give {flag} with a "
-            f"table id or a path to a Hugging Face config.json")
+    what = ("is empty (a variable the script does not set?)" if not str(value).strip() else
+            "no config.json there and no oppo-sim model matches the name")
+    return f"{key}={value}: {what}; give {flag} with a table id or a path to a Hugging Face config.json"
 
 
 __all__ = ["Builder", "Ignored", "Source", "Translation", "Used", "as_bool", "as_float", "as_int", "existing_file", "flatten",

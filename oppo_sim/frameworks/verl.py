@@ -96,8 +96,13 @@ VERL_DEFAULTS: dict[str, Any] = {
 :data:`~oppo_sim.frameworks.verl_layout.ASYNC_DEFAULTS`)."""
 
 ADV_ESTIMATORS: dict[str, str] = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo",
-                                  "reinforce_plus_plus_baseline": "reinforce++", "reinforce_plus_plus": "reinforce++"}
-"""verl ``algorithm.adv_estimator`` -> oppo-sim ``--algorithm``."""
+                                  "reinforce_plus_plus_baseline": "reinforce++", "reinforce_plus_plus": "reinforce++",
+                                  "grpo_vectorized": "grpo", "rloo_vectorized": "rloo", "grpo_passk": "grpo",
+                                  "gpg": "grpo", "opo": "grpo", "optimal_token_baseline": "grpo"}
+"""verl ``algorithm.adv_estimator`` -> oppo-sim ``--algorithm`` (verl's ``AdvantageEstimator``; ``remax``, which
+generates a greedy baseline response per prompt, is not simulated)."""
+_SAME_COST = frozenset({"grpo_vectorized", "rloo_vectorized", "grpo_passk", "gpg", "opo", "optimal_token_baseline"})
+"""Estimators whose advantage differs from oppo-sim's algorithm only in a CPU-side formula over the same group."""
 CRITIC_DEFAULT = "~/models/deepseek-llm-7b-chat"
 """verl's ``critic.model.path`` when a PPO job does not give one."""
 
@@ -167,6 +172,18 @@ def translate_verl(sources: Sequence[str] | str) -> Translation:
     """verl's config (files and/or overrides) -> oppo-sim arguments, with every key echoed or listed."""
     sources = (sources,) if isinstance(sources, str) else tuple(sources)
     cfg, stray, given, assumed, added = _read(sources)
+    try:
+        return _translate(sources, cfg, stray, given, assumed, added)
+    except ConfigError as e:  # an empty value: say which variables the script left unset
+        unset = [n.split(" ", 1)[0] for n in assumed if "is not set in the script" in n]
+        if unset and "''" in str(e):
+            raise ConfigError(f"{e} ({', '.join(unset)}: not set in the script, and the environment is not read; "
+                              "set it in the script)") from None
+        raise
+
+
+def _translate(sources: tuple[str, ...], cfg: dict, stray: list[str], given: list[str], assumed: list[str],
+               added: set[str]) -> Translation:
     unknown = check_typos(given, added)
     if given and len(unknown) == len(given):
         raise ConfigError(f"--from-verl: none of the {len(given)} keys given is a key of verl's config (e.g. "
@@ -292,7 +309,8 @@ def _algorithm(b: Builder, cfg: dict, dflt: dict) -> str:
     if est not in ADV_ESTIMATORS:
         raise ConfigError(f"{k}={cfg[k]}: oppo-sim simulates {', '.join(ADV_ESTIMATORS)}")
     name = ADV_ESTIMATORS[est]
-    note = "no group baseline in verl; oppo-sim's reinforce++ costs the same" if est == "reinforce_plus_plus" else ""
+    note = "no group baseline in verl; oppo-sim's reinforce++ costs the same" if est == "reinforce_plus_plus" else (
+        f"the same group of n, another advantage formula: costs as {name}" if est in _SAME_COST else "")
     fk = "algorithm.filter_groups.enable"
     if fk in cfg and as_bool(fk, cfg[fk]):
         if name != "grpo":
