@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.frameworks.shell_words import Expander, Token, lex
+from oppo_sim.frameworks.shell_lex import Token, lex
+from oppo_sim.frameworks.shell_words import Expander
 
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
 _DECLARE = ("export", "declare", "typeset", "local", "readonly")

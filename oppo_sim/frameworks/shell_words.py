@@ -1,7 +1,5 @@
-"""Bash's words, as bash reads and expands them (the subset framework launch scripts use): the lexer that
-cuts a script into raw words and operators (quotes, ``\\`` escapes and line continuations, ``#`` comments,
-``$(...)``, ``$((...))``, ``${...}``, back-quotes and ``NAME=(...)`` arrays kept whole), and the
-expansion of one raw word against the script's variables (``$VAR``, ``${VAR}``, ``${VAR:-d}``,
+"""Bash's words, as bash expands them (the subset framework launch scripts use): the expansion of one raw
+word (:mod:`oppo_sim.frameworks.shell_lex`) against the script's variables (``$VAR``, ``${VAR}``, ``${VAR:-d}``,
 ``${VAR-d}``, ``${VAR:=d}``, ``${VAR:+a}``, ``${#VAR}``, ``${ARR[@]}``, ``$((arithmetic))``, ``~``, quote
 removal and the splitting of unquoted expansions). What is not evaluated (command substitution, other
 ``${...}`` operators) is kept as written and reported through ``note``. :mod:`oppo_sim.frameworks.shell`
@@ -16,149 +14,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.frameworks.shell_lex import close as _close
+from oppo_sim.frameworks.shell_lex import dq_end as _dq_end
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ARGS_NOTE = "$@, $1, ...: the script's arguments are taken as none"
-_OPS = ("&&", "||", ";;", ";", "|", "&", "\n", "(", ")")
-
-
-@dataclass(frozen=True)
-class Token:
-    """A raw word (as written, quotes and all), an operator (``;``, ``&&``, ``\\n`` ...), or an array
-    assignment ``NAME=(...)`` (``items``: its raw words)."""
-
-    text: str
-    op: bool = False
-    items: tuple[str, ...] | None = None
-
-
-def _close(text: str, i: int, opener: str, closer: str) -> int:
-    """Index just past the ``closer`` matching ``text[i] == opener``, skipping quotes and nested pairs."""
-    depth, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "'" and opener != "{":
-            i = text.index("'", i + 1) + 1 if "'" in text[i + 1:] else n
-            continue
-        if c == '"':
-            i = _dq_end(text, i)
-            continue
-        if c == opener:
-            depth += 1
-        elif c == closer:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    raise ValueError(f"unclosed {opener!r}")
-
-
-def _dq_end(text: str, i: int) -> int:
-    """Index just past the double-quoted string starting at ``text[i] == '"'``."""
-    i += 1
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2
-        elif c == '"':
-            return i + 1
-        elif c == "$" and text[i + 1:i + 2] in ("(", "{"):
-            i = _close(text, i + 1, text[i + 1], ")" if text[i + 1] == "(" else "}")
-        elif c == "`":
-            i = text.index("`", i + 1) + 1
-        else:
-            i += 1
-    raise ValueError("unclosed '\"'")
-
-
-def lex(text: str) -> list[Token]:
-    """The script's raw words and operators (a ``\\n`` operator ends each line; comments dropped)."""
-    out: list[Token] = []
-    heredocs: list[tuple[str, bool]] = []  # (delimiter, <<- strips leading tabs) whose body starts at the next line
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\n" and heredocs:
-            out.append(Token("\n", op=True))
-            i = _skip_heredocs(text, i + 1, heredocs)
-            heredocs = []
-        elif text.startswith("<<", i) and not text.startswith("<<<", i):
-            m = re.compile(r"<<(-?)[ \t]*").match(text, i)
-            words: list[Token] = []
-            i = _word(text, m.end(), words)
-            heredocs.append((words[0].text.replace("'", "").replace('"', "").replace("\\", "") if words else "",
-                             m.group(1) == "-"))
-        elif text.startswith("\\\n", i):
-            i += 2
-        elif c in " \t\r":
-            i += 1
-        elif c == "#":
-            i = text.find("\n", i) if "\n" in text[i:] else n
-        elif any(text.startswith(op, i) for op in _OPS):
-            op = next(op for op in _OPS if text.startswith(op, i))
-            out.append(Token(op, op=True))
-            i += len(op)
-        elif c in "<>" or (c.isdigit() and text[i + 1:i + 2] in ("<", ">")):
-            i = _redirect(text, i)
-        else:
-            i = _word(text, i, out)
-    return out
-
-
-def _skip_heredocs(text: str, i: int, heredocs: list[tuple[str, bool]]) -> int:
-    """Index after the bodies of ``heredocs`` (a here-document is a command's input, not words), from ``i``."""
-    for delimiter, tabs in heredocs:
-        while i < len(text):
-            end = text.find("\n", i)
-            end = len(text) if end < 0 else end
-            line = text[i:end]
-            i = end + 1
-            if (line.lstrip("\t") if tabs else line) == delimiter:
-                break
-    return min(i, len(text))
-
-
-def _redirect(text: str, i: int) -> int:
-    """Skip a redirection (``> log``, ``2>&1``, ``>> f``, ``<<< w``) and its target word."""
-    m = re.compile(r"\d?(>>|>&|<<<|<<|>|<)&?\d?-?[ \t]*").match(text, i)
-    j = m.end() if m else i + 1
-    if j < len(text) and text[j] not in "\n;&|":
-        j = _word(text, j, [])
-    return j
-
-
-def _word(text: str, i: int, out: list[Token]) -> int:
-    """Append the raw word starting at ``i`` (or an array assignment); return the index after it."""
-    start, n = i, len(text)
-    while i < n:
-        c = text[i]
-        if c == "(" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\+?=", text[start:i]):  # NAME=( ... ): an array
-            end = _close(text, i, "(", ")")
-            items = tuple(t.text for t in lex(text[i + 1:end - 1]) if not t.op)
-            out.append(Token(text[start:i], items=items))
-            return end
-        if c in " \t\r\n;&|<>()":
-            break
-        if c == "\\":
-            i += 2
-        elif c in "'`":
-            end = text.find(c, i + 1)
-            i = end + 1 if end >= 0 else _raise(f"unclosed {c!r}")
-        elif c == '"':
-            i = _dq_end(text, i)
-        elif c == "$" and text[i + 1:i + 2] in ("(", "{"):
-            i = _close(text, i + 1, text[i + 1], ")" if text[i + 1] == "(" else "}")
-        else:
-            i += 1
-    out.append(Token(text[start:i]))
-    return i
-
-
-def _raise(msg: str) -> int:
-    raise ValueError(msg)
 
 
 @dataclass
@@ -404,4 +264,4 @@ def _short(text: str) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-__all__ = ["Expander", "Token", "lex"]
+__all__ = ["ARGS_NOTE", "Expander"]
