@@ -153,6 +153,20 @@ def test_shell_expansion(script, expected):
     assert words(script) == expected
 
 
+def test_here_documents_are_input_and_read_fills_a_variable():
+    s = read_script("""N=4
+cat > convert.py <<'EOF'
+model = "$HOME"  # not words of the script
+EOF
+read -r -d '' ARGS <<EOF
+openrlhf.cli.train_ppo \\
+   --pretrain $HOME/m --n $((N * 2))
+EOF
+deepspeed --module $ARGS
+""", "t.sh", home="/h")
+    assert s.commands == (("deepspeed", "--module", "openrlhf.cli.train_ppo", "--pretrain", "/h/m", "--n", "8"),)
+
+
 def test_what_bash_would_decide_at_run_time_is_assumed_and_said():
     s = read_script("""
 mode="async"

@@ -107,7 +107,12 @@ class _Run:
         if after == "|":
             self.note(f"| {_raw(toks[i:i + 2])}: the command a pipe feeds is not read")
             return True
-        words = [w for t in toks[i:] for w in self._expand(t)]
+        docs = [t.heredoc for t in toks[i:] if t.heredoc is not None]
+        words = [w for t in toks[i:] if t.heredoc is None for w in self._expand(t)]
+        if words[:1] == ["read"] and docs and len(words) > 1:  # read -r -d '' VAR <<EOF: VAR holds the text
+            body, expand = docs[0]
+            self.vars[words[-1]] = self.ex.heredoc(body) if expand else body
+            return True
         if not words:
             return True
         if words[0] in _DECLARE:

@@ -13,12 +13,14 @@ _OPS = ("&&", "||", ";;", ";", "|", "&", "\n", "(", ")")
 
 @dataclass(frozen=True)
 class Token:
-    """A raw word (as written, quotes and all), an operator (``;``, ``&&``, ``\\n`` ...), or an array
-    assignment ``NAME=(...)`` (``items``: its raw words)."""
+    """A raw word (as written, quotes and all), an operator (``;``, ``&&``, ``\\n`` ...), an array
+    assignment ``NAME=(...)`` (``items``: its raw words), or a here-document's body (``heredoc``: the text,
+    and whether it is expanded: its delimiter unquoted)."""
 
     text: str
     op: bool = False
     items: tuple[str, ...] | None = None
+    heredoc: tuple[str, bool] | None = None
 
 
 def close(text: str, i: int, opener: str, closer: str) -> int:
@@ -66,20 +68,21 @@ def dq_end(text: str, i: int) -> int:
 def lex(text: str) -> list[Token]:
     """The script's raw words and operators (a ``\\n`` operator ends each line; comments dropped)."""
     out: list[Token] = []
-    heredocs: list[tuple[str, bool]] = []  # (delimiter, <<- strips leading tabs) whose body starts at the next line
+    heredocs: list[tuple[str, bool, bool]] = []  # (delimiter, <<- strips tabs, expanded) bodies from the next line
     i, n = 0, len(text)
     while i < n:
         c = text[i]
         if c == "\n" and heredocs:
+            i = _heredoc_bodies(text, i + 1, heredocs, out)
             out.append(Token("\n", op=True))
-            i = _skip_heredocs(text, i + 1, heredocs)
             heredocs = []
         elif text.startswith("<<", i) and not text.startswith("<<<", i):
             m = re.compile(r"<<(-?)[ \t]*").match(text, i)
             words: list[Token] = []
             i = _word(text, m.end(), words)
-            heredocs.append((words[0].text.replace("'", "").replace('"', "").replace("\\", "") if words else "",
-                             m.group(1) == "-"))
+            raw = words[0].text if words else ""
+            heredocs.append((raw.replace("'", "").replace('"', "").replace("\\", ""), m.group(1) == "-",
+                             not any(q in raw for q in "'\"\\")))
         elif text.startswith("\\\n", i):
             i += 2
         elif c in " \t\r":
@@ -97,9 +100,10 @@ def lex(text: str) -> list[Token]:
     return out
 
 
-def _skip_heredocs(text: str, i: int, heredocs: list[tuple[str, bool]]) -> int:
-    """Index after the bodies of ``heredocs`` (a here-document is a command's input, not words), from ``i``."""
-    for delimiter, tabs in heredocs:
+def _heredoc_bodies(text: str, i: int, heredocs: list[tuple[str, bool, bool]], out: list[Token]) -> int:
+    """Append each here-document's body from ``i`` (a token of its own); -> the index after the last one."""
+    for delimiter, tabs, expand in heredocs:
+        lines = []
         while i < len(text):
             end = text.find("\n", i)
             end = len(text) if end < 0 else end
@@ -107,6 +111,8 @@ def _skip_heredocs(text: str, i: int, heredocs: list[tuple[str, bool]]) -> int:
             i = end + 1
             if (line.lstrip("\t") if tabs else line) == delimiter:
                 break
+            lines.append(line.lstrip("\t") if tabs else line)
+        out.append(Token("", heredoc=("\n".join(lines), expand)))
     return min(i, len(text))
 
 

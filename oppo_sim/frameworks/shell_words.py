@@ -62,6 +62,10 @@ class Expander:
         parts = self._parts(raw, tilde=tilde)
         return "".join(" ".join(p) if isinstance(p, list) else p.text for p in parts)
 
+    def heredoc(self, body: str) -> str:
+        """A here-document's text with its ``$`` expansions (quotes are text there); line continuations removed."""
+        return "".join(" ".join(p) if isinstance(p, list) else p.text for p in self._double(body.replace("\\\n", "")))
+
     def _parts(self, raw: str, tilde: bool) -> list:
         parts: list = []
         i, n = 0, len(raw)
