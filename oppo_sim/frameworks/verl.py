@@ -136,7 +136,12 @@ _WHY = {"data.": "dataset plumbing", "trainer.": "logging, checkpoints, validati
         "with the actor's layout", "actor_rollout_ref.ref.": "the reference has the actor's shape and layout",
         "actor_rollout_ref.actor.optim.": "the optimiser's settings do not change a step's time",
         "custom_reward_function.": "the rule reward's cost is --reward-cost-ms",
-        "reward_model.reward_kwargs.": "the rule reward's cost is --reward-cost-ms"}
+        "reward_model.reward_kwargs.": "the rule reward's cost is --reward-cost-ms",
+        "rollout.": "the rollout's own GPUs: only the one-step-off and fully-async entry points have them",
+        "async_training.": "only the fully-async entry point reads it",
+        "actor_rollout_ref.actor.optim.override_optimizer_config.": "Megatron's CPU optimizer is not modelled: the "
+        "Adam step runs on the GPUs", "actor_rollout_ref.actor.megatron.override_transformer_config.": "Megatron's "
+        "kernel and pipeline-split settings are not modelled"}
 
 
 def read_verl(sources: Sequence[str]) -> tuple[dict[str, Any], list[str], list[str]]:
@@ -216,8 +221,10 @@ def _ignored(b: Builder, cfg: dict, given: list[str], stray: list[str], said: li
              unknown: set[str], added: set[str]) -> None:
     echoed = {u.key for u in b.used}
     for key in sorted(k for k in given if k not in echoed):
+        base = max(((p, w) for p, w in _WHY.items() if key.startswith(p)), default=("", ""))[1]
         if key in unknown:
-            why = "added with +: not a key of verl's config" if key in added else "not a key of verl's config"
+            why = "not a key of verl's config"
+            why = f"added with +: {base or why}" if key in added else why
         elif key == "data.train_batch_size":
             why = "fully-async: the trainer takes require_batches x ppo_mini_batch_size prompts at a time"
         elif key in dict(DAPO_ROUNDS):
@@ -225,7 +232,7 @@ def _ignored(b: Builder, cfg: dict, given: list[str], stray: list[str], said: li
         elif key == A + "ulysses_sequence_parallel_size" and backend == "megatron":
             why = "an FSDP setting; Megatron's is context_parallel_size"
         else:
-            why = next((w for p, w in _WHY.items() if key.startswith(p)), "not modelled")
+            why = base or "not modelled"
         b.ignore(key, cfg[key], "Hydra defaults list: composition not followed" if key == "defaults" else why)
     rest = [w for w in stray if not any(w in s for s in said)]
     if rest:

@@ -34,10 +34,19 @@ def known_keys() -> frozenset[str]:
 
 
 def is_known(key: str) -> bool:
-    """``key`` is in verl's config, or under one of its keys (a mapping such as ``override_config``)."""
+    """``key`` is in verl's config, or under one of its keys (a mapping such as ``override_config``), or under
+    one of its open mappings (``override_*``, ``*kwargs``: their keys are the user's, passed through)."""
     keys = known_keys()
     parts = key.split(".")
-    return any(".".join(parts[:i]) in keys for i in range(len(parts), 0, -1))
+    if any(".".join(parts[:i]) in keys for i in range(len(parts), 0, -1)):
+        return True
+    return any((p.startswith("override") or p.endswith("kwargs")) and _is_parent(".".join(parts[:i + 1]))
+               for i, p in enumerate(parts[:-1]))
+
+
+@lru_cache(maxsize=None)
+def _is_parent(prefix: str) -> bool:
+    return any(k.startswith(prefix + ".") for k in known_keys())
 
 
 def near_key(key: str) -> str | None:
