@@ -6,8 +6,10 @@ SOURCE is one of
   a Hydra ``defaults:`` list is listed as ignored, its composition not followed; ``${other.key}``
   interpolations are resolved);
 - any other file: a launch script or a list of overrides, e.g. verl's
-  ``examples/grpo_trainer/run_qwen2-7b.sh`` — its ``key=value`` words are read, every other word
-  (``python3``, ``-m``, ``verl.trainer.main_ppo``) is listed as ignored;
+  ``examples/grpo_trainer/run_qwen2-7b.sh`` — read as bash would expand it (its variables, ``${VAR:-d}``,
+  ``$((...))``, arrays: :mod:`oppo_sim.frameworks.shell`), its commands' ``key=value`` words are read; the
+  entry point and ``--config-name`` say which trainer and schedule (:mod:`oppo_sim.frameworks.verl_layout`);
+  every other word (``python3``, ``-m``) is listed as ignored;
 - a string of overrides: ``--from-verl "data.train_batch_size=512 actor_rollout_ref.rollout.n=16"``.
 
 ``--from-verl`` may be given several times (a config file, then overrides): later sources win, as in
@@ -15,8 +17,9 @@ Hydra. A key no source sets takes verl's documented default (:data:`VERL_DEFAULT
 would — e.g. ``actor.ppo_epochs`` is 1 in verl where oppo-sim's own default is 4.
 
 What each key means, from verl's config reference (github.com/volcengine/verl ``docs/examples/config.rst``,
-commit 006cefd) and ``verl/trainer/config/ppo_trainer.yaml`` (commit 008db45), the rollout's
-``sleep(level=1)`` from verl's vLLM sharding manager:
+commit 006cefd), ``verl/trainer/config/ppo_trainer.yaml`` (commit 008db45; the defaults rechecked against
+the composed ``_generated_ppo_trainer.yaml`` and ``_generated_ppo_megatron_trainer.yaml`` at b178a3c,
+verl 0.8.0.dev), the rollout's ``sleep(level=1)`` from verl's vLLM sharding manager:
 
 | verl key | oppo-sim option |
 |---|---|
