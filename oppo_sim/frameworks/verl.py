@@ -216,12 +216,12 @@ def _translate(sources: tuple[str, ...], cfg: dict, stray: list[str], given: lis
     _dapo_rounds(b, cfg, dflt, given, algorithm, fully)
     placement_and_policy(b, cfg, dflt, schedule, as_int(R + "tensor_model_parallel_size",
                                                         cfg[R + "tensor_model_parallel_size"]))
-    _ignored(b, cfg, given, stray, said, backend, set(unknown), added)
+    _ignored(b, cfg, given, stray, said, backend, set(unknown), added, schedule)
     return b.done()
 
 
 def _ignored(b: Builder, cfg: dict, given: list[str], stray: list[str], said: list[str], backend: str,
-             unknown: set[str], added: set[str]) -> None:
+             unknown: set[str], added: set[str], schedule: str) -> None:
     echoed = {u.key for u in b.used}
     for key in sorted(k for k in given if k not in echoed):
         base = max(((p, w) for p, w in _WHY.items() if key.startswith(p)), default=("", ""))[1]
@@ -231,7 +231,12 @@ def _ignored(b: Builder, cfg: dict, given: list[str], stray: list[str], said: li
         elif key == "data.train_batch_size":
             why = "fully-async: the trainer takes require_batches x ppo_mini_batch_size prompts at a time"
         elif key in dict(DAPO_ROUNDS):
-            why = "only DAPO's dynamic sampling (algorithm.filter_groups.enable=True) generates in rounds"
+            why = ("fully-async: the rollout generates prompt by prompt" if schedule == "fully-async" else
+                   "only DAPO's dynamic sampling (algorithm.filter_groups.enable=True) generates in rounds")
+        elif key.startswith("rollout.") and schedule != "sync":
+            why = "the rollout's run length and validation: not modelled"
+        elif key.startswith("async_training.") and schedule == "fully-async":
+            why = "not modelled"
         elif key == A + "ulysses_sequence_parallel_size" and backend == "megatron":
             why = "an FSDP setting; Megatron's is context_parallel_size"
         else:

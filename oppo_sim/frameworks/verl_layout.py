@@ -136,6 +136,8 @@ def placement_and_policy(b: Builder, cfg: dict, dflt: dict, schedule: str, tp: i
         b.use("trainer.n_gpus_per_node", per, "--placement", "colocated", "--devices", per * nodes,
               note="hybrid engine: every role on every GPU", default=dflt["trainer.n_gpus_per_node"])
         b.use("trainer.nnodes", nodes, "--nodes", nodes, default=dflt["trainer.nnodes"])
+        if not dflt["actor_rollout_ref.hybrid_engine"]:
+            b.use("actor_rollout_ref.hybrid_engine", cfg["actor_rollout_ref.hybrid_engine"], note="every role on every GPU")
         b.notes.append("verl runs the synchronous schedule (oppo-sim's baseline policy); --policy chooses the one "
                        "simulated")
         return
