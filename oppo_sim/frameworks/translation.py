@@ -1,7 +1,9 @@
 """What the framework readers share: the :class:`Translation` a reader returns (oppo-sim arguments, and
 what each framework key became or why it was ignored), the readers' inputs (a YAML file, a file of
-``key=value`` overrides or a launch script, a string of them), the model-path rule, and the planner's
-placement labels that ``--placement`` also takes.
+``key=value`` overrides or a launch script, a string of them; a script or command line is read as bash
+would expand it, :mod:`oppo_sim.frameworks.shell`, and what that assumed is echoed), the model-path rule,
+and the planner's placement labels that ``--placement`` also takes. The echo ends with what matters to a
+run's time and came from oppo-sim's defaults rather than the file (the GPU, the trace).
 
 A translation is a list of oppo-sim command-line arguments, parsed by the same parser as typed ones:
 there is one path from options to a ``SimConfig``. On the command line the translated arguments go
