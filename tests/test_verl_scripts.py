@@ -309,3 +309,17 @@ def test_the_docs_read_a_vendored_script_unchanged():
     name = "one_step_off_grpo_0.6b_gsm8k_fsdp2_2_6.sh"
     body = (VERL / name).read_text().split("# ---- original file ----\n", 1)[1]
     assert f"cat > grpo_0.6b_gsm8k_fsdp2_2_6.sh <<'EOF'\n{body.rstrip()}\nEOF\n" in doc
+
+
+@pytest.mark.parametrize("mid, total, active", [  # the parameter counts their model cards publish, in billions
+    ("qwen3-0.6b", 0.6, None), ("qwen3-1.7b", 1.7, None), ("qwen3-4b", 4.0, None), ("qwen3-14b", 14.8, None),
+    ("qwen2-7b", 7.6, None), ("qwen2-72b", 72.7, None), ("qwen1.5-moe-a2.7b", 14.3, 2.7), ("qwen2-57b-a14b", 57.4, 14.2),
+    ("llama-3-8b", 8.0, None), ("llama-3.2-1b", 1.24, None), ("llama-3.2-3b", 3.21, None),
+    ("deepseek-llm-7b", 6.9, None), ("gemma-2-2b", 2.6, None), ("gemma-2-9b", 9.2, None), ("mistral-nemo", 12.2, None),
+])
+def test_added_table_models_have_their_published_sizes(mid, total, active):
+    from oppo_sim.hw.models import MODELS
+
+    m = MODELS[mid]
+    assert m.params / 1e9 == pytest.approx(total, rel=0.03)
+    assert m.active_params / 1e9 == pytest.approx(active if active is not None else total, rel=0.03)

@@ -12,7 +12,8 @@ The models RL recipes (verl's, OpenRLHF's, NeMo RL's examples) use most are here
 a local path ending in one (``Qwen/Qwen3-4B``, ``/root/models/deepseek-llm-7b-chat``) resolves offline:
 Qwen3-0.6B/1.7B from ``aiconfigurator-core`` 0.12.0's ``model_configs/`` (Apache-2.0, copies of the Hub's
 ``config.json``; also in ``tests/fixtures/hf_configs/``), the others from their Hub ``config.json`` values
-(Qwen3-4B/14B cross-checked against public copies). An -Instruct/-chat/-base variant has its base's shape.
+(Qwen3-4B/14B, Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B and Gemma-3-4B cross-checked against public copies of
+them). An -Instruct/-chat/-base variant has its base's shape.
 Gemma-2/3's sliding-window layers are counted with a full KV cache (an upper bound on their KV memory).
 """
 
@@ -92,6 +93,9 @@ HF_CONFIGS: Mapping[str, tuple[str, Mapping]] = MappingProxyType({
     "qwen1.5-moe-a2.7b": ("Qwen1.5-MoE-A2.7B", _dense(
         "qwen2_moe", 24, 2048, 16, 16, 5632, 151936, False, num_experts=60, num_experts_per_tok=4,
         moe_intermediate_size=1408, shared_expert_intermediate_size=5632, decoder_sparse_step=1, mlp_only_layers=[])),
+    "qwen2-57b-a14b": ("Qwen2-57B-A14B", _dense(
+        "qwen2_moe", 28, 3584, 28, 4, 18944, 151936, False, num_experts=64, num_experts_per_tok=8,
+        moe_intermediate_size=2560, shared_expert_intermediate_size=20480, decoder_sparse_step=1, mlp_only_layers=[])),
     "llama-3-8b": ("Llama-3-8B", _dense("llama", 32, 4096, 32, 8, 14336, 128256, False)),
     "llama-3-70b": ("Llama-3-70B", _dense("llama", 80, 8192, 64, 8, 28672, 128256, False)),
     "deepseek-llm-7b": ("DeepSeek-LLM-7B", _dense("llama", 30, 4096, 32, 32, 11008, 102400, False)),
