@@ -167,6 +167,13 @@ deepspeed --module $ARGS
     assert s.commands == (("deepspeed", "--module", "openrlhf.cli.train_ppo", "--pretrain", "/h/m", "--n", "8"),)
 
 
+def test_a_bash_c_string_is_read_as_a_script():
+    s = read_script('P=8\nsrun -N 1 bash -c "pip install x && python3 -m verl.trainer.main_ppo a.b=$P"\n'
+                    "for ((i = 1; i < 3; i++)); do Q=1; done\n", "t.sh")
+    assert s.commands == (("srun", "-N", "1"), ("python3", "-m", "verl.trainer.main_ppo", "a.b=8"))
+    assert "bash -c: its command string read as a script" in s.notes and "for ((...)): its body is not run" in s.notes
+
+
 def test_what_bash_would_decide_at_run_time_is_assumed_and_said():
     s = read_script("""
 mode="async"

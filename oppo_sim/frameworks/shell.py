@@ -63,6 +63,7 @@ class _Run:
         self.commands: list[tuple[str, ...]] = []
         self.functions: set[str] = set()
         self.stopped = False
+        self.depth = 0  # bash -c strings read inside one another
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -122,9 +123,29 @@ class _Run:
             return True
         if words[0] == "exit":
             self.stopped = True
-        if words[0] not in _QUIET:
+        shell = next((j for j in range(len(words) - 2) if words[j].rsplit("/", 1)[-1] in ("bash", "sh")
+                      and words[j + 1] == "-c"), None)
+        inner = _lex_or_none(words[shell + 2]) if shell is not None and self.depth < 4 else None
+        if inner is not None:  # srun ... bash -c "...": the string is a script of its own
+            if shell and words[0] not in _QUIET:
+                self.commands.append(tuple(words[:shell]))
+            self.note(f"{words[shell]} -c: its command string read as a script")
+            self.depth += 1
+            self.run(inner)
+            self.depth -= 1
+        elif words[0] not in _QUIET:
             self.commands.append(tuple(words))
         return True
+
+    def run(self, tokens: list[Token]) -> None:
+        """Run the statements of ``tokens`` in order (``&&``/``||`` on each one's status)."""
+        status: bool | None = True
+        for toks, after in _statements(tokens):
+            if after == "&&" and status is False or after == "||" and status:
+                status = status if after == "||" else False
+                continue
+            st = self.statement(toks, after)
+            status = True if st is None and after in ("&&", "||") else st
 
     def _expand(self, t: Token) -> list[str]:
         if t.items is not None:
@@ -167,11 +188,11 @@ class _Run:
             live = self.active
             m = re.fullmatch(r"(\w+) in (.*)", words, re.S)
             items = [w for t in rest[2:] for w in self.ex.words(t.text)] if m and live else []
-            if live:
-                self.note(f"for {words}: its body is read once, for {m.group(1) if m else 'the loop'}="
-                          f"{items[0] if items else '(nothing)'}")
-                if m and items:
-                    self.vars[m.group(1)] = items[0]
+            if live and m and items:
+                self.note(f"for {_short(words)}: its body is read once, for {m.group(1)}={items[0]}")
+                self.vars[m.group(1)] = items[0]
+            elif live:
+                self.note(f"for {_short(words) or '((...))'}: its body is not run")
             self.frames.append(_Frame(bool(m and items), True, "for"))
             return True
         if self.active:
@@ -232,6 +253,14 @@ class _Run:
         return result != neg
 
 
+def _lex_or_none(text: str) -> list[Token] | None:
+    """A ``bash -c`` string's tokens, or None where it cannot be read (it holds a ``$(...)`` kept as written)."""
+    try:
+        return lex(text)
+    except ValueError:
+        return None
+
+
 def _raw(toks: list[Token]) -> str:
     return " ".join(t.text for t in toks)
 
@@ -273,14 +302,8 @@ def read_script(text: str, where: str, home: str | None = None) -> Script:
     except ValueError as e:
         raise ConfigError(f"{where}: cannot read as a shell script: {e}") from None
     run = _Run(home if home is not None else os.path.expanduser("~"))
-    status: bool | None = True
     try:
-        for toks, after in _statements(tokens):
-            if after == "&&" and status is False or after == "||" and status:
-                status = status if after == "||" else False
-                continue
-            st = run.statement(toks, after)
-            status = True if st is None and after in ("&&", "||") else st
+        run.run(tokens)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
     except (ValueError, IndexError) as e:
