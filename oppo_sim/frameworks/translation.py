@@ -54,7 +54,8 @@ class Translation:
     ``notes`` (what is approximated), and ``pending``: option -> error raised unless the option is typed
     explicitly (e.g. a model path that names no known model, which ``--actor`` on the command line settles).
     ``assumed``: what reading a launch script assumed (:mod:`oppo_sim.frameworks.shell`); ``schedule``: the
-    oppo-sim policy the framework's own schedule is (``baseline`` for a synchronous loop, ``async(k=1)``)."""
+    oppo-sim policy the framework's own schedule is (``baseline`` for a synchronous loop, ``async(k=1)``;
+    None where the reader does not say)."""
 
     framework: str
     sources: tuple[str, ...]
@@ -63,7 +64,7 @@ class Translation:
     notes: tuple[str, ...] = ()
     pending: tuple[tuple[str, str], ...] = ()
     assumed: tuple[str, ...] = ()
-    schedule: str = "baseline"
+    schedule: str | None = None
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -85,7 +86,8 @@ class Translation:
             tail = "".join([f"  [{u.note}]" if u.note else "", "  (framework default)" if u.default else "",
                             f"  (overridden by {', '.join(over)} on the command line)" if over else ""])
             lines.append(f"  {u.key:<{width}} = {_show(u.value):<14} -> {became}{tail}")
-        lines.append(f"schedule: {self.framework}'s own loop is oppo-sim's policy {self.schedule}")
+        if self.schedule is not None:
+            lines.append(f"schedule: {self.framework}'s own loop is oppo-sim's policy {self.schedule}")
         if self.ignored:
             lines.append(f"ignored ({len(self.ignored)}):")
             lines += [f"  {i.key}{'' if i.value == '' else ' = ' + _show(i.value)}  ({i.why})" for i in self.ignored]
@@ -126,7 +128,7 @@ class Builder:
     notes: list[str] = field(default_factory=list)
     pending: list[tuple[str, str]] = field(default_factory=list)
     assumed: list[str] = field(default_factory=list)
-    schedule: str = "baseline"
+    schedule: str | None = None
 
     def use(self, key: str, value: Any, *args: Any, note: str = "", default: bool = False) -> None:
         self.used.append(Used(key, value, tuple(str(a) for a in args), note, default))

@@ -131,6 +131,7 @@ def placement_and_policy(b: Builder, cfg: dict, dflt: dict, schedule: str, tp: i
     per, nodes = as_int("trainer.n_gpus_per_node", cfg["trainer.n_gpus_per_node"]), as_int("trainer.nnodes",
                                                                                           cfg["trainer.nnodes"])
     if schedule == "sync":
+        b.schedule = "baseline"
         if per < 1 or nodes < 1:
             raise ConfigError(f"trainer.n_gpus_per_node and trainer.nnodes must be >= 1, got {per} and {nodes}")
         b.use("trainer.n_gpus_per_node", per, "--placement", "colocated", "--devices", per * nodes,
@@ -190,6 +191,7 @@ def _fully_async(b: Builder, cfg: dict, dflt: dict) -> None:
                        f"samples; oppo-sim's async(k={k}) lets a whole step's generation run ahead: an upper bound on "
                        "the overlap" + ("; partial rollout's interrupted generations are not modelled" if partial else ""))
     else:
+        b.schedule = "baseline"
         b.use(keys[2], thr, default=dflt[keys[2]], note="0: synchronous between parameter versions")
         b.notes.append("verl's fully-async trainer with staleness_threshold=0 trains each version's samples as they "
                        "arrive; oppo-sim's baseline on the two pools trains them after the version is generated")
