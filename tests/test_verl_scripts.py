@@ -249,6 +249,28 @@ def test_a_file_verl_would_not_read_is_refused(tmp_path):
         translate_verl(str(f))
 
 
+def test_a_composed_yaml_config_with_omegaconf_selects_reads(tmp_path):
+    f = tmp_path / "ppo_megatron_trainer.yaml"
+    f.write_text("""actor_rollout_ref:
+  actor:
+    _target_: verl.workers.config.McoreActorConfig
+    strategy: megatron
+    megatron:
+      tensor_model_parallel_size: 4
+  ref:
+    megatron:
+      tensor_model_parallel_size: ${oc.select:actor_rollout_ref.actor.megatron.tensor_model_parallel_size,1}
+      context_parallel_size: ${oc.select:actor_rollout_ref.actor.megatron.no_such_key,2}
+data:
+  train_batch_size: 64
+""")
+    t = translate_verl(str(f))
+    assert opts(t.args)["--train-tp"] == "4"  # the reference's tp selects the actor's: the same; its cp the default 2
+    assert [n for n in t.notes if "lays the reference" in n] == [
+        "actor_rollout_ref.ref.megatron.context_parallel_size=2: oppo-sim lays the reference and the critic out as the actor"]
+    assert not [i for i in t.ignored if "not a key" in i.why]  # _target_ is Hydra's, known
+
+
 def test_hybrid_engine_off_needs_an_async_entry_point():
     with pytest.raises(ConfigError, match="hybrid_engine=False: verl's main_ppo needs the hybrid engine"):
         translate_verl("actor_rollout_ref.hybrid_engine=False data.train_batch_size=8")

@@ -24,7 +24,7 @@ from oppo_sim.core.userfiles import read_yaml_mapping
 from oppo_sim.frameworks.shell import read_script
 
 _KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-]*$")
-_INTERP = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
+_INTERP = re.compile(r"^\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)\s*(?:,\s*(.*))?\}$")
 _WORD = re.compile(r"[a-z0-9.]+")
 
 
@@ -263,14 +263,19 @@ def script_words(text: str, where: str) -> tuple[list[str], tuple[str, ...]]:
 
 
 def resolve(flat: dict[str, Any]) -> dict[str, Any]:
-    """Replace ``${other.key}`` values by that key's value (Hydra interpolation, one level deep at a time)."""
+    """Replace ``${other.key}`` values by that key's value, and ``${oc.select:other.key,default}`` by it or
+    the default (Hydra/OmegaConf interpolation, one level deep at a time)."""
     out = dict(flat)
     for _ in range(4):
         changed = False
         for k, v in out.items():
             m = _INTERP.match(v) if isinstance(v, str) else None
-            if m and m.group(1) in out and out[m.group(1)] is not v:
+            if not m or (m.group(2) is not None and not v.startswith("${oc.select:")):
+                continue
+            if m.group(1) in out and out[m.group(1)] is not v:
                 out[k], changed = out[m.group(1)], True
+            elif m.group(1) not in out and m.group(2) is not None:
+                out[k], changed = scalar(m.group(2).strip()), True
         if not changed:
             break
     return out

@@ -38,6 +38,8 @@ def is_known(key: str) -> bool:
     one of its open mappings (``override_*``, ``*kwargs``: their keys are the user's, passed through)."""
     keys = known_keys()
     parts = key.split(".")
+    if parts[-1] == "_target_":  # Hydra's class paths, in every composed config
+        return True
     if any(".".join(parts[:i]) in keys for i in range(len(parts), 0, -1)):
         return True
     return any((p.startswith("override") or p.endswith("kwargs")) and _is_parent(".".join(parts[:i + 1]))

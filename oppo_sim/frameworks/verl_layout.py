@@ -107,7 +107,7 @@ def megatron(b: Builder, cfg: dict, dflt: dict) -> None:
         for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                   "expert_model_parallel_size"):
             key = f"{role}.megatron.{k}"
-            if not dflt.get(key, True) and as_int(key, cfg[key]) != as_int(M + k, cfg[M + k]):
+            if not dflt.get(key, True) and str(cfg[key]) != str(cfg[M + k]):
                 other.append(f"{key}={cfg[key]}")
     if other:
         b.notes.append(f"{', '.join(other)}: oppo-sim lays the reference and the critic out as the actor")
