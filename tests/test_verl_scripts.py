@@ -102,7 +102,7 @@ def test_vendored_script_loads_as_verl_runs_it(name):
     if "critic" in want:
         assert cfg.models()["critic"].id == want["critic"]
     if want["schedule"] != "baseline":  # run simulates the framework's own schedule; compare puts it beside baseline
-        assert (a.policy, a.staleness) == ("async", 1)
+        assert a.policy == "async" and a.staleness in (None, 1)  # 1: the async policy's own bound
         assert parsed("--from-verl", src, cmd="compare").policies == ("baseline", "async", "oppo")
 
 

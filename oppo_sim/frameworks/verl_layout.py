@@ -25,6 +25,7 @@ import math
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.policies import Async
 from oppo_sim.frameworks.translation import Builder, as_bool, as_float, as_int
 
 A = "actor_rollout_ref.actor."
@@ -164,7 +165,8 @@ def _async(b: Builder, key: str, value: Any, k: int, note: str, default: bool = 
     """The policy args of an asynchronous schedule: ``--policy`` on run, ``--policies`` on compare/sweep (the
     command's parser keeps the one it has, the other is listed as ignored)."""
     b.schedule = f"async(k={k})"
-    b.use(key, value, "--policy", "async", "--policies", "baseline,async,oppo", "--staleness", k,
+    bound = () if k == Async.staleness else ("--staleness", k)  # the default bound is left untyped: a typed
+    b.use(key, value, "--policy", "async", "--policies", "baseline,async,oppo", *bound,  # --policies may drop async
           note=note + "; run: --policy, compare/sweep: --policies", default=default)
 
 
