@@ -56,9 +56,10 @@ def entry(stray: list[str], cfg: dict, given: set[str]) -> tuple[str, str | None
     """(schedule, ``--config-name`` or None, the words that said so) from the launcher's words and keys."""
     schedule, config, said = "sync", None, []
     for i, w in enumerate(stray):
-        if "one_step_off_policy" in w:
+        module = w.removesuffix(".py").replace("/", ".")
+        if "one_step_off_policy." in module and module.endswith(".main_ppo"):
             schedule, said = "one-step-off", said + [w]
-        elif "fully_async_policy" in w:
+        elif "fully_async_policy." in module and module.endswith(".fully_async_main"):
             schedule, said = "fully-async", said + [w]
         if w.startswith("--config-name"):
             name = w.partition("=")[2] if "=" in w else (stray[i + 1] if i + 1 < len(stray) else "")
