@@ -18,8 +18,9 @@ would — e.g. ``actor.ppo_epochs`` is 1 in verl where oppo-sim's own default is
 
 What each key means, from verl's config reference (github.com/volcengine/verl ``docs/examples/config.rst``,
 commit 006cefd), ``verl/trainer/config/ppo_trainer.yaml`` (commit 008db45; the defaults rechecked against
-the composed ``_generated_ppo_trainer.yaml`` and ``_generated_ppo_megatron_trainer.yaml`` at b178a3c,
-verl 0.8.0.dev), the rollout's ``sleep(level=1)`` from verl's vLLM sharding manager:
+the composed ``_generated_ppo_trainer.yaml`` and ``_generated_ppo_megatron_trainer.yaml`` of release v0.7.0,
+2026-01-05: main has since lowered ``rollout.max_num_seqs`` to 256), the rollout's ``sleep(level=1)`` from
+verl's vLLM sharding manager:
 
 | verl key | oppo-sim option |
 |---|---|
@@ -53,7 +54,7 @@ verl 0.8.0.dev), the rollout's ``sleep(level=1)`` from verl's vLLM sharding mana
 Approximated, and said in the echo: verl's ``truncation: error`` (an overlong prompt stops the run)
 becomes a filter; ``reinforce_plus_plus`` (no baseline) becomes oppo-sim's ``reinforce++``. Keys of what
 oppo-sim does not time (optimiser, logging, checkpoints, micro-batch sizes) are listed as ignored. The
-keys and defaults follow verl at the commit named in ``oppo_sim/data/verl_config_keys.json`` (2026-01);
+defaults are verl's release v0.7.0's; the known keys, v0.7.0's and main's (``oppo_sim/data/verl_config_keys.json``);
 a near-miss of a known key is refused with "did you mean" (:mod:`oppo_sim.frameworks.verl_keys`), and a
 source none of whose keys verl has is refused.
 """
@@ -86,7 +87,7 @@ A, R = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout."
 VERL_DEFAULTS: dict[str, Any] = {
     "data.train_batch_size": 1024, "data.max_prompt_length": 512, "data.max_response_length": 512,
     "data.filter_overlong_prompts": False, "data.truncation": "error",
-    R + "n": 1, R + "tensor_model_parallel_size": 2, R + "gpu_memory_utilization": 0.5, R + "max_num_seqs": 256,
+    R + "n": 1, R + "tensor_model_parallel_size": 2, R + "gpu_memory_utilization": 0.5, R + "max_num_seqs": 1024,
     R + "max_num_batched_tokens": 8192, R + "enable_chunked_prefill": True, R + "free_cache_engine": True,
     A + "ppo_mini_batch_size": 256, A + "ppo_epochs": 1, A + "use_kl_loss": False, A + "ulysses_sequence_parallel_size": 1,
     A + "strategy": "fsdp", A + "fsdp_config.param_offload": False, A + "fsdp_config.optimizer_offload": False,
@@ -94,7 +95,7 @@ VERL_DEFAULTS: dict[str, Any] = {
     "algorithm.adv_estimator": "gae", "algorithm.use_kl_in_reward": False, "reward_model.enable": False,
     "trainer.n_gpus_per_node": 8, "trainer.nnodes": 1,
 }
-"""verl's defaults of the keys oppo-sim reads (``ppo_trainer``; ``ppo_megatron_trainer`` adds
+"""verl's defaults of the keys oppo-sim reads, at release v0.7.0 (``ppo_trainer``; ``ppo_megatron_trainer`` adds
 :data:`~oppo_sim.frameworks.verl_layout.MEGATRON_DEFAULTS`, the async entry points
 :data:`~oppo_sim.frameworks.verl_layout.ASYNC_DEFAULTS`)."""
 
