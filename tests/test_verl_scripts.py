@@ -271,6 +271,21 @@ data:
     assert not [i for i in t.ignored if "not a key" in i.why]  # _target_ is Hydra's, known
 
 
+def test_a_reward_model_on_its_own_pool_is_a_scoring_pool():
+    rm = ("reward_model.enable=True reward_model.model.path=Qwen/Qwen2.5-7B reward_model.enable_resource_pool=True "
+          "reward_model.n_gpus_per_node=4 reward_model.nnodes=1 algorithm.adv_estimator=grpo actor_rollout_ref.rollout.n=4 ")
+    cfg = sim_config(parsed("--from-verl", rm + "actor_rollout_ref.actor.use_kl_loss=True"))
+    assert [(p.name, p.devices) for p in cfg.placement.pools] == [("main", 8), ("score", 4)] and cfg.nodes == 2
+    t = translate_verl(rm + "actor_rollout_ref.actor.use_kl_loss=True")
+    assert any("verl keeps the reference with the actor" in n for n in t.notes)
+    t = translate_verl("python -m verl.experimental.one_step_off_policy.main_ppo actor_rollout_ref.hybrid_engine=False "
+                       "rollout.n_gpus_per_node=2 trainer.n_gpus_per_node=4 " + rm.replace("=4 reward", "=2 reward"))
+    assert opts(t.args)["--placement"] == "split 2+4+2" and t.schedule == "async(k=1)"
+    with pytest.raises(ConfigError, match="enable_resource_pool=True needs reward_model.n_gpus_per_node and "
+                                          "reward_model.nnodes >= 1"):
+        translate_verl(rm.replace("reward_model.nnodes=1", "reward_model.nnodes=0"))
+
+
 def test_hybrid_engine_off_needs_an_async_entry_point():
     with pytest.raises(ConfigError, match="hybrid_engine=False: verl's main_ppo needs the hybrid engine"):
         translate_verl("actor_rollout_ref.hybrid_engine=False data.train_batch_size=8")

@@ -48,6 +48,7 @@ verl's vLLM sharding manager:
 | ``algorithm.adv_estimator`` | ``--algorithm``: gae -> ppo, grpo, rloo, reinforce_plus_plus(_baseline) -> reinforce++; grpo with ``algorithm.filter_groups.enable`` -> dapo |
 | ``reward_model.enable``, ``reward_model.model.path`` | ``--reward MODEL``, or ``--reward rule`` (verl's reward function) when the reward model is off |
 | ``trainer.n_gpus_per_node`` x ``trainer.nnodes`` | ``--placement colocated --devices N --nodes M``: verl's hybrid engine puts every role on every GPU |
+| ``reward_model.enable_resource_pool``, ``.n_gpus_per_node``, ``.nnodes`` | the reward model's own pool: ``--placement "shared N+R"`` (``split G+T+R`` off the hybrid engine) |
 | ``trainer.total_training_steps`` | ``--steps`` |
 
 (``actor.`` and ``rollout.`` stand for ``actor_rollout_ref.actor.`` and ``actor_rollout_ref.rollout.``.)

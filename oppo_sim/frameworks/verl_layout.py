@@ -46,8 +46,10 @@ ASYNC_DEFAULTS: dict[str, Any] = {
     "async_training.partial_rollout": True,
 }
 """verl's one-step-off / fully-async config defaults of the keys read."""
+RM_POOL = ("reward_model.enable_resource_pool", "reward_model.n_gpus_per_node", "reward_model.nnodes")
+"""verl's reward model on GPUs of its own (``main_ppo``'s ``reward_pool``); defaults False, 8, 0."""
 LAYOUT_KEYS: tuple[str, ...] = (*MEGATRON_DEFAULTS, *ASYNC_DEFAULTS, "actor_rollout_ref.hybrid_engine",
-                                M + "override_transformer_config.recompute_granularity")
+                                M + "override_transformer_config.recompute_granularity", *RM_POOL)
 
 SCHEDULES = ("sync", "one-step-off", "fully-async")
 
@@ -132,13 +134,16 @@ def placement_and_policy(b: Builder, cfg: dict, dflt: dict, schedule: str, tp: i
     """The placement (``--placement``, ``--devices``, ``--nodes``) and, off the synchronous loop, the policy."""
     per, nodes = as_int("trainer.n_gpus_per_node", cfg["trainer.n_gpus_per_node"]), as_int("trainer.nnodes",
                                                                                           cfg["trainer.nnodes"])
+    score, score_nodes = _reward_pool(b, cfg)
     if schedule == "sync":
         b.schedule = "baseline"
         if per < 1 or nodes < 1:
             raise ConfigError(f"trainer.n_gpus_per_node and trainer.nnodes must be >= 1, got {per} and {nodes}")
-        b.use("trainer.n_gpus_per_node", per, "--placement", "colocated", "--devices", per * nodes,
-              note="hybrid engine: every role on every GPU", default=dflt["trainer.n_gpus_per_node"])
-        b.use("trainer.nnodes", nodes, "--nodes", nodes, default=dflt["trainer.nnodes"])
+        where = ("--placement", "colocated", "--devices", per * nodes) if not score else (
+            "--placement", f"shared {per * nodes}+{score}")
+        b.use("trainer.n_gpus_per_node", per, *where, default=dflt["trainer.n_gpus_per_node"],
+              note="hybrid engine: every role on every GPU" + (f"; the reward model on {score} more" if score else ""))
+        b.use("trainer.nnodes", nodes, "--nodes", nodes + score_nodes, default=dflt["trainer.nnodes"])
         if not dflt["actor_rollout_ref.hybrid_engine"]:
             b.use("actor_rollout_ref.hybrid_engine", cfg["actor_rollout_ref.hybrid_engine"], note="every role on every GPU")
         b.notes.append("verl runs the synchronous schedule (oppo-sim's baseline policy); --policy chooses the one "
@@ -148,18 +153,37 @@ def placement_and_policy(b: Builder, cfg: dict, dflt: dict, schedule: str, tp: i
     if gen % tp:
         raise ConfigError(f"rollout.n_gpus_per_node x rollout.nnodes = {gen} GPUs do not hold whole rollout "
                           f"replicas of tensor_model_parallel_size {tp}")
-    label = f"gen-apart {gen}+{train}"
+    label = f"split {gen}+{train}+{score}" if score else f"gen-apart {gen}+{train}"
     for k in ("rollout.n_gpus_per_node", "rollout.nnodes", "trainer.n_gpus_per_node"):
         b.use(k, cfg[k], default=dflt[k], note="in the placement below")
-    b.use("trainer.nnodes", cfg["trainer.nnodes"], "--placement", label, "--nodes", nodes, default=dflt["trainer.nnodes"],
-          note=f"rollout on {gen} GPUs, the trainer (and reference, reward) on {train}; {nodes} node(s) of up to "
-               f"{NODE_GPUS} GPUs")
+    b.use("trainer.nnodes", cfg["trainer.nnodes"], "--placement", label, "--nodes", nodes + score_nodes,
+          default=dflt["trainer.nnodes"], note=f"rollout on {gen} GPUs, the trainer (and reference" + (
+              f") on {train}, the reward model on {score}" if score else f", reward) on {train}")
+          + f"; {nodes + score_nodes} node(s) of up to {NODE_GPUS} GPUs")
     hk = "actor_rollout_ref.hybrid_engine"
     if schedule == "one-step-off":
         _async(b, hk, cfg[hk], 1, "one-step-off: step t+1 generates while step t trains", dflt[hk])
         return
     b.use(hk, cfg[hk], note="fully-async: the rollout apart from the trainer", default=dflt[hk])
     _fully_async(b, cfg, dflt)
+
+
+def _reward_pool(b: Builder, cfg: dict) -> tuple[int, int]:
+    """(GPUs, nodes) of the reward model's own pool (0, 0 where it shares the trainer's)."""
+    on = as_bool(RM_POOL[0], cfg.get(RM_POOL[0], False)) and as_bool("reward_model.enable", cfg["reward_model.enable"])
+    if not on:
+        return 0, 0
+    per, nodes = (as_int(k, cfg.get(k, d)) for k, d in ((RM_POOL[1], 8), (RM_POOL[2], 0)))
+    if per < 1 or nodes < 1:
+        raise ConfigError(f"{RM_POOL[0]}=True needs {RM_POOL[1]} and {RM_POOL[2]} >= 1 (verl refuses it), got {per} "
+                          f"and {nodes}")
+    b.use(RM_POOL[0], True, note=f"the reward model on {per} x {nodes} GPUs of its own")
+    b.use(RM_POOL[1], per)
+    b.use(RM_POOL[2], nodes)
+    if any(as_bool(k, cfg[k]) for k in (A + "use_kl_loss", "algorithm.use_kl_in_reward")):
+        b.notes.append("reward_model.enable_resource_pool: verl keeps the reference with the actor; oppo-sim's "
+                       "scoring pool runs it beside the reward model")
+    return per * nodes, nodes
 
 
 def _async(b: Builder, key: str, value: Any, k: int, note: str, default: bool = False) -> None:
