@@ -244,7 +244,8 @@ def _ignored(b: Builder, cfg: dict, given: list[str], stray: list[str], said: li
         else:
             why = base or "not modelled"
         b.ignore(key, cfg[key], "Hydra defaults list: composition not followed" if key == "defaults" else why)
-    rest = [w for w in stray if not any(w in s for s in said)]
+    said_words = {w for s in said for w in s.split(" ")}
+    rest = [w for w in stray if w not in said_words]
     if rest:
         b.ignore(" ".join(rest), "", "words that are not key=value overrides")
 
