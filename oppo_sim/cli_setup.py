@@ -46,6 +46,9 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--profile", default=None, help="calibrated hardware profile (.json); overrides --gpu (default: none)")
     g.add_argument("--actor", default="qwen2.5-7b",
                    help="actor model: a table id, or a Hugging Face config.json or its directory (default %(default)s)")
+    g.add_argument("--critic", default=None,
+                   help="critic model (ppo): a table id, or a Hugging Face config.json or its directory; verl "
+                        "critic.model.path, OpenRLHF --critic_pretrain (default: the reward model's shape)")
     g.add_argument("--placement", default="paper",
                    help="paper (N-1 generate+train, 1 scores), colocated, disaggregated, or a planner label with its "
                         "own device counts: colocated N, shared M+S, split G+T+S, gen-apart G+T (default %(default)s)")
@@ -86,6 +89,18 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                         "expert_model_parallel_size) and N > 1 shards them over each generation replica's tp GPUs (vLLM "
                         "enable_expert_parallel) (default %(default)s: off)")
     add_trainer_layout_args(m)
+
+
+def critic_field(a: argparse.Namespace) -> str | None:
+    """``SimConfig.critic`` from ``--critic`` (None: the reward model's shape); given for an algorithm without a
+    critic -> one-line ConfigError."""
+    from oppo_sim.core.algorithms import ALIASES
+
+    critic = getattr(a, "critic", None)
+    name = a.algorithm.strip().lower()
+    if critic is not None and ALIASES.get(name, name) != "ppo":
+        raise ConfigError(f"--critic {critic}: algorithm '{a.algorithm}' has no critic (only ppo trains one); drop it")
+    return critic
 
 
 def add_trainer_layout_args(p) -> None:
@@ -149,7 +164,7 @@ def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
                    help="responses per prompt: verl rollout.n, OpenRLHF n_samples_per_prompt (default %(default)s)")
     if reward:
         g.add_argument("--reward", default="qwen2.5-7b", metavar="{MODEL_ID,PATH,rule}",
-                       help="reward model id or Hugging Face config.json (the critic has its shape), or rule: a verifier on the CPU, no reward "
+                       help="reward model id or Hugging Face config.json (the critic has its shape unless --critic), or rule: a verifier on the CPU, no reward "
                             "model (default %(default)s)")
     g.add_argument("--reward-cost-ms", type=nonneg_float, default=None,
                    help=f"CPU milliseconds per rule-reward call; only with --reward rule (default {DEFAULT_RULE_COST_MS}: "
@@ -306,8 +321,8 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
             flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
             full_logits=a.full_logits,
         ), **limit_fields(a),
-        colocate=a.colocate, sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
+        critic=critic_field(a), colocate=a.colocate, sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 
-__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "add_offload_arg", "add_sleep_level_arg", "add_trainer_layout_args", "algorithm_fields", "add_setup_args", "check_engine_flags", "engine_fields", "sim_config", "trainer_layout"]
+__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "add_offload_arg", "add_sleep_level_arg", "add_trainer_layout_args", "algorithm_fields", "add_setup_args", "critic_field", "check_engine_flags", "engine_fields", "sim_config", "trainer_layout"]

@@ -31,6 +31,9 @@ MODEL_IDS = [
     "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
     "qwen2.5-72b", "qwen3-8b", "qwen3-32b", "llama-3.1-8b", "llama-3.1-70b",
     "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3", "qwen2.5-math-7b", "llama-2-7b", "llama-2-13b", "llama-2-70b",
+    "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-14b", "qwen2-0.5b", "qwen2-1.5b", "qwen2-7b", "qwen2-72b",
+    "qwen1.5-moe-a2.7b", "qwen2-57b-a14b", "llama-3-8b", "llama-3-70b", "llama-3.2-1b", "llama-3.2-3b", "mistral-nemo",
+    "deepseek-llm-7b", "deepseek-llm-67b", "gemma-2-2b", "gemma-2-9b", "gemma-3-1b", "gemma-3-4b",
 ]
 
 

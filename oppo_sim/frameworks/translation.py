@@ -1,7 +1,9 @@
 """What the framework readers share: the :class:`Translation` a reader returns (oppo-sim arguments, and
 what each framework key became or why it was ignored), the readers' inputs (a YAML file, a file of
-``key=value`` overrides or a launch script, a string of them), the model-path rule, and the planner's
-placement labels that ``--placement`` also takes.
+``key=value`` overrides or a launch script, a string of them; a script or command line is read as bash
+would expand it, :mod:`oppo_sim.frameworks.shell`, and what that assumed is echoed), the model-path rule,
+and the planner's placement labels that ``--placement`` also takes. The echo ends with what matters to a
+run's time and came from oppo-sim's defaults rather than the file (the GPU, the trace).
 
 A translation is a list of oppo-sim command-line arguments, parsed by the same parser as typed ones:
 there is one path from options to a ``SimConfig``. On the command line the translated arguments go
@@ -13,16 +15,16 @@ unset from the command line; edit the framework file instead.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.userfiles import read_yaml_mapping
+from oppo_sim.frameworks.shell import read_script
 
 _KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-]*$")
-_INTERP = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
+_INTERP = re.compile(r"^\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)\s*(?:,\s*(.*))?\}$")
 _WORD = re.compile(r"[a-z0-9.]+")
 
 
@@ -50,7 +52,10 @@ class Ignored:
 class Translation:
     """A framework configuration as oppo-sim arguments: ``args`` in order, ``used`` (key -> option), ``ignored``,
     ``notes`` (what is approximated), and ``pending``: option -> error raised unless the option is typed
-    explicitly (e.g. a model path that names no known model, which ``--actor`` on the command line settles)."""
+    explicitly (e.g. a model path that names no known model, which ``--actor`` on the command line settles).
+    ``assumed``: what reading a launch script assumed (:mod:`oppo_sim.frameworks.shell`); ``schedule``: the
+    oppo-sim policy the framework's own schedule is (``baseline`` for a synchronous loop, ``async(k=1)``;
+    None where the reader does not say)."""
 
     framework: str
     sources: tuple[str, ...]
@@ -58,6 +63,8 @@ class Translation:
     ignored: tuple[Ignored, ...] = ()
     notes: tuple[str, ...] = ()
     pending: tuple[tuple[str, str], ...] = ()
+    assumed: tuple[str, ...] = ()
+    schedule: str | None = None
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -79,13 +86,30 @@ class Translation:
             tail = "".join([f"  [{u.note}]" if u.note else "", "  (framework default)" if u.default else "",
                             f"  (overridden by {', '.join(over)} on the command line)" if over else ""])
             lines.append(f"  {u.key:<{width}} = {_show(u.value):<14} -> {became}{tail}")
+        if self.schedule is not None:
+            lines.append(f"schedule: {self.framework}'s own loop is oppo-sim's policy {self.schedule}")
         if self.ignored:
             lines.append(f"ignored ({len(self.ignored)}):")
             lines += [f"  {i.key}{'' if i.value == '' else ' = ' + _show(i.value)}  ({i.why})" for i in self.ignored]
+        if self.assumed:
+            lines.append("assumed while reading the script as bash would run it:")
+            lines += [f"  - {n}" for n in self.assumed]
         if self.notes:
             lines.append("approximated:")
             lines += [f"  - {n}" for n in self.notes]
+        lines += _from_defaults(set(self.options()) | given)
         return "\n".join(lines)
+
+
+def _from_defaults(set_: set[str]) -> list[str]:
+    """What matters to a run's time and comes from oppo-sim's defaults, not the framework's file (one line)."""
+    from oppo_sim.pipeline.config import SimConfig
+    from oppo_sim.traces.trace import DEFAULT_TRACE
+
+    missing = [f"{what} {opt} {value}" for opt, what, value in (
+        ("--gpu", "the GPU:", SimConfig.gpu), ("--trace", "the prompt and response lengths: the trace", DEFAULT_TRACE))
+        if opt not in set_ and not (opt == "--gpu" and "--profile" in set_)]
+    return [f"not in the file, oppo-sim's default (type it to match your job): {'; '.join(missing)}"] if missing else []
 
 
 def _show(v: Any) -> str:
@@ -103,6 +127,8 @@ class Builder:
     ignored: list[Ignored] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     pending: list[tuple[str, str]] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)
+    schedule: str | None = None
 
     def use(self, key: str, value: Any, *args: Any, note: str = "", default: bool = False) -> None:
         self.used.append(Used(key, value, tuple(str(a) for a in args), note, default))
@@ -122,7 +148,7 @@ class Builder:
 
     def done(self) -> Translation:
         return Translation(self.framework, self.sources, tuple(self.used), tuple(self.ignored), tuple(self.notes),
-                           tuple(self.pending))
+                           tuple(self.pending), tuple(dict.fromkeys(self.assumed)), self.schedule)
 
 
 # ---- reading -------------------------------------------------------------------------------------------
@@ -190,36 +216,66 @@ def existing_file(text: str) -> Path | None:
         return None
 
 
-def read_source(source: str, flag: str) -> tuple[dict[str, Any], list[str]]:
+@dataclass(frozen=True)
+class Source:
+    """One framework source read: its ``key=value`` keys, the other words (``python3``, ``-m``, a module,
+    ``--config-name=...``), and what reading it as bash assumed (:func:`oppo_sim.frameworks.shell.read_script`)."""
+
+    keys: dict[str, Any]
+    stray: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    plus: frozenset[str] = frozenset()  # keys given as +key=value (Hydra: added, not overridden)
+
+
+def load_source(source: str, flag: str) -> Source:
     """One ``--from-verl`` value: a ``.yaml``/``.yml`` file (a whole trainer config), another file (overrides
-    or a launch script: its ``key=value`` words), or the overrides themselves. -> (keys, stray words)."""
+    or a launch script, expanded as bash would), or the overrides themselves."""
     path = existing_file(source)
     if path is not None:
         if path.suffix.lower() in (".yaml", ".yml"):
-            return read_yaml(path), []
-        return read_overrides(split_words(path.read_text(), str(path)), str(path))
-    if "=" in source:
-        return read_overrides(split_words(source, flag), flag)
-    raise ConfigError(f"{flag} {source!r}: no such file, and not key=value overrides")
+            return Source(read_yaml(path), ())
+        script = read_script(path.read_text(), str(path))
+    elif "=" in source:
+        script = read_script(source, flag)
+    else:
+        raise ConfigError(f"{flag} {source!r}: no such file, and not key=value overrides")
+    keys, stray = read_overrides(script.words, str(path) if path is not None else flag)
+    plus = frozenset(w.split("=", 1)[0].lstrip("+") for w in script.words if w.startswith("+") and "=" in w)
+    return Source(keys, tuple(stray), script.notes, plus)
+
+
+def read_source(source: str, flag: str) -> tuple[dict[str, Any], list[str]]:
+    """:func:`load_source` as (keys, stray words)."""
+    src = load_source(source, flag)
+    return src.keys, list(src.stray)
 
 
 def split_words(text: str, where: str) -> list[str]:
-    """Shell words of a command line or script (comments and line continuations removed)."""
-    try:
-        return shlex.split(re.sub(r"\\\r?\n", " ", text), comments=True)
-    except ValueError as e:
-        raise ConfigError(f"{where}: cannot split into shell words: {e}") from None
+    """The words of the commands a script or command line runs, expanded as bash would (its assignments
+    consumed; comments and line continuations removed). :func:`script_words` also returns what was assumed."""
+    return list(read_script(text, where).words)
+
+
+def script_words(text: str, where: str) -> tuple[list[str], tuple[str, ...]]:
+    """(:func:`split_words`, one line per thing the reading assumed: loops, ``$(...)``, unset variables)."""
+    script = read_script(text, where)
+    return list(script.words), script.notes
 
 
 def resolve(flat: dict[str, Any]) -> dict[str, Any]:
-    """Replace ``${other.key}`` values by that key's value (Hydra interpolation, one level deep at a time)."""
+    """Replace ``${other.key}`` values by that key's value, and ``${oc.select:other.key,default}`` by it or
+    the default (Hydra/OmegaConf interpolation, one level deep at a time)."""
     out = dict(flat)
     for _ in range(4):
         changed = False
         for k, v in out.items():
             m = _INTERP.match(v) if isinstance(v, str) else None
-            if m and m.group(1) in out and out[m.group(1)] is not v:
+            if not m or (m.group(2) is not None and not v.startswith("${oc.select:")):
+                continue
+            if m.group(1) in out and out[m.group(1)] is not v:
                 out[k], changed = out[m.group(1)], True
+            elif m.group(1) not in out and m.group(2) is not None:
+                out[k], changed = scalar(m.group(2).strip()), True
         if not changed:
             break
     return out
@@ -286,9 +342,11 @@ def model_arg(key: str, value: Any) -> tuple[str | None, str]:
 
 
 def missing_model(key: str, value: Any, flag: str) -> str:
-    return (f"{key}={value}: no config.json there and no oppo-sim model matches the name; give {flag} with a "
-            f"table id or a path to a Hugging Face config.json")
+    what = ("is empty (a variable the script does not set?)" if not str(value).strip() else
+            "no config.json there and no oppo-sim model matches the name")
+    return f"{key}={value}: {what}; give {flag} with a table id or a path to a Hugging Face config.json"
 
 
-__all__ = ["Builder", "Ignored", "Translation", "Used", "as_bool", "as_float", "as_int", "existing_file", "flatten", "missing_model",
-           "model_arg", "read_overrides", "read_source", "read_yaml", "resolve", "scalar", "split_words"]
+__all__ = ["Builder", "Ignored", "Source", "Translation", "Used", "as_bool", "as_float", "as_int", "existing_file", "flatten",
+           "load_source", "missing_model", "model_arg", "read_overrides", "read_source", "read_yaml", "resolve", "scalar",
+           "script_words", "split_words"]

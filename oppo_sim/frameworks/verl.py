@@ -6,8 +6,10 @@ SOURCE is one of
   a Hydra ``defaults:`` list is listed as ignored, its composition not followed; ``${other.key}``
   interpolations are resolved);
 - any other file: a launch script or a list of overrides, e.g. verl's
-  ``examples/grpo_trainer/run_qwen2-7b.sh`` — its ``key=value`` words are read, every other word
-  (``python3``, ``-m``, ``verl.trainer.main_ppo``) is listed as ignored;
+  ``examples/grpo_trainer/run_qwen2-7b.sh`` — read as bash would expand it (its variables, ``${VAR:-d}``,
+  ``$((...))``, arrays: :mod:`oppo_sim.frameworks.shell`), its commands' ``key=value`` words are read; the
+  entry point and ``--config-name`` say which trainer and schedule (:mod:`oppo_sim.frameworks.verl_layout`);
+  every other word (``python3``, ``-m``) is listed as ignored;
 - a string of overrides: ``--from-verl "data.train_batch_size=512 actor_rollout_ref.rollout.n=16"``.
 
 ``--from-verl`` may be given several times (a config file, then overrides): later sources win, as in
@@ -15,8 +17,10 @@ Hydra. A key no source sets takes verl's documented default (:data:`VERL_DEFAULT
 would — e.g. ``actor.ppo_epochs`` is 1 in verl where oppo-sim's own default is 4.
 
 What each key means, from verl's config reference (github.com/volcengine/verl ``docs/examples/config.rst``,
-commit 006cefd) and ``verl/trainer/config/ppo_trainer.yaml`` (commit 008db45), the rollout's
-``sleep(level=1)`` from verl's vLLM sharding manager:
+commit 006cefd), ``verl/trainer/config/ppo_trainer.yaml`` (commit 008db45; the defaults rechecked against
+the composed ``_generated_ppo_trainer.yaml`` and ``_generated_ppo_megatron_trainer.yaml`` of release v0.7.0,
+2026-01-05: main has since lowered ``rollout.max_num_seqs`` to 256), the rollout's ``sleep(level=1)`` from
+verl's vLLM sharding manager:
 
 | verl key | oppo-sim option |
 |---|---|
@@ -32,20 +36,28 @@ commit 006cefd) and ``verl/trainer/config/ppo_trainer.yaml`` (commit 008db45), t
 | ``rollout.free_cache_engine`` | ``--colocate sleep --sleep-level 1`` (verl calls vLLM's ``sleep(level=1)``), else ``--colocate resident`` |
 | ``actor.use_kl_loss``, ``algorithm.use_kl_in_reward`` | a reference model iff either is set, else ``--no-reference`` |
 | ``actor.ulysses_sequence_parallel_size`` | ``--sp`` |
-| ``actor.strategy`` | ``fsdp``/``fsdp2`` (verl's default; FSDP full-shard, the reference and reward workers sharded the same way) -> ``--zero 3``; ``megatron`` -> the ZeRO stage left auto (approximated) |
+| ``actor.strategy`` | ``fsdp``/``fsdp2`` (verl's default; FSDP full-shard, the reference and reward workers sharded the same way) -> ``--zero 3``; ``megatron`` (also selected by ``--config-name=ppo_megatron_trainer``) -> ``--train-backend megatron`` |
 | ``actor.fsdp_config.param_offload``, ``.optimizer_offload`` | either True -> ``--offload-train-state``; both False (verl's default) -> ``--no-offload-train-state`` |
-| ``model.enable_gradient_checkpointing`` | ``--recompute full`` / ``--recompute none`` |
+| ``actor.megatron.tensor_model_parallel_size``, ``pipeline_…``, ``virtual_pipeline_…``, ``context_parallel_size``, ``expert_model_parallel_size``, ``use_distributed_optimizer`` | ``--train-tp``, ``--pp``, ``--vpp``, ``--cp``, ``--ep``, ``--[no-]distributed-optimizer`` |
+| ``actor.megatron.param_offload``, ``grad_offload``, ``optimizer_offload`` | any True -> ``--offload-train-state``, else ``--no-offload-train-state`` |
+| ``model.enable_gradient_checkpointing`` (FSDP); ``actor.megatron.override_transformer_config.recompute_granularity`` (Megatron) | ``--recompute full`` / ``none``; ``full``/``selective``/``none`` |
+| ``critic.model.path`` (with ``adv_estimator=gae``) | ``--critic`` |
+| ``data.gen_batch_size``, ``algorithm.filter_groups.max_num_gen_batches`` (DAPO) | ``--gen-batch-size``, ``--max-gen-batches`` |
+| one-step-off / fully-async entry points, ``rollout.n_gpus_per_node``, ``rollout.nnodes``, ``async_training.*`` | ``--placement "gen-apart G+T"`` and ``--policy async --staleness K`` (:mod:`oppo_sim.frameworks.verl_layout`) |
 | ``model.path`` | ``--actor``: the path's ``config.json`` where it exists here, else a table id matched from the name (``Qwen/Qwen2.5-7B-Instruct`` -> ``qwen2.5-7b``), else a one-line error naming it (unless ``--actor`` is typed) |
 | ``algorithm.adv_estimator`` | ``--algorithm``: gae -> ppo, grpo, rloo, reinforce_plus_plus(_baseline) -> reinforce++; grpo with ``algorithm.filter_groups.enable`` -> dapo |
 | ``reward_model.enable``, ``reward_model.model.path`` | ``--reward MODEL``, or ``--reward rule`` (verl's reward function) when the reward model is off |
 | ``trainer.n_gpus_per_node`` x ``trainer.nnodes`` | ``--placement colocated --devices N --nodes M``: verl's hybrid engine puts every role on every GPU |
+| ``reward_model.enable_resource_pool``, ``.n_gpus_per_node``, ``.nnodes`` | the reward model's own pool: ``--placement "shared N+R"`` (``split G+T+R`` off the hybrid engine) |
 | ``trainer.total_training_steps`` | ``--steps`` |
 
 (``actor.`` and ``rollout.`` stand for ``actor_rollout_ref.actor.`` and ``actor_rollout_ref.rollout.``.)
 Approximated, and said in the echo: verl's ``truncation: error`` (an overlong prompt stops the run)
-becomes a filter; ``reinforce_plus_plus`` (no baseline) becomes oppo-sim's ``reinforce++``; the critic
-takes the reward model's shape (``critic.model.path`` is not read). Keys of what oppo-sim does not time
-(optimiser, logging, checkpoints, micro-batch sizes, expert parallelism) are listed as ignored.
+becomes a filter; ``reinforce_plus_plus`` (no baseline) becomes oppo-sim's ``reinforce++``. Keys of what
+oppo-sim does not time (optimiser, logging, checkpoints, micro-batch sizes) are listed as ignored. The
+defaults are verl's release v0.7.0's; the known keys, v0.7.0's and main's (``oppo_sim/data/verl_config_keys.json``);
+a near-miss of a known key is refused with "did you mean" (:mod:`oppo_sim.frameworks.verl_keys`), and a
+source none of whose keys verl has is refused.
 """
 
 from __future__ import annotations
@@ -59,8 +71,17 @@ from oppo_sim.frameworks.translation import (
     as_bool,
     as_float,
     as_int,
-    read_source,
+    load_source,
     resolve,
+)
+from oppo_sim.frameworks.verl_keys import check_typos, is_known
+from oppo_sim.frameworks.verl_layout import (
+    ASYNC_DEFAULTS,
+    LAYOUT_KEYS,
+    MEGATRON_DEFAULTS,
+    entry,
+    megatron,
+    placement_and_policy,
 )
 
 A, R = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout."
@@ -71,18 +92,26 @@ VERL_DEFAULTS: dict[str, Any] = {
     R + "max_num_batched_tokens": 8192, R + "enable_chunked_prefill": True, R + "free_cache_engine": True,
     A + "ppo_mini_batch_size": 256, A + "ppo_epochs": 1, A + "use_kl_loss": False, A + "ulysses_sequence_parallel_size": 1,
     A + "strategy": "fsdp", A + "fsdp_config.param_offload": False, A + "fsdp_config.optimizer_offload": False,
-    "actor_rollout_ref.model.enable_gradient_checkpointing": True,
+    "actor_rollout_ref.model.enable_gradient_checkpointing": True, "actor_rollout_ref.hybrid_engine": True,
     "algorithm.adv_estimator": "gae", "algorithm.use_kl_in_reward": False, "reward_model.enable": False,
     "trainer.n_gpus_per_node": 8, "trainer.nnodes": 1,
 }
-"""verl's defaults of the keys oppo-sim reads (``verl/trainer/config/ppo_trainer.yaml``, 2025)."""
+"""verl's defaults of the keys oppo-sim reads, at release v0.7.0 (``ppo_trainer``; ``ppo_megatron_trainer`` adds
+:data:`~oppo_sim.frameworks.verl_layout.MEGATRON_DEFAULTS`, the async entry points
+:data:`~oppo_sim.frameworks.verl_layout.ASYNC_DEFAULTS`)."""
 
 ADV_ESTIMATORS: dict[str, str] = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo",
-                                  "reinforce_plus_plus_baseline": "reinforce++", "reinforce_plus_plus": "reinforce++"}
-"""verl ``algorithm.adv_estimator`` -> oppo-sim ``--algorithm``."""
+                                  "reinforce_plus_plus_baseline": "reinforce++", "reinforce_plus_plus": "reinforce++",
+                                  "grpo_vectorized": "grpo", "rloo_vectorized": "rloo", "grpo_passk": "grpo",
+                                  "gpg": "grpo", "opo": "grpo", "optimal_token_baseline": "grpo"}
+"""verl ``algorithm.adv_estimator`` -> oppo-sim ``--algorithm`` (verl's ``AdvantageEstimator``; ``remax``, which
+generates a greedy baseline response per prompt, is not simulated)."""
+_SAME_COST = frozenset({"grpo_vectorized", "rloo_vectorized", "grpo_passk", "gpg", "opo", "optimal_token_baseline"})
+"""Estimators whose advantage differs from oppo-sim's algorithm only in a CPU-side formula over the same group."""
+CRITIC_DEFAULT = "~/models/deepseek-llm-7b-chat"
+"""verl's ``critic.model.path`` when a PPO job does not give one."""
 
 _PLAIN: tuple[tuple[str, str, Any], ...] = (  # key, option, value type: one key, one option
-    ("data.train_batch_size", "--batch", as_int),
     ("data.max_prompt_length", "--max-prompt", as_int),
     ("data.max_response_length", "--max-response", as_int),
     (R + "n", "--n", as_int),
@@ -91,59 +120,134 @@ _PLAIN: tuple[tuple[str, str, Any], ...] = (  # key, option, value type: one key
     (R + "max_num_seqs", "--max-num-seqs", as_int),
     (R + "max_num_batched_tokens", "--max-num-batched-tokens", as_int),
     (A + "ppo_epochs", "--ppo-epochs", as_int),
-    (A + "ulysses_sequence_parallel_size", "--sp", as_int),
     ("trainer.total_training_steps", "--steps", as_int),
 )
-_GROUPED = ("data.filter_overlong_prompts", "data.truncation", R + "enable_chunked_prefill", R + "free_cache_engine",
-            A + "ppo_mini_batch_size", A + "use_kl_loss", "algorithm.use_kl_in_reward",
+DAPO_ROUNDS: tuple[tuple[str, str], ...] = (("data.gen_batch_size", "--gen-batch-size"),
+                                            ("algorithm.filter_groups.max_num_gen_batches", "--max-gen-batches"))
+"""DAPO's rounds: verl key -> the option of oppo-sim's round-by-round DAPO (where this oppo-sim lacks it, the
+key is listed as ignored by the command's parser)."""
+_GROUPED = ("data.train_batch_size", "data.filter_overlong_prompts", "data.truncation", R + "enable_chunked_prefill",
+            R + "free_cache_engine", A + "ppo_mini_batch_size", A + "use_kl_loss", "algorithm.use_kl_in_reward",
             "actor_rollout_ref.model.enable_gradient_checkpointing", "actor_rollout_ref.model.path",
             "algorithm.adv_estimator", "algorithm.filter_groups.enable", "reward_model.enable",
             "reward_model.model.path", "trainer.n_gpus_per_node", "trainer.nnodes", A + "strategy",
-            A + "fsdp_config.param_offload", A + "fsdp_config.optimizer_offload", "actor_rollout_ref.ref.fsdp_config.param_offload")
-READ: frozenset[str] = frozenset([k for k, _, _ in _PLAIN] + list(_GROUPED))
+            A + "ulysses_sequence_parallel_size", A + "fsdp_config.param_offload", A + "fsdp_config.optimizer_offload",
+            "actor_rollout_ref.ref.fsdp_config.param_offload", "critic.model.path", "critic.strategy")
+READ: frozenset[str] = frozenset([k for k, _, _ in _PLAIN] + list(_GROUPED) + [k for k, _ in DAPO_ROUNDS]
+                                 + list(LAYOUT_KEYS))
 """Every verl key the reader translates; any other key is listed as ignored."""
 
-_WHY = {"data.": "dataset plumbing", "trainer.": "logging, checkpoints, validation", "critic.": "the critic takes "
-        "the reward model's shape", "actor_rollout_ref.ref.": "the reference has the actor's shape",
+_WHY = {"data.": "dataset plumbing", "trainer.": "logging, checkpoints, validation", "critic.": "the critic trains "
+        "with the actor's layout", "actor_rollout_ref.ref.": "the reference has the actor's shape and layout",
         "actor_rollout_ref.actor.optim.": "the optimiser's settings do not change a step's time",
-        "custom_reward_function.": "the rule reward's cost is --reward-cost-ms"}
+        "custom_reward_function.": "the rule reward's cost is --reward-cost-ms",
+        "reward_model.reward_kwargs.": "the rule reward's cost is --reward-cost-ms",
+        "rollout.": "the rollout's own GPUs: only the one-step-off and fully-async entry points have them",
+        "async_training.": "only the fully-async entry point reads it",
+        "actor_rollout_ref.actor.optim.override_optimizer_config.": "Megatron's CPU optimizer is not modelled: the "
+        "Adam step runs on the GPUs", "actor_rollout_ref.actor.megatron.override_transformer_config.": "Megatron's "
+        "kernel and pipeline-split settings are not modelled"}
 
 
 def read_verl(sources: Sequence[str]) -> tuple[dict[str, Any], list[str], list[str]]:
     """The merged keys of ``sources`` (later wins), Hydra interpolations resolved, the stray words, and the
     keys given (the rest of :data:`VERL_DEFAULTS` fills in)."""
+    cfg, stray, given, _, _ = _read(sources)
+    return cfg, stray, given
+
+
+def _read(sources: Sequence[str]) -> tuple[dict[str, Any], list[str], list[str], list[str], set[str]]:
     given: dict[str, Any] = {}
     stray: list[str] = []
+    assumed: list[str] = []
+    added: set[str] = set()
     for src in sources:
-        keys, words = read_source(src, "--from-verl")
-        given.update(keys)
-        stray += words
-    merged = resolve({**VERL_DEFAULTS, **given})
-    return merged, stray, list(given)
+        s = load_source(src, "--from-verl")
+        given.update(s.keys)
+        stray += s.stray
+        assumed += s.notes
+        added |= s.plus
+        if not s.keys:
+            raise ConfigError(f"--from-verl {src!r}: no verl key=value overrides in it (is it a verl job?)")
+    schedule, config, _ = entry(stray, given, set(given))
+    base = {**VERL_DEFAULTS, **(ASYNC_DEFAULTS if schedule != "sync" else {}),
+            **(MEGATRON_DEFAULTS if config and "megatron" in config or str(given.get(A + "strategy")) == "megatron"
+               else {})}
+    if config and "megatron" in config:
+        base[A + "strategy"] = "megatron"
+    return resolve({**base, **given}), stray, list(given), assumed, added
 
 
 def translate_verl(sources: Sequence[str] | str) -> Translation:
     """verl's config (files and/or overrides) -> oppo-sim arguments, with every key echoed or listed."""
     sources = (sources,) if isinstance(sources, str) else tuple(sources)
-    cfg, stray, given = read_verl(sources)
+    cfg, stray, given, assumed, added = _read(sources)
+    try:
+        return _translate(sources, cfg, stray, given, assumed, added)
+    except ConfigError as e:  # an empty value: say which variables the script left unset
+        unset = [n.split(" ", 1)[0] for n in assumed if "is not set in the script" in n]
+        if unset and "''" in str(e):
+            raise ConfigError(f"{e} ({', '.join(unset)}: not set in the script, and the environment is not read; "
+                              "set it in the script)") from None
+        raise
+
+
+def _translate(sources: tuple[str, ...], cfg: dict, stray: list[str], given: list[str], assumed: list[str],
+               added: set[str]) -> Translation:
+    unknown = check_typos(given, added)
+    if given and len(unknown) == len(given):
+        raise ConfigError(f"--from-verl: none of the {len(given)} keys given is a key of verl's config (e.g. "
+                          f"{unknown[0]}); is it a verl job?")
+    schedule, config, said = entry(stray, cfg, set(given))
     b = Builder("verl", sources)
+    b.assumed += assumed
     dflt = {k: k not in given for k in cfg}
+    fully = schedule == "fully-async"
+    if said:
+        b.use(" ".join(said), "", note=f"{schedule} schedule" + (f", config {config}" if config else ""))
+    if config and config.removesuffix("_trainer").split("_")[-1] not in ("ppo", "megatron"):
+        b.notes.append(f"--config-name={config}: that config file is not read; its keys are taken as verl's defaults")
     for key, opt, kind in _PLAIN:
         if cfg.get(key) is not None:
             b.use(key, cfg[key], opt, kind(key, cfg[key]), default=dflt[key])
     _prompts(b, cfg, dflt)
-    _engine(b, cfg, dflt)
-    _training(b, cfg, dflt)
-    _trainer_state(b, cfg, dflt)
-    _algorithm(b, cfg, dflt)
-    _placement(b, cfg, dflt)
-    for key in sorted(k for k in given if k not in READ):
-        head = next((why for p, why in _WHY.items() if key.startswith(p)), "not modelled")
-        b.ignore(key, cfg[key], "Hydra defaults list: composition not followed" if key == "defaults" else head)
-    if stray:
-        b.ignore(" ".join(stray), "", "words that are not key=value overrides")
-    b.notes.append("verl runs the synchronous schedule (oppo-sim's baseline policy); --policy chooses the one simulated")
+    _engine(b, cfg, dflt, colocated=schedule == "sync")
+    _training(b, cfg, dflt, fully)
+    backend = _trainer_state(b, cfg, dflt)
+    algorithm = _algorithm(b, cfg, dflt)
+    _dapo_rounds(b, cfg, dflt, given, algorithm, fully)
+    placement_and_policy(b, cfg, dflt, schedule, as_int(R + "tensor_model_parallel_size",
+                                                        cfg[R + "tensor_model_parallel_size"]))
+    _ignored(b, cfg, given, stray, said, backend, set(unknown), added, schedule)
     return b.done()
+
+
+def _ignored(b: Builder, cfg: dict, given: list[str], stray: list[str], said: list[str], backend: str,
+             unknown: set[str], added: set[str], schedule: str) -> None:
+    echoed = {u.key for u in b.used}
+    for key in sorted(k for k in given if k not in echoed):
+        base = max(((p, w) for p, w in _WHY.items() if key.startswith(p)), default=("", ""))[1]
+        if key in unknown:
+            why = "not a key of verl's config"
+            why = f"added with +: {base or why}" if key in added else why
+        elif key == "data.train_batch_size":
+            why = "fully-async: the trainer takes require_batches x ppo_mini_batch_size prompts at a time"
+        elif key in dict(DAPO_ROUNDS):
+            why = ("fully-async: the rollout generates prompt by prompt" if schedule == "fully-async" else
+                   "only DAPO's dynamic sampling (algorithm.filter_groups.enable=True) generates in rounds")
+        elif key.startswith("rollout.") and schedule != "sync":
+            why = "the rollout's run length and validation: not modelled"
+        elif key.startswith("async_training.") and schedule == "fully-async":
+            why = "not modelled"
+        elif key == A + "ulysses_sequence_parallel_size" and backend == "megatron":
+            why = "an FSDP setting; Megatron's is context_parallel_size"
+        else:
+            why = base or "not modelled"
+        b.ignore(key, cfg[key], "Hydra defaults list: composition not followed" if key == "defaults" else why)
+    said_words = {w for s in said for w in s.split(" ")}
+    rest = [w for w in stray if w not in said_words]
+    if rest:
+        b.ignore(" ".join(rest), "", "words that are not key=value overrides")
 
 
 def _prompts(b: Builder, cfg: dict, dflt: dict) -> None:
@@ -160,45 +264,48 @@ def _prompts(b: Builder, cfg: dict, dflt: dict) -> None:
         b.use("data.truncation", trunc, "--truncate-prompt", default=dflt["data.truncation"])
 
 
-def _engine(b: Builder, cfg: dict, dflt: dict) -> None:
+def _engine(b: Builder, cfg: dict, dflt: dict, colocated: bool) -> None:
     k = R + "enable_chunked_prefill"
     on = as_bool(k, cfg[k])
     b.use(k, on, "--enable-chunked-prefill" if on else "--no-enable-chunked-prefill", default=dflt[k])
     k = R + "free_cache_engine"
-    if as_bool(k, cfg[k]):
+    if not colocated:
+        b.use(k, cfg[k], default=dflt[k], note="the rollout has its own GPUs: nothing takes turns")
+    elif as_bool(k, cfg[k]):
         b.use(k, True, "--colocate", "sleep", "--sleep-level", 1, note="vLLM sleep(level=1) after each rollout",
               default=dflt[k])
     else:
         b.use(k, False, "--colocate", "resident", default=dflt[k])
 
 
-def _training(b: Builder, cfg: dict, dflt: dict) -> None:
+def _training(b: Builder, cfg: dict, dflt: dict, fully_async: bool) -> None:
     k = A + "ppo_mini_batch_size"
-    batch, mini = as_int("data.train_batch_size", cfg["data.train_batch_size"]), as_int(k, cfg[k])
-    if mini < 1:
-        raise ConfigError(f"{k}: must be >= 1, got {mini}")
-    parts = -(-batch // mini)
-    b.use(k, mini, "--minibatches", parts, default=dflt[k],
-          note=f"{batch} / {mini} prompts" + ("" if batch % mini == 0 else ", the last mini-batch smaller"))
-    k = "actor_rollout_ref.model.enable_gradient_checkpointing"
-    b.use(k, cfg[k], "--recompute", "full" if as_bool(k, cfg[k]) else "none", default=dflt[k])
+    if not fully_async:  # fully-async: the batch and mini-batches come from async_training.* (verl_layout)
+        batch, mini = as_int("data.train_batch_size", cfg["data.train_batch_size"]), as_int(k, cfg[k])
+        if mini < 1 or batch < 1:
+            raise ConfigError(f"data.train_batch_size and {k} must be >= 1, got {batch} and {mini}")
+        b.use("data.train_batch_size", batch, "--batch", batch, default=dflt["data.train_batch_size"])
+        b.use(k, mini, "--minibatches", -(-batch // mini), default=dflt[k],
+              note=f"{batch} / {mini} prompts" + ("" if batch % mini == 0 else ", the last mini-batch smaller"))
     k = "actor_rollout_ref.model.path"
     if k in cfg:
         b.use_model(k, cfg[k], "--actor")
 
 
-def _trainer_state(b: Builder, cfg: dict, dflt: dict) -> None:
-    """The actor's strategy (FSDP full-shard = ZeRO-3) and its offload switches (``--[no-]offload-train-state``)."""
+def _trainer_state(b: Builder, cfg: dict, dflt: dict) -> str:
+    """The actor's trainer: FSDP (full-shard = ZeRO-3, ``--sp``, its offload and checkpointing switches) or
+    Megatron (:func:`~oppo_sim.frameworks.verl_layout.megatron`). -> the backend."""
     k = A + "strategy"
     strategy = str(cfg[k]).strip().lower()
-    if strategy in ("fsdp", "fsdp2"):
-        b.use(k, strategy, "--zero", 3, note="FSDP full-shard: ZeRO-3 (the reference sharded with it)", default=dflt[k])
-    elif strategy == "megatron":
-        b.use(k, strategy, note="ZeRO stage left auto", default=dflt[k])
-        b.notes.append("actor.strategy=megatron: tensor/pipeline parallel training is not modelled; oppo-sim's "
-                       "data-parallel trainer with the ZeRO stage left auto (2, else 3) stands in for it")
-    else:
+    if strategy == "megatron":
+        b.use(k, strategy, default=dflt[k])
+        megatron(b, cfg, dflt)
+        return "megatron"
+    if strategy not in ("fsdp", "fsdp2"):
         raise ConfigError(f"{k}: expected fsdp, fsdp2 or megatron, got {cfg[k]!r}")
+    b.use(k, strategy, "--zero", 3, note="FSDP full-shard: ZeRO-3 (the reference sharded with it)", default=dflt[k])
+    sk = A + "ulysses_sequence_parallel_size"
+    b.use(sk, cfg[sk], "--sp", as_int(sk, cfg[sk]), default=dflt[sk])
     pk, ok = A + "fsdp_config.param_offload", A + "fsdp_config.optimizer_offload"
     param, opt = as_bool(pk, cfg[pk]), as_bool(ok, cfg[ok])
     b.use(pk, param, default=dflt[pk])
@@ -208,15 +315,20 @@ def _trainer_state(b: Builder, cfg: dict, dflt: dict) -> None:
     rk = "actor_rollout_ref.ref.fsdp_config.param_offload"
     if rk in cfg:
         b.use(rk, cfg[rk], note="oppo-sim offloads frozen weights exactly when it offloads the trainer's state")
+    k = "actor_rollout_ref.model.enable_gradient_checkpointing"
+    b.use(k, cfg[k], "--recompute", "full" if as_bool(k, cfg[k]) else "none", default=dflt[k])
+    return "fsdp"
 
 
-def _algorithm(b: Builder, cfg: dict, dflt: dict) -> None:
+def _algorithm(b: Builder, cfg: dict, dflt: dict) -> str:
+    """``--algorithm``, the reference (KL), the reward and, under GAE, the critic. -> the algorithm."""
     k = "algorithm.adv_estimator"
     est = str(cfg[k]).strip().lower()
     if est not in ADV_ESTIMATORS:
         raise ConfigError(f"{k}={cfg[k]}: oppo-sim simulates {', '.join(ADV_ESTIMATORS)}")
     name = ADV_ESTIMATORS[est]
-    note = "no group baseline in verl; oppo-sim's reinforce++ costs the same" if est == "reinforce_plus_plus" else ""
+    note = "no group baseline in verl; oppo-sim's reinforce++ costs the same" if est == "reinforce_plus_plus" else (
+        f"the same group of n, another advantage formula: costs as {name}" if est in _SAME_COST else "")
     fk = "algorithm.filter_groups.enable"
     if fk in cfg and as_bool(fk, cfg[fk]):
         if name != "grpo":
@@ -224,6 +336,11 @@ def _algorithm(b: Builder, cfg: dict, dflt: dict) -> None:
         name, note = "dapo", "with algorithm.filter_groups.enable: DAPO's dynamic sampling"
         b.use(fk, True, note="-> --algorithm dapo")
     b.use(k, est, "--algorithm", name, note=note, default=dflt[k])
+    if name == "ppo":
+        ck = "critic.model.path"
+        b.use_model(ck, cfg.get(ck, CRITIC_DEFAULT), "--critic")
+        if ck not in cfg:
+            b.notes.append(f"critic.model.path not given: verl's default {CRITIC_DEFAULT}")
     loss, inrew = as_bool(A + "use_kl_loss", cfg[A + "use_kl_loss"]), as_bool(
         "algorithm.use_kl_in_reward", cfg["algorithm.use_kl_in_reward"])
     b.use(A + "use_kl_loss", loss, default=dflt[A + "use_kl_loss"])
@@ -233,22 +350,24 @@ def _algorithm(b: Builder, cfg: dict, dflt: dict) -> None:
     k = "reward_model.enable"
     if not as_bool(k, cfg[k]):
         b.use(k, False, "--reward", "rule", note="verl's reward function on the CPU", default=dflt[k])
-        return
+        return name
     b.use(k, True, default=dflt[k])
     mk = "reward_model.model.path"
     if mk not in cfg:
         raise ConfigError(f"{k}=True needs {mk}")
     b.use_model(mk, cfg[mk], "--reward")
+    return name
 
 
-def _placement(b: Builder, cfg: dict, dflt: dict) -> None:
-    per, nodes = as_int("trainer.n_gpus_per_node", cfg["trainer.n_gpus_per_node"]), as_int("trainer.nnodes",
-                                                                                          cfg["trainer.nnodes"])
-    if per < 1 or nodes < 1:
-        raise ConfigError(f"trainer.n_gpus_per_node and trainer.nnodes must be >= 1, got {per} and {nodes}")
-    b.use("trainer.n_gpus_per_node", per, "--placement", "colocated", "--devices", per * nodes,
-          note="hybrid engine: every role on every GPU", default=dflt["trainer.n_gpus_per_node"])
-    b.use("trainer.nnodes", nodes, "--nodes", nodes, default=dflt["trainer.nnodes"])
+# ---- DAPO's rounds: verl data.gen_batch_size and filter_groups.max_num_gen_batches (one place) -------------
+
+def _dapo_rounds(b: Builder, cfg: dict, dflt: dict, given: list[str], algorithm: str, fully_async: bool) -> None:
+    """Under DAPO, the prompts generated per round and the most rounds a step may take, as given."""
+    if algorithm != "dapo" or fully_async:
+        return
+    for key, option in DAPO_ROUNDS:
+        if key in given:
+            b.use(key, cfg[key], option, as_int(key, cfg[key]), default=dflt[key])
 
 
-__all__ = ["ADV_ESTIMATORS", "READ", "VERL_DEFAULTS", "read_verl", "translate_verl"]
+__all__ = ["ADV_ESTIMATORS", "CRITIC_DEFAULT", "DAPO_ROUNDS", "READ", "VERL_DEFAULTS", "read_verl", "translate_verl"]

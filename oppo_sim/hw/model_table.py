@@ -7,6 +7,14 @@ test suite holds the full files (``tests/fixtures/hf_configs/<id>/config.json``)
 reads to its table entry. Counts, with the reader's conventions (DeepSeek-V3 without its
 multi-token-prediction layer): Qwen3-30B-A3B 30.5B total / 3.3B active, Qwen3-235B-A22B 235B / 22B,
 DeepSeek-V3 671B / 37B, Llama-2 6.74B / 13.0B / 69.0B.
+
+The models RL recipes (verl's, OpenRLHF's, NeMo RL's examples) use most are here too, so that a hub id or
+a local path ending in one (``Qwen/Qwen3-4B``, ``/root/models/deepseek-llm-7b-chat``) resolves offline:
+Qwen3-0.6B/1.7B from ``aiconfigurator-core`` 0.12.0's ``model_configs/`` (Apache-2.0, copies of the Hub's
+``config.json``; also in ``tests/fixtures/hf_configs/``), the others from their Hub ``config.json`` values
+(Qwen3-4B/14B, Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B and Gemma-3-4B cross-checked against public copies of
+them). An -Instruct/-chat/-base variant has its base's shape.
+Gemma-2/3's sliding-window layers are counted with a full KV cache (an upper bound on their KV memory).
 """
 
 from __future__ import annotations
@@ -49,6 +57,14 @@ def _llama2(layers: int, hidden: int, heads: int, kv_heads: int, intermediate: i
             "tie_word_embeddings": False, "torch_dtype": "float16"}
 
 
+def _dense(model_type: str, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int, vocab: int,
+           tied: bool, head_dim: int | None = None, **extra) -> dict:
+    return {"model_type": model_type, "num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
+            "num_key_value_heads": kv_heads, "intermediate_size": intermediate, "vocab_size": vocab,
+            "tie_word_embeddings": tied, "torch_dtype": "bfloat16",
+            **({} if head_dim is None else {"head_dim": head_dim}), **extra}
+
+
 HF_CONFIGS: Mapping[str, tuple[str, Mapping]] = MappingProxyType({
     "qwen3-30b-a3b": ("Qwen3-30B-A3B", _qwen3_moe(48, 2048, 32, 768, 6144)),
     "qwen3-235b-a22b": ("Qwen3-235B-A22B", _qwen3_moe(94, 4096, 64, 1536, 12288)),
@@ -66,6 +82,31 @@ HF_CONFIGS: Mapping[str, tuple[str, Mapping]] = MappingProxyType({
     "llama-2-7b": ("Llama-2-7B", _llama2(32, 4096, 32, 32, 11008)),
     "llama-2-13b": ("Llama-2-13B", _llama2(40, 5120, 40, 40, 13824)),
     "llama-2-70b": ("Llama-2-70B", _llama2(80, 8192, 64, 8, 28672)),
+    "qwen3-0.6b": ("Qwen3-0.6B", _dense("qwen3", 28, 1024, 16, 8, 3072, 151936, True, 128, attention_bias=False)),
+    "qwen3-1.7b": ("Qwen3-1.7B", _dense("qwen3", 28, 2048, 16, 8, 6144, 151936, True, 128, attention_bias=False)),
+    "qwen3-4b": ("Qwen3-4B", _dense("qwen3", 36, 2560, 32, 8, 9728, 151936, True, 128, attention_bias=False)),
+    "qwen3-14b": ("Qwen3-14B", _dense("qwen3", 40, 5120, 40, 8, 17408, 151936, False, 128, attention_bias=False)),
+    "qwen2-0.5b": ("Qwen2-0.5B", _dense("qwen2", 24, 896, 14, 2, 4864, 151936, True)),
+    "qwen2-1.5b": ("Qwen2-1.5B", _dense("qwen2", 28, 1536, 12, 2, 8960, 151936, True)),
+    "qwen2-7b": ("Qwen2-7B", _dense("qwen2", 28, 3584, 28, 4, 18944, 152064, False)),
+    "qwen2-72b": ("Qwen2-72B", _dense("qwen2", 80, 8192, 64, 8, 29568, 152064, False)),
+    "qwen1.5-moe-a2.7b": ("Qwen1.5-MoE-A2.7B", _dense(
+        "qwen2_moe", 24, 2048, 16, 16, 5632, 151936, False, num_experts=60, num_experts_per_tok=4,
+        moe_intermediate_size=1408, shared_expert_intermediate_size=5632, decoder_sparse_step=1, mlp_only_layers=[])),
+    "qwen2-57b-a14b": ("Qwen2-57B-A14B", _dense(
+        "qwen2_moe", 28, 3584, 28, 4, 18944, 151936, False, num_experts=64, num_experts_per_tok=8,
+        moe_intermediate_size=2560, shared_expert_intermediate_size=20480, decoder_sparse_step=1, mlp_only_layers=[])),
+    "llama-3-8b": ("Llama-3-8B", _dense("llama", 32, 4096, 32, 8, 14336, 128256, False)),
+    "llama-3-70b": ("Llama-3-70B", _dense("llama", 80, 8192, 64, 8, 28672, 128256, False)),
+    "deepseek-llm-7b": ("DeepSeek-LLM-7B", _dense("llama", 30, 4096, 32, 32, 11008, 102400, False)),
+    "deepseek-llm-67b": ("DeepSeek-LLM-67B", _dense("llama", 95, 8192, 64, 8, 22016, 102400, False)),
+    "llama-3.2-1b": ("Llama-3.2-1B", _dense("llama", 16, 2048, 32, 8, 8192, 128256, True, 64)),
+    "llama-3.2-3b": ("Llama-3.2-3B", _dense("llama", 28, 3072, 24, 8, 8192, 128256, True, 128)),
+    "mistral-nemo": ("Mistral-Nemo-12B", _dense("mistral", 40, 5120, 32, 8, 14336, 131072, False, 128)),
+    "gemma-2-2b": ("Gemma-2-2B", _dense("gemma2", 26, 2304, 8, 4, 9216, 256000, True, 256)),
+    "gemma-2-9b": ("Gemma-2-9B", _dense("gemma2", 42, 3584, 16, 8, 14336, 256000, True, 256)),
+    "gemma-3-1b": ("Gemma-3-1B", _dense("gemma3_text", 26, 1152, 4, 1, 6912, 262144, True, 256)),
+    "gemma-3-4b": ("Gemma-3-4B", _dense("gemma3_text", 34, 2560, 8, 4, 10240, 262208, True, 256)),
 })
 """Shape keys of each table model's ``config.json`` (id -> (display name, keys))."""
 

@@ -1,0 +1,224 @@
+"""Where a verl job runs and how: the entry point and ``--config-name`` (which trainer, which schedule), the
+Megatron trainer's layout, and the placement and policy of the synchronous, one-step-off and fully-async
+schedules. Used by :mod:`oppo_sim.frameworks.verl`, which documents the keys.
+
+Schedules (verl ``verl/experimental/one_step_off_policy`` and ``fully_async_policy``, README and
+``main_ppo.py``/``fully_async_main.py`` at the commit of :data:`oppo_sim.frameworks.verl_keys.KEYS_SOURCE`):
+
+- ``verl.trainer.main_ppo`` (hybrid engine): every role on every GPU -> ``--placement colocated``, verl's
+  synchronous loop = oppo-sim's ``baseline``;
+- one-step-off (``...one_step_off_policy.main_ppo``, ``actor_rollout_ref.hybrid_engine=False``): rollout on
+  ``rollout.n_gpus_per_node x rollout.nnodes`` GPUs, the trainer (and reference, reward) on
+  ``trainer.n_gpus_per_node x trainer.nnodes`` -> ``--placement "gen-apart G+T"``; step t+1 generates while
+  step t trains -> ``--policy async --staleness 1``;
+- fully-async (``...fully_async_policy.fully_async_main``): the same two pools; the trainer updates on
+  ``require_batches x ppo_mini_batch_size`` prompts and syncs the rollout's weights every
+  ``trigger_parameter_sync_step`` updates: a *parameter version* of ``require_batches x ppo_mini_batch_size x
+  trigger_parameter_sync_step`` prompts is oppo-sim's step (``--batch``), each update a mini-batch;
+  ``staleness_threshold`` > 0 lets the rollout run ahead with stale samples -> ``async`` with the bound
+  ``ceil(staleness_threshold)`` (at least 1); 0 is synchronous between versions -> ``baseline``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.policies import Async
+from oppo_sim.frameworks.translation import Builder, as_bool, as_float, as_int
+
+A = "actor_rollout_ref.actor."
+M = A + "megatron."
+NODE_GPUS = 8
+"""GPUs per node assumed where two pools might share nodes (an HGX node)."""
+
+MEGATRON_DEFAULTS: dict[str, Any] = {
+    M + "tensor_model_parallel_size": 1, M + "pipeline_model_parallel_size": 1,
+    M + "virtual_pipeline_model_parallel_size": None, M + "context_parallel_size": 1,
+    M + "expert_model_parallel_size": 1, M + "use_distributed_optimizer": True, M + "param_offload": False,
+    M + "grad_offload": False, M + "optimizer_offload": False,
+}
+"""verl's ``ppo_megatron_trainer`` defaults of the Megatron keys read."""
+ASYNC_DEFAULTS: dict[str, Any] = {
+    "rollout.nnodes": 1, "rollout.n_gpus_per_node": 8, "async_training.staleness_threshold": 0.1,
+    "async_training.trigger_parameter_sync_step": 4, "async_training.require_batches": 1,
+    "async_training.partial_rollout": True,
+}
+"""verl's one-step-off / fully-async config defaults of the keys read."""
+RM_POOL = ("reward_model.enable_resource_pool", "reward_model.n_gpus_per_node", "reward_model.nnodes")
+"""verl's reward model on GPUs of its own (``main_ppo``'s ``reward_pool``); defaults False, 8, 0."""
+LAYOUT_KEYS: tuple[str, ...] = (*MEGATRON_DEFAULTS, *ASYNC_DEFAULTS, "actor_rollout_ref.hybrid_engine",
+                                M + "override_transformer_config.recompute_granularity", *RM_POOL)
+
+SCHEDULES = ("sync", "one-step-off", "fully-async")
+
+
+def entry(stray: list[str], cfg: dict, given: set[str]) -> tuple[str, str | None, list[str]]:
+    """(schedule, ``--config-name`` or None, the words that said so) from the launcher's words and keys."""
+    schedule, config, said = "sync", None, []
+    for i, w in enumerate(stray):
+        module = w.removesuffix(".py").replace("/", ".")
+        if "one_step_off_policy." in module and module.endswith(".main_ppo"):
+            schedule, said = "one-step-off", said + [w]
+        elif "fully_async_policy." in module and module.endswith(".fully_async_main"):
+            schedule, said = "fully-async", said + [w]
+        if w.startswith("--config-name"):
+            name = w.partition("=")[2] if "=" in w else (stray[i + 1] if i + 1 < len(stray) else "")
+            config, said = name.strip().removesuffix(".yaml"), said + [w if "=" in w else f"{w} {name}"]
+    hybrid = as_bool("actor_rollout_ref.hybrid_engine", cfg.get("actor_rollout_ref.hybrid_engine", True))
+    if schedule == "sync" and not hybrid:
+        if any(k.startswith("async_training.") for k in given):
+            schedule = "fully-async"
+        elif "rollout.n_gpus_per_node" in given:
+            schedule = "one-step-off"
+        else:
+            raise ConfigError("actor_rollout_ref.hybrid_engine=False: verl's main_ppo needs the hybrid engine; run it "
+                              "with the one-step-off or fully-async entry point (and rollout.n_gpus_per_node)")
+    return schedule, config, said
+
+
+def megatron(b: Builder, cfg: dict, dflt: dict) -> None:
+    """``--train-backend megatron`` with verl's Megatron parallelism, offload and recompute."""
+    tp, pp, cp, ep = (as_int(M + k, cfg[M + k]) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                                          "context_parallel_size", "expert_model_parallel_size"))
+    vk = M + "virtual_pipeline_model_parallel_size"
+    vpp = 1 if cfg[vk] in (None, "null", "None") else as_int(vk, cfg[vk])
+    b.use(M + "tensor_model_parallel_size", tp, "--train-backend", "megatron", "--train-tp", tp,
+          default=dflt[M + "tensor_model_parallel_size"], note="Megatron-Core, with sequence parallelism")
+    b.use(M + "pipeline_model_parallel_size", pp, "--pp", pp, default=dflt[M + "pipeline_model_parallel_size"])
+    b.use(vk, cfg[vk], "--vpp", vpp, default=dflt[vk])
+    b.use(M + "context_parallel_size", cp, "--cp", cp, default=dflt[M + "context_parallel_size"])
+    b.use(M + "expert_model_parallel_size", ep, "--ep", ep, default=dflt[M + "expert_model_parallel_size"])
+    k = M + "use_distributed_optimizer"
+    on = as_bool(k, cfg[k])
+    b.use(k, on, "--distributed-optimizer" if on else "--no-distributed-optimizer", default=dflt[k])
+    offload = [k for k in ("param_offload", "grad_offload", "optimizer_offload") if as_bool(M + k, cfg[M + k])]
+    for k in ("param_offload", "grad_offload"):
+        b.use(M + k, k in offload, default=dflt[M + k])
+    b.use(M + "optimizer_offload", "optimizer_offload" in offload,
+          "--offload-train-state" if offload else "--no-offload-train-state", default=dflt[M + "optimizer_offload"],
+          note="the trainer's state " + ("to host while vLLM generates" if offload else "stays on the GPUs"))
+    rk = M + "override_transformer_config.recompute_granularity"
+    gran = cfg.get(rk)
+    gran = "none" if gran in (None, "null", "None") else str(gran).strip().lower()
+    if gran not in ("none", "full", "selective"):
+        raise ConfigError(f"{rk}: expected full, selective or null, got {cfg[rk]!r}")
+    b.use(rk, cfg.get(rk), "--recompute", gran, default=dflt.get(rk, True),
+          note="Megatron's activation recomputation")
+    other = []
+    for role in ("actor_rollout_ref.ref", "critic"):
+        for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+                  "expert_model_parallel_size"):
+            key = f"{role}.megatron.{k}"
+            if not dflt.get(key, True) and str(cfg[key]) != str(cfg[M + k]):
+                other.append(f"{key}={cfg[key]}")
+    if other:
+        b.notes.append(f"{', '.join(other)}: oppo-sim lays the reference and the critic out as the actor")
+
+
+def _pools(cfg: dict, dflt: dict) -> tuple[int, int, int, int]:
+    """(rollout GPUs, trainer GPUs, nodes, GPUs per node) of a one-step-off / fully-async job."""
+    vals = {k: as_int(k, cfg[k]) for k in ("rollout.n_gpus_per_node", "rollout.nnodes", "trainer.n_gpus_per_node",
+                                            "trainer.nnodes")}
+    if min(vals.values()) < 1:
+        raise ConfigError(f"rollout.* and trainer.* GPU counts must be >= 1, got {vals}")
+    gen = vals["rollout.n_gpus_per_node"] * vals["rollout.nnodes"]
+    train = vals["trainer.n_gpus_per_node"] * vals["trainer.nnodes"]
+    shared = vals["rollout.n_gpus_per_node"] + vals["trainer.n_gpus_per_node"] <= NODE_GPUS
+    nodes = max(vals["rollout.nnodes"], vals["trainer.nnodes"]) if shared else vals["rollout.nnodes"] + vals["trainer.nnodes"]
+    return gen, train, nodes, vals["trainer.n_gpus_per_node"]
+
+
+def placement_and_policy(b: Builder, cfg: dict, dflt: dict, schedule: str, tp: int) -> None:
+    """The placement (``--placement``, ``--devices``, ``--nodes``) and, off the synchronous loop, the policy."""
+    per, nodes = as_int("trainer.n_gpus_per_node", cfg["trainer.n_gpus_per_node"]), as_int("trainer.nnodes",
+                                                                                          cfg["trainer.nnodes"])
+    score, score_nodes = _reward_pool(b, cfg)
+    if schedule == "sync":
+        b.schedule = "baseline"
+        if per < 1 or nodes < 1:
+            raise ConfigError(f"trainer.n_gpus_per_node and trainer.nnodes must be >= 1, got {per} and {nodes}")
+        where = ("--placement", "colocated", "--devices", per * nodes) if not score else (
+            "--placement", f"shared {per * nodes}+{score}")
+        b.use("trainer.n_gpus_per_node", per, *where, default=dflt["trainer.n_gpus_per_node"],
+              note="hybrid engine: every role on every GPU" + (f"; the reward model on {score} more" if score else ""))
+        b.use("trainer.nnodes", nodes, "--nodes", nodes + score_nodes, default=dflt["trainer.nnodes"])
+        if not dflt["actor_rollout_ref.hybrid_engine"]:
+            b.use("actor_rollout_ref.hybrid_engine", cfg["actor_rollout_ref.hybrid_engine"], note="every role on every GPU")
+        b.notes.append("verl runs the synchronous schedule (oppo-sim's baseline policy); --policy chooses the one "
+                       "simulated")
+        return
+    gen, train, nodes, _ = _pools(cfg, dflt)
+    if gen % tp:
+        raise ConfigError(f"rollout.n_gpus_per_node x rollout.nnodes = {gen} GPUs do not hold whole rollout "
+                          f"replicas of tensor_model_parallel_size {tp}")
+    label = f"split {gen}+{train}+{score}" if score else f"gen-apart {gen}+{train}"
+    for k in ("rollout.n_gpus_per_node", "rollout.nnodes", "trainer.n_gpus_per_node"):
+        b.use(k, cfg[k], default=dflt[k], note="in the placement below")
+    b.use("trainer.nnodes", cfg["trainer.nnodes"], "--placement", label, "--nodes", nodes + score_nodes,
+          default=dflt["trainer.nnodes"], note=f"rollout on {gen} GPUs, the trainer (and reference" + (
+              f") on {train}, the reward model on {score}" if score else f", reward) on {train}")
+          + f"; {nodes + score_nodes} node(s) of up to {NODE_GPUS} GPUs")
+    hk = "actor_rollout_ref.hybrid_engine"
+    if schedule == "one-step-off":
+        _async(b, hk, cfg[hk], 1, "one-step-off: step t+1 generates while step t trains", dflt[hk])
+        return
+    b.use(hk, cfg[hk], note="fully-async: the rollout apart from the trainer", default=dflt[hk])
+    _fully_async(b, cfg, dflt)
+
+
+def _reward_pool(b: Builder, cfg: dict) -> tuple[int, int]:
+    """(GPUs, nodes) of the reward model's own pool (0, 0 where it shares the trainer's)."""
+    on = as_bool(RM_POOL[0], cfg.get(RM_POOL[0], False)) and as_bool("reward_model.enable", cfg["reward_model.enable"])
+    if not on:
+        return 0, 0
+    per, nodes = (as_int(k, cfg.get(k, d)) for k, d in ((RM_POOL[1], 8), (RM_POOL[2], 0)))
+    if per < 1 or nodes < 1:
+        raise ConfigError(f"{RM_POOL[0]}=True needs {RM_POOL[1]} and {RM_POOL[2]} >= 1 (verl refuses it), got {per} "
+                          f"and {nodes}")
+    b.use(RM_POOL[0], True, note=f"the reward model on {per} x {nodes} GPUs of its own")
+    b.use(RM_POOL[1], per)
+    b.use(RM_POOL[2], nodes)
+    if any(as_bool(k, cfg[k]) for k in (A + "use_kl_loss", "algorithm.use_kl_in_reward")):
+        b.notes.append("reward_model.enable_resource_pool: verl keeps the reference with the actor; oppo-sim's "
+                       "scoring pool runs it beside the reward model")
+    return per * nodes, nodes
+
+
+def _async(b: Builder, key: str, value: Any, k: int, note: str, default: bool = False) -> None:
+    """The policy args of an asynchronous schedule: ``--policy`` on run, ``--policies`` on compare/sweep (the
+    command's parser keeps the one it has, the other is listed as ignored)."""
+    b.schedule = f"async(k={k})"
+    bound = () if k == Async.staleness else ("--staleness", k)  # the default bound is left untyped: a typed
+    b.use(key, value, "--policy", "async", "--policies", "baseline,async,oppo", *bound,  # --policies may drop async
+          note=note + "; run: --policy, compare/sweep: --policies", default=default)
+
+
+def _fully_async(b: Builder, cfg: dict, dflt: dict) -> None:
+    keys = [f"async_training.{k}" for k in ("require_batches", "trigger_parameter_sync_step", "staleness_threshold",
+                                             "partial_rollout")]
+    req, trig = as_int(keys[0], cfg[keys[0]]), as_int(keys[1], cfg[keys[1]])
+    thr, partial = as_float(keys[2], cfg[keys[2]]), as_bool(keys[3], cfg[keys[3]])
+    mini = as_int(A + "ppo_mini_batch_size", cfg[A + "ppo_mini_batch_size"])
+    if min(req, trig, mini) < 1 or thr < 0:
+        raise ConfigError(f"{keys[0]}, {keys[1]} and ppo_mini_batch_size must be >= 1 and {keys[2]} >= 0, got "
+                          f"{req}, {trig}, {mini} and {thr}")
+    b.use(A + "ppo_mini_batch_size", mini, "--minibatches", req * trig, default=dflt[A + "ppo_mini_batch_size"],
+          note=f"{req * trig} updates of {mini} prompts per parameter version")
+    b.use(keys[0], req, default=dflt[keys[0]])
+    b.use(keys[1], trig, "--batch", mini * req * trig, default=dflt[keys[1]],
+          note=f"a parameter version: {req} x {mini} x {trig} prompts = oppo-sim's step")
+    b.use(keys[3], partial, default=dflt[keys[3]], note="interrupted generations resume after the weight sync"
+          if partial and thr > 0 else "")
+    if thr > 0:
+        k = max(1, math.ceil(thr))
+        _async(b, keys[2], thr, k, f"up to {thr:g} of a version's samples generated ahead, stale", dflt[keys[2]])
+        b.notes.append(f"verl's fully-async rollout runs ahead by at most staleness_threshold={thr:g} of a version's "
+                       f"samples; oppo-sim's async(k={k}) lets a whole step's generation run ahead: an upper bound on "
+                       "the overlap" + ("; partial rollout's interrupted generations are not modelled" if partial else ""))
+    else:
+        b.schedule = "baseline"
+        b.use(keys[2], thr, default=dflt[keys[2]], note="0: synchronous between parameter versions")
+        b.notes.append("verl's fully-async trainer with staleness_threshold=0 trains each version's samples as they "
+                       "arrive; oppo-sim's baseline on the two pools trains them after the version is generated")
