@@ -11,6 +11,7 @@ import pytest
 
 from oppo_sim.cli import build_parser, main
 from oppo_sim.cli_setup import sim_config
+from oppo_sim.core.policies import Async
 from oppo_sim.frameworks.export import Chosen, export
 from oppo_sim.frameworks.framework_args import translate, with_framework_args
 from oppo_sim.frameworks.openrlhf_flags import DOTTED
@@ -27,13 +28,15 @@ def config_of(*argv: str):
 def policy_of(args) -> tuple[str, str | None]:
     args = list(args)
     at = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a in ("--policy", "--staleness")}
-    return at.get("--policy", "baseline"), at.get("--staleness")
+    policy = at.get("--policy", "baseline")  # an untyped bound is the async policy's default
+    return policy, at.get("--staleness", str(Async.staleness) if policy == "async" else None)
 
 
 def fields(cfg) -> dict:
     p, t = cfg.placement, cfg.trainer
     return {"batch": cfg.batch, "n": cfg.algorithm.n, "algorithm": cfg.algorithm.name, "kl": cfg.algorithm.kl,
             "reward": cfg.algorithm.reward, "actor": cfg.models()["generate"].id, "tp": cfg.engine.tp,
+            "models": {r: cfg.models()[r].id for r in ("reward", "critic")} if cfg.algorithm.critic else None,
             "pools": [(x.name, x.devices) for x in p.pools], "nodes": cfg.nodes,
             "gpu_memory_utilization": cfg.engine.gpu_memory_utilization, "sp": cfg.train_memory.sequence_parallel,
             "max_response": cfg.max_response, "max_prompt": cfg.max_prompt, "truncate": cfg.truncate_prompt,
@@ -56,35 +59,36 @@ def round_trip(tmp_path: Path, framework: str, argv: list[str], chosen: Chosen):
 RULE = ["--algorithm", "grpo", "--n", "4", "--reward", "rule", "--batch", "16"]
 CASES = [  # (framework, run arguments of the planned configuration, what the plan chose, reason it cannot pass yet)
     ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full",
-              "--ppo-epochs", "2", "--minibatches", "2", "--truncate-prompt"], Chosen("baseline", 3, "full"), None),
+              "--ppo-epochs", "2", "--minibatches", "2", "--truncate-prompt"], Chosen("baseline", 3, "full")),
     ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "2", "--recompute", "none",
-              "--ppo-epochs", "1"], Chosen("baseline", 2, "none"), "needs the verl reader's fsdp_config.reshard_after_forward"),
+              "--ppo-epochs", "1"], Chosen("baseline", 2, "none")),
     ("verl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--train-backend", "megatron",
-              "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1"], Chosen("baseline", None, "full"),
-     "needs the verl reader's megatron keys"),
+              "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1"], Chosen("baseline", None, "full")),
     ("verl", ["--placement", "gen-apart 4+4", *RULE, "--zero", "3", "--recompute", "full", "--ppo-epochs", "1"],
-     Chosen("async(k=1)", 3, "full"), "needs the verl reader's one-step-off keys"),
+     Chosen("async(k=1)", 3, "full")),
+    ("verl", ["--placement", "colocated", "--devices", "8", "--algorithm", "ppo", "--reward", "qwen2.5-1.5b",
+              "--critic", "qwen2.5-3b", "--batch", "16", "--zero", "3", "--recompute", "full", "--ppo-epochs", "1"],
+     Chosen("baseline", 3, "full")),
     ("openrlhf", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "2", "--recompute", "full",
-                  "--ppo-epochs", "2", "--minibatches", "4", "--truncate-prompt", "--sp", "2"], Chosen("baseline", 2, "full"), None),
+                  "--ppo-epochs", "2", "--minibatches", "4", "--truncate-prompt", "--sp", "2"], Chosen("baseline", 2, "full")),
     ("openrlhf", ["--placement", "split 8+6+2", "--nodes", "2", "--algorithm", "ppo", "--reward", "qwen2.5-7b",
                   "--batch", "32", "--minibatches", "2", "--zero", "3", "--recompute", "none", "--ppo-epochs", "1",
-                  "--truncate-prompt"], Chosen("baseline", 3, "none"), None),
+                  "--truncate-prompt"], Chosen("baseline", 3, "none")),
     ("openrlhf", ["--placement", "gen-apart 4+4", *RULE, "--zero", "3", "--recompute", "full", "--ppo-epochs", "1",
-                  "--truncate-prompt"], Chosen("async(k=2)", 3, "full"), None),
+                  "--truncate-prompt"], Chosen("async(k=2)", 3, "full")),
     ("nemo-rl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full",
-                 "--ppo-epochs", "1", "--minibatches", "2", "--sp", "2"], Chosen("baseline", 3, "full"), None),
+                 "--ppo-epochs", "1", "--minibatches", "2", "--sp", "2"], Chosen("baseline", 3, "full")),
     ("nemo-rl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--train-backend", "megatron",
-                 "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1"], Chosen("baseline", None, "full"), None),
+                 "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1"], Chosen("baseline", None, "full")),
     ("nemo-rl", ["--placement", "gen-apart 2+6", *RULE, "--zero", "3", "--recompute", "none", "--ppo-epochs", "1"],
-     Chosen("async(k=1)", 3, "none"), None),
+     Chosen("async(k=1)", 3, "none")),
     ("nemo-rl", ["--placement", "gen-apart 8+8", "--nodes", "2", *RULE, "--train-backend", "megatron", "--pp", "2",
-                 "--recompute", "full", "--ppo-epochs", "1", "--no-distributed-optimizer"], Chosen("async(k=2)", None, "full"), None),
+                 "--recompute", "full", "--ppo-epochs", "1", "--no-distributed-optimizer"], Chosen("async(k=2)", None, "full")),
 ]
 
 
-PARAMS = [pytest.param(*c[:3], id=f"{c[0]}-{c[2].policy}-{'megatron' if 'megatron' in c[1] else 'fsdp'}-{c[1][1]}",
-                       marks=[pytest.mark.xfail(strict=False, reason=c[3])] if c[3] else [])
-          for c in CASES]  # the verl reader is extended in parallel: the integrator un-xfails those cases
+PARAMS = [pytest.param(*c[:3], id=f"{c[0]}-{c[2].policy}-{'megatron' if 'megatron' in c[1] else 'fsdp'}-{c[1][1]}")
+          for c in CASES]
 
 
 @pytest.mark.parametrize("framework, argv, chosen", PARAMS)
@@ -95,15 +99,16 @@ def test_export_then_import_gives_the_same_configuration(tmp_path, framework, ar
     assert policy_of(t.args) == want
 
 
-@pytest.mark.parametrize("framework, argv, chosen, pending", [c for c in CASES if c[3]],
-                         ids=[c[3] for c in CASES if c[3]])
-def test_verl_exports_the_settings_it_cannot_read_back_yet(tmp_path, framework, argv, chosen, pending):
+@pytest.mark.parametrize("framework, argv, chosen", [p for p in PARAMS if p.values[0] == "verl"],
+                         ids=[p.id for p in PARAMS if p.values[0] == "verl"])
+def test_verl_exports_its_zero2_megatron_and_one_step_off_keys(tmp_path, framework, argv, chosen):
     original = config_of("--actor", "qwen2.5-7b", *argv)
     text = export(original, framework, chosen)
     if chosen.zero_stage == 2:
         assert "actor_rollout_ref.actor.fsdp_config.reshard_after_forward=False" in text
     if original.trainer.megatron:
         assert "--config-name=ppo_megatron_trainer" in text and "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2" in text
+        assert "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full" in text
     if chosen.kind == "async":
         assert "actor_rollout_ref.hybrid_engine=False" in text and "rollout.n_gpus_per_node=4" in text
         assert "one_step_off_policy.main_ppo" in text

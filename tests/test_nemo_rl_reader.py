@@ -79,10 +79,12 @@ def test_runs_end_to_end_with_the_layout_in_the_config():
 
 def test_unknown_hub_model_needs_actor_in_one_line(capsys):
     name = str(LLM / "grpo-llama3.2-1b-instruct-1n8g-megatron.yaml")
-    assert main(["run", "--from-nemo-rl", name, "--steps", "1"]) == 2
+    assert config_of("--from-nemo-rl", name).actor == "llama-3.2-1b"  # a hub id of the offline table
+    unknown = ["--from-nemo-rl", name, "--from-nemo-rl", "policy.model_name=acme/Unknown-7B"]
+    assert main(["run", *unknown, "--steps", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "meta-llama/Llama-3.2-1B-Instruct" in err[0] and "--actor" in err[0]
-    assert config_of("--from-nemo-rl", name, "--actor", "qwen2.5-1.5b").placement.total_devices == 8
+    assert len(err) == 1 and "acme/Unknown-7B" in err[0] and "--actor" in err[0]
+    assert config_of(*unknown, "--actor", "qwen2.5-1.5b").placement.total_devices == 8
 
 
 def test_dtensor_tensor_parallel_is_said_not_silently_dropped():

@@ -109,7 +109,12 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
             f"actor_rollout_ref.actor.use_kl_loss={alg.kl and alg.grouped}",
             f"algorithm.use_kl_in_reward={alg.kl and not alg.grouped}",
             f"actor_rollout_ref.actor.ulysses_sequence_parallel_size={cfg.train_memory.sequence_parallel}"]
-    if chosen.recompute is not None:
+    if chosen.recompute is not None and cfg.trainer.megatron:  # Megatron's own switch, as verl's Megatron scripts set it
+        gran = "null" if chosen.recompute == "none" else chosen.recompute
+        out.append(f"{_M}override_transformer_config.recompute_granularity={gran}")
+        out += [f"{_M}override_transformer_config.recompute_method=uniform",
+                f"{_M}override_transformer_config.recompute_num_layers=1"] if chosen.recompute == "full" else []
+    elif chosen.recompute is not None:
         if chosen.recompute == "selective":
             out.append("# verl checkpoints whole layers: the plan's selective recomputation becomes full")
         out.append(f"actor_rollout_ref.model.enable_gradient_checkpointing={chosen.recompute != 'none'}")
@@ -119,6 +124,8 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
         out.append("algorithm.filter_groups.enable=True  # DAPO's dynamic sampling (verl's DAPO recipe)")
     out += ["reward_model.enable=False"] if alg.reward == "rule" else [
         "reward_model.enable=True", f"reward_model.model.path={model_name(cfg.reward)}"]
+    if alg.critic:  # verl's critic defaults to deepseek-llm-7b: name it (oppo-sim's is the reward model's shape)
+        out.append(f"critic.model.path={model_name(cfg.models()['critic'])}")
     lines = split_notes(out)
     name = [line for line in lines if line.startswith("--config-name=")]
     if name and "actor_rollout_ref.hybrid_engine=False" in lines:  # one-step-off's Megatron config

@@ -37,6 +37,7 @@ verl's vLLM sharding manager:
 | ``actor.use_kl_loss``, ``algorithm.use_kl_in_reward`` | a reference model iff either is set, else ``--no-reference`` |
 | ``actor.ulysses_sequence_parallel_size`` | ``--sp`` |
 | ``actor.strategy`` | ``fsdp``/``fsdp2`` (verl's default; FSDP full-shard, the reference and reward workers sharded the same way) -> ``--zero 3``; ``megatron`` (also selected by ``--config-name=ppo_megatron_trainer``) -> ``--train-backend megatron`` |
+| ``actor.fsdp_config.reshard_after_forward`` | ``False`` -> ``--zero 2`` (FSDP SHARD_GRAD_OP); else ``--zero 3`` |
 | ``actor.fsdp_config.param_offload``, ``.optimizer_offload`` | either True -> ``--offload-train-state``; both False (verl's default) -> ``--no-offload-train-state`` |
 | ``actor.megatron.tensor_model_parallel_size``, ``pipeline_…``, ``virtual_pipeline_…``, ``context_parallel_size``, ``expert_model_parallel_size``, ``use_distributed_optimizer`` | ``--train-tp``, ``--pp``, ``--vpp``, ``--cp``, ``--ep``, ``--[no-]distributed-optimizer`` |
 | ``actor.megatron.param_offload``, ``grad_offload``, ``optimizer_offload`` | any True -> ``--offload-train-state``, else ``--no-offload-train-state`` |
@@ -303,7 +304,12 @@ def _trainer_state(b: Builder, cfg: dict, dflt: dict) -> str:
         return "megatron"
     if strategy not in ("fsdp", "fsdp2"):
         raise ConfigError(f"{k}: expected fsdp, fsdp2 or megatron, got {cfg[k]!r}")
-    b.use(k, strategy, "--zero", 3, note="FSDP full-shard: ZeRO-3 (the reference sharded with it)", default=dflt[k])
+    zk = A + "fsdp_config.reshard_after_forward"
+    reshard = cfg.get(zk) is None or as_bool(zk, cfg[zk])
+    b.use(k, strategy, "--zero", 3 if reshard else 2, default=dflt[k],
+          note="FSDP full-shard: ZeRO-3 (the reference sharded with it)" if reshard else "FSDP SHARD_GRAD_OP: ZeRO-2")
+    if cfg.get(zk) is not None:
+        b.use(zk, reshard, note="False: parameters stay gathered after the forward (SHARD_GRAD_OP, verl's ZeRO-2)")
     sk = A + "ulysses_sequence_parallel_size"
     b.use(sk, cfg[sk], "--sp", as_int(sk, cfg[sk]), default=dflt[sk])
     pk, ok = A + "fsdp_config.param_offload", A + "fsdp_config.optimizer_offload"
