@@ -1,5 +1,7 @@
-"""NeMo RL recipes read as NeMo RL composes and runs them: real recipes (vendored from NVIDIA-NeMo/RL) against
-values written by hand from the files, the defaults chain, overrides, interpolations, typos and refusals."""
+"""NeMo RL recipes read as NeMo RL composes and runs them: recipes written for these tests after NVIDIA-NeMo/RL's
+``examples/configs`` (each names the file and commit it is modelled on; the settings the reader uses, in the
+recipes' structure) against values written by hand from the files, the defaults chain, overrides,
+interpolations, typos and refusals."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""OpenRLHF's two command-line styles read as OpenRLHF reads them: real scripts (dotted, flat, async with bash
-arrays) against values written by hand from the scripts; style detection, typo and not-understood refusals."""
+"""OpenRLHF's two command-line styles read as OpenRLHF reads them: scripts written for these tests after
+OpenRLHF's ``examples/scripts`` (dotted, flat, async with bash arrays; each names the file and commit it is
+modelled on) against values written by hand from the scripts; style detection, typo and not-understood refusals."""
 
 from __future__ import annotations
 
