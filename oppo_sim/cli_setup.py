@@ -80,6 +80,10 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                         "(default %(default)s; async on a shared pool is always resident)")
     add_sleep_level_arg(m)
     add_offload_arg(m)
+    m.add_argument("--train-memory-fraction", type=positive(float), default=0.9, metavar="FRACTION",
+                   help="share of each GPU the trainer and scoring models may use where the engine is not running (it "
+                        "sleeps, or is on other GPUs); the engine's own share is --gpu-memory-utilization "
+                        "(default %(default)s: the rest is CUDA context, NCCL buffers, fragmentation)")
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
                    help="weight sync path (default %(default)s: nvlink within a scale-up domain - a node, or a "
@@ -217,7 +221,7 @@ def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
                        help="tensor parallelism of each generation replica (default %(default)s)")
     g.add_argument("--gpu-memory-utilization", "--gpu-mem-util", dest="gpu_mem_util", type=positive(float),
                    default=e.gpu_memory_utilization, metavar="FRACTION",
-                   help="usable fraction of device memory, weights + KV cache (default %(default)s)")
+                   help="vLLM gpu_memory_utilization: the share of each GPU the generation engine takes, weights + KV cache (default %(default)s)")
     g.add_argument("--block-size", type=positive(), default=None, help=f"KV block size in tokens (default {e.block_size})")
     g.add_argument("--num-gpu-blocks-override", type=positive(), default=None,
                    help="KV blocks per replica instead of sizing the KV cache from memory (default: from memory)")
@@ -321,7 +325,7 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
             flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
             full_logits=a.full_logits,
         ), **limit_fields(a),
-        critic=critic_field(a), colocate=a.colocate, sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
+        critic=critic_field(a), colocate=a.colocate, train_memory_fraction=getattr(a, "train_memory_fraction", 0.9), sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 

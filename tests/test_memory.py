@@ -353,3 +353,24 @@ def test_engine_refusal_prints_gib():
         kv_blocks_for(get_model("qwen2.5-14b").weight_bytes(), 1, gpu.mem_bytes, EngineConfig(), "rtx-4090")
     msg = str(e.value)
     assert "(27.5 GiB of weights)" in msg and "(1 x 24.0 GiB x 0.9)" in msg and " GB" not in msg, msg
+
+
+def test_trainer_memory_is_not_capped_by_the_engines_fraction():
+    """verl's default rollout.gpu_memory_utilization=0.5: the engine takes half of each GPU while it generates;
+    while it sleeps the trainer has the GPU (--train-memory-fraction, 0.9). Qwen2.5-7B GRPO on 8 H100 with 4k
+    responses then trains without recomputation; capped at the engine's half it needed full recomputation."""
+    from dataclasses import replace
+
+    from oppo_sim.core.algorithms import Algorithm
+    from oppo_sim.engine.request import EngineConfig
+
+    cfg = SimConfig(batch=64, gpu="h100-sxm", placement=colocated_placement(8), algorithm=Algorithm("grpo", n=8, reward="rule"),
+                    engine=EngineConfig(gpu_memory_utilization=0.5), train_memory=TrainMemoryConfig(zero_stage=3))
+    rep = check_fits(cfg, 4813, 4096)
+    assert rep.train.recompute == "none"
+    pool = rep.pool("main")
+    assert pool.capacity == pytest.approx(0.5 * pool.mem_bytes) and pool.capacity_of("other") == pytest.approx(0.9 * pool.mem_bytes)
+    capped = check_fits(replace(cfg, train_memory_fraction=0.5), 4813, 4096)
+    assert capped.train.recompute == "full"
+    with pytest.raises(ConfigError, match="train_memory_fraction must be in"):
+        replace(cfg, train_memory_fraction=1.5)

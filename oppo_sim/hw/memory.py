@@ -54,8 +54,10 @@ Sequence parallelism enters only as ``TrainMemoryConfig.sequence_parallel``, a d
 
 **Pools and phases.** Every number is bytes per device (capacities as the device reports them, see
 ``oppo_sim.hw.hardware``); every printed figure and every summary number is in GiB (``GiB`` = 2**30 B).
-A pool's usable memory is ``mem_bytes × gpu_memory_utilization`` (the rest: CUDA context, NCCL buffers,
-allocator fragmentation). Roles are resident ``always`` or only in a phase: where generation shares
+A pool's usable memory while its engine generates is ``mem_bytes × gpu_memory_utilization`` (vLLM's fraction);
+in the other phase, and on a pool where nothing generates, it is ``mem_bytes × train_utilization`` (the
+trainer's share: the rest is the CUDA context, NCCL buffers and allocator fragmentation) — the frameworks give
+the trainer the GPU while the engine sleeps, and the engine's fraction does not cap it. Roles are resident ``always`` or only in a phase: where generation shares
 GPUs with other roles and the engine sleeps (``colocate="sleep"``), generation (``generate`` phase) and
 everything else (``other`` phase) take turns; the tightest phase sets the pool's peak, and the generation
 engine's KV cache is what its phase leaves (``PoolMemory.kv_cache``); taking turns moves the phases'
@@ -273,10 +275,20 @@ class PoolMemory:
     generates: bool = False
     kv_min: float = 0.0
     seq_tokens: int = 0
+    train_utilization: float | None = None  # the share the other roles may use where the engine is not running
 
     @property
     def capacity(self) -> float:
+        """Usable bytes per device while the engine generates (``gpu_memory_utilization``, vLLM's)."""
         return self.mem_bytes * self.utilization
+
+    def capacity_of(self, phase: str) -> float:
+        """Usable bytes per device in ``phase``: the engine's fraction while it generates here; the trainer's
+        (``train_utilization``; None: the same) in the other phase or on a pool where nothing generates —
+        in verl, OpenRLHF and NeMo RL the trainer has the GPU while the engine sleeps."""
+        if (self.generates and phase == GENERATE) or self.train_utilization is None:
+            return self.capacity
+        return self.mem_bytes * self.train_utilization
 
     def by_role(self) -> dict[str, float]:
         """GiB per device of each role (a role held in parts — the trainer's state always, its activations
@@ -299,7 +311,8 @@ class PoolMemory:
 
     @property
     def headroom(self) -> float:
-        return self.capacity - self.peak
+        """Usable bytes no phase commits: the smaller of each phase's capacity less what it holds."""
+        return min(self.capacity_of(ph) - self.committed(ph) for ph in (GENERATE, OTHER))
 
     @property
     def kv_cache(self) -> float | None:
@@ -308,20 +321,23 @@ class PoolMemory:
 
     def error(self) -> str | None:
         """One line if the pool cannot hold its roles, else None."""
-        usable = (f"{self.capacity / GiB:.1f} GiB usable per device ({self.devices} x {self.gpu}, "
-                  f"{self.mem_bytes / GiB:.1f} GiB x {self.utilization:g})")
+        def usable(phase: str) -> str:
+            cap = self.capacity_of(phase)
+            return (f"{cap / GiB:.1f} GiB usable per device ({self.devices} x {self.gpu}, "
+                    f"{self.mem_bytes / GiB:.1f} GiB x {cap / self.mem_bytes:g})")
+
         for phase in (OTHER, GENERATE):
             need = self.committed(phase)
-            if need > self.capacity:
+            if need > self.capacity_of(phase):
                 first, *rest = self.held(phase)
                 with_ = f"; with {' and '.join(r.describe() for r in rest)}" if rest else ""
                 return (f"does not fit: {first.describe()} per {self.gpu}{with_}, pool '{self.pool}' needs "
-                        f"{need / GiB:.1f} GiB > {usable}")
+                        f"{need / GiB:.1f} GiB > {usable(phase)}")
         kv = self.kv_cache
         if kv is not None and kv < self.kv_min:
             return (f"does not fit: generate leaves {max(kv, 0.0) / GiB:.2f} GiB per {self.gpu} for the KV cache in pool "
                     f"'{self.pool}', less than one {self.seq_tokens:,}-token sequence needs ({self.kv_min / GiB:.2f} GiB); "
-                    f"{self.committed(GENERATE) / GiB:.1f} GiB held while generating of {usable}")
+                    f"{self.committed(GENERATE) / GiB:.1f} GiB held while generating of {usable(GENERATE)}")
         return None
 
 

@@ -66,6 +66,8 @@ class SimConfig:
     algorithm: Algorithm = field(default_factory=Algorithm)  # ppo (critic, reward model, KL) unless told otherwise
     expert_parallel: int = 1  # training: a MoE actor's experts over this many ranks (Megatron/verl expert_model_parallel_size)
     trainer: TrainerLayout = field(default_factory=TrainerLayout)  # fsdp or megatron, and its tp/pp/vpp/cp
+    train_memory_fraction: float = 0.9  # share of a GPU the trainer and scorers may use where the engine is not
+    #                                     running (the rest: CUDA context, NCCL buffers, fragmentation)
 
     def __post_init__(self) -> None:
         checks = [
@@ -82,6 +84,8 @@ class SimConfig:
             (isinstance(self.offload_train_state, bool),
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
+            (isinstance(self.train_memory_fraction, (int, float)) and 0 < self.train_memory_fraction <= 1,
+             f"train_memory_fraction must be in (0, 1], got {self.train_memory_fraction!r}"),
             (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),
             (self.trace_offset >= 0, f"trace_offset must be >= 0, got {self.trace_offset}"),
             (isinstance(self.train_memory, TrainMemoryConfig),
