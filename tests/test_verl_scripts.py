@@ -1,11 +1,13 @@
-"""verl's own launch scripts read as verl would run them: the vendored scripts (tests/fixtures/frameworks/verl/,
-each with its source and commit) against values written by hand from each script; the shell expansion they
+"""verl launch scripts read as verl would run them: scripts written for these tests, each modelled on one of
+verl's (tests/fixtures/frameworks/verl/, each naming the verl script and commit it follows: its settings and the
+shell constructs they are written with), against values written by hand from each script; the shell expansion they
 rely on; verl's known keys (a near-miss refused with "did you mean", a file verl would not read refused);
 hub ids resolved offline; the critic's model."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -74,17 +76,25 @@ EXPECTED = {
 }
 
 
-def test_every_vendored_script_is_checked_and_names_its_source():
+HEADER = re.compile(r"# Written for oppo-sim's tests, modelled on verl's (?P<path>\S+\.sh)\n"
+                    r"# at (?P<commit>[0-9a-f]{40}) \(Apache-2\.0, https://github\.com/volcengine/verl\):\n"
+                    r"# its settings and the shell constructs they are written with; not a copy of the file\.\n"
+                    r"# ---- script ----\n")
+"""The header every script starts with: the verl script and commit it is modelled on, and what it keeps."""
+
+
+def test_every_script_is_checked_and_names_the_verl_script_it_is_modelled_on():
     files = sorted(p.name for p in VERL.glob("*.sh"))
     assert files == sorted(EXPECTED)
     for name in files:
-        head = (VERL / name).read_text().splitlines()[:4]
-        assert head[0].endswith("github.com/volcengine/verl") and head[1].startswith("# path: ")
-        assert len(head[2].split()[-1]) == 40 and "Apache-2.0" in head[3]
+        head = HEADER.match((VERL / name).read_text())
+        assert head, name
+        assert head["path"].split("/")[0] in ("examples", "recipe", "verl"), head["path"]
+        assert name.removesuffix(".sh").endswith(Path(head["path"]).stem.removeprefix("run_")), (name, head["path"])
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_vendored_script_loads_as_verl_runs_it(name):
+def test_script_loads_as_verl_runs_it(name):
     want, src = EXPECTED[name], str(VERL / name)
     t = translate_verl(src)
     assert t.schedule == want["schedule"]
@@ -106,7 +116,7 @@ def test_vendored_script_loads_as_verl_runs_it(name):
         assert parsed("--from-verl", src, cmd="compare").policies == ("baseline", "async", "oppo")
 
 
-def test_a_vendored_async_script_runs_end_to_end(capsys):
+def test_an_async_script_runs_end_to_end(capsys):
     src = str(VERL / "one_step_off_grpo_0.6b_gsm8k_fsdp2_2_6.sh")
     assert main(["run", "--from-verl", src, "--steps", "1", "--batch", "8", "--max-response", "128"]) == 0
     out = capsys.readouterr().out
@@ -347,11 +357,11 @@ def test_critic_option_and_verl_critic_path():
     assert "--critic" not in translate_verl("algorithm.adv_estimator=grpo critic.model.path=Qwen/Qwen3-8B").args
 
 
-def test_the_docs_read_a_vendored_script_unchanged():
-    """docs/your-job.md's runnable verl example is the vendored script, word for word."""
+def test_the_docs_read_a_fixture_script_unchanged():
+    """docs/your-job.md's runnable verl example is the fixture script, word for word."""
     doc = (Path(__file__).parents[1] / "docs" / "your-job.md").read_text()
     name = "one_step_off_grpo_0.6b_gsm8k_fsdp2_2_6.sh"
-    body = (VERL / name).read_text().split("# ---- original file ----\n", 1)[1]
+    body = (VERL / name).read_text().split("# ---- script ----\n", 1)[1]
     assert f"cat > grpo_0.6b_gsm8k_fsdp2_2_6.sh <<'EOF'\n{body.rstrip()}\nEOF\n" in doc
 
 
