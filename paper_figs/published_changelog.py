@@ -47,6 +47,28 @@ CHANGES: tuple[Change, ...] = (
            "weight broadcast",
            30.6, 30.6, 178.3, 178.3,
            note="stage columns only: the step times do not move"),
+    Change("2026-11-25", "model",
+           "Trainer backends (issue 23, item 1), merged onto the fixed costs: training and every forward-only pass "
+           "wait for the slowest data-parallel rank (verl balance_batch: equal counts balanced by tokens); the fixed "
+           "cost per micro-batch; Megatron pricing (TP+SP collectives, PP point-to-point and bubble, CP ring, EP "
+           "all-to-all, the distributed optimizer's shard traffic) and memory per rank; the EP all-to-all over "
+           "NVLink when its group sits in one domain; frozen models under Megatron hold their shard (no gather); "
+           "collectives told the nodes their group spans (NCCL latency by path)",
+           30.6, 36.9, 178.3, 199.8,
+           note=("Measured on its own branch before the fixed costs, step by step (median / worst): 41.0 / 178.4 -> "
+                 "slowest rank, per-micro-batch cost, Megatron pricing and memory 40.9 / 225.6 -> forward passes per "
+                 "rank 40.9 / 225.6 -> records: Megatron layouts where the source states them (NeMo RL's "
+                 "[TP,CP,EP,PP,VPP] column, verl's scripts) 42.0 / 201.2 -> a frozen MoE under Megatron holds its "
+                 "experts over ep 42.0 / 199.4 -> Ulysses all-to-alls in forwards 41.9 / 199.6. Largest moves: NeMo RL "
+                 "DeepSeek-V3 scoring 36 s -> 4 s (no whole-weight gather), step -32% -> -62% (the gather had hidden "
+                 "other missing costs); verl's 7B series on 32/64/128 H20 over-predicted more (training waits for the "
+                 "slowest of 8-32 ranks); 64 -> 128 GPU training scaling 1.93x -> 1.69x (published 1.17x), log-prob "
+                 "1.96x -> 1.99x (published 1.30x, not explained by imbalance). No default was tuned.")),
+    Change("2026-11-25", "model",
+           "The trainer's usable memory is its own setting (issue 23, item 4): --train-memory-fraction 0.9 caps the "
+           "phase where the engine does not run; the engine's gpu_memory_utilization caps only its own phase",
+           36.9, 37.3, 199.8, 199.8,
+           note=("Three runs no longer refused by the memory check (NeMo RL Qwen3-30B-A3B, DeepSeek-V3, GB200 "
+                 "Qwen3-32B at the engine's 0.6); the median moves with the setups the check now picks")),
 )
-"""The changes, oldest first. The Megatron/FSDP trainer's changes (issue 23, item 1; its branch keeps them in
-``CHANGELOG_megatron.md``) are appended here by the integrator, with their medians."""
+"""The changes, oldest first."""
