@@ -128,12 +128,10 @@ def test_dapo_rounds_are_read_from_the_recipe():
     got = translate_verl(str(VERL / "dapo_qwen2.5_32b.sh")).args
     i, j = got.index("--gen-batch-size"), got.index("--max-gen-batches")
     assert (got[i + 1], got[j + 1]) == ("1536", "10")  # gen_prompt_bsz=$((train_prompt_bsz * 3)); max_num_gen_batches=10
-    parser = build_parser()
-    run = next(a for a in parser._actions if hasattr(a, "choices") and isinstance(a.choices, dict)).choices["run"]
-    if "--gen-batch-size" not in run._option_string_actions:
-        pytest.skip("needs --gen-batch-size from the DAPO change")
     a = parsed("--from-verl", str(VERL / "dapo_qwen2.5_32b.sh"))
     assert (a.gen_batch_size, a.max_gen_batches) == (1536, 10)
+    alg = sim_config(a).algorithm  # into the step machine's rounds
+    assert (alg.name, alg.gen_batch_size, alg.max_gen_batches) == ("dapo", 1536, 10)
 
 
 # ---- the shell, as bash expands it --------------------------------------------------------------------
