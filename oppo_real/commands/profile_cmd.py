@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
     pr.add_argument("--moves", type=_moves, default=None,
                     help="instead of the engines' operations, time the bulk copies of sleep/wake and weight sync at the "
                          "model's sizes (comma-separated, of sleepwake,sync; oppo_real.profiling.host_moves): "
-                         "moves.csv, moves_fit.csv (fixed cost and GiB/s per direction)")
+                         "moves.csv, moves_fit.csv (fixed cost and GiB/s per direction) (default: off, the engines' operations)")
     pr.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
                     help="torch-graph backend: decode eagerly instead of replaying CUDA graphs (default: graphs on a GPU)")
     add_engine_warmup_arg(pr)
