@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from oppo_sim.cli import build_parser, main, subcommand_parsers
-from oppo_sim.cli_setup import sim_config
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.export import Chosen, export
-from oppo_sim.frameworks.framework_args import with_framework_args
 from oppo_sim.frameworks.openrlhf import translate_openrlhf
 from oppo_sim.frameworks.verl import translate_verl
+
+from framework_helpers import config_of, pairs
 
 FIX = Path(__file__).parent / "fixtures" / "frameworks"
 VERL_SH = str(FIX / "verl_grpo_run_qwen2-7b.sh")
@@ -28,21 +28,6 @@ ORL_REINFORCE = str(FIX / "openrlhf_reinforce_baseline_hybrid_engine.sh")
 ORL_PPO = str(FIX / "openrlhf_ppo_llama_ray.sh")
 
 
-def pairs(args) -> dict[str, str | None]:
-    """``--opt value`` / ``--flag`` -> {opt: value or None}."""
-    out: dict[str, str | None] = {}
-    for i, a in enumerate(args):
-        if a.startswith("--"):
-            nxt = args[i + 1] if i + 1 < len(args) else None
-            out[a] = None if nxt is None or nxt.startswith("--") else nxt
-    return out
-
-
-def config_of(*argv: str):
-    """The SimConfig oppo-sim builds from ``run`` arguments (framework options included), echo silenced."""
-    parser = build_parser()
-    args = parser.parse_args(with_framework_args(parser, ["run", *argv], echo=False))
-    return sim_config(args)
 
 
 def test_verl_launch_script_keys_become_options_with_verl_units():

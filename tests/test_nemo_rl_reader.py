@@ -11,28 +11,17 @@ import pytest
 
 from oppo_sim.cli import build_parser, main
 from oppo_sim.cli_policy import check_policy_flags
-from oppo_sim.cli_setup import sim_config
 from oppo_sim.frameworks.framework_args import with_framework_args
 from oppo_sim.frameworks.nemo_rl import translate_nemo_rl
 from oppo_sim.frameworks.nemo_rl_recipe import recipe, value
+
+from framework_helpers import config_of, pairs
 
 FIX = Path(__file__).parent / "fixtures" / "frameworks" / "nemo_rl"
 BASE = FIX / "grpo_math_1B.yaml"
 LLM = FIX / "recipes" / "llm"
 
 
-def pairs(args) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for i, a in enumerate(args):
-        if a.startswith("--"):
-            nxt = args[i + 1] if i + 1 < len(args) else None
-            out[a] = None if nxt is None or nxt.startswith("--") else nxt
-    return out
-
-
-def config_of(*argv: str):
-    parser = build_parser()
-    return sim_config(parser.parse_args(with_framework_args(parser, ["run", *argv], echo=False)))
 
 
 COLO = {"--placement": "colocated", "--colocate": "sleep", "--sleep-level": "1"}

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from oppo_sim.cli import build_parser, main
-from oppo_sim.cli_setup import sim_config
-from oppo_sim.frameworks.framework_args import with_framework_args
+from oppo_sim.cli import main
 from oppo_sim.frameworks.openrlhf import translate_openrlhf
 from oppo_sim.frameworks.openrlhf_flags import DOTTED as DOTTED_NAMES
+
+from framework_helpers import config_of, pairs
 
 FIX = Path(__file__).parent / "fixtures" / "frameworks" / "openrlhf"
 DOTTED = str(FIX / "train_ppo_ray_hybrid_engine.sh")
@@ -20,18 +20,6 @@ FLAT = str(FIX / "train_ppo_ray_hybrid_engine_flat.sh")
 ASYNC = str(FIX / "train_reinforce_baseline_ray_agent_async.sh")
 
 
-def pairs(args) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for i, a in enumerate(args):
-        if a.startswith("--"):
-            nxt = args[i + 1] if i + 1 < len(args) else None
-            out[a] = None if nxt is None or nxt.startswith("--") else nxt
-    return out
-
-
-def config_of(*argv: str):
-    parser = build_parser()
-    return sim_config(parser.parse_args(with_framework_args(parser, ["run", *argv], echo=False)))
 
 
 def one_line_error(capsys, *argv: str) -> str:
