@@ -34,6 +34,7 @@ MODEL_IDS = [
     "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-14b", "qwen2-0.5b", "qwen2-1.5b", "qwen2-7b", "qwen2-72b",
     "qwen1.5-moe-a2.7b", "qwen2-57b-a14b", "llama-3-8b", "llama-3-70b", "llama-3.2-1b", "llama-3.2-3b", "mistral-nemo",
     "deepseek-llm-7b", "deepseek-llm-67b", "gemma-2-2b", "gemma-2-9b", "gemma-3-1b", "gemma-3-4b",
+    "llama-3.3-70b", "qwen2.5-math-1.5b", "deepseek-r1-distill-qwen-1.5b",
 ]
 
 
@@ -168,6 +169,9 @@ def test_model_table_complete():
         ("qwen3-32b", 32.8e9),
         ("llama-3.1-8b", 8.03e9),
         ("llama-3.1-70b", 70.6e9),
+        ("llama-3.3-70b", 70.6e9),
+        ("qwen2.5-math-1.5b", 1.54e9),
+        ("deepseek-r1-distill-qwen-1.5b", 1.78e9),  # Qwen2.5-Math-1.5B with untied embeddings
     ],
 )
 def test_params_match_published(mid, published):

@@ -13,7 +13,8 @@ a local path ending in one (``Qwen/Qwen3-4B``, ``/root/models/deepseek-llm-7b-ch
 Qwen3-0.6B/1.7B from ``aiconfigurator-core`` 0.12.0's ``model_configs/`` (Apache-2.0, copies of the Hub's
 ``config.json``; also in ``tests/fixtures/hf_configs/``), the others from their Hub ``config.json`` values
 (Qwen3-4B/14B, Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B and Gemma-3-4B cross-checked against public copies of
-them). An -Instruct/-chat/-base variant has its base's shape.
+them). An -Instruct/-chat/-base variant has its base's shape (Llama-3.3-70B: Llama-3.1-70B's; DeepSeek-R1-Distill-Qwen-1.5B:
+Qwen2.5-Math-1.5B's, embeddings untied).
 Gemma-2/3's sliding-window layers are counted with a full KV cache (an upper bound on their KV memory).
 """
 
@@ -98,6 +99,9 @@ HF_CONFIGS: Mapping[str, tuple[str, Mapping]] = MappingProxyType({
         moe_intermediate_size=2560, shared_expert_intermediate_size=20480, decoder_sparse_step=1, mlp_only_layers=[])),
     "llama-3-8b": ("Llama-3-8B", _dense("llama", 32, 4096, 32, 8, 14336, 128256, False)),
     "llama-3-70b": ("Llama-3-70B", _dense("llama", 80, 8192, 64, 8, 28672, 128256, False)),
+    "llama-3.3-70b": ("Llama-3.3-70B", _dense("llama", 80, 8192, 64, 8, 28672, 128256, False)),
+    "qwen2.5-math-1.5b": ("Qwen2.5-Math-1.5B", _dense("qwen2", 28, 1536, 12, 2, 8960, 151936, True)),
+    "deepseek-r1-distill-qwen-1.5b": ("DeepSeek-R1-Distill-Qwen-1.5B", _dense("qwen2", 28, 1536, 12, 2, 8960, 151936, False)),
     "deepseek-llm-7b": ("DeepSeek-LLM-7B", _dense("llama", 30, 4096, 32, 32, 11008, 102400, False)),
     "deepseek-llm-67b": ("DeepSeek-LLM-67B", _dense("llama", 95, 8192, 64, 8, 22016, 102400, False)),
     "llama-3.2-1b": ("Llama-3.2-1B", _dense("llama", 16, 2048, 32, 8, 8192, 128256, True, 64)),
