@@ -80,10 +80,6 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                         "(default %(default)s; async on a shared pool is always resident)")
     add_sleep_level_arg(m)
     add_offload_arg(m)
-    m.add_argument("--train-memory-fraction", type=positive(float), default=0.9, metavar="FRACTION",
-                   help="share of each GPU the trainer and scoring models may use where the engine is not running (it "
-                        "sleeps, or is on other GPUs); the engine's own share is --gpu-memory-utilization "
-                        "(default %(default)s: the rest is CUDA context, NCCL buffers, fragmentation)")
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
                    help="weight sync path (default %(default)s: nvlink within a scale-up domain - a node, or a "
@@ -109,6 +105,10 @@ def critic_field(a: argparse.Namespace) -> str | None:
 
 def add_trainer_layout_args(p) -> None:
     """The trainer's backend and model parallelism (``SimConfig.trainer``, ``oppo_sim.hw.trainer_layout``)."""
+    p.add_argument("--train-memory-fraction", type=positive(float), default=0.9, metavar="FRACTION",
+                   help="share of each GPU the trainer and scoring models may use where the engine is not running (it "
+                        "sleeps, or is on other GPUs); the engine's own share is --gpu-memory-utilization "
+                        "(default %(default)s: the rest is CUDA context, NCCL buffers, fragmentation)")
     p.add_argument("--train-backend", choices=TRAIN_BACKENDS, default="fsdp",
                    help="the trainer: fsdp (FSDP / DeepSpeed ZeRO data parallel; verl actor.strategy=fsdp, OpenRLHF) or "
                         "megatron (Megatron-Core TP/PP/CP/EP; verl ppo_megatron_trainer, NeMo RL megatron_cfg) "
