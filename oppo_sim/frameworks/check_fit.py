@@ -29,7 +29,7 @@ of the first ``K`` steps whose timer one of the parameters moves. Two fixed-poin
 is close to inversely proportional to its factor: factor x predicted / measured), then
 ``scipy.optimize.least_squares`` (bounded, trust-region reflective, finite differences of 3 %) from there;
 every simulation is cached by its parameters. ``step_s`` then is the median of (measured - predicted) step
-times, floored at 0 (it adds to the step and nothing else). The parameters' standard deviations come from the
+times, floored at 0 (it adds to the step and nothing else); its standard deviation the gaps' over sqrt(K). The parameters' standard deviations come from the
 Jacobian at the optimum, ``s^2 (J^T J)^+`` with ``s^2`` the residuals' variance; :func:`fit_spread` gives the
 parameter sets one standard deviation slower and faster that :mod:`~oppo_sim.frameworks.check_policies` ranges over.
 
@@ -226,7 +226,7 @@ def _step_cost(run: CheckRun, pred: pd.DataFrame, measured: pd.DataFrame) -> tup
     if both.empty:
         return 0.0, 0.0
     gap = (both[name] - both[name + "#p"]).to_numpy(float)
-    return max(0.0, float(np.median(gap))), float(np.std(gap))
+    return max(0.0, float(np.median(gap))), float(np.std(gap)) / math.sqrt(len(gap))  # the constant's standard error
 
 
 def fit_spread(f: Fit) -> dict[str, tuple[dict[str, float], float]]:
