@@ -38,7 +38,9 @@ def add_check_parser(sub, add_run_like: Callable[[argparse.ArgumentParser], None
     c.add_argument("--steps-to", type=nonneg_int, default=None, metavar="M", help="last logged step checked (default: the last)")
     c.add_argument("--policy", default=None,
                    help="the schedule the run used (default: the framework reader's, else baseline)")
-    c.add_argument("--config-framework", default=None, help=argparse.SUPPRESS)  # set by the framework readers
+    c.add_argument("--config-framework", default=None, metavar="NAME",
+                   help="the framework the config was read from; --from-verl/--from-openrlhf/--from-nemo-rl set it, "
+                        "and a log of another framework is refused (default: none)")
     f = p.add_argument_group("calibration, what-if and output")
     f.add_argument("--calibrate", type=positive(), default=None, metavar="K",
                    help="fit the run's profile on its first K checked steps; the error is reported on the others "
@@ -130,7 +132,7 @@ def _fit(a, run, base):
 
 
 def cmd_check(a: argparse.Namespace) -> int:
-    from oppo_sim.frameworks.check_run import compare, predicted_timers
+    from oppo_sim.frameworks.check_run import compare, predicted_timers, unmapped
 
     run, base = _setup(a)
     print(f"log {run.log.source}: {run.log.framework} ({run.log.format}), steps {run.steps[0]}..{run.steps[-1]} "
@@ -144,6 +146,9 @@ def cmd_check(a: argparse.Namespace) -> int:
         table.insert(1, "part", ["calibration" if s <= cut else "held-out" for s in table["step"]])
     if untimed:
         print(f"logged but not simulated (no such work in the simulated run): {', '.join(untimed)}")
+    if unmapped(run.log, run.framework):
+        print(f"logged, outside {run.framework}'s stage map (in the step, so in the fixed step cost): "
+              f"{', '.join(unmapped(run.log, run.framework))}")
     print()
     _print_steps(table)
     if f:

@@ -34,6 +34,7 @@ def _policy_panel(ax, policies: pd.DataFrame) -> None:
     ax.set_xticklabels(policies["policy"], rotation=30, ha="right")
     ax.set_ylabel("speedup over baseline (bars: range)")
     ax.set_title("what each policy would buy on this run")
+    ax.set_ylim(0, 1.18 * float(policies["speedup_hi"].max()))
     for xi, s, lo, hi in zip(x, sp, policies["speedup_lo"], policies["speedup_hi"]):
         ax.annotate(f"{s:.2f}x\n({lo:.2f}-{hi:.2f})", (xi, hi), ha="center", va="bottom", fontsize=8)
 

@@ -1,5 +1,5 @@
-"""``oppo-sim check``: a run's log held against the simulator, stage by stage (the comparison; the fit is
-:mod:`oppo_sim.frameworks.check_fit`, the what-if :mod:`oppo_sim.frameworks.check_policies`).
+"""``oppo-sim check``: a run's log held against the simulator, stage by stage. The fit is
+:mod:`oppo_sim.frameworks.check_fit`, the what-if :mod:`oppo_sim.frameworks.check_policies`.
 
 **What is simulated.** The run's config (a framework reader's translation: batch ``B``, responses per
 prompt ``n``, models, placement, engine) and, per logged step, that step's logged lengths: the log
@@ -95,6 +95,15 @@ def measured_timers(log: RunLog, framework: str) -> tuple[pd.DataFrame, list[str
     return log.table[["step", *have]].reset_index(drop=True), have
 
 
+def unmapped(log: RunLog, framework: str) -> list[str]:
+    """The log's timers (the framework's prefix: ``timing_s/``, ``timing/train/``) outside its stage map, e.g.
+    verl's ``timing_s/adv``: no simulated work of their own; the fixed step cost holds them."""
+    names = [t.name for t in FRAMEWORK_TIMERS[framework]]
+    prefixes = {n.rsplit("/", 1)[0] + "/" for n in names if "/" in n}
+    return [c for c in log.table.columns if c not in names and any(str(c).startswith(p) for p in prefixes)
+            and log.table[c].notna().any()]
+
+
 @dataclass(frozen=True)
 class CheckRun:
     """A run to check: its log (the steps checked), the stage map, the simulated run's config and policy."""
@@ -176,10 +185,5 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def wide(table: pd.DataFrame) -> pd.DataFrame:
-    """The per-step table printed: one row per step and stage, measured / predicted / error %."""
-    return table.rename(columns={"measured_s": "measured", "predicted_s": "predicted", "error_pct": "error_%"})
-
-
 __all__ = ["COMPATIBLE", "CheckRun", "TABLE_COLUMNS", "check_config_framework", "compare", "measured_timers",
-           "predicted_timers", "run_trace", "select_steps", "stage_map", "summary", "wide"]
+           "predicted_timers", "run_trace", "select_steps", "stage_map", "summary", "unmapped"]
