@@ -180,3 +180,37 @@ def test_jsonl_and_csv_exports_of_the_log_check_alike(tmp_path, capsys):
         got.append(pd.read_csv(tmp_path / "o.csv"))
     pd.testing.assert_frame_equal(got[0], got[1])
     pd.testing.assert_frame_equal(got[0], got[2])
+
+
+def _self_made_log(path: Path, flag: str, config: str, framework: str, names: dict[str, str]) -> None:
+    """A JSONL log of ``framework``'s timers as the simulator predicts them for ``config`` (3 steps): what ``check``
+    must then match exactly, stage by stage."""
+    from oppo_sim.cli import build_parser
+    from oppo_sim.cli_setup import sim_config
+    from oppo_sim.frameworks.check_run import CheckRun, predicted_timers
+    from oppo_sim.frameworks.framework_args import with_framework_args
+    from oppo_sim.traces.runlog import RunLog
+
+    parser = build_parser()
+    cfg = sim_config(parser.parse_args(with_framework_args(parser, ["run", flag, config, "--gpu", "h100-sxm"], echo=False)))
+    lengths = pd.DataFrame({"step": [1, 2, 3], names["resp"]: [200.0, 260.0, 240.0], names["prompt"]: [90.0, 95.0, 88.0]})
+    run = CheckRun(RunLog(lengths, framework, "jsonl", str(path)), framework, cfg, "baseline")
+    timers = predicted_timers(run, cfg.hardware_of(cfg.placement.generate))
+    rows = lengths.merge(timers, on="step")
+    path.write_text("\n".join(json.dumps({k: (int(v) if k == "step" else float(v)) for k, v in r.items()})
+                              for r in rows.to_dict("records")) + "\n")
+
+
+def test_nemo_rl_timers_are_mapped_and_matched(tmp_path, capsys):
+    recipe = str(Path(__file__).parent / "fixtures" / "frameworks" / "nemo_rl" / "grpo_math_1B.yaml")
+    log = tmp_path / "nemo.jsonl"
+    _self_made_log(log, "--from-nemo-rl", recipe, "nemo-rl",
+                   {"resp": "train/mean_gen_tokens_per_sample", "prompt": "train/mean_prompt_length"})
+    rc, out, err = _run(["check", "--from-nemo-rl", recipe, "--gpu", "h100-sxm", "--log", str(log), "--policy", "baseline",
+                         "--csv", str(tmp_path / "t.csv")], capsys)
+    assert rc == 0, err
+    assert "stage map nemo-rl;" in out
+    t = pd.read_csv(tmp_path / "t.csv")
+    assert {"timing/train/generation", "timing/train/policy_training", "timing/train/policy_and_reference_logprobs",
+            "timing/train/total_step_time"} <= set(t["stage"])
+    assert t["error_pct"].abs().max() < 1e-6  # the simulator's own timers, the same lengths and seed: no error
