@@ -30,7 +30,8 @@ is close to inversely proportional to its factor: factor x predicted / measured)
 ``scipy.optimize.least_squares`` (bounded, trust-region reflective, finite differences of 3 %) from there;
 every simulation is cached by its parameters. ``step_s`` then is the median of (measured - predicted) step
 times, floored at 0 (it adds to the step and nothing else); its standard deviation the gaps' over sqrt(K). The parameters' standard deviations come from the
-Jacobian at the optimum, ``s^2 (J^T J)^+`` with ``s^2`` the residuals' variance; :func:`fit_spread` gives the
+Jacobian at the optimum, ``s^2 (J^T J)^+`` with ``s^2`` the residuals' variance, over the parameters inside
+their bounds (one at a bound is reported as such and not varied); :func:`fit_spread` gives the
 parameter sets one standard deviation slower and faster that :mod:`~oppo_sim.frameworks.check_policies` ranges over.
 
 The profile (:func:`write_profile`) is the hardware with the fitted parameters (``oppo-profile/2``): ``run``,
@@ -60,6 +61,9 @@ PARAMS: dict[str, tuple[str, tuple]] = {  # parameter -> (op kind, the timeline 
     "train": ("train", (ACTOR, CRITIC)),
     "sync_s": ("sync", (SYNC,)),
 }
+CALLS: dict[str, str] = {"decode": "decode_call_s", "prefill": "prefill_call_s", "train": "train_call_s"}
+"""A factor at its upper bound -> the per-call fixed cost (``params.<op>.overhead_s``) fitted beside it."""
+KIND: dict[str, str] = {**{k: v[0] for k, v in PARAMS.items()}, **{v: k for k, v in CALLS.items()}}
 SCALE_MIN = 1e-3
 FD_STEP = 0.03
 
@@ -83,25 +87,39 @@ def fitted_stages(run: CheckRun, logged: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def seconds(name: str) -> bool:
+    """True for a fixed cost (seconds, >= 0), False for an efficiency factor."""
+    return name.endswith("_s")
+
+
 def upper(base: Hardware, name: str) -> float:
     """The largest value of parameter ``name`` the bounds allow (a factor: where the larger eff reaches 1)."""
-    if name == "sync_s":
+    if seconds(name):
         return math.inf
-    op = base.params.op(PARAMS[name][0])
+    op = base.params.op(KIND[name])
     return 1.0 / max(op.eff_compute, op.eff_memory)
 
 
+def lower(name: str) -> float:
+    return 0.0 if seconds(name) else SCALE_MIN
+
+
 def start(base: Hardware, name: str) -> float:
-    return base.params.sync.overhead_s if name == "sync_s" else 1.0
+    return base.params.op(KIND[name]).overhead_s if seconds(name) else 1.0
+
+
+def unit(base: Hardware, name: str) -> float:
+    """The parameter's scale in the solver (its start, so every solver variable starts at 1)."""
+    return max(start(base, name), 1e-4) if seconds(name) else 1.0
 
 
 def hardware_at(base: Hardware, theta: dict[str, float], source: str = "check fit") -> Hardware:
     """``base`` with the parameters ``theta`` applied (factors on an op's efficiencies, the sync's seconds)."""
     ops = {k: base.params.op(k) for k in ("decode", "prefill", "train", "sync", "collective")}
     for name, v in theta.items():
-        kind = PARAMS[name][0]
+        kind = KIND[name]
         op = ops[kind]
-        if name == "sync_s":
+        if seconds(name):
             ops[kind] = replace(op, overhead_s=float(max(0.0, v)))
         else:
             ops[kind] = replace(op, eff_compute=min(1.0, op.eff_compute * v), eff_memory=min(1.0, op.eff_memory * v))
@@ -152,58 +170,80 @@ def _residuals(sims: Simulations, measured: pd.DataFrame, stages: list[str], x: 
 
 
 def _fixed_point(sims: Simulations, measured: pd.DataFrame, pins: dict[str, list[str]], x: np.ndarray,
-                 hi: np.ndarray) -> np.ndarray:
+                 hi: np.ndarray, only: tuple[str, ...] | None = None) -> np.ndarray:
+    """Two passes of: each parameter (of ``only``, else all) moved so its stages' median ratio becomes 1 (a factor
+    times predicted / measured; a per-call cost times measured / predicted; the sync's seconds by the gap)."""
     for _ in range(2):
         table, _ = compare(measured, sims(x))
         new = x.copy()
         for i, name in enumerate(sims.names):
             rows = table[table["stage"].isin(pins[name])]
-            if rows.empty:
+            if rows.empty or (only is not None and name not in only):
                 continue
-            ratio = float(np.median(rows["predicted_s"] / rows["measured_s"]))
-            if name == "sync_s":
+            if name in CALLS.values():
+                new[i] = x[i] * float(np.median(rows["measured_s"] / rows["predicted_s"]))
+            elif seconds(name):
                 new[i] = x[i] + float(np.median(rows["measured_s"] - rows["predicted_s"]))
             else:
-                new[i] = x[i] * ratio
-        new = np.clip(new, [SCALE_MIN * (1 if n != "sync_s" else 0) for n in sims.names], hi)
+                new[i] = x[i] * float(np.median(rows["predicted_s"] / rows["measured_s"]))
+        new = np.clip(new, [lower(n) for n in sims.names], hi)
         if np.allclose(new, x, rtol=0.01, atol=1e-6):
             return new
         x = new
     return x
 
 
-def fit(run: CheckRun, base: Hardware, k: int, tick: Callable[[], None] = lambda: None) -> Fit:
-    """The run's parameters fitted on its first ``k`` logged steps (see the module docstring)."""
+def _solve(sims: Simulations, measured: pd.DataFrame, stages: list[str], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``least_squares`` from ``x`` in units of each parameter's start (see :func:`unit`): (the optimum, its sd)."""
     from scipy.optimize import least_squares
 
+    u = np.array([unit(sims.base, n) for n in sims.names])
+    lo = np.array([lower(n) for n in sims.names]) / u
+    hi = np.array([upper(sims.base, n) for n in sims.names]) / u
+    sol = least_squares(lambda v: _residuals(sims, measured, stages, v * u), np.clip(x / u, lo, hi), bounds=(lo, hi),
+                        method="trf", diff_step=FD_STEP, max_nfev=6)
+    x = sol.x * u
+    free = np.array([not (math.isfinite(h) and v >= h * (1 - 1e-6)) and v > lo_ + 1e-12
+                     for v, h, lo_ in zip(sol.x, hi, lo)])  # a parameter at a bound is not varied
+    sd = np.zeros(len(x))
+    jac = sol.jac[:, free]
+    if jac.size:
+        m, p = jac.shape
+        s2 = float(np.sum(sol.fun ** 2)) / max(1, m - p)
+        sd[free] = np.sqrt(np.clip(np.diag(s2 * np.linalg.pinv(jac.T @ jac)), 0.0, None))
+    return x, sd * u
+
+
+def fit(run: CheckRun, base: Hardware, k: int, tick: Callable[[], None] = lambda: None) -> Fit:
+    """The run's parameters fitted on its first ``k`` logged steps (see the module docstring)."""
     n = len(run.steps)
     if not 1 <= k < n:
         raise ConfigError(f"--calibrate {k}: needs 1 <= K < the {n} logged steps checked (the steps after K are "
                           f"the held-out ones)")
     calib = run.head(k)
     measured = calib.measured()
-    logged = [c for c in measured.columns if c != "step"]
-    pins = fitted_stages(run, logged)
+    pins = fitted_stages(run, [c for c in measured.columns if c != "step"])
     names = list(pins)
     sims = Simulations(calib, base, names, tick)
-    lo = np.array([0.0 if n_ == "sync_s" else SCALE_MIN for n_ in names])
     hi = np.array([upper(base, n_) for n_ in names])
     x = np.array([start(base, n_) for n_ in names])
     sigma = np.zeros(len(names))
     if names:
         x = _fixed_point(sims, measured, pins, x, hi)
-        stages = sorted({s for v in pins.values() for s in v})
-        sol = least_squares(lambda v: _residuals(sims, measured, stages, v), np.clip(x, lo, hi), bounds=(lo, hi),
-                            method="trf", diff_step=FD_STEP, max_nfev=6, x_scale=np.maximum(x, 1e-3))
-        x = sol.x
-        m, p = sol.jac.shape
-        s2 = float(np.sum(sol.fun ** 2)) / max(1, m - p)
-        cov = s2 * np.linalg.pinv(sol.jac.T @ sol.jac)
-        sigma = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+        capped = [n_ for n_, v, h in zip(names, x, hi) if n_ in CALLS and v >= h * (1 - 1e-6)]
+        for n_ in capped:  # faster than efficiency 1 allows: the per-call fixed cost is fitted too
+            pins[CALLS[n_]] = pins[n_]
+        names = list(pins)
+        sims.names = names
+        x = np.concatenate([x, [start(base, CALLS[n_]) for n_ in capped]])
+        if capped:
+            x = _fixed_point(sims, measured, pins, x, np.array([upper(base, n_) for n_ in names]),
+                             tuple(CALLS[n_] for n_ in capped))
+        x, sigma = _solve(sims, measured, sorted({s for v in pins.values() for s in v}), x)
     step_s, step_sd = _step_cost(calib, sims(x), measured)
     theta = dict(zip(names, map(float, x)))
     table, _ = compare(measured, _with_step(sims(x), run.framework, step_s))
-    bound = tuple(n_ for n_, v, h in zip(names, x, hi) if math.isfinite(h) and v >= h * (1 - 1e-6))
+    bound = tuple(n_ for n_, v in theta.items() if math.isfinite(upper(base, n_)) and v >= upper(base, n_) * (1 - 1e-6))
     return Fit(base, theta, dict(zip(names, map(float, sigma))), step_s, step_sd, pins, table, len(sims.cache), bound)
 
 
@@ -237,7 +277,7 @@ def fit_spread(f: Fit) -> dict[str, tuple[dict[str, float], float]]:
         out = {}
         for name, v in f.theta.items():
             d = f.sigma.get(name, 0.0)
-            if name == "sync_s":
+            if seconds(name):
                 out[name] = max(0.0, v - sign * d)
             else:
                 out[name] = float(np.clip(v + sign * d, SCALE_MIN, upper(f.base, name)))
@@ -252,9 +292,9 @@ def params_table(f: Fit) -> pd.DataFrame:
     hw = f.hardware()
     rows = []
     for name, v in f.theta.items():
-        op = hw.params.op(PARAMS[name][0])
-        field = (f"sync.overhead_s={op.overhead_s:.4g}" if name == "sync_s" else
-                 f"{PARAMS[name][0]}.eff_compute={op.eff_compute:.4g}, eff_memory={op.eff_memory:.4g}")
+        op = hw.params.op(KIND[name])
+        field = (f"{KIND[name]}.overhead_s={op.overhead_s:.4g}" if seconds(name) else
+                 f"{KIND[name]}.eff_compute={op.eff_compute:.4g}, eff_memory={op.eff_memory:.4g}")
         rows.append((name, v, f.sigma.get(name, 0.0), field, ", ".join(f.stages[name]),
                      "yes" if name in f.at_bound else ""))
     rows.append(("step_s", f.step_s, f.step_s_sigma, f"meta.overheads.step_s={f.step_s:.4g}", "the step timer", ""))
@@ -271,5 +311,5 @@ def write_profile(f: Fit, path: str, run: CheckRun, held_out: dict) -> None:
     save_profile(f.hardware(), path, meta)
 
 
-__all__ = ["Fit", "PARAMS", "Simulations", "fit", "fit_spread", "fitted_stages", "hardware_at", "params_table",
+__all__ = ["CALLS", "Fit", "KIND", "PARAMS", "Simulations", "fit", "fit_spread", "fitted_stages", "hardware_at", "params_table",
            "write_profile"]

@@ -156,10 +156,26 @@ def predicted_timers(run: CheckRun, hardware: Hardware, step_overhead_s: float =
     return out
 
 
+FOLDS: tuple[tuple[str, str], ...] = (("timing_s/update_critic", "timing_s/update_actor"),)
+"""(timer, into): a simulated timer the log does not hold, counted in another that it does. A verl log without
+``update_critic`` from a run that trains a critic times it inside ``update_actor`` (``oppo-real run
+--verl-metrics`` does: one mini-batch loop updates both); the two run one after the other, so they add."""
+
+
+def folded(measured: pd.DataFrame, predicted: pd.DataFrame) -> pd.DataFrame:
+    """``predicted`` with each :data:`FOLDS` timer the log lacks added into the one it has."""
+    out = predicted.copy()
+    for name, into in FOLDS:
+        if name in out.columns and name not in measured.columns and into in out.columns and into in measured.columns:
+            out[into] = out[into] + out.pop(name)
+    return out
+
+
 def compare(measured: pd.DataFrame, predicted: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """(The long table: ``step, stage, measured_s, predicted_s, error_pct`` for every logged timer the simulation
     times, in the framework's order; the logged timers it has nothing for)."""
     stages = [c for c in measured.columns if c != "step"]
+    predicted = folded(measured, predicted)
     untimed = [s for s in stages if s not in predicted.columns]
     both = measured.merge(predicted, on="step", suffixes=("", "#pred"))
     rows = []
@@ -185,5 +201,5 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-__all__ = ["COMPATIBLE", "CheckRun", "TABLE_COLUMNS", "check_config_framework", "compare", "measured_timers",
+__all__ = ["COMPATIBLE", "CheckRun", "TABLE_COLUMNS", "check_config_framework", "compare", "folded", "measured_timers",
            "predicted_timers", "run_trace", "select_steps", "stage_map", "summary", "unmapped"]
