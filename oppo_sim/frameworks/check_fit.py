@@ -32,7 +32,7 @@ every simulation is cached by its parameters. ``step_s`` then is the median of (
 times, floored at 0 (it adds to the step and nothing else); its standard deviation the gaps' over sqrt(K). The parameters' standard deviations come from the
 Jacobian at the optimum, ``s^2 (J^T J)^+`` with ``s^2`` the residuals' variance, over the parameters inside
 their bounds (one at a bound is reported as such and not varied); :func:`fit_spread` gives the
-parameter sets one standard deviation slower and faster that :mod:`~oppo_sim.frameworks.check_policies` ranges over.
+parameter sets one standard deviation slower and faster (at most half the value) that :mod:`~oppo_sim.frameworks.check_policies` ranges over.
 
 The profile (:func:`write_profile`) is the hardware with the fitted parameters (``oppo-profile/2``): ``run``,
 ``compare`` and ``plan --profile P.json`` take it. Its ``meta.check`` says what was fitted, on which log and
@@ -272,11 +272,12 @@ def _step_cost(run: CheckRun, pred: pd.DataFrame, measured: pd.DataFrame) -> tup
 def fit_spread(f: Fit) -> dict[str, tuple[dict[str, float], float]]:
     """The fit's parameter sets for a range: ``fit`` (the optimum), ``fit-slow`` (every factor one standard
     deviation lower, every fixed cost one higher) and ``fit-fast`` (the other way), each within the bounds;
-    each with its fixed step cost."""
+    each with its fixed step cost. A parameter the steps pin poorly (its standard deviation over half its value:
+    two parameters of one stage trading off) moves by half its value, not out to its bound."""
     def moved(sign: float) -> dict[str, float]:
         out = {}
         for name, v in f.theta.items():
-            d = f.sigma.get(name, 0.0)
+            d = min(f.sigma.get(name, 0.0), 0.5 * abs(v))  # a parameter pinned poorly moves by half its value
             if seconds(name):
                 out[name] = max(0.0, v - sign * d)
             else:
