@@ -214,3 +214,35 @@ def test_nemo_rl_timers_are_mapped_and_matched(tmp_path, capsys):
     assert {"timing/train/generation", "timing/train/policy_training", "timing/train/policy_and_reference_logprobs",
             "timing/train/total_step_time"} <= set(t["stage"])
     assert t["error_pct"].abs().max() < 1e-6  # the simulator's own timers, the same lengths and seed: no error
+
+
+def test_a_run_faster_than_efficiency_one_allows_gets_its_per_call_cost_fitted(tmp_path):
+    """Generation made at efficiency 1 and a tenth of the default per-iteration cost: the decode factor stops at
+    its bound and the per-call fixed cost (params.decode.overhead_s) is fitted beside it, near the truth."""
+    from dataclasses import replace
+
+    from oppo_sim.cli import build_parser
+    from oppo_sim.cli_setup import sim_config
+    from oppo_sim.frameworks.check_fit import fit, hardware_at
+    from oppo_sim.frameworks.check_run import CheckRun, predicted_timers
+    from oppo_sim.frameworks.framework_args import with_framework_args
+    from oppo_sim.hw.hardware import CostParams, Hardware
+    from oppo_sim.traces.runlog import RunLog
+
+    parser = build_parser()
+    cfg = sim_config(parser.parse_args(with_framework_args(parser, ["run", "--from-verl", str(SCRIPT), "--gpu", "h100-sxm"],
+                                                           echo=False)))
+    base = cfg.hardware_of(cfg.placement.generate)
+    truth = hardware_at(base, {"decode": upper(base, "decode")})
+    truth = Hardware(truth.gpu, CostParams(**{**{k: truth.params.op(k) for k in ("decode", "prefill", "train", "sync",
+                                                                                  "collective")},
+                                              "decode": replace(truth.params.decode, overhead_s=3e-4)}))
+    lengths = pd.DataFrame({"step": [1, 2, 3, 4], "response_length/mean": [200.0, 300.0, 250.0, 280.0],
+                            "response_length/max": [1024.0] * 4, "prompt_length/mean": [100.0] * 4})
+    run = CheckRun(RunLog(lengths, "verl", "jsonl", "made"), "verl", cfg, "baseline")
+    timers = predicted_timers(run, truth)
+    run = CheckRun(RunLog(lengths.merge(timers, on="step"), "verl", "jsonl", "made"), "verl", cfg, "baseline")
+    f = fit(run, base, 3)
+    assert "decode" in f.at_bound and f.sigma["decode"] == 0.0  # at its bound: reported, not varied
+    assert f.theta["decode_call_s"] == pytest.approx(3e-4, rel=0.25)
+    assert f.hardware().params.decode.overhead_s == pytest.approx(f.theta["decode_call_s"])
