@@ -72,8 +72,13 @@ def _setup(a: argparse.Namespace):
     from oppo_sim.frameworks.check_run import CheckRun, check_config_framework, measured_timers, select_steps, stage_map
     from oppo_sim.traces.runlog import RunLog, lengths, read_run_log
 
+    from oppo_sim.traces.trace import DEFAULT_TRACE
+
     if a.write_profile and not a.calibrate:
         raise ConfigError("--write-profile needs --calibrate K (the profile is the fit)")
+    if a.trace != DEFAULT_TRACE or a.steps != 20:  # run's defaults: check's lengths and steps are the log's
+        raise ConfigError(f"{'--trace' if a.trace != DEFAULT_TRACE else '--steps'}: check simulates the logged steps "
+                          "with their logged lengths; choose them with --steps-from/--steps-to")
     log = read_run_log(a.log, a.run)
     check_config_framework(log, a.config_framework)
     framework = stage_map(log, a.framework)

@@ -147,6 +147,7 @@ def test_stretched_lengths_keep_the_cap_rows_and_the_mean():
     (["--steps-from", "40"], "--steps-from 40: out of the log's steps 1..12"),
     (["--steps-to", "4", "--calibrate", "4"], "--calibrate 4: needs 1 <= K < the 4 logged steps"),
     (["--write-profile", "x.json"], "--write-profile needs --calibrate K"),
+    (["--steps", "5"], "--steps: check simulates the logged steps with their logged lengths"),
 ])
 def test_refusals_are_one_line(extra, message, capsys):
     rc, _, err = _run([*BASE, "--log", str(LOG), *extra], capsys)
@@ -246,3 +247,10 @@ def test_a_run_faster_than_efficiency_one_allows_gets_its_per_call_cost_fitted(t
     assert "decode" in f.at_bound and f.sigma["decode"] == 0.0  # at its bound: reported, not varied
     assert f.theta["decode_call_s"] == pytest.approx(3e-4, rel=0.25)
     assert f.hardware().params.decode.overhead_s == pytest.approx(f.theta["decode_call_s"])
+
+
+def test_the_configs_step_count_is_not_the_checked_steps(capsys):
+    rc, out, err = _run(["check", "--from-verl", str(SCRIPT), "--from-verl", "trainer.total_training_steps=50", "--gpu",
+                         "h100-sxm", "--log", str(LOG), "--steps-to", "2"], capsys)
+    assert rc == 0, err
+    assert "steps 1..2 (2)" in out and "trainer.total_training_steps = 50" in out  # listed as ignored, not refused

@@ -147,8 +147,8 @@ def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], ec
         raise ConfigError(f"{'/'.join(FLAGS)} go with {', '.join(COMMANDS)}, after the sub-command")
     rest, given = _split(argv[1:])
     orl = given.get("--from-openrlhf", [None])[0]
-    t = fit_to(translate(given.get("--from-verl", []), orl, given.get("--from-nemo-rl", [])),
-               set(sub._option_string_actions))
+    known = set(sub._option_string_actions) - ({"--steps", "--trace"} if cmd == "check" else set())  # check: the log's
+    t = fit_to(translate(given.get("--from-verl", []), orl, given.get("--from-nemo-rl", [])), known)
     if cmd != "check":  # check simulates the framework's own schedule (--policy) and its --policies beside it
         t = fit_policy(t, rest)
     typed = {tok.partition("=")[0] for tok in rest if tok.startswith("--")}
