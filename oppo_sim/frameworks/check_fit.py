@@ -14,19 +14,23 @@ parameter      what it scales (the profile field it writes)           fitted on 
                ``params.train`` effs, one factor                      ``timing/train/policy_training``; ``training``
 ``sync_s``     the fixed seconds of one weight sync:                  ``timing_s/update_weights``;
                ``params.sync.overhead_s``                             ``prepare_for_generation/total``
+``*_call_s``   the fixed seconds of one call of a class               that class's timers, only where its factor
+               (``decode_call_s``: one engine iteration; ``prefill_``   stops at its bound: the run is faster than
+               ``call_s``, ``train_call_s``): ``params.<op>.overhead_s``  efficiency 1 allows (tiny models, a CPU)
 ``step_s``     a fixed cost per step outside every stage timer        the step timer (``timing_s/step``,
                (verl's ``adv``, the driver's bookkeeping):            ``total_step_time``, ``e2e``), after the others
                ``meta.overheads.step_s``
 =============  =====================================================  =============================================
 
 Bounds keep them physical: a factor keeps both efficiencies of its op in ``(0, 1]`` (from 1/1000 of the
-start up to where the larger reaches 1), ``sync_s`` and ``step_s`` are ``>= 0``. ``sync_s`` is fitted only
+start up to where the larger reaches 1), the fixed costs (``*_call_s``, ``sync_s``, ``step_s``) are ``>= 0``. ``sync_s`` is fitted only
 where a timer covers the sync without the generation or the update (verl's ``update_weights``, NeMo RL's
 ``prepare_for_generation``); inside verl-0.7's ``gen`` or OpenRLHF's ``training`` it could not be told apart.
 
 **The fit.** Residuals are the relative errors ``(predicted - measured) / measured`` of every (step, stage)
 of the first ``K`` steps whose timer one of the parameters moves. Two fixed-point passes first (a stage's time
-is close to inversely proportional to its factor: factor x predicted / measured), then
+is close to inversely proportional to its factor: factor x predicted / measured; a factor that stops at its
+bound brings its class's per-call cost in, moved by measured / predicted in two more passes), then
 ``scipy.optimize.least_squares`` (bounded, trust-region reflective, finite differences of 3 %) from there;
 every simulation is cached by its parameters. ``step_s`` then is the median of (measured - predicted) step
 times, floored at 0 (it adds to the step and nothing else); its standard deviation the gaps' over sqrt(K). The parameters' standard deviations come from the
