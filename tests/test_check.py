@@ -254,3 +254,28 @@ def test_the_configs_step_count_is_not_the_checked_steps(capsys):
                          "h100-sxm", "--log", str(LOG), "--steps-to", "2"], capsys)
     assert rc == 0, err
     assert "steps 1..2 (2)" in out and "trainer.total_training_steps = 50" in out  # listed as ignored, not refused
+
+
+def test_an_async_verl_run_is_simulated_with_its_own_schedule(tmp_path, capsys):
+    script = str(Path(__file__).parent / "fixtures" / "frameworks" / "verl" / "one_step_off_grpo_0.6b_gsm8k_fsdp2_2_6.sh")
+    log = tmp_path / "async.jsonl"
+    from oppo_sim.cli import build_parser
+    from oppo_sim.cli_setup import sim_config
+    from oppo_sim.frameworks.check_run import CheckRun, predicted_timers
+    from oppo_sim.frameworks.framework_args import with_framework_args
+    from oppo_sim.traces.runlog import RunLog
+
+    parser = build_parser()
+    a = parser.parse_args(with_framework_args(parser, ["run", "--from-verl", script, "--gpu", "h100-sxm"], echo=False))
+    assert a.policy == "async"  # verl's one-step-off trainer, as the reader says
+    lengths = pd.DataFrame({"step": [1, 2], "response_length/mean": [300.0, 320.0], "response_length/max": [1024.0] * 2,
+                            "prompt_length/mean": [100.0] * 2})
+    run = CheckRun(RunLog(lengths, "verl", "jsonl", str(log)), "verl", sim_config(a), "async")
+    rows = lengths.merge(predicted_timers(run, sim_config(a).hardware_of(run.cfg.placement.generate)), on="step")
+    log.write_text("\n".join(json.dumps({k: (int(v) if k == "step" else float(v)) for k, v in r.items()})
+                             for r in rows.to_dict("records")) + "\n")
+    rc, out, err = _run(["check", "--from-verl", script, "--gpu", "h100-sxm", "--log", str(log), "--policies", "baseline",
+                         "--csv", str(tmp_path / "t.csv")], capsys)
+    assert rc == 0, err
+    assert "simulated: policy async" in out
+    assert pd.read_csv(tmp_path / "t.csv")["error_pct"].abs().max() < 1e-6
