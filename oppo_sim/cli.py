@@ -3,7 +3,8 @@
 Commands: ``run`` (one simulation), ``compare`` (baseline vs overlap policies), ``sweep`` (a grid to
 CSV/Parquet), ``plan`` (the fastest placement/policy/knobs, ``plan_cli.py``), ``replay`` (a generation
 engine serving an arrival-timed trace), ``traces`` (what traces the search path finds), ``import`` (a verl
-rollout dump or a metrics export as a trace, ``import_cli.py``). The shared options
+rollout dump or a metrics export as a trace, ``import_cli.py``), ``check`` (a run's log against the
+simulator, calibrated on it, ``check_cli.py``). The shared options
 and the config they build: ``cli_setup.py`` (workload, hardware, memory, engine, scoring) and
 ``cli_policy.py`` (policy knobs). :func:`build_parser` returns the whole parser (the CLI reference is
 generated from it). Bad input exits with status 2 and one line on stderr, never a traceback.
@@ -219,6 +220,7 @@ def _add_run_like(p: argparse.ArgumentParser, grid: bool = False) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``oppo-sim`` parser with every sub-command (no side effects: the CLI reference is generated from it)."""
     from oppo_sim.core.policies import POLICY_NAMES
+    from oppo_sim.check_cli import add_check_parser
     from oppo_sim.import_cli import add_import_parser
     from oppo_sim.plan_cli import add_plan_parser
 
@@ -267,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_traces)
     add_plan_parser(sub)  # ``plan``: oppo_sim/plan_cli.py
     add_import_parser(sub)  # ``import``: oppo_sim/import_cli.py
+    add_check_parser(sub, _add_run_like)  # ``check``: oppo_sim/check_cli.py
     return p
 
 

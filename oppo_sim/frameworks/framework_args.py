@@ -16,7 +16,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.translation import Ignored, Translation
 
 FLAGS: tuple[str, ...] = ("--from-verl", "--from-openrlhf", "--from-nemo-rl")
-COMMANDS: tuple[str, ...] = ("run", "compare", "sweep")
+COMMANDS: tuple[str, ...] = ("run", "compare", "sweep", "check")
 
 
 def add_framework_args(p: argparse.ArgumentParser) -> None:
@@ -147,15 +147,18 @@ def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], ec
         raise ConfigError(f"{'/'.join(FLAGS)} go with {', '.join(COMMANDS)}, after the sub-command")
     rest, given = _split(argv[1:])
     orl = given.get("--from-openrlhf", [None])[0]
-    t = fit_policy(fit_to(translate(given.get("--from-verl", []), orl, given.get("--from-nemo-rl", [])),
-                          set(sub._option_string_actions)), rest)
+    known = set(sub._option_string_actions) - ({"--steps", "--trace"} if cmd == "check" else set())  # check: the log's
+    t = fit_to(translate(given.get("--from-verl", []), orl, given.get("--from-nemo-rl", [])), known)
+    if cmd != "check":  # check simulates the framework's own schedule (--policy) and its --policies beside it
+        t = fit_policy(t, rest)
     typed = {tok.partition("=")[0] for tok in rest if tok.startswith("--")}
     for option, error in t.pending:
         if option not in typed:
             raise ConfigError(error)
     if echo:
         print(t.echo(typed) + "\n")
-    return [cmd, *t.args, *rest]
+    said = ["--config-framework", t.framework] if cmd == "check" else []  # check refuses a log of another framework
+    return [cmd, *said, *t.args, *rest]
 
 
 __all__ = ["COMMANDS", "FLAGS", "POLICY_KNOBS", "add_framework_args", "fit_policy", "fit_to", "translate",
