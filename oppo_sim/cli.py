@@ -55,15 +55,18 @@ def _row(res) -> dict:
     return row
 
 
-def _memory_line(s: dict) -> str:
-    """Headroom per pool (GiB per device), the KV cache generation gets, the training setup and sync path."""
+def _memory_line(s: dict, cfg=None) -> str:
+    """Headroom per pool (GiB per device), the KV cache generation gets, the training setup (its Megatron
+    layout, or the ZeRO stage) and sync path."""
     pools = ", ".join(
         f"{pool} {gib:.1f} GiB" + (f" (KV cache {s['kv_cache_gib'][pool]:.1f} GiB)" if pool in s["kv_cache_gib"] else "")
         for pool, gib in s["memory_headroom_gib"].items()
     )
     sleeps = (f"; the engine sleeps (vLLM level {s['sleep_level']}) and wakes: {s['sleep_wake_s']:.2f} s a step"
               if s.get("sleep_level") else "")
-    return (f"memory headroom per device: {pools}; trainer ZeRO-{s['zero_stage']}, recompute {s['recompute']} "
+    state = (cfg.trainer.label() + (f" ep{cfg.expert_parallel}" if cfg.expert_parallel > 1 else "")
+             if cfg is not None and cfg.trainer.megatron else f"ZeRO-{s['zero_stage']}")
+    return (f"memory headroom per device: {pools}; trainer {state}, recompute {s['recompute']} "
             f"(longest sequence {s['max_seq_tokens']:,} tokens); weight sync over {s['sync_mechanism']}{sleeps}")
 
 
@@ -87,7 +90,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     s = res.summary
     print(f"trace {s['trace']} ({len(trace)} rows, cap {cfg.max_response}{limits_note(trace)}), {_gpu(cfg)}, placement {res.meta['placement']}, "
           f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
-    print(_memory_line(s))
+    print(_memory_line(s, cfg))
     _print_table(pd.DataFrame([_row(res)]))
     cols = ["step", "step_time_s", "generation_s", "scoring_s", "training_s", "sleep_wake_s", "deferred", "delta", "chunk",
             "staleness_max"]
@@ -134,7 +137,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     print(f"trace {trace.name} ({len(trace)} rows, cap {cfg.max_response}{limits_note(trace)}), {_gpu(cfg)}, B={cfg.batch} prompts x "
           f"n={cfg.algorithm.n}, {cfg.steps} steps, placement {results['baseline'].meta['placement']}, "
           f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
-    print(_memory_line(base))
+    print(_memory_line(base, cfg))
     _print_table(df)
     if a.plot:
         from oppo_sim.explore.plots import plot_compare

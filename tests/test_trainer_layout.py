@@ -43,3 +43,12 @@ def test_flags_reach_the_config():
                       "--train-tp", "2", "--pp", "2", "--vpp", "2", "--no-distributed-optimizer"])
     t = sim_config(a).trainer
     assert (t.backend, t.tp, t.pp, t.vpp, t.cp, t.distributed_optimizer) == ("megatron", 2, 2, 2, 1, False)
+
+
+def test_run_names_the_megatron_layout_not_a_zero_stage(capsys):
+    from oppo_sim.cli import main
+
+    assert main(["run", "--placement", "colocated", "--devices", "8", "--train-backend", "megatron", "--train-tp", "2",
+                 "--pp", "2", "--steps", "1", "--batch", "8", "--max-response", "256"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("memory headroom"))
+    assert "trainer megatron tp2 pp2," in line and "ZeRO" not in line
