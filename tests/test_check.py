@@ -52,6 +52,7 @@ def test_uncalibrated_table_is_the_log_against_the_simulated_stages(tmp_path, ca
                        str(tmp_path / "t.csv")], capsys)
     assert rc == 0
     assert "stage map verl;" in out and "policy baseline, B=64 x n=8" in out
+    assert "the prompt and response lengths: the trace" not in out  # they come from the log, not a default trace
     assert "outside verl's stage map (in the step, so in the fixed step cost): timing_s/adv" in out
     t = pd.read_csv(tmp_path / "t.csv")
     assert list(t.columns) == ["step", "stage", "measured_s", "predicted_s", "error_pct"]

@@ -155,8 +155,8 @@ def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], ec
     for option, error in t.pending:
         if option not in typed:
             raise ConfigError(error)
-    if echo:
-        print(t.echo(typed) + "\n")
+    if echo:  # check's lengths come from the run's log, not from a trace
+        print(t.echo(typed | ({"--trace"} if cmd == "check" else set())) + "\n")
     said = ["--config-framework", t.framework] if cmd == "check" else []  # check refuses a log of another framework
     return [cmd, *said, *t.args, *rest]
 
