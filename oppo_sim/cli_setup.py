@@ -283,11 +283,18 @@ def engine_fields(a: argparse.Namespace, hardware: str) -> dict:
     static = _given(a, ("gen_batch", "call_tokens", "carry_kv"))
     out = {"engine": engine, "engine_kind": a.engine, "static": StaticConfig(**static),
            **_given(a, ("stream_batching", "scorer_max_tokens", "padded_batches"))}
-    if a.engine == EngineKind.STATIC.value:
-        if str(hardware).lower().endswith(".json"):  # a profile: its fitted per-call overhead
-            from oppo_sim.hw.profiles import read_profile
+    meta = None
+    if str(hardware).lower().endswith(".json"):  # a profile: its fitted per-call overhead and per-step costs
+        from oppo_sim.hw.profiles import read_profile
 
-            out["static_cost"] = StaticCostParams.from_meta(read_profile(hardware)[1])
+        meta = read_profile(hardware)[1]
+        if (meta or {}).get("overheads"):  # e.g. the per-step fixed cost `oppo-sim check --calibrate` fits
+            from oppo_sim.hw.overheads import ExecutorOverheads
+
+            out["overheads"] = ExecutorOverheads.from_meta(meta["overheads"])
+    if a.engine == EngineKind.STATIC.value:
+        if meta is not None:
+            out["static_cost"] = StaticCostParams.from_meta(meta)
         if a.call_overhead is not None:
             out["static_cost"] = StaticCostParams(call_overhead_s=a.call_overhead)
     return out

@@ -107,6 +107,11 @@ def test_the_profile_is_taken_by_run_and_plan(calibrated, capsys):
                         capsys)
     assert rc == 0, err
     assert f"calibrated profile {profile}" in out
+    from oppo_sim.cli import build_parser
+    from oppo_sim.cli_setup import sim_config
+
+    cfg = sim_config(build_parser().parse_args(["run", "--profile", profile]))  # the fitted per-step cost rides along
+    assert cfg.overheads.step_s == pytest.approx(json.loads((d / "p.json").read_text())["meta"]["overheads"]["step_s"])
     rc, out, err = _run(["plan", "--gpus", f"4x{profile}", "--actor", "qwen2.5-3b", "--steps", "1", "--batch", "8",
                          "--policies", "baseline", "--layouts", "colocated", "--tps", "1", "--trials", "2",
                          "--processes", "1", "--top", "1"], capsys)

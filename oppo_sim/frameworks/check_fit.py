@@ -41,7 +41,7 @@ parameter sets one standard deviation slower and faster (at most half the value)
 The profile (:func:`write_profile`) is the hardware with the fitted parameters (``oppo-profile/2``): ``run``,
 ``compare`` and ``plan --profile P.json`` take it. Its ``meta.check`` says what was fitted, on which log and
 steps, and the held-out error; ``meta.overheads.step_s`` is the fixed cost per step, which ``check`` adds to every
-predicted step (``run --profile`` models the stages, not this cost).
+predicted step (``run``/``compare --profile`` charge it as the driver's per-step cost, ``SimConfig.overheads``).
 """
 
 from __future__ import annotations
