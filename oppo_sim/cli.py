@@ -64,8 +64,7 @@ def _memory_line(s: dict, cfg=None) -> str:
     )
     sleeps = (f"; the engine sleeps (vLLM level {s['sleep_level']}) and wakes: {s['sleep_wake_s']:.2f} s a step"
               if s.get("sleep_level") else "")
-    state = (cfg.trainer.label() + (f" ep{cfg.expert_parallel}" if cfg.expert_parallel > 1 else "")
-             if cfg is not None and cfg.trainer.megatron else f"ZeRO-{s['zero_stage']}")
+    state = cfg.trainer.state(s["zero_stage"], cfg.expert_parallel) if cfg is not None else f"ZeRO-{s['zero_stage']}"
     return (f"memory headroom per device: {pools}; trainer {state}, recompute {s['recompute']} "
             f"(longest sequence {s['max_seq_tokens']:,} tokens); weight sync over {s['sync_mechanism']}{sleeps}")
 

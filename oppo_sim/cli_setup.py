@@ -190,20 +190,14 @@ def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
 def algorithm_fields(a: argparse.Namespace) -> dict:
     """``SimConfig`` keywords of the algorithm options: ``algorithm`` and, for a reward model, ``reward``;
     a setting the chosen algorithm does not use -> one-line ConfigError."""
-    from oppo_sim.core.algorithms import Algorithm
+    from oppo_sim.core.algorithms import Algorithm, round_settings
 
     rule = a.reward.strip().lower() == "rule"
     if a.reward_cost_ms is not None and not rule:
         raise ConfigError(f"{flag_name('reward_cost_ms', a.reward_cost_ms)} is the CPU cost of a rule reward; it is not "
                           f"used with a reward model ('{a.reward}'); drop it or give --reward rule")
     extra = {} if a.reward_cost_ms is None else {"reward_cost_ms": a.reward_cost_ms}
-    for dest in ("gen_batch_size", "max_gen_batches"):
-        value = getattr(a, dest)
-        if value is not None and a.algorithm.strip().lower() != "dapo":
-            raise ConfigError(f"{flag_name(dest, value)} sizes dapo's rounds of dynamic sampling; it is not used with "
-                              f"--algorithm {a.algorithm}; drop it or give --algorithm dapo")
-        if value is not None:
-            extra[dest] = value
+    extra.update(round_settings(a.algorithm, {"gen_batch_size": a.gen_batch_size, "max_gen_batches": a.max_gen_batches}))
     algorithm = Algorithm(a.algorithm, n=a.n, reward="rule" if rule else "model", kl=not a.no_reference,
                           informative=a.informative, **extra)
     return {"algorithm": algorithm} if rule else {"algorithm": algorithm, "reward": a.reward}

@@ -178,7 +178,7 @@ def baseline_steps(cfg: SimConfig, trace: Trace) -> tuple[SimResult, str]:
     ``refused; ...``: the prediction is then of the time, not of the memory."""
     try:
         res = simulate(trace, "baseline", cfg)
-        return res, f"{_state(cfg, res.summary['zero_stage'])}, recompute {res.summary['recompute']}"
+        return res, f"{cfg.trainer.state(res.summary['zero_stage'], cfg.expert_parallel)}, recompute {res.summary['recompute']}"
     except ConfigError as e:
         if "does not fit" not in str(e):
             raise
@@ -192,11 +192,4 @@ def baseline_steps(cfg: SimConfig, trace: Trace) -> tuple[SimResult, str]:
              "tokens": r.tokens, "prompt_tokens": r.prompt_tokens} for r in p.records]
     timeline = pd.DataFrame(p.timeline.rows, columns=TIMELINE_COLUMNS)
     return (SimResult(pd.DataFrame(rows), timeline, {}),
-            f"refused; timed with {_state(cfg, 3)}, recompute {train.recompute} ({refusal})")
-
-
-def _state(cfg: SimConfig, zero_stage) -> str:
-    """How the trainer holds its state, for the table: its Megatron layout, or the ZeRO stage."""
-    if cfg.trainer.megatron:
-        return cfg.trainer.label() + (f" ep{cfg.expert_parallel}" if cfg.expert_parallel > 1 else "")
-    return f"ZeRO-{zero_stage}"
+            f"refused; timed with {cfg.trainer.state(3, cfg.expert_parallel)}, recompute {train.recompute} ({refusal})")

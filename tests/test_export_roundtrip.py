@@ -9,20 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from oppo_sim.cli import build_parser, main
-from oppo_sim.cli_setup import sim_config
+from oppo_sim.cli import main
 from oppo_sim.core.policies import Async
 from oppo_sim.frameworks.export import Chosen, export
-from oppo_sim.frameworks.framework_args import translate, with_framework_args
+from oppo_sim.frameworks.framework_args import translate
 from oppo_sim.frameworks.openrlhf_flags import DOTTED
+
+from framework_helpers import config_of
 
 BASE_RECIPE = Path(__file__).parent / "fixtures" / "frameworks" / "nemo_rl" / "grpo_math_1B.yaml"
 FLAG = {"verl": "--from-verl", "openrlhf": "--from-openrlhf", "nemo-rl": "--from-nemo-rl"}
-
-
-def config_of(*argv: str):
-    parser = build_parser()
-    return sim_config(parser.parse_args(with_framework_args(parser, ["run", *argv], echo=False)))
 
 
 def policy_of(args) -> tuple[str, str | None]:

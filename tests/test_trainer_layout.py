@@ -17,7 +17,8 @@ def test_defaults_are_fsdp_data_parallel():
 def test_megatron_layout_counts_ranks():
     t = TrainerLayout("megatron", tp=4, pp=2, vpp=2, cp=2)
     assert t.model_parallel == 16 and t.data_parallel(64) == 4
-    assert t.label() == "megatron tp4 pp2 vpp2 cp2"
+    assert t.label() == "megatron tp4 pp2 vpp2 cp2" and t.label(ep=8) == "megatron tp4 pp2 vpp2 cp2 ep8"
+    assert t.state(3, ep=8) == "megatron tp4 pp2 vpp2 cp2 ep8" and TrainerLayout().state(3, ep=8) == "ZeRO-3"
 
 
 @pytest.mark.parametrize("kw, words", [

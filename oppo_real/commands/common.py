@@ -158,14 +158,8 @@ def add_algorithm_args(p: argparse.ArgumentParser) -> None:
 
 def algorithm_of(a: argparse.Namespace):
     """The ``Algorithm`` the options name (a bad combination is a one-line ConfigError)."""
-    from oppo_sim.core.algorithms import Algorithm
-
-    from oppo_sim.core.errors import ConfigError
+    from oppo_sim.core.algorithms import Algorithm, round_settings
 
     reward = a.reward or ("model" if a.algorithm == "ppo" else "rule")
-    rounds = {k: getattr(a, k, None) for k in ("gen_batch_size", "max_gen_batches")}
-    given = {k: v for k, v in rounds.items() if v is not None}
-    if given and a.algorithm != "dapo":
-        raise ConfigError(f"--{next(iter(given)).replace('_', '-')} sizes dapo's rounds of dynamic sampling; it is not "
-                          f"used with --algorithm {a.algorithm}; drop it or give --algorithm dapo")
-    return Algorithm(a.algorithm, n=a.n, reward=reward, kl=not a.no_reference, **given)
+    rounds = round_settings(a.algorithm, {k: getattr(a, k, None) for k in ("gen_batch_size", "max_gen_batches")})
+    return Algorithm(a.algorithm, n=a.n, reward=reward, kl=not a.no_reference, **rounds)

@@ -127,3 +127,14 @@ class Algorithm:
         if self.gen_batch_size is not None:
             parts.append(f"rounds of {self.gen_batch_size}")
         return " ".join(parts)
+
+
+def round_settings(algorithm: str, options: dict) -> dict:
+    """The dapo round settings a command line gave (``gen_batch_size``, ``max_gen_batches``; None: not given) as
+    ``Algorithm`` keywords; one given with another algorithm -> a one-line ``ConfigError`` naming the option (both
+    ``oppo-sim`` and ``oppo-real`` read them so)."""
+    given = {k: v for k, v in options.items() if k in ("gen_batch_size", "max_gen_batches") and v is not None}
+    if given and algorithm.strip().lower() != "dapo":
+        raise ConfigError(f"--{next(iter(given)).replace('_', '-')} sizes dapo's rounds of dynamic sampling; it is not "
+                          f"used with --algorithm {algorithm}; drop it or give --algorithm dapo")
+    return given

@@ -42,7 +42,7 @@ from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collecti
 from oppo_sim.hw.memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models import ModelSpec
 from oppo_sim.hw.sync import SyncPlan, sync_seconds
-from oppo_sim.hw.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, forward_ranks, forward_seconds, fsdp_train_seconds,
+from oppo_sim.hw.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, forward_ranks, forward_seconds, fsdp_train_seconds, group_bw, group_nodes,
                                      megatron_train_seconds, scorer_batch_scale)
 from oppo_sim.hw.trainer_layout import TrainerLayout
 
@@ -271,13 +271,9 @@ class CostModel:
         all-reduce (ZeRO-2's reduce-scatter + all-gather move the same bus bytes), and under ZeRO-3 also
         the parameter all-gather, half an all-reduce's bytes (the ZeRO paper's 1.5x). Over ``net_bw`` when
         the pool spans scale-up domains: a ring runs at its slowest link."""
-        t = allreduce_seconds(self.hw.params.collective, weight_bytes, devices, self._dp_bw, self._dp_nodes(devices))
+        t = allreduce_seconds(self.hw.params.collective, weight_bytes, devices, group_bw(self, devices, devices),
+                              group_nodes(self, devices, devices))
         return t + (self.param_gather(weight_bytes, devices) if self.zero_stage == 3 else 0.0)
-
-    @property
-    def _dp_bw(self) -> float:
-        g = self.hw.gpu
-        return g.net_bw if self.cross_node else g.link_bw
 
     def param_gather(self, weight_bytes: float, devices: int) -> float:
         """Seconds of one all-gather of ``weight_bytes`` of weights sharded over ``devices`` ranks (ZeRO-3 /
@@ -286,15 +282,8 @@ class CostModel:
         (``memory_plan.frozen_shards``) once per forward. 0 on one device."""
         if devices <= 1:
             return 0.0
-        return collective_seconds(self.hw.params.collective, (devices - 1) / devices * weight_bytes, self._dp_bw,
-                                  "all-gather", devices, self._dp_nodes(devices))
-
-    def _dp_nodes(self, devices: int) -> int:
-        """Nodes (scale-up domains) a data-parallel group over the whole ``devices``-GPU pool spans: 1 unless
-        the pool crosses domains."""
-        if not self.cross_node:
-            return 1
-        return max(2, nodes_spanned(devices, self.domain)) if devices > 1 else 1
+        return collective_seconds(self.hw.params.collective, (devices - 1) / devices * weight_bytes,
+                                  group_bw(self, devices, devices), "all-gather", devices, group_nodes(self, devices, devices))
 
     def recompute_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:
         """FLOPs one training pass over sequences of ``seq_tokens`` tokens spends recomputing activations:

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -62,7 +63,7 @@ from oppo_sim.hw.hardware import allreduce_seconds, collective_latency, collecti
 from oppo_sim.hw.model_spec import ModelSpec
 from oppo_sim.hw.trainer_memory import expert_tp, stage_params
 
-__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "dp_partition", "RankLoads", "rank_loads", "group_bw", "fsdp_train_seconds",
+__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "dp_partition", "RankLoads", "rank_loads", "group_bw", "group_nodes", "fsdp_train_seconds",
            "megatron_train_seconds", "forward_ranks", "scorer_batch_scale", "forward_seconds"]
 
 OPTIMIZER_BYTES_PER_PARAM = 16
@@ -94,12 +95,15 @@ def dp_partition(seq_tokens: np.ndarray, ranks: int, balance: bool) -> np.ndarra
     return np.asarray(out, dtype=np.int64)
 
 
+@dataclass(frozen=True)
 class RankLoads:
     """Per optimizer step, the slowest data-parallel rank's work: ``flops`` and ``attn_flops`` (the largest
     rank's), ``tokens`` and ``micro_batches`` (the largest of any rank's)."""
 
-    def __init__(self, flops: np.ndarray, attn_flops: np.ndarray, tokens: np.ndarray, micro_batches: np.ndarray):
-        self.flops, self.attn_flops, self.tokens, self.micro_batches = flops, attn_flops, tokens, micro_batches
+    flops: np.ndarray
+    attn_flops: np.ndarray
+    tokens: np.ndarray
+    micro_batches: np.ndarray
 
 
 def rank_loads(seq_tokens: np.ndarray, flops: np.ndarray, attn_flops: np.ndarray, ranks: int, minibatches: int,
@@ -139,9 +143,9 @@ def group_nodes(cost, span: int, devices: int) -> int:
     its collectives' latency grows with them (``hardware.collective_latency``)."""
     if span <= 1:
         return 1
-    if cost.domain > 0:
-        return nodes_spanned(span, cost.domain)
-    return 2 if span >= devices and cost.cross_node else 1
+    if span >= devices and cost.cross_node:  # the whole pool, which spans domains: at least two
+        return max(2, nodes_spanned(span, cost.domain))
+    return nodes_spanned(span, cost.domain)
 
 
 def _lat(cost, kind: str, span: int, devices: int) -> float:

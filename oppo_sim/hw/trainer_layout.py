@@ -85,10 +85,14 @@ class TrainerLayout:
             raise ConfigError(f"expert parallelism (--ep {ep}) must divide the {devices // self.pp} ranks of one "
                               f"pipeline stage ({devices} devices / pp {self.pp})")
 
-    def label(self) -> str:
-        """``fsdp``, or ``megatron tp4 pp2 (vpp2) cp1`` style, for tables."""
+    def label(self, ep: int = 1) -> str:
+        """``fsdp``, or ``megatron tp4 pp2 (vpp2) (cp2) (ep8)`` style, for tables (``ep``: expert parallelism)."""
         if not self.megatron:
             return "fsdp"
         parts = [f"tp{self.tp}", f"pp{self.pp}"] + ([f"vpp{self.vpp}"] if self.vpp > 1 else []) + (
-            [f"cp{self.cp}"] if self.cp > 1 else [])
+            [f"cp{self.cp}"] if self.cp > 1 else []) + ([f"ep{ep}"] if ep > 1 else [])
         return "megatron " + " ".join(parts)
+
+    def state(self, zero_stage, ep: int = 1) -> str:
+        """How the trainer holds its state, for a report: its Megatron layout, or ``ZeRO-N``."""
+        return self.label(ep) if self.megatron else f"ZeRO-{zero_stage}"

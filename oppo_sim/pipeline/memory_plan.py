@@ -190,7 +190,7 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
         if cfg.trainer.megatron and role in FROZEN_ROLES and pool.name == pl.train:
             # its Megatron shard: the largest stage's tp slice, the routed experts over ep
             w = megatron_state_bytes(m, cfg.trainer, cfg.expert_parallel, pool.devices, scalar).weights
-            note = f"{cfg.trainer.label()}" + (f" ep{cfg.expert_parallel}" if cfg.expert_parallel > 1 and m.moe else "")
+            note = cfg.trainer.label(cfg.expert_parallel if m.moe else 1)
         else:
             w, note = m.weight_bytes(scalar_head=scalar) / shards, f"sharded over {shards}" if shards > 1 else ""
         roles.append(RoleMemory(role, m.id, rest, weights=w, note=note))
