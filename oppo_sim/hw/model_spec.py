@@ -32,6 +32,15 @@ qk_rope_head_dim) · dtype_bytes`` bytes (what vLLM caches for MLA), instead of 
 attention costs ``2·heads·(qk head dim + v_head_dim)`` FLOPs per (query, key) pair per layer, the
 unabsorbed form training and prefill run (vLLM's decode absorbs ``kv_b`` into the query and output and
 attends over the latent instead: more FLOPs per pair, the same bytes; not modelled).
+
+**Hybrid stacks** (Nemotron-H's Mamba2 layers, Qwen3-Next/3.5's Gated DeltaNet linear attention): only the
+``attn_layers`` softmax-attention layers have a KV cache and per-(query, key) attention cost; each of the
+``mixer_layers`` other layers is priced as its weights (``mixer_params``: 2 FLOPs per weight per token, read
+like any weight) and keeps a recurrent state of constant size per sequence (``mixer_state_bytes`` over all of
+them; :mod:`oppo_sim.hw.hf_config_hybrid` derives both from the config). A non-gated MLP (``gated_mlp``
+False: Nemotron-H's ReLU², up and down) has two matrices; a latent MoE (``moe_latent``) runs its routed experts
+in that width between a down and an up projection per MoE layer; ``q_gate``: the query projection also emits
+an output gate (Qwen3-Next/3.5).
 """
 
 from __future__ import annotations
@@ -49,8 +58,9 @@ __all__ = ["ModelSpec"]
 
 _POSITIVE = ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "dtype_bytes")
 _NONNEG = ("experts", "experts_per_token", "moe_intermediate", "shared_intermediate", "dense_layers",
-           "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-_BOOLS = ("tied_embeddings", "qkv_bias", "qk_norm", "shared_expert_gate", "router_bias")
+           "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "attn_layers",
+           "mixer_layers", "mixer_params", "mixer_tensors", "mixer_act_width", "mixer_state_bytes", "moe_latent")
+_BOOLS = ("tied_embeddings", "qkv_bias", "qk_norm", "shared_expert_gate", "router_bias", "gated_mlp", "q_gate")
 
 
 def _is_int(v: Any) -> bool:
@@ -88,6 +98,17 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    # hybrid stacks and variants (module docstring)
+    attn_layers: int = 0  # layers with softmax attention (0: every one of ``layers``)
+    mixer_layers: int = 0  # Mamba2 / linear-attention layers
+    mixer_params: int = 0  # one mixer layer's weights
+    mixer_tensors: int = 0  # one mixer layer's parameter tensors
+    mixer_act_width: int = 0  # per token, what one mixer layer keeps for its backward
+    mixer_state_bytes: int = 0  # one sequence's recurrent state over all mixer layers (constant in its length)
+    gated_mlp: bool = True  # gate, up, down; False: up, down (Nemotron-H)
+    moe_latent: int = 0  # routed experts' input width (0: hidden)
+    q_gate: bool = False  # q_proj also emits an output gate (twice as wide)
+    note: str = ""  # what the reader left out (a VLM's vision tower, ...), said where the model is echoed
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
@@ -109,6 +130,8 @@ class ModelSpec:
             if not isinstance(getattr(self, f), bool):
                 raise ConfigError(f"model '{self.id}': {f} must be a bool, got {getattr(self, f)!r}")
         self._check_moe()
+        if self.mixer_layers and not self.mixer_params:
+            raise ConfigError(f"model '{self.id}': {self.mixer_layers} mixer layers need mixer_params >= 1")
         if self.mla and (self.qk_rope_head_dim + self.qk_nope_head_dim < 1 or self.v_head_dim < 1):
             raise ConfigError(f"model '{self.id}': MLA needs qk_rope_head_dim + qk_nope_head_dim >= 1 and v_head_dim >= 1")
 
@@ -137,6 +160,15 @@ class ModelSpec:
         return self.kv_lora_rank > 0
 
     @cached_property
+    def full_attn_layers(self) -> int:
+        """Layers with softmax attention (a KV cache): ``attn_layers``, or every layer."""
+        return self.attn_layers or self.layers
+
+    @cached_property
+    def _mlp_mats(self) -> int:
+        return 3 if self.gated_mlp else 2
+
+    @cached_property
     def moe_layers(self) -> int:
         """Layers with a routed-expert MLP (0 for a dense model)."""
         return self.layers - self.dense_layers if self.moe else 0
@@ -161,11 +193,16 @@ class ModelSpec:
     @cached_property
     def attn_act_width(self) -> int:
         """Width of the attention tensors a layer keeps per token for its backward: Q, the attention
-        output, K and V (MLA: K and V per head after ``kv_b``, plus the two latents)."""
+        output, K and V (MLA: K and V per head after ``kv_b``, plus the two latents); averaged over the layers of
+        a hybrid stack with its mixer layers' ``mixer_act_width``."""
         if not self.mla:
-            return 2 * self.attn_width + 2 * self.kv_width
-        v = self.heads * self.v_head_dim
-        return 2 * self.attn_width + 2 * v + self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim
+            attn = 2 * self.attn_width + 2 * self.kv_width
+        else:
+            v = self.heads * self.v_head_dim
+            attn = 2 * self.attn_width + 2 * v + self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim
+        if not self.attn_layers:
+            return attn
+        return (self.full_attn_layers * attn + self.mixer_layers * self.mixer_act_width) // self.layers
 
     @cached_property
     def mlp_act_width(self) -> float:
@@ -182,7 +219,7 @@ class ModelSpec:
         h = self.hidden
         if not self.mla:
             a, kv = self.attn_width, self.kv_width
-            return h * a + 2 * h * kv + a * h  # q, k, v, o
+            return h * a * (2 if self.q_gate else 1) + 2 * h * kv + a * h  # q (and its gate), k, v, o
         q = (h * self.q_lora_rank + self.q_lora_rank * self.attn_width) if self.q_lora_rank else h * self.attn_width
         kv_a = h * (self.kv_lora_rank + self.qk_rope_head_dim)
         kv_b = self.kv_lora_rank * self.heads * (self.qk_nope_head_dim + self.v_head_dim)
@@ -197,8 +234,8 @@ class ModelSpec:
 
     @cached_property
     def expert_params(self) -> int:
-        """One routed expert's weights (gate, up, down)."""
-        return 3 * self.hidden * self.moe_intermediate
+        """One routed expert's weights (gate, up, down; up, down when not gated; in ``moe_latent`` width)."""
+        return self._mlp_mats * (self.moe_latent or self.hidden) * self.moe_intermediate
 
     @cached_property
     def routed_expert_params(self) -> int:
@@ -209,18 +246,24 @@ class ModelSpec:
         """MLP weights over all layers, with ``experts_run`` routed experts per MoE layer: dense MLPs, and
         per MoE layer the router, those experts, the shared experts (and their gate)."""
         h = self.hidden
-        dense = (self.layers - self.moe_layers) * 3 * h * self.intermediate
+        dense = (self.layers - self.moe_layers) * self._mlp_mats * h * self.intermediate
         if not self.moe:
             return dense
-        per_moe = h * self.experts + 3 * h * self.shared_intermediate + (h if self.shared_expert_gate else 0)
+        per_moe = h * self.experts + self._mlp_mats * h * self.shared_intermediate + (h if self.shared_expert_gate else 0)
+        per_moe += 2 * h * self.moe_latent  # a latent MoE's down and up projections
         return dense + self.moe_layers * (per_moe + experts_run * self.expert_params)
 
     @cached_property
     def _backbone_params(self) -> int:
         """Decoder layers + final norm (no embedding, no head)."""
         bias = self.moe_layers * self.experts if self.router_bias else 0
-        attn = self.layers * (self._attn_matmul_params + self._layer_other_params)
-        return attn + int(self._mlp_params(self.experts)) + bias + self.hidden
+        return (self._mixing_params + self.layers * self._layer_other_params + int(self._mlp_params(self.experts))
+                + bias + self.hidden)
+
+    @cached_property
+    def _mixing_params(self) -> int:
+        """Attention projections over the attention layers, and the mixer layers' weights."""
+        return self.full_attn_layers * self._attn_matmul_params + self.mixer_layers * self.mixer_params
 
     @cached_property
     def params(self) -> int:
@@ -241,7 +284,8 @@ class ModelSpec:
         per_layer = attn + 3 + 2 + (3 if self.qkv_bias else 0) + (2 if self.qk_norm else 0)
         moe = 1 + (1 if self.router_bias else 0) + 3 * self.experts + (1 if self.shared_expert_gate else 0)
         moe += 0 if self.shared_intermediate else -3  # the layer's 3 MLP tensors are the shared expert's, or none
-        return self.layers * per_layer + self.moe_layers * moe + 2 + (0 if self.tied_embeddings else 1)
+        mixing = (self.full_attn_layers - self.layers) * attn + self.mixer_layers * self.mixer_tensors
+        return self.layers * per_layer + mixing + self.moe_layers * moe + 2 + (0 if self.tied_embeddings else 1)
 
     @cached_property
     def params_scalar_head(self) -> int:
@@ -264,15 +308,16 @@ class ModelSpec:
 
     def _matmul_params(self, scalar_head: bool) -> int:
         head = self.hidden if scalar_head else self.vocab * self.hidden
-        return self.layers * self._attn_matmul_params + int(self._mlp_params(self.experts_per_token)) + head
+        return self._mixing_params + int(self._mlp_params(self.experts_per_token)) + head
 
     # ---- bytes and FLOPs -----------------------------------------------------------------------
     def kv_bytes_per_token(self) -> int:
         """KV-cache bytes per token: ``2 (K and V) * layers * kv_heads * hd * dtype_bytes``; MLA: the
-        latent and the rotary key, ``layers * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes``."""
+        latent and the rotary key, ``layers * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes`` (a hybrid
+        stack: its attention layers only)."""
         if self.mla:
-            return self.layers * (self.kv_lora_rank + self.qk_rope_head_dim) * self.dtype_bytes
-        return 2 * self.layers * self.kv_heads * self.hd * self.dtype_bytes
+            return self.full_attn_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * self.dtype_bytes
+        return 2 * self.full_attn_layers * self.kv_heads * self.hd * self.dtype_bytes
 
     def replica_kv_bytes_per_token(self, tp: int = 1) -> int:
         """KV-cache bytes one token takes over a ``tp``-GPU replica: :meth:`kv_bytes_per_token`, split over
@@ -304,11 +349,11 @@ class ModelSpec:
 
     @cached_property
     def pair_flops(self) -> float:
-        """FLOPs per causal attention (query, key) pair over all layers: QK^T and attention x V,
+        """FLOPs per causal attention (query, key) pair over all (attention) layers: QK^T and attention x V,
         ``4 * layers * attn_width`` (MLA: ``2 * layers * heads * (hd + v_head_dim)``)."""
         if self.mla:
-            return 2.0 * self.layers * self.heads * (self.hd + self.v_head_dim)
-        return 4.0 * self.layers * self.attn_width
+            return 2.0 * self.full_attn_layers * self.heads * (self.hd + self.v_head_dim)
+        return 4.0 * self.full_attn_layers * self.attn_width
 
     def forward_flops(
         self,
