@@ -195,13 +195,16 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def kv_blocks_for(model_weight_bytes: float, kv_bytes_per_token: int, mem_bytes: float, cfg: EngineConfig, where: str) -> int:
+def kv_blocks_for(model_weight_bytes: float, kv_bytes_per_token: int, mem_bytes: float, cfg: EngineConfig, where: str,
+                  seq_state_bytes: float = 0.0) -> int:
     """KV-cache blocks on a replica of ``cfg.tp`` devices after the weights, as vLLM sizes its cache: this is
     its ``num_gpu_blocks`` (one of them is the null block, so :class:`EngineCore` uses one fewer), or
-    ``cfg.num_gpu_blocks_override`` when set."""
+    ``cfg.num_gpu_blocks_override`` when set. A hybrid model's constant per-sequence state
+    (``seq_state_bytes``: Mamba2 / linear-attention layers, ``ModelSpec.mixer_state_bytes``) is set aside for
+    ``max_num_seqs`` sequences first (an upper bound: vLLM takes it from the same pool per running sequence)."""
     if cfg.num_gpu_blocks_override is not None:
         return cfg.num_gpu_blocks_override
-    free = cfg.tp * mem_bytes * cfg.gpu_memory_utilization - model_weight_bytes
+    free = cfg.tp * mem_bytes * cfg.gpu_memory_utilization - model_weight_bytes - cfg.max_num_seqs * seq_state_bytes
     if free <= 0:
         raise ConfigError(
             f"the model ({model_weight_bytes / GiB:.1f} GiB of weights) does not fit on {where} "

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.hf_config_hybrid import hybrid_fields, vlm_text_config
 from oppo_sim.hw.model_spec import ModelSpec
 
 __all__ = ["model_from_hf_config", "read_hf_config", "hf_config_path"]
@@ -45,6 +46,9 @@ _HF_REQUIRED = (
 )
 _HF_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float": 4, "half": 2}
 _MLA_KEYS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+_DEEPSEEK_MOE = ("deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "glm4v_moe_text", "glm_moe_dsa")
+_DSA_NOTE = ("sparse attention priced as dense (an upper bound past index_topk tokens); the indexer's weights "
+             "are left out")
 
 
 def _need(config: Mapping, key: str, where: str) -> Any:
@@ -67,20 +71,21 @@ def _sparse_layers_deepseek(config: Mapping, layers: int) -> int:
 
 def _moe_fields(config: Mapping, family: str, layers: int, where: str) -> dict[str, Any]:
     """The ``ModelSpec`` MoE keywords of ``config`` (empty for a dense model)."""
-    if family in ("qwen2_moe", "qwen3_moe"):
+    if family.startswith(("qwen2_moe", "qwen3")) and (config.get("num_experts") or config.get("num_local_experts")):
         key = "num_experts" if config.get("num_experts") is not None or "num_local_experts" not in config else "num_local_experts"
         kw = dict(experts=_need(config, key, where), moe_intermediate=_need(config, "moe_intermediate_size", where))
         shared = int(config.get("shared_expert_intermediate_size") or 0)
         kw.update(shared_intermediate=shared, shared_expert_gate=shared > 0)
         sparse = _sparse_layers_qwen(config, layers)
-    elif family in ("deepseek_v2", "deepseek_v3"):
+    elif family in _DEEPSEEK_MOE:
         moe_int = _need(config, "moe_intermediate_size", where)
         kw = dict(experts=_need(config, "n_routed_experts", where), moe_intermediate=moe_int,
                   shared_intermediate=int(config.get("n_shared_experts") or 0) * moe_int,
-                  router_bias=config.get("topk_method") == "noaux_tc")
+                  router_bias=config.get("topk_method") == "noaux_tc" or family.startswith("glm"))
         sparse = _sparse_layers_deepseek(config, layers)
-    elif family == "mixtral":
-        kw = dict(experts=_need(config, "num_local_experts", where), moe_intermediate=config["intermediate_size"])
+    elif family in ("mixtral", "minimax_m2"):
+        kw = dict(experts=_need(config, "num_local_experts", where), moe_intermediate=config["intermediate_size"],
+                  router_bias=bool(config.get("use_routing_bias")))
         sparse = layers
     else:
         return {}
@@ -105,6 +110,9 @@ def model_from_hf_config(config: Mapping, id: str = "custom", name: str | None =
     where = f" {source}" if source else ""
     if not isinstance(config, Mapping):
         raise ConfigError(f"model config{where} must be a JSON object, got {type(config).__name__}")
+    config, note = vlm_text_config(config)
+    if config.get("intermediate_size") is None and config.get("moe_intermediate_size"):  # every layer MoE
+        config = {**config, "intermediate_size": config["moe_intermediate_size"]}
     kw: dict[str, Any] = {field: _need(config, key, where) for field, key in _HF_REQUIRED}
     kw["kv_heads"] = config.get("num_key_value_heads") or config["num_attention_heads"]
     if config.get("head_dim") is not None:
@@ -112,11 +120,15 @@ def model_from_hf_config(config: Mapping, id: str = "custom", name: str | None =
     kw["tied_embeddings"] = bool(config.get("tie_word_embeddings", False))
     family = str(config.get("model_type", "")).lower()
     kw["qkv_bias"] = bool(config.get("attention_bias", family in ("qwen2", "qwen2_moe")))
-    kw["qk_norm"] = family.startswith("qwen3")
+    kw["qk_norm"] = family.startswith("qwen3") or bool(config.get("use_qk_norm"))
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower().removeprefix("torch.")
     kw["dtype_bytes"] = _HF_DTYPE_BYTES.get(dtype, 2)
     kw.update(_moe_fields(config, family, int(kw["layers"]), where))
     kw.update(_mla_fields(config, where))
+    kw.update(hybrid_fields(config, family, where, kw["dtype_bytes"]))
+    if family == "glm_moe_dsa":
+        note = "; ".join(filter(None, (note, _DSA_NOTE)))
+    kw["note"] = note
     if kw.get("kv_lora_rank"):
         kw.pop("head_dim", None)  # MLA's head dims are its own
     label = name or str(config.get("_name_or_path") or id)

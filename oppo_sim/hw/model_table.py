@@ -16,6 +16,8 @@ Qwen3-0.6B/1.7B from ``aiconfigurator-core`` 0.12.0's ``model_configs/`` (Apache
 them). An -Instruct/-chat/-base variant has its base's shape (Llama-3.3-70B: Llama-3.1-70B's; DeepSeek-R1-Distill-Qwen-1.5B:
 Qwen2.5-Math-1.5B's, embeddings untied).
 Gemma-2/3's sliding-window layers are counted with a full KV cache (an upper bound on their KV memory).
+The newer families recipes name (VLMs, hybrids, gpt-oss, GLM, MiniMax, Moonlight) are in
+:mod:`oppo_sim.hw.model_table_families`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Mapping
 
 from oppo_sim.hw.hf_config import model_from_hf_config
 from oppo_sim.hw.model_spec import ModelSpec
+from oppo_sim.hw.model_table_families import FAMILY_CONFIGS
 
 __all__ = ["MODELS", "HF_CONFIGS"]
 
@@ -116,5 +119,5 @@ HF_CONFIGS: Mapping[str, tuple[str, Mapping]] = MappingProxyType({
 
 MODELS: Mapping[str, ModelSpec] = MappingProxyType(
     {m.id: m for m in _SHAPES}
-    | {mid: model_from_hf_config(cfg, id=mid, name=name) for mid, (name, cfg) in HF_CONFIGS.items()}
+    | {mid: model_from_hf_config(cfg, id=mid, name=name) for mid, (name, cfg) in (HF_CONFIGS | FAMILY_CONFIGS).items()}
 )

@@ -137,7 +137,7 @@ class Pipeline:
         pool, cost, model, tp = self.pools[name], self.cost_of[name], self.models["generate"], self.cfg.engine.tp
         hw = cfg.hardware_of(name)
         blocks = kv_blocks_for(model.weight_bytes(), model.replica_kv_bytes_per_token(tp), hw.gpu.mem_bytes, cfg.engine,
-                               f"{tp} x {hw.gpu.id} (generation, {model.id})")
+                               f"{tp} x {hw.gpu.id} (generation, {model.id})", model.mixer_state_bytes)
         if cfg.colocate == "resident" or not cfg.offload_train_state:  # training state stays: the engine gets what it leaves
             blocks = min(blocks, generation_kv_blocks(cfg, self.memory))
         dc = cost.decode(model, tp, cfg.engine.enable_expert_parallel)

@@ -357,8 +357,10 @@ def generation_kv_blocks(cfg: SimConfig, report: MemoryReport) -> int:
     if cfg.engine.num_gpu_blocks_override is not None:
         return cfg.engine.num_gpu_blocks_override
     kv = report.pool(cfg.placement.generate).kv_cache or 0.0
-    per_block = cfg.models()["generate"].replica_kv_bytes_per_token(cfg.engine.tp) * cfg.engine.block_size
-    return int(kv * cfg.engine.tp // per_block)
+    model = cfg.models()["generate"]
+    kv = max(kv * cfg.engine.tp - cfg.engine.max_num_seqs * model.mixer_state_bytes, 0.0)  # a hybrid's state first
+    per_block = model.replica_kv_bytes_per_token(cfg.engine.tp) * cfg.engine.block_size
+    return int(kv // per_block)
 
 
 def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
