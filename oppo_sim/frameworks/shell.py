@@ -272,14 +272,15 @@ def _short(text: str) -> str:
 
 def _statements(tokens: list[Token]) -> Iterator[tuple[list[Token], str]]:
     """(statement, the operator before it): split at ``;``/``&&``/``||``/``|``/``&``/newline/parens;
-    ``name() {`` becomes ``function name {``."""
+    ``name() {`` and ``function name() {`` become ``function name {``."""
     cur: list[Token] = []
     after = "\n"
     i = 0
     while i < len(tokens):
         t = tokens[i]
-        if t.op and t.text == "(" and cur and len(cur) == 1 and i + 1 < len(tokens) and tokens[i + 1].text == ")":
-            cur = [Token("function"), cur[0]]
+        if (t.op and t.text == "(" and cur and (len(cur) == 1 or (len(cur) == 2 and cur[0].text == "function"))
+                and i + 1 < len(tokens) and tokens[i + 1].text == ")"):  # name() { or function name() {
+            cur = [Token("function"), cur[-1]]
             i += 2
             continue
         if t.op:

@@ -342,8 +342,10 @@ def model_arg(key: str, value: Any) -> tuple[str | None, str]:
 
 
 def missing_model(key: str, value: Any, flag: str) -> str:
-    what = ("is empty (a variable the script does not set?)" if not str(value).strip() else
-            "no config.json there and no oppo-sim model matches the name")
+    text = str(value).strip()
+    what = ("is empty (a variable the script does not set?)" if not text else
+            "a placeholder for you to fill in, not a model (the framework cannot run it as written either)"
+            if text.startswith("<") or " " in text else "no config.json there and no oppo-sim model matches the name")
     return f"{key}={value}: {what}; give {flag} with a table id or a path to a Hugging Face config.json"
 
 
