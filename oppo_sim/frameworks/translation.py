@@ -338,7 +338,8 @@ def model_arg(key: str, value: Any) -> tuple[str | None, str]:
                 best = mid if best is None or len(mid) > len(best) else best
     if best is None:
         return None, ""
-    return best, f"table id matched from the name {text!r}"
+    note = MODELS[best].note
+    return best, f"table id matched from the name {text!r}" + (f"; {note}" if note else "")
 
 
 def missing_model(key: str, value: Any, flag: str) -> str:
