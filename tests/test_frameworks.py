@@ -305,7 +305,7 @@ def test_openrlhf_arguments_as_a_string():
     ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"), ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
     ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("/models/qwen3-32b/", "qwen3-32b"),
     ("Qwen/Qwen2.5-0.5B", "qwen2.5-0.5b"), ("OpenRLHF/Llama-3-8b-sft-mixture", "llama-3-8b"), ("Qwen/Qwen2-7B-Instruct", "qwen2-7b"),
-    ("org/NoSuchModel-3B", None), ("Qwen/Qwen2-57B-A14B", "qwen2-57b-a14b"), ("Qwen/Qwen2.5-VL-7B", None),
+    ("org/NoSuchModel-3B", None), ("Qwen/Qwen2-57B-A14B", "qwen2-57b-a14b"), ("Qwen/Qwen2.5-VL-7B", "qwen2.5-vl-7b"),  # its own entry, never the text model qwen2.5-7b
 ])
 def test_model_names_match_table_ids_on_word_boundaries(name, table_id):
     from oppo_sim.frameworks.translation import model_arg

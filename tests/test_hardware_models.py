@@ -35,6 +35,13 @@ MODEL_IDS = [
     "qwen1.5-moe-a2.7b", "qwen2-57b-a14b", "llama-3-8b", "llama-3-70b", "llama-3.2-1b", "llama-3.2-3b", "mistral-nemo",
     "deepseek-llm-7b", "deepseek-llm-67b", "gemma-2-2b", "gemma-2-9b", "gemma-3-1b", "gemma-3-4b",
     "llama-3.3-70b", "qwen2.5-math-1.5b", "deepseek-r1-distill-qwen-1.5b",
+    # the newer families (oppo_sim/hw/model_table_families.py; their sizes: tests/test_model_families.py)
+    "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "qwen2.5-vl-72b", "qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b",
+    "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b", "glm-4.1v-9b", "minicpm-o-2-6", "gemma-3-27b",
+    "qwen3.5-9b", "qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "nemotron-nano-12b-v2",
+    "nemotron-3-nano-30b-a3b", "nemotron-3-super-120b-a12b", "gpt-oss-20b", "gpt-oss-120b", "moonlight-16b-a3b",
+    "glm-4.5-air", "glm-5.1", "glm-5", "minimax-m2.7", "minimax-m2.5", "mimo-7b", "seed-oss-36b", "qwen2.5-coder-7b",
+    "qwen2.5-coder-14b", "qwen2.5-coder-32b", "fsfairx-llama3-rm",
 ]
 
 
