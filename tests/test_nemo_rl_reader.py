@@ -44,6 +44,10 @@ CASES = [  # (recipe, expected options written by hand from the file and its par
     ("recipes/llm/grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml",
      {"--batch": "64", "--n": "16", "--minibatches": "2", "--actor": "qwen3-30b-a3b", "--tp": "4", "--train-tp": "4",
       "--ep": "8", "--max-response": "32768", "--devices": "32", "--nodes": "4", "--recompute": "full"}),
+    ("recipes/llm/grpo-nanov3-30BA3B-2n8g-megatron-pack-cp.yaml",  # a Nemotron-H hybrid (Mamba2 + attention + MoE)
+     {"--batch": "2", "--n": "8", "--minibatches": "1", "--actor": "nemotron-3-nano-30b-a3b", "--tp": "4",
+      "--gpu-memory-utilization": "0.7", "--train-backend": "megatron", "--train-tp": "2", "--pp": "2", "--cp": "2",
+      "--ep": "8", "--max-response": "8192", "--devices": "16", "--nodes": "2", **COLO}),
     ("recipes/llm/grpo-llama3.2-1b-instruct-1n8g-megatron.yaml",
      {"--train-backend": "megatron", "--devices": "8", "--max-response": "512", "--max-prompt": "512"}),
     ("recipes/llm/grpo-llama3.2-1b-instruct-1n8g-fsdp2tp2-temp0.8-topp0.9-topk50.yaml",

@@ -68,6 +68,9 @@ EXPECTED = {
                                                        pools=[4, 12], nodes=2, trainer=("megatron", 2, 2, 1),
                                                        offload=False, schedule="async(k=1)", algorithm="grpo",
                                                        actor="qwen2.5-math-7b", minibatches=16),
+    "grpo_qwen2_5_vl-7b.sh": dict(batch=512, n=5, prompt=1024, response=2048, tp=2, pools=[8], nodes=1,
+                                  trainer=("fsdp", 1, 1, 1), offload=False, schedule="baseline", algorithm="grpo",
+                                  actor="qwen2.5-vl-7b", minibatches=4),  # a VLM: its language backbone
     # fully-async: a parameter version = require_batches 4 x ppo_mini_batch_size 32 x trigger_parameter_sync_step 4
     "fully_async_dapo_7b_math_fsdp2_8_8.sh": dict(batch=512, n=16, prompt=2048, response=8192, tp=1, pools=[8, 8],
                                                   nodes=2, trainer=("fsdp", 1, 1, 1), offload=False,
