@@ -274,6 +274,8 @@ def model_table() -> str:
     rows = []
     for m in MODELS.values():
         kind = ("MoE " + f"{m.experts}×top-{m.experts_per_token}" if m.moe else "dense") + (", MLA" if m.mla else "")
+        kind += f", {m.full_attn_layers} attention + {m.mixer_layers} constant-state layers" if m.mixer_layers else ""
+        kind += ", VLM: text backbone" if "vision tower" in m.note else ""
         rows.append({"id": f"`{m.id}`", "model": m.name, "kind": kind, "layers": m.layers, "hidden": m.hidden,
                      "heads / KV heads": f"{m.heads} / {m.kv_heads}", "parameters": f"{m.params / 1e9:.2f}B",
                      "active per token": f"{m.active_params / 1e9:.2f}B",
