@@ -378,3 +378,15 @@ def test_added_table_models_have_their_published_sizes(mid, total, active):
     m = MODELS[mid]
     assert m.params / 1e9 == pytest.approx(total, rel=0.03)
     assert m.active_params / 1e9 == pytest.approx(active if active is not None else total, rel=0.03)
+
+
+def test_a_launcher_variable_the_script_never_sets_is_refused_with_how_to_give_it(tmp_path):
+    script = tmp_path / "slurm.sh"
+    script.write_text("NNODES=${SLURM_JOB_NUM_NODES}\nGPUS=8\ncd $SLURM_SUBMIT_DIR\npython3 -m verl.trainer.main_ppo "
+                      "data.train_batch_size=64 trainer.n_gpus_per_node=$GPUS trainer.nnodes=$NNODES\n")
+    with pytest.raises(ConfigError, match=r"trainer.nnodes: expected an integer, got '' \(\$SLURM_JOB_NUM_NODES, "
+                                          r"\$SLURM_SUBMIT_DIR: not set in the script.*give the value after the "
+                                          r"script: --from-verl trainer.nnodes=VALUE"):
+        translate_verl(str(script))
+    cfg = sim_config(parsed("--from-verl", str(script), "--from-verl", "trainer.nnodes=2"))
+    assert (cfg.nodes, [p.devices for p in cfg.placement.pools]) == (2, [16])  # GPU counts never defaulted

@@ -188,8 +188,9 @@ def translate_verl(sources: Sequence[str] | str) -> Translation:
     except ConfigError as e:  # an empty value: say which variables the script left unset
         unset = [n.split(" ", 1)[0] for n in assumed if "is not set in the script" in n]
         if unset and "''" in str(e):
-            raise ConfigError(f"{e} ({', '.join(unset)}: not set in the script, and the environment is not read; "
-                              "set it in the script)") from None
+            key = str(e).split(":", 1)[0]
+            raise ConfigError(f"{e} ({', '.join(unset)}: not set in the script, and the environment (the launcher's "
+                              f"variables) is not read; give the value after the script: --from-verl {key}=VALUE)") from None
         raise
 
 
