@@ -41,7 +41,7 @@ MODEL_IDS = [
     "qwen3.5-9b", "qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "nemotron-nano-12b-v2",
     "nemotron-3-nano-30b-a3b", "nemotron-3-super-120b-a12b", "gpt-oss-20b", "gpt-oss-120b", "moonlight-16b-a3b",
     "glm-4.5-air", "glm-5.1", "glm-5", "minimax-m2.7", "minimax-m2.5", "mimo-7b", "seed-oss-36b", "qwen2.5-coder-7b",
-    "qwen2.5-coder-14b", "qwen2.5-coder-32b", "fsfairx-llama3-rm",
+    "qwen2.5-coder-14b", "qwen2.5-coder-32b", "fsfairx-llama3-rm", "minimax-text-01", "minimax-m1",
 ]
 
 

@@ -85,6 +85,14 @@ def test_a_hybrid_state_is_set_aside_before_the_kv_cache():
     assert plain - less == pytest.approx(64 * m.mixer_state_bytes / (m.kv_bytes_per_token() * cfg.block_size), abs=1)
 
 
+def test_minimax_lightning_attention_layers_keep_a_state_and_no_kv_cache():
+    m = MODELS["minimax-text-01"]  # 456B total, 45.9B active (without the input embedding: within 3%)
+    assert m.params / 1e9 == pytest.approx(456, rel=0.01)
+    assert (m.active_params - m.vocab * m.hidden) / 1e9 == pytest.approx(45.9, rel=0.03)
+    assert (m.full_attn_layers, m.mixer_layers) == (10, 70) and m.kv_bytes_per_token() == 2 * 10 * 8 * 128 * 2
+    assert m.mixer_state_bytes == 70 * 64 * 128 * 128 * 4  # heads x head_dim x head_dim, fp32
+
+
 @pytest.mark.parametrize("config, msg", [
     ({"hybrid_override_pattern": "M*X"}, "layers other than M \\* - E"),
     ({"hybrid_override_pattern": "M*E"}, "must match num_hidden_layers"),

@@ -83,7 +83,7 @@ def _moe_fields(config: Mapping, family: str, layers: int, where: str) -> dict[s
                   shared_intermediate=int(config.get("n_shared_experts") or 0) * moe_int,
                   router_bias=config.get("topk_method") == "noaux_tc" or family.startswith("glm"))
         sparse = _sparse_layers_deepseek(config, layers)
-    elif family in ("mixtral", "minimax_m2"):
+    elif family in ("mixtral", "minimax_m2", "minimax", "minimax_m1"):
         kw = dict(experts=_need(config, "num_local_experts", where), moe_intermediate=config["intermediate_size"],
                   router_bias=bool(config.get("use_routing_bias")))
         sparse = layers

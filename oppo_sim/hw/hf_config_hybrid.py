@@ -30,6 +30,10 @@
   cache capped at the window (a constant state). Their attention cost within the window and the per-head
   attention sinks (64 numbers a layer) are left out (< 0.5% of a token's FLOPs).
 - **MiniMax-M2** (``minimax_m2``): full attention, MoE on every layer with a router score bias.
+- **MiniMax-Text-01 / M1** (``minimax``, ``minimax_m1``): ``attn_type_list`` says which layers have softmax
+  attention (1; every 8th); the others are lightning (linear) attention, each with its q, k, v projections
+  (``num_attention_heads`` heads of ``head_dim``, no grouping), an output gate, a norm and ``out_proj``, and
+  a state per sequence of ``heads * head_dim * head_dim`` in fp32; MoE on every layer (Mixtral's keys).
 - **GLM-4.5/4.6/4.7** (``glm4_moe``) and **GLM-5** (``glm_moe_dsa``) take DeepSeek's MoE and (GLM-5) MLA
   keys; GLM-5's sparse attention (each query attends to the ``index_topk`` keys its indexer picks) is priced
   as dense attention, an upper bound past 2048 tokens, and its indexer's weights are left out (the note
@@ -46,7 +50,7 @@ __all__ = ["vlm_text_config", "hybrid_fields", "HYBRID_FAMILIES"]
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float": 4, "half": 2}
 HYBRID_FAMILIES = ("nemotron_h", "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
-                   "gpt_oss")
+                   "gpt_oss", "minimax", "minimax_m1")
 
 
 def _bytes(name: Any, default: int) -> int:
@@ -153,12 +157,28 @@ def _gpt_oss(config: Mapping, where: str, dtype_bytes: int) -> dict[str, Any]:
     return kw
 
 
+def _lightning(config: Mapping, where: str) -> dict[str, Any]:
+    layers, h = int(config["num_hidden_layers"]), int(config["hidden_size"])
+    types = list(_need(config, "attn_type_list", where))
+    if len(types) != layers or not any(types):
+        raise ConfigError(f"model config{where}: attn_type_list must give each of the {layers} layers and have a "
+                          "softmax (1) layer")
+    heads = int(config["num_attention_heads"])
+    hd = int(config.get("head_dim") or h // heads)
+    width = heads * hd
+    full = sum(1 for t in types if t)
+    return dict(attn_layers=full, mixer_layers=layers - full, mixer_params=5 * h * width + width, mixer_tensors=5,
+                mixer_act_width=h + 5 * width, mixer_state_bytes=(layers - full) * heads * hd * hd * 4)
+
+
 def hybrid_fields(config: Mapping, family: str, where: str, dtype_bytes: int) -> dict[str, Any]:
     """The ``ModelSpec`` keywords a hybrid family adds (empty for any other family)."""
     if family == "nemotron_h":
         return _nemotron_h(config, where, dtype_bytes)
     if family == "gpt_oss":
         return _gpt_oss(config, where, dtype_bytes)
+    if family in ("minimax", "minimax_m1"):
+        return _lightning(config, where)
     if family in HYBRID_FAMILIES:
         return _gated_deltanet(config, where, dtype_bytes)
     return {}

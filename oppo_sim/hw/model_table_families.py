@@ -7,7 +7,7 @@ Each is the shape keys of its Hugging Face ``config.json`` (read by :mod:`oppo_s
 Qwen3-VL, Qwen3.5 (27B, 35B-A3B, 122B-A10B, 397B-A17B), Nemotron-3 Nano/Super, gpt-oss, MiniMax-M2.7,
 GLM-5/5.1 and MiMo-7B from ``aiconfigurator-core`` 0.12.0's ``model_configs/`` (Apache-2.0, copies of the
 Hub's files); the others (Qwen2.5-VL, Qwen3.5-9B, GLM-4.1V, MiniCPM-o 2.6, Gemma-3-27B, Nemotron-Nano-12B-v2,
-Moonlight-16B-A3B, GLM-4.5-Air, Seed-OSS-36B) from their Hub ``config.json`` as published, checked against the
+Moonlight-16B-A3B, GLM-4.5-Air, Seed-OSS-36B, MiniMax-Text-01/M1) from their Hub ``config.json`` as published, checked against the
 parameter counts their model cards give (``tests/test_model_families.py``).
 A VLM's entry keeps the wrapper (``text_config``), so its note says the vision tower is left out.
 """
@@ -84,6 +84,12 @@ def _deepseek_moe(model_type: str, layers: int, hidden: int, heads: int, inter: 
                  **extra)
 
 
+def _minimax01() -> dict:
+    """MiniMax-Text-01 / M1: lightning attention, softmax attention every 8th layer, 32 experts top-2."""
+    return _text("minimax", 80, 6144, 64, 8, 9216, 200064, False, 128, num_local_experts=32, num_experts_per_tok=2,
+                 attn_type_list=([0] * 7 + [1]) * 10)
+
+
 _MLA = dict(kv_lora_rank=512, qk_rope_head_dim=64)
 _NANO3 = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
 _SUPER3 = "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME"
@@ -133,6 +139,8 @@ FAMILY_CONFIGS: Mapping[str, tuple[str, Mapping]] = {
                                      qk_nope_head_dim=192, v_head_dim=256, **_MLA)),
     "minimax-m2.7": ("MiniMax-M2.7", _text("minimax_m2", 62, 3072, 48, 8, 1536, 200064, False, 128, num_local_experts=256,
                                            num_experts_per_tok=8, use_qk_norm=True, use_routing_bias=True)),
+    "minimax-text-01": ("MiniMax-Text-01", _minimax01()),
+    "minimax-m1": ("MiniMax-M1", _minimax01()),
     "minimax-m2.5": ("MiniMax-M2.5", _text("minimax_m2", 62, 3072, 48, 8, 1536, 200064, False, 128, num_local_experts=256,
                                            num_experts_per_tok=8, use_qk_norm=True, use_routing_bias=True)),
     # dense models named by recipes (MiMo's multi-token-prediction layer is not counted, as DeepSeek-V3's)
