@@ -88,6 +88,15 @@ def test_dtensor_tensor_parallel_is_said_not_silently_dropped():
     assert [u.value for u in t.used if u.key == "policy.dtensor_cfg.tensor_parallel_size"] == [2]
 
 
+def test_megatron_generation_runs_on_the_policys_model_parallel_group(tmp_path):
+    f = tmp_path / "megatron_generation.yaml"  # as NeMo RL's megatron_generation recipes set it
+    f.write_text(f"defaults: {BASE}\npolicy:\n  megatron_cfg:\n    enabled: true\n    tensor_model_parallel_size: 2\n"
+                 "    pipeline_model_parallel_size: 2\n  dtensor_cfg:\n    enabled: false\n  generation:\n"
+                 "    backend: megatron\n    vllm_cfg:\n      tensor_parallel_size: 1\ncluster:\n  gpus_per_node: 8\n")
+    got = pairs(translate_nemo_rl([str(f)]).args)
+    assert (got["--tp"], got["--train-tp"], got["--pp"]) == ("4", "2", "2")  # not the vllm_cfg's 1
+
+
 def test_defaults_chain_merges_parent_then_child(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "base.yaml").write_text("grpo:\n  num_prompts_per_step: 8\n  num_generations_per_prompt: 4\n"

@@ -187,6 +187,12 @@ def _lengths(g: _Get) -> None:
                          "separately (an upper bound)")
     if g(G + "backend", "vllm") != "vllm":
         g.b.notes.append(f"{G}backend={g(G + 'backend')}: generation simulated as oppo-sim's vLLM-like engine")
+    if g(G + "backend", "vllm") == "megatron":  # the policy generates itself: an engine is its Megatron model-parallel group
+        tp = as_int(M + "tensor_model_parallel_size", g(M + "tensor_model_parallel_size", 1))
+        pp = as_int(M + "pipeline_model_parallel_size", g(M + "pipeline_model_parallel_size", 1))
+        g.use(M + "tensor_model_parallel_size", "--tp", tp * pp, v=tp, note="generation backend megatron: each engine "
+              f"is the policy's {tp} x {pp} (tp x pp) model-parallel group, priced as tensor parallel")
+        return _async(g)
     tp = as_int(V + "tensor_parallel_size", g(V + "tensor_parallel_size", 1))
     pp = as_int(V + "pipeline_parallel_size", g(V + "pipeline_parallel_size", 1))
     g.use(V + "tensor_parallel_size", "--tp", tp * pp, v=tp, note="" if pp == 1 else
@@ -197,6 +203,10 @@ def _lengths(g: _Get) -> None:
     g.use(V + "gpu_memory_utilization", "--gpu-memory-utilization", gmu, v=gmu)
     if as_bool(V + "async_engine", g(V + "async_engine", False)):
         g.use(V + "async_engine", note="vLLM's async engine: requests stream through a continuous engine")
+    _async(g)
+
+
+def _async(g: _Get) -> None:
     if as_bool("grpo.async_grpo.enabled", g("grpo.async_grpo.enabled", False)):
         age = as_int("grpo.async_grpo.max_trajectory_age_steps", g("grpo.async_grpo.max_trajectory_age_steps", 1))
         g.use("grpo.async_grpo.enabled", "--policy", "async", note="generation runs ahead of training")
