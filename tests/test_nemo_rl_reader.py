@@ -95,6 +95,9 @@ def test_megatron_generation_runs_on_the_policys_model_parallel_group(tmp_path):
                  "    backend: megatron\n    vllm_cfg:\n      tensor_parallel_size: 1\ncluster:\n  gpus_per_node: 8\n")
     got = pairs(translate_nemo_rl([str(f)]).args)
     assert (got["--tp"], got["--train-tp"], got["--pp"]) == ("4", "2", "2")  # not the vllm_cfg's 1
+    f.write_text(f.read_text().replace("    backend: megatron\n", "    backend: megatron\n    mcore_generation_config:\n"
+                                       "      tensor_model_parallel_size: 8\n"))
+    assert pairs(translate_nemo_rl([str(f)]).args)["--tp"] == "8"  # the generation's own layout where it has one
 
 
 def test_defaults_chain_merges_parent_then_child(tmp_path):

@@ -188,10 +188,12 @@ def _lengths(g: _Get) -> None:
     if g(G + "backend", "vllm") != "vllm":
         g.b.notes.append(f"{G}backend={g(G + 'backend')}: generation simulated as oppo-sim's vLLM-like engine")
     if g(G + "backend", "vllm") == "megatron":  # the policy generates itself: an engine is its Megatron model-parallel group
-        tp = as_int(M + "tensor_model_parallel_size", g(M + "tensor_model_parallel_size", 1))
-        pp = as_int(M + "pipeline_model_parallel_size", g(M + "pipeline_model_parallel_size", 1))
-        g.use(M + "tensor_model_parallel_size", "--tp", tp * pp, v=tp, note="generation backend megatron: each engine "
-              f"is the policy's {tp} x {pp} (tp x pp) model-parallel group, priced as tensor parallel")
+        own = G + "mcore_generation_config.tensor_model_parallel_size"  # the generation's own layout, if it has one
+        key = own if g(own) is not None else M + "tensor_model_parallel_size"
+        tp = as_int(key, g(key, 1))
+        pp = 1 if key == own else as_int(M + "pipeline_model_parallel_size", g(M + "pipeline_model_parallel_size", 1))
+        g.use(key, "--tp", tp * pp, v=tp, note="generation backend megatron: each engine is a Megatron model-parallel "
+              f"group of {tp} x {pp} (tp x pp), priced as tensor parallel")
         return _async(g)
     tp = as_int(V + "tensor_parallel_size", g(V + "tensor_parallel_size", 1))
     pp = as_int(V + "pipeline_parallel_size", g(V + "pipeline_parallel_size", 1))
