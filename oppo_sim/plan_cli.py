@@ -121,7 +121,7 @@ def _request(a: argparse.Namespace):
     from oppo_sim.explore.plan import PlanRequest
     from oppo_sim.explore.space import space_for
     from oppo_sim.hw.memory import TrainMemoryConfig
-    from oppo_sim.hw.profiles import resolve_hardware
+    from oppo_sim.hw.op_cost import DEFAULT_OP_COSTS, hardware_for
     from oppo_sim.pipeline.config import SimConfig
 
     count, gpu = a.gpus
@@ -129,7 +129,7 @@ def _request(a: argparse.Namespace):
         raise ConfigError(f"{count} GPUs cannot be spread evenly over {a.nodes} nodes")
     policies = tuple(x.lower() for x in a.policies)
     check_policy_flags(a, policies)  # --[no-]stream-batching with no streaming policy in the space
-    base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=resolve_hardware(gpu), actor=a.actor,
+    base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=hardware_for(gpu, getattr(a, "op_costs", DEFAULT_OP_COSTS)), actor=a.actor,
                      placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
                      offload_train_state=a.offload_train_state,
                      train_memory=TrainMemoryConfig(full_logits=a.full_logits), **limit_fields(a),

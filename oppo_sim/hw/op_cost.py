@@ -138,6 +138,21 @@ def with_op_costs(hw: Hardware, mode: str = DEFAULT_OP_COSTS) -> Hardware:
     return replace(hw, params=params, params_source=f"{hw.params_source}; op costs: {ops.label}", ops=ops)
 
 
+def add_op_costs_arg(parser) -> None:
+    """The ``--op-costs`` option of every command that prices a GPU."""
+    parser.add_argument("--op-costs", dest="op_costs", choices=OP_COST_MODES, default=DEFAULT_OP_COSTS,
+                        help="what prices the kernels: 'tables' (the measured tables shipped for the GPU, or its "
+                             "architecture's; a --profile wins over them) or 'roofline' (datasheet x default "
+                             "efficiencies); see docs/op_costs.md (default %(default)s)")
+
+
+def hardware_for(text, op_costs: str = DEFAULT_OP_COSTS) -> Hardware:
+    """A command line's ``--gpu``/``--profile`` text resolved (``profiles.resolve_hardware``) and priced by ``op_costs``."""
+    from oppo_sim.hw.profiles import resolve_hardware
+
+    return with_op_costs(resolve_hardware(text), op_costs)
+
+
 def priced_by(hw: Hardware) -> dict[str, str]:
     """Which source priced each stage's kernels on ``hw``: decode, prefill (scorer forwards), train, collectives."""
     if hw.params_source.startswith("calibrated profile"):
