@@ -91,6 +91,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     print(f"trace {s['trace']} ({len(trace)} rows, cap {cfg.max_response}{limits_note(trace)}), {_gpu(cfg)}, placement {res.meta['placement']}, "
           f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
     print(_memory_line(s, cfg))
+    if cfg.hardware_of(cfg.placement.generate).ops is not None:  # --op-costs tables took effect: say what priced what
+        print("priced by: " + "; ".join(f"{k}: {v}" for k, v in res.meta["priced_by"].items()))
     _print_table(pd.DataFrame([_row(res)]))
     cols = ["step", "step_time_s", "generation_s", "scoring_s", "training_s", "sleep_wake_s", "deferred", "delta", "chunk",
             "staleness_max"]
