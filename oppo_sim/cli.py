@@ -196,6 +196,10 @@ def cmd_replay(a: argparse.Namespace) -> int:
     s = res.summary
     print(f"replay of {trace.name}: {s['requests']} requests on {s['tp']} x {s['gpu']}, {s['model']}, "
           f"{s['kv_blocks']} KV blocks")
+    if cfg.gpu.ops is not None:  # --op-costs tables took effect
+        from oppo_sim.hw.op_cost import priced_line
+
+        print(priced_line(cfg.gpu))
     _print_table(pd.DataFrame([{k: v for k, v in s.items() if k not in ("gpu", "model", "tp", "kv_blocks")}]))
     if a.requests_csv:
         res.requests.to_csv(output(a.requests_csv), index=False)
