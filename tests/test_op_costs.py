@@ -44,6 +44,13 @@ def test_tables_then_roofline_and_the_echo_says_which():
         hardware_for("h100-sxm", "measured")
 
 
+def test_a_cpu_keeps_the_roofline():  # CPU validate is unaffected: no table, no architecture to borrow from
+    from oppo_sim.hw.profiles import cpu_spec
+
+    cpu = Hardware(cpu_spec())
+    assert with_op_costs(cpu, "tables") == cpu and with_op_costs(cpu, "tables").ops is None
+
+
 def test_hopper_without_a_table_borrows_hopper_fractions_at_its_ridge():
     h20 = get_hardware("h20")
     ops = find_op_costs(h20)
