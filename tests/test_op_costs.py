@@ -138,3 +138,21 @@ def test_malformed_table_is_one_line(tmp_path):
     (tmp_path / "x.json").write_text('{"format": "oppo-op-table/1", "gpu": "x"}')
     with pytest.raises(ConfigError, match="malformed op-cost table"):
         read_table(tmp_path / "x.json")
+
+
+def test_tables_are_read_once_per_gpu(monkeypatch):
+    import oppo_sim.hw.op_tables as op_tables
+
+    reads = []
+    real = op_tables.read_table
+    monkeypatch.setattr(op_tables, "read_table", lambda path: reads.append(Path(path).name) or real(path))
+    op_tables.shipped_table.cache_clear()
+    try:
+        for _ in range(3):
+            hw = hardware_for("h20", "tables")
+            dc = CostModel(hw).decode(MOE, 4)
+            dc.span(64, 1000.0, 50)
+            dc.iteration(8, 100.0, 256, 256 * 257 / 2.0)
+        assert sorted(reads) == ["h100-sxm.json", "h200.json"]  # H20's borrowed tables, each read once
+    finally:
+        op_tables.shipped_table.cache_clear()
