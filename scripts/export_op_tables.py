@@ -185,6 +185,29 @@ def prefill_attention_table(df, peak: float) -> dict:
     return {"kernel": src, "shape": list(REF_ATTN), "tokens": ks, "frac": [_r(f) for f in fr]}
 
 
+MLA_LATENT = (512, 64)  # DeepSeek-V3's kv_lora_rank and rope dims, the shape the database measured
+
+
+def mla_decode_table(df, peak: float, bw: float) -> dict:
+    """MLA decode (DeepSeek-V3's absorbed attention, bf16): per batch size, the slope in the context of the
+    fastest kernel as a fraction of its roofline per cached token — ``2·heads·(2·kv_lora + rope)`` FLOPs and
+    the latent's bytes per sequence — median over 8 or more heads per GPU. The module's fixed part (it
+    holds the projections, priced as GEMMs) is left out."""
+    lora, rope = MLA_LATENT
+    d = df[(df.kv_cache_dtype == "bfloat16") & (df.gemm_type == "bfloat16") & (df.num_heads >= 8) & (df.step >= 1024)]
+    d = d.groupby(["num_heads", "batch_size", "step"], as_index=False).latency.min()
+    keys, frac = [], []
+    for (h, b), g in d.groupby(["num_heads", "batch_size"]):
+        if len(g) < 3:
+            continue
+        _, s = _fit(list(g.step.astype(float)), list(g.latency * 1e-3))
+        if s > 0:
+            keys.append(int(b))
+            frac.append(min(1.0, max(2.0 * h * (2 * lora + rope) * b / peak, BF16 * (lora + rope) * b / bw) / s))
+    ks, fr = _median_by(keys, frac)
+    return {"batch": ks, "frac": [_r(f) for f in fr], "latent": list(MLA_LATENT)}
+
+
 COLLECTIVES = {"all_reduce": ("all-reduce", 2.0), "all_gather": ("all-gather", 1.0),
                "reduce_scatter": ("reduce-scatter", 1.0), "alltoall": ("all-to-all", 1.0)}
 
@@ -234,6 +257,9 @@ def export_gpu(db: Path, sysname: str) -> dict | None:
     pre, v = _read(pd, root / "attention" / FRAMEWORK, "context_attention_perf.parquet")
     if pre is not None:
         doc["attention_prefill"], doc["versions"]["attention_prefill"] = prefill_attention_table(pre, g.peak_flops), f"{FRAMEWORK} {v}"
+    mla, v = _read(pd, root / "mla" / FRAMEWORK, "mla_generation_module_perf.parquet")
+    if mla is not None and len(mla_decode_table(mla, g.peak_flops, g.mem_bw)["batch"]):
+        doc["mla_decode"], doc["versions"]["mla_decode"] = mla_decode_table(mla, g.peak_flops, g.mem_bw), f"{FRAMEWORK} {v}"
     nccl, v = _read(pd, root / "comm" / "nccl", "nccl_perf.parquet")
     if nccl is not None:
         doc["collectives"], doc["versions"]["collectives"] = collective_table(nccl, g.link_bw), f"nccl {v}"

@@ -156,3 +156,15 @@ def test_tables_are_read_once_per_gpu(monkeypatch):
         assert sorted(reads) == ["h100-sxm.json", "h200.json"]  # H20's borrowed tables, each read once
     finally:
         op_tables.shipped_table.cache_clear()
+
+
+def test_mla_decode_attention_priced_absorbed():
+    ds = get_model("deepseek-v3")
+    hw = hardware_for("h100-sxm", "tables")
+    k = DecodeKernels(hw.ops, ds, 8, False, hw.gpu)
+    flops = 2.0 * ds.layers * ds.heads / 8 * (2 * ds.kv_lora_rank + ds.qk_rope_head_dim)  # per cached token
+    latent = ds.layers * (ds.kv_lora_rank + ds.qk_rope_head_dim) * 2  # every GPU reads the whole latent
+    want = max(flops / 989e12, latent / 3.35e12) / shipped_table("h100-sxm").mla_decode(64)
+    assert k.attention(64)[1] == pytest.approx(want, rel=1e-9)
+    gqa = DecodeKernels(hw.ops, DENSE, 1, False, hw.gpu).attention(64)[1]  # a GQA model keeps the paged-attention line
+    assert gqa == pytest.approx(DENSE.kv_bytes_per_token() / (3.35e12 * shipped_table("h100-sxm").decode_attention(64)[1]))

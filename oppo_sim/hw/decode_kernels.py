@@ -11,7 +11,9 @@ An iteration over ``t`` tokens (``b`` decodes plus ``n`` chunked-prefill tokens)
   grouped-GEMM fraction at ``t * top_k / experts`` tokens per expert and the per-GPU expert width;
 - paged decode attention: per layer, the measured fixed cost of a call at batch ``b`` plus the KV reads
   at the measured fraction of the bandwidth — a straight line in the cached tokens, so that the engine's
-  closed-form spans stay closed-form;
+  closed-form spans stay closed-form; an MLA model's (absorbed, as vLLM runs it) per cached token at the
+  measured MLA fraction of the larger of its FLOPs (``2·heads/tp·(2·kv_lora + rope)`` a layer) and its
+  latent's bytes;
 - prefill attention: its (query, key) pairs' FLOPs at the measured fraction for that chunk length.
 
 The per-size results are cached per instance (one per model, GPU and layout); nothing is re-read.
@@ -73,6 +75,10 @@ class DecodeKernels:
             intercept, kv_frac = measured if measured else (0.0, 0.7)
             pre = self.ops.prefill_attention(_LONG) or 0.5
             per_kv = max(self.kv_bytes / (self.bw * kv_frac), m.pair_flops / (self.tp * self.peak * pre))
+            mla = self.ops.mla_decode(batch) if m.mla and batch > 0 else None
+            if mla:  # absorbed MLA: every head scores the latent and the rope key, then sums the latent
+                flops = 2.0 * m.layers * m.heads / self.tp * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+                per_kv = max(flops / self.peak, self.kv_bytes / self.bw) / mla
             got = self._att[batch] = (m.layers * intercept if batch > 0 else 0.0, per_kv)
         return got
 

@@ -77,6 +77,9 @@ class OpCosts:
         got = [d for d in (t.decode_attention(batch) for t in self.tables) if d is not None]
         return (sum(g[0] for g in got) / len(got), sum(g[1] for g in got) / len(got)) if got else None
 
+    def mla_decode(self, batch: float) -> float | None:
+        return self._mean(t.mla_decode(batch) for t in self.tables)
+
     def prefill_attention(self, tokens: float) -> float | None:
         return self._mean(t.prefill_attention(tokens) for t in self.tables)
 

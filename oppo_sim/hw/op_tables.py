@@ -55,6 +55,8 @@ class OpTable:
     dec_batch: tuple[float, ...] = ()  # paged decode attention: per log2(batch), the fixed seconds of a
     dec_intercept_s: tuple[float, ...] = ()  # layer's call and the fraction of mem_bw its KV reads reach
     dec_kv_frac: tuple[float, ...] = ()
+    mla_batch: tuple[float, ...] = ()  # MLA decode (absorbed): roofline fraction per cached token against log2(batch)
+    mla_frac: tuple[float, ...] = ()
     pre_log2_tokens: tuple[float, ...] = ()  # causal prefill attention: fraction of peak against log2(length)
     pre_frac: tuple[float, ...] = ()
     collectives: tuple[tuple[str, int, float, float], ...] = ()  # (kind, ranks, latency_s, bus_frac of link_bw)
@@ -83,6 +85,10 @@ class OpTable:
             return None
         x = _log2(max(batch, 1))
         return _interp(self.dec_batch, self.dec_intercept_s, x), _interp(self.dec_batch, self.dec_kv_frac, x)
+
+    def mla_decode(self, batch: float) -> float | None:
+        """Roofline fraction of MLA's absorbed decode attention per cached token at ``batch`` sequences."""
+        return _interp(self.mla_batch, self.mla_frac, _log2(max(batch, 1))) if self.mla_frac else None
 
     def prefill_attention(self, tokens: float) -> float | None:
         """Fraction of peak a causal prefill attention over sequences of ``tokens`` reached."""
@@ -127,6 +133,9 @@ def _sections(doc: dict, where: str) -> dict:
     if dec and dec.get("batch"):
         kw.update(dec_batch=tuple(_log2(b) for b in _tuple(dec, "batch", where)),
                   dec_intercept_s=_tuple(dec, "intercept_s", where), dec_kv_frac=_tuple(dec, "kv_frac", where))
+    mla = doc.get("mla_decode")
+    if mla and mla.get("batch"):
+        kw.update(mla_batch=tuple(_log2(b) for b in _tuple(mla, "batch", where)), mla_frac=_tuple(mla, "frac", where))
     pre = doc.get("attention_prefill")
     if pre and pre.get("tokens"):
         kw.update(pre_log2_tokens=tuple(_log2(t) for t in _tuple(pre, "tokens", where)), pre_frac=_tuple(pre, "frac", where))
