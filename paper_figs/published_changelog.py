@@ -80,9 +80,9 @@ CHANGES: tuple[Change, ...] = (
            37.3, 37.3, 199.8, 199.8,
            note=("With --op-costs tables the table reads: median 37.3 -> 32.3%, worst 199.8 -> 197.6%; with a published "
                  "mean response 21.3 -> 18.9% (worst 77.2 -> 72.3%); without the contradicted runs 35.2 -> 25.0%; the "
-                 "calibration check's held-out runs 40.2 -> 42.2% uncalibrated. Better: 13 of 22, every NeMo RL run but "
+                 "calibration check's held-out runs 40.2 -> 42.2% uncalibrated. Better: 14 of 22, every NeMo RL run but "
                  "Qwen3-30B-A3B (-41 -> -44%) (DeepSeek-V3 -62 -> -47%, GB200 Qwen3-32B -17 -> +4%), verl DeepSeek-V3 "
-                 "and Qwen3-30B-A3B, OpenRLHF 70B. Worse: verl's dense H20 series (+2 to +7 points), OpenRLHF Ray 7B/13B on A800 (+8 -> +19%, +1 -> +15%), DeepSpeed-Chat (0 -> +8%). "
+                 "and Qwen3-30B-A3B, OpenRLHF 70B. Worse: verl's dense H20 runs but the Megatron one (+2 to +7 points), OpenRLHF Ray 7B/13B on A800 (+8 -> +19%, +1 -> +15%), DeepSpeed-Chat (0 -> +8%). "
                  "GB200/H100 step-time ratio per GPU on NeMo RL's pairs (published 2.04x Llama-8B, 1.97x Qwen3-32B): "
                  "roofline 2.89x / 1.99x, tables 2.49x / 1.65x. MoE decode on H20 TP4 at batch 256 (1,500 cached tokens "
                  "each): Qwen3-30B-A3B 13.2 -> 18.9 ms an iteration, Qwen2.5-7B 16.8 -> 15.2 ms, the MoE no longer the "
