@@ -87,7 +87,8 @@ def _r(x: float, nd: int = 4) -> float:
 def gemm_table(df, peak: float, bw: float) -> dict:
     """Dense bf16 GEMM (torch linear): median roofline fraction per M over weight shapes of 1M+ elements."""
     d = df[df.gemm_dtype == "bfloat16"]
-    d = d[d.kernel_source == ("torch.nn.functional.linear" if (d.kernel_source == "torch.nn.functional.linear").any() else d.kernel_source.iloc[0])]
+    linear = "torch.nn.functional.linear"  # vLLM's bf16 GEMM; older collections name one other source
+    d = d[d.kernel_source == (linear if (d.kernel_source == linear).any() else d.kernel_source.iloc[0])]
     d = d[(d.m <= 16) | (d.m % 16 == 0)]  # the sweep's off-by-one sizes (2^k + 1) add jitter, not information
     d = d[(d.n * d.k >= 2 ** 20) & (d.n <= 16384) & (d.k <= 16384)]
     m, n, k = d.m.astype(float), d.n.astype(float), d.k.astype(float)
