@@ -22,6 +22,7 @@ import pandas as pd
 from oppo_sim.cli_limits import limits_note
 from oppo_sim.cli_policy import add_policy_args, check_policy_flags, policy_options
 from oppo_sim.cli_setup import add_engine_args, add_setup_args, sim_config
+from oppo_sim.hw.op_cost import add_op_costs_arg
 from oppo_sim.cliargs import Parser, int_list, nonneg_int, on_off, output, positive, run_command, str_list
 from oppo_sim.core.errors import ConfigError, OppoError
 
@@ -90,6 +91,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     print(f"trace {s['trace']} ({len(trace)} rows, cap {cfg.max_response}{limits_note(trace)}), {_gpu(cfg)}, placement {res.meta['placement']}, "
           f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
     print(_memory_line(s, cfg))
+    if cfg.hardware_of(cfg.placement.generate).ops is not None:  # --op-costs tables took effect: say what priced what
+        print("priced by: " + "; ".join(f"{k}: {v}" for k, v in res.meta["priced_by"].items()))
     _print_table(pd.DataFrame([_row(res)]))
     cols = ["step", "step_time_s", "generation_s", "scoring_s", "training_s", "sleep_wake_s", "deferred", "delta", "chunk",
             "staleness_max"]
@@ -155,11 +158,11 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
 def cmd_sweep(a: argparse.Namespace) -> int:
     from oppo_sim.explore.sweep import SweepGrid, run_sweep, save_table
-    from oppo_sim.hw.profiles import resolve_hardware
+    from oppo_sim.hw.op_cost import hardware_for
 
     cfg = _config(a, a.policies)
     grid = SweepGrid(policies=a.policies, chunks=a.chunks, deltas=a.deltas, traces=a.traces or (a.trace,),
-                     gpus=tuple(resolve_hardware(g) for g in a.gpus) if a.gpus else (cfg.gpu,), base=cfg,
+                     gpus=tuple(hardware_for(g, a.op_costs) for g in a.gpus) if a.gpus else (cfg.gpu,), base=cfg,
                      options=tuple(policy_options(a).items()))
     df = run_sweep(grid, processes=a.processes, progress=sys.stderr.isatty(), use_ray=a.ray, ray_address=a.ray_address)
     cols = [c for c in ("policy", "chunk", "delta", "trace", "gpu", "step_time_s", "samples_per_s", "speedup",
@@ -184,15 +187,19 @@ def cmd_replay(a: argparse.Namespace) -> int:
                           enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=a.enable_prefix_caching,
                           long_prefill_token_threshold=a.long_prefill_token_threshold,
                           num_gpu_blocks_override=a.num_gpu_blocks_override)
-    from oppo_sim.hw.profiles import resolve_hardware
+    from oppo_sim.hw.op_cost import hardware_for
 
-    cfg = ReplayConfig(gpu=resolve_hardware(a.profile or a.gpu), model=a.model, engine=engine, limit=a.limit or None,
+    cfg = ReplayConfig(gpu=hardware_for(a.profile or a.gpu, a.op_costs), model=a.model, engine=engine, limit=a.limit or None,
                        time_scale=a.time_scale, rate=a.rate, seed=a.seed)
     trace = load_trace(a.trace, max_response=a.max_response or None, seed=a.seed, max_prompt=None)  # serving: no RL cap
     res = replay(trace, cfg)
     s = res.summary
     print(f"replay of {trace.name}: {s['requests']} requests on {s['tp']} x {s['gpu']}, {s['model']}, "
           f"{s['kv_blocks']} KV blocks")
+    if cfg.gpu.ops is not None:  # --op-costs tables took effect
+        from oppo_sim.hw.op_cost import priced_line
+
+        print(priced_line(cfg.gpu))
     _print_table(pd.DataFrame([{k: v for k, v in s.items() if k not in ("gpu", "model", "tp", "kv_blocks")}]))
     if a.requests_csv:
         res.requests.to_csv(output(a.requests_csv), index=False)
@@ -282,6 +289,7 @@ def _add_replay_parser(sub) -> None:
     rp.add_argument("--trace", required=True, help="trace name or file with arrival timestamps (required)")
     rp.add_argument("--gpu", default="h100-sxm", help="GPU id (default %(default)s)")
     rp.add_argument("--profile", default=None, help="calibrated hardware profile (.json); overrides --gpu (default: none)")
+    add_op_costs_arg(rp)
     rp.add_argument("--model", default="llama-3.1-8b", help="served model id (default %(default)s)")
     rp.add_argument("--tp", type=positive(), default=E.tp, help="tensor parallelism (default %(default)s)")
     rp.add_argument("--max-num-seqs", type=positive(), default=E.max_num_seqs,

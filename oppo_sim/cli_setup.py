@@ -16,6 +16,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
+from oppo_sim.hw.op_cost import add_op_costs_arg, hardware_for
 from oppo_sim.hw.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
 from oppo_sim.hw.trainer_layout import TRAIN_BACKENDS, TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
@@ -44,6 +45,7 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                    help="GPU id (h200, h100-sxm, b200, mi300x, ...), a calibrated .json profile or a datasheet "
                         ".yaml spec (examples/gpus/h20.yaml) (default %(default)s)")
     g.add_argument("--profile", default=None, help="calibrated hardware profile (.json); overrides --gpu (default: none)")
+    add_op_costs_arg(g)
     g.add_argument("--actor", default="qwen2.5-7b",
                    help="actor model: a table id, or a Hugging Face config.json or its directory (default %(default)s)")
     g.add_argument("--critic", default=None,
@@ -302,7 +304,6 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
         paper_placement,
     )
     from oppo_sim.hw.memory import TrainMemoryConfig
-    from oppo_sim.hw.profiles import resolve_hardware
 
     place = a.placement.strip().lower()
     if place == "paper":
@@ -318,7 +319,7 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
     if place == "paper" and a.devices < 2:
         raise ConfigError("the paper placement needs at least 2 devices (one scores)")
     return SimConfig(
-        batch=a.batch, steps=a.steps, seed=a.seed, gpu=resolve_hardware(a.profile or a.gpu), actor=a.actor,
+        batch=a.batch, steps=a.steps, seed=a.seed, gpu=hardware_for(a.profile or a.gpu, a.op_costs), actor=a.actor,
         placement=placement, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches,
         max_response=a.max_response or None, contention=a.contention,
         train_memory=TrainMemoryConfig(

@@ -58,6 +58,7 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
 def add_plan_parser(sub) -> None:
     """Register ``plan`` on the ``oppo-sim`` sub-command parsers."""
     from oppo_sim.core.policies import POLICY_NAMES
+    from oppo_sim.hw.op_cost import add_op_costs_arg
     from oppo_sim.explore.plan import OBJECTIVES, SEARCHES
     from oppo_sim.explore.space import DELTA_RULES, LAYOUTS
     from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
@@ -68,6 +69,7 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--gpus", type=gpus_arg, default="8xh200",
                    help="COUNTxGPU, e.g. 8xh100-sxm (GPU id, profile .json or datasheet .yaml) (default %(default)s)")
     p.add_argument("--nodes", type=positive(), default=1, help="nodes the GPUs are spread over, equally (default %(default)s)")
+    add_op_costs_arg(p)
     p.add_argument("--steps", type=positive(), default=50, help="training steps simulated per configuration (default %(default)s)")
     p.add_argument("--batch", type=positive(), default=112,
                    help="prompts per step, B; a step trains B x --n responses (default %(default)s)")
@@ -121,7 +123,7 @@ def _request(a: argparse.Namespace):
     from oppo_sim.explore.plan import PlanRequest
     from oppo_sim.explore.space import space_for
     from oppo_sim.hw.memory import TrainMemoryConfig
-    from oppo_sim.hw.profiles import resolve_hardware
+    from oppo_sim.hw.op_cost import hardware_for
     from oppo_sim.pipeline.config import SimConfig
 
     count, gpu = a.gpus
@@ -129,7 +131,7 @@ def _request(a: argparse.Namespace):
         raise ConfigError(f"{count} GPUs cannot be spread evenly over {a.nodes} nodes")
     policies = tuple(x.lower() for x in a.policies)
     check_policy_flags(a, policies)  # --[no-]stream-batching with no streaming policy in the space
-    base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=resolve_hardware(gpu), actor=a.actor,
+    base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=hardware_for(gpu, a.op_costs), actor=a.actor,
                      placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
                      offload_train_state=a.offload_train_state,
                      train_memory=TrainMemoryConfig(full_logits=a.full_logits), **limit_fields(a),

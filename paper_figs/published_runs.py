@@ -53,14 +53,14 @@ try:
     from published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from published_runs_data import RUNS, PublishedRun
     from published_runs_sim import (baseline_steps, capped_lognormal_mean, derived_prompt_mean, median_for_mean,
-                                    missing_ids, response_cap, run_trace, sim_config, trace_name)
+                                    missing_ids, response_cap, run_trace, sim_config, trace_name, use_op_costs)
 except ImportError:  # imported as paper_figs.published_runs
     from paper_figs.common import parse_args, print_table, save
     from paper_figs.published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from paper_figs.published_runs_data import RUNS, PublishedRun
     from paper_figs.published_runs_sim import (baseline_steps, capped_lognormal_mean, derived_prompt_mean,
                                                median_for_mean, missing_ids, response_cap, run_trace, sim_config,
-                                               trace_name)
+                                               trace_name, use_op_costs)
 
 NAME = "published_runs"
 __all__ = ["capped_lognormal_mean", "median_for_mean", "derived_prompt_mean", "response_cap", "run_trace", "sim_config",
@@ -256,6 +256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--only" in argv:  # the common parser has no --only; take it out before parsing the rest
         i = argv.index("--only")
         only = argv[i + 1] if i + 1 < len(argv) else ""
+        del argv[i:i + 2]
+    if "--op-costs" in argv:  # roofline (the default) or tables: what prices the kernels (docs/op_costs.md)
+        i = argv.index("--op-costs")
+        use_op_costs(argv[i + 1] if i + 1 < len(argv) else "")
         del argv[i:i + 2]
     args = parse_args(__doc__.splitlines()[0], argv)
     steps = 1 if args.quick else 3

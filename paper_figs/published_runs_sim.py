@@ -19,6 +19,7 @@ from oppo_sim.core.results import TIMELINE_COLUMNS, SimResult
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import StaticConfig
 from oppo_sim.hw.hardware import get_hardware
+from oppo_sim.hw.op_cost import DEFAULT_OP_COSTS, with_op_costs
 from oppo_sim.hw.memory import TrainMemoryConfig
 from oppo_sim.hw.models import get_model
 from oppo_sim.hw.trainer_layout import TrainerLayout
@@ -157,10 +158,25 @@ def engine_config(run: PublishedRun) -> EngineConfig:
     return EngineConfig(tp=run.tp, gpu_memory_utilization=run.gpu_memory_utilization, **given)
 
 
+OP_COSTS = {"mode": DEFAULT_OP_COSTS}
+"""What prices the kernels in this table's runs (``--op-costs`` of published_runs.py; ``oppo_sim.hw.op_cost``)."""
+
+
+def use_op_costs(mode: str) -> None:
+    """Price the following runs' kernels by ``mode`` ("roofline" or "tables")."""
+    with_op_costs(get_hardware("h100-sxm"), mode)  # a bad mode -> ConfigError before any run
+    OP_COSTS["mode"] = mode
+
+
+def _gpu(run: PublishedRun):
+    mode = OP_COSTS["mode"]
+    return run.gpu if mode == "roofline" or missing_ids(run) else with_op_costs(get_hardware(run.gpu), mode)
+
+
 def sim_config(run: PublishedRun, steps: int) -> SimConfig:
     rule = run.reward == "rule"
     return SimConfig(
-        batch=run.batch, steps=steps, gpu=run.gpu, actor=run.model, reward=run.model if rule else run.reward,
+        batch=run.batch, steps=steps, gpu=_gpu(run), actor=run.model, reward=run.model if rule else run.reward,
         placement=placement(run), engine=engine_config(run),
         engine_kind=run.engine, static=StaticConfig(gen_batch=run.gen_batch), ppo_epochs=run.ppo_epochs,
         minibatches=run.minibatches, max_response=response_cap(run), nodes=run.nodes, expert_parallel=run.ep,

@@ -37,6 +37,7 @@ from functools import cached_property
 import numpy as np
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.decode_kernels import DecodeKernels
 from oppo_sim.hw.expert_parallel import decode_comm_coeffs
 from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds, nodes_spanned
 from oppo_sim.hw.memory import RECOMPUTE_MODES, ZERO_STAGES
@@ -86,6 +87,12 @@ class DecodeCost:
         m_kv = m.replica_kv_bytes_per_token(self.tp) / by
         return p.overhead_s, c_tok, c_pair, m0, m_kv
 
+    @cached_property
+    def _kern(self) -> DecodeKernels | None:
+        """The kernel-sum pricing where the hardware carries measured op costs (``oppo_sim.hw.op_cost``)."""
+        ops = self.hw.ops
+        return None if ops is None else DecodeKernels(ops, self.model, self.tp, self.expert_parallel, self.hw.gpu)
+
     def _m0(self, tokens: float) -> float:
         """Seconds of the weight reads of an iteration over ``tokens`` tokens (all weights, if dense)."""
         if not self.model.moe:
@@ -115,6 +122,8 @@ class DecodeCost:
         cached context tokens."""
         ovh, c_tok, c_pair, _, m_kv = self._k
         b, n = decode_seqs, prefill_tokens
+        if self._kern is not None:
+            return ovh + self.comm(b + n) + self._kern.iteration(b, kv_decode, n, prefill_pairs, kv_prefill)
         comp = c_tok * (b + n) + c_pair * (prefill_pairs + kv_decode + b)
         mem = self._m0(b + n) + m_kv * (kv_decode + kv_prefill + b + n)
         return ovh + self.comm(b + n) + max(comp, mem)
@@ -133,6 +142,9 @@ class DecodeCost:
 
     def _lines(self, b: int, kv0: float) -> tuple[float, float, float, float, float]:
         ovh, c_tok, c_pair, _, m_kv = self._k
+        if self._kern is not None:
+            fixed, a, s = self._kern.lines(b, kv0)
+            return ovh + self.comm(b) + fixed, a, s, 0.0, 0.0
         a_c = c_tok * b + c_pair * (kv0 + b)
         s_c = c_pair * b
         a_m = self._m0(b) + m_kv * (kv0 + b)

@@ -242,6 +242,7 @@ class Hardware:
     gpu: GPUSpec
     params: CostParams = DEFAULT_COST_PARAMS
     params_source: str = field(default=UNCALIBRATED, compare=False)
+    ops: object | None = None  # measured kernel fractions (``oppo_sim.hw.op_cost.OpCosts``); None: the roofline
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GPUSpec):

@@ -10,6 +10,7 @@ import pandas as pd
 from oppo_sim.core.policies import Policy, make_policy
 from oppo_sim.core.results import SIM_STEP_COLUMNS, TIMELINE_COLUMNS, SimResult, summarize
 from oppo_sim.hw.memory import MemoryReport
+from oppo_sim.hw.op_cost import priced_by
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.pipeline.memory_plan import (
@@ -111,6 +112,7 @@ def _result(p: Pipeline) -> SimResult:
         "max_prompt": p.cfg.max_prompt,
         "prompts_filtered": p.trace.n_prompts_filtered,
         "prompts_truncated": p.trace.n_prompts_truncated,
+        "priced_by": priced_by(p.cfg.hardware_of(p.cfg.placement.generate)),  # which source priced each stage
     }
     return SimResult(steps, timeline, summary, meta, decisions=p.ledger.decisions_frame(),
                      conservation=p.ledger.conservation_frame())
