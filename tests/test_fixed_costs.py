@@ -116,7 +116,7 @@ def test_the_pipeline_gathers_a_zero3_trainers_weights_for_the_static_engine(zer
     from oppo_sim.core.placement import colocated_placement
     from oppo_sim.hw.memory import TrainMemoryConfig
     from oppo_sim.pipeline.driver import Pipeline
-    from oppo_sim.pipeline.memory_plan import check_fits
+    from oppo_sim.pipeline.fit_check import check_fits
     from oppo_sim.traces.trace import Trace
 
     cfg = SimConfig(steps=1, batch=4, actor="qwen2.5-0.5b", reward="qwen2.5-0.5b", gpu="h100-sxm",

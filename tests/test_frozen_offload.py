@@ -15,12 +15,14 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import colocated_placement, paper_placement
 from oppo_sim.core.policies import make_policy
 from oppo_sim.hw.hardware import collective_latency, get_hardware
-from oppo_sim.hw.memory import ALWAYS, OTHER, TrainMemoryConfig
+from oppo_sim.hw.memory import TrainMemoryConfig
+from oppo_sim.hw.pool_memory import ALWAYS, OTHER
 from oppo_sim.hw.models import get_model
 from oppo_sim.hw.sleepwake import PINNED_COPY, SWITCH_FIXED_S
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
-from oppo_sim.pipeline.memory_plan import check_fits, frozen_shards, memory_report, sleep_wake_of
+from oppo_sim.pipeline.fit_check import check_fits, sleep_wake_of
+from oppo_sim.pipeline.memory_plan import frozen_shards, memory_report
 from oppo_sim.pipeline.simulate import simulate
 from oppo_sim.traces.trace import Trace
 

@@ -19,7 +19,7 @@ from oppo_sim.hw.hardware import get_hardware
 from oppo_sim.hw.models import get_model
 from oppo_sim.hw.sleepwake import PINNED_COPY, sleep_wake
 from oppo_sim.pipeline.config import SimConfig
-from oppo_sim.pipeline.memory_plan import check_fits, colocation, fit_for_policy, sleep_wake_of
+from oppo_sim.pipeline.fit_check import check_fits, colocation, fit_for_policy, sleep_wake_of
 from oppo_sim.pipeline.simulate import simulate
 from oppo_sim.traces.trace import Trace
 

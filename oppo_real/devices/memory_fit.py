@@ -32,14 +32,8 @@ from oppo_real.config import RealConfig
 from oppo_real.devices.device_map import DeviceMap, check_available, device_memory
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.hardware import GiB
-from oppo_sim.hw.memory import (
-    ALWAYS,
-    GENERATE,
-    OTHER,
-    PoolMemory,
-    RoleMemory,
-    activation_bytes,
-)
+from oppo_sim.hw.memory import activation_bytes
+from oppo_sim.hw.pool_memory import ALWAYS, GENERATE, OTHER, PoolMemory, RoleMemory
 from oppo_sim.hw.models import ModelSpec, get_model, model_from_hf_config
 
 USABLE_FRACTION = 0.92
