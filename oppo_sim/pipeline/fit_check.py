@@ -123,15 +123,21 @@ def colocation(cfg: SimConfig, policy: Policy) -> SimConfig:
 
 def fit_for_policy(cfg: SimConfig, policy: Policy, seq_tokens: int | None = None,
                    response_tokens: int | None = None) -> tuple[SimConfig, MemoryReport]:
-    """The configuration ``policy`` runs (:func:`colocation`) and its :func:`check_fits` report;
-    ``ConfigError`` in one line, naming the way out, when a policy that generates beside training does not
-    fit with everything resident on the shared pool (the plain refusal where it would not fit taking turns either)."""
+    """The configuration ``policy`` runs (:func:`colocation`) and its :func:`check_fits` report. Where the policy
+    keeps a shared pool resident and the engine's share leaves the other roles too little, the share is lowered
+    to the largest that fits (:func:`engine_share_hint`; the returned configuration carries it), as a user
+    running vLLM beside a live trainer would; ``ConfigError`` in one line, naming the way out, when no share
+    fits (the plain refusal where it would not fit taking turns either)."""
     run = colocation(cfg, policy)
     if run is cfg:
         return cfg, check_fits(cfg, seq_tokens, response_tokens)
     try:
         return run, check_fits(run, seq_tokens, response_tokens)
     except ConfigError as e:
+        share = engine_share_hint(run, *lengths(cfg, seq_tokens, response_tokens))
+        if share is not None:  # the engine's share lowered beside the resident trainer, as a user would
+            run = replace(run, engine=replace(run.engine, gpu_memory_utilization=share))
+            return run, check_fits(run, seq_tokens, response_tokens)
         check_fits(cfg, seq_tokens, response_tokens)  # what does not fit even taking turns says so plainly
         raise ConfigError(resident_refusal(policy.label(), cfg.placement.generate, str(e),
                                            "or use --placement disaggregated (generation on GPUs of its own) or a "
