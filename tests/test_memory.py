@@ -332,9 +332,9 @@ def test_memory_report_needs_a_resolved_setup():
 
 @pytest.mark.parametrize("kind", ["continuous", "static"])
 def test_resident_training_state_leaves_the_engines_kv_cache_alone(kind):
-    """The engine's KV cache is its share less its own memory, whether the trainer sleeps or stays beside it
-    (then both must fit the device: the share is lowered to 0.5, verl's default); the engine the driver
-    builds holds exactly those blocks."""
+    """vLLM's KV cache is its share less its own memory, whether the trainer sleeps or stays beside it (then
+    both must fit the device: the share is lowered to 0.5, verl's default); a static engine (HF generate) gets
+    what the resident roles leave. The engine the driver builds holds exactly those blocks."""
     from oppo_sim.core.policies import make_policy
     from oppo_sim.pipeline.driver import Pipeline
     from oppo_sim.pipeline.memory_plan import generation_kv_blocks
@@ -345,7 +345,11 @@ def test_resident_training_state_leaves_the_engines_kv_cache_alone(kind):
     blocks = {c.colocate: generation_kv_blocks(c, check_fits(c, 4000, 3000)) for c in (cfg, res)}
     e = engine_memory(M7, 1, 256, 16384)
     per_block = M7.kv_bytes_per_token() * 16
-    assert blocks["resident"] == blocks["sleep"] == int((0.5 * H100.gpu.mem_bytes - e.non_kv) // per_block)
+    if kind == "continuous":  # vLLM's own share, whatever sits beside it
+        assert blocks["resident"] == blocks["sleep"] == int((0.5 * H100.gpu.mem_bytes - e.non_kv) // per_block)
+    else:  # HF generate takes what the phase leaves of the share: the resident trainer shrinks it
+        main = check_fits(res, 4000, 3000).pool("main")
+        assert blocks["resident"] == int((main.capacity - main.committed("generate")) // per_block) < blocks["sleep"]
     p = Pipeline(res, Trace.from_arrays([100] * 8, [100] * 8), make_policy("baseline"), memory=check_fits(res, 4000, 3000))
     core = p.replicas[0].core
     held = core.capacity_tokens if kind == "static" else core.num_blocks * 16

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import Policy
+from oppo_sim.engine.factory import EngineKind
 from oppo_sim.hw.pool_memory import MemoryReport, colocate_for, resident_refusal
 from oppo_sim.hw.sleepwake import SleepWake, sleep_wake
 from oppo_sim.pipeline.config import SimConfig
@@ -101,7 +102,8 @@ def engine_share_hint(cfg: SimConfig, seq: int, resp: int) -> float | None:
     trainer's state kept: ``offload_train_state`` off) on a shared pool; None where that does not apply or no
     share fits."""
     beside = cfg.colocate == "resident" or not cfg.offload_train_state
-    if not (beside and cfg.placement.shared(cfg.placement.generate)) or cfg.engine.num_gpu_blocks_override is not None:
+    if (not (beside and cfg.placement.shared(cfg.placement.generate)) or cfg.engine.num_gpu_blocks_override is not None
+            or cfg.engine_kind != EngineKind.CONTINUOUS):
         return None
     util = math.floor(cfg.engine.gpu_memory_utilization / UTILIZATION_STEP - 1e-9) * UTILIZATION_STEP
     while util >= UTILIZATION_STEP - 1e-9:

@@ -9,7 +9,9 @@ Who holds what (bytes per device):
 
 - ``generate``: the actor's weights over ``tp`` devices and what vLLM's memory profiling takes besides them
   (the profile run's peak, CUDA graphs, non-torch allocations); its KV cache fills the rest of its share
-  (``gpu_memory_utilization``);
+  (``gpu_memory_utilization``). A static engine (HF ``generate``: TRL, DeepSpeed-Chat's hybrid engine) profiles
+  nothing and sizes nothing: its weights, and its KV cache is what the generate phase leaves of the device's
+  ``gpu_memory_utilization``, every role counted;
 - ``train``: actor and critic training state (weights, gradients, Adam; ZeRO over the pool's devices, or
   Megatron's layout) plus the larger of their activations (the trainer runs them one after the other) — the
   critic only for an algorithm that has one (``ppo``; ``SimConfig.trained()``);
@@ -38,6 +40,7 @@ from dataclasses import replace
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import ROLES, Pool
+from oppo_sim.engine.factory import EngineKind
 from oppo_sim.hw.engine_memory import engine_memory, kv_blocks
 from oppo_sim.hw.expert_parallel import expert_split
 from oppo_sim.hw.memory import TrainMemoryConfig, activation_bytes, state_bytes
@@ -150,10 +153,14 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
     roles: list[RoleMemory] = []
     actor: ModelSpec = models["generate"]
     tp = cfg.engine.tp if generates else 1
-    if generates:
+    vllm = generates and cfg.engine_kind == EngineKind.CONTINUOUS  # a static engine (HF generate) takes what is left
+    if vllm:
         e = engine_memory(actor, tp, cfg.engine.max_num_seqs, cfg.engine.max_num_batched_tokens)
         roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", GENERATE if swap else ALWAYS,
                                 weights=e.weights, activations=e.overhead, note=e.describe()))
+    elif generates:
+        roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", GENERATE if swap else ALWAYS,
+                                weights=actor.weight_bytes() / tp))
     if pl.train == pool.name:
         t = _train_role(cfg, pool.devices, train, seq, resp, rest)
         if swap and rest == ALWAYS:  # the state stays; the activations live only while training
@@ -175,7 +182,7 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
     gpu = cfg.hardware_of(pool.name).gpu
     return PoolMemory(
         pool.name, gpu.id, pool.devices, gpu.mem_bytes, cfg.engine.gpu_memory_utilization, tuple(roles),
-        generates=generates, seq_tokens=seq, train_utilization=cfg.train_memory_fraction, engine_sized=generates,
+        generates=generates, seq_tokens=seq, train_utilization=cfg.train_memory_fraction, engine_sized=vllm,
         # a KV budget given explicitly (blocks override) is the engine's to check
         kv_min=seq * actor.replica_kv_bytes_per_token(tp) / tp if generates and cfg.engine.num_gpu_blocks_override is None else 0.0,
     )
