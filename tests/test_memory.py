@@ -217,7 +217,7 @@ def test_3b_on_one_4090_is_refused_with_the_numbers(capsys):
     # logits: the actor's activations are 2.2 GiB with chunk-wise log-probs, 4.9 with --full-logits); no knob
     # helps: the training state alone (53.4 GiB) is over the device
     for part in ("rtx-4090", "qwen2.5-3b", "ZeRO-3 over 1 device", "recompute full", f"Adam {adam:.1f} ",
-                 "needs 62.2 GiB > 21.6 GiB usable", "24.0 GiB x 0.9", "; no single --recompute, --zero, --sp or "
+                 "needs 62.2 GiB > 21.6 GiB usable", "24.0 GiB x 0.9", "; no single --recompute, --zero, --gpu-memory-utilization, --sp or "
                  "--max-prompt setting makes it fit"):
         assert part in err, part
     assert " GB" not in err

@@ -229,6 +229,7 @@ class MemoryReport:
             "memory_headroom_gib": self.headroom_gib(),
             "memory_gib": {p.pool: p.by_role() for p in self.pools},
             "kv_cache_gib": {p.pool: p.kv_cache / GiB for p in self.pools if p.kv_cache is not None},
+            "engine_share": {p.pool: p.utilization for p in self.pools if p.generates},  # gpu_memory_utilization run
             "zero_stage": self.train.zero_stage,
             "recompute": self.train.recompute,
             "colocate": self.colocate,

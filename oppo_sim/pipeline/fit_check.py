@@ -89,7 +89,7 @@ def fit_hint(cfg: SimConfig, seq_tokens: int | None = None, response_tokens: int
         if _first_fit(cfg, cap + resp, resp)[0] is not None:
             return f"; fits with --max-prompt {cap}"
         cap //= 2
-    return "; no single --recompute, --zero, --sp or --max-prompt setting makes it fit"
+    return "; no single --recompute, --zero, --gpu-memory-utilization, --sp or --max-prompt setting makes it fit"
 
 
 UTILIZATION_STEP = 0.05
