@@ -24,9 +24,9 @@ rows of full-vocabulary logits; the larger of the two is the transient peak.
 The sampler and non-torch constants are measured: vLLM's own profiling lines on an H100 (79.18 GiB, util 0.9)
 for Llama-3.1-8B, Qwen3-0.6B, Qwen3-32B and gpt-oss-20b (``llm-d/llm-d-benchmark``,
 ``config_explorer/empirical-vllm-memory-results.md``): peak activation 4.76, 5.56, 5.64 and 7.38 GiB with
-``max_num_seqs`` 1024 — 38.4 to 38.9 bytes per logit for vocabularies of 128k to 201k, the forward peak of a
-8192-token dummy batch being under 1 GiB for those models — and non-torch 0.13 to 0.14 GiB at TP1, 0.55 GiB
-at TP2. Those runs predate the CUDA-graph subtraction (their KV cache is exactly ``requested − weights −
+``max_num_seqs`` 1024 — 38.4 to 38.9 bytes per logit for vocabularies of 128k to 201k, the forward peak of an
+8192-token dummy batch (0.2 to 1.3 GiB for those models by the count above) being the smaller — and non-torch
+0.13 to 0.14 GiB at TP1, 0.55 GiB at TP2. Those runs predate the CUDA-graph subtraction (their KV cache is exactly ``requested − weights −
 peak − non-torch``). docs/model.md lists the checks.
 """
 
