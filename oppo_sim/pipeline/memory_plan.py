@@ -182,7 +182,8 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
     gpu = cfg.hardware_of(pool.name).gpu
     return PoolMemory(
         pool.name, gpu.id, pool.devices, gpu.mem_bytes, cfg.engine.gpu_memory_utilization, tuple(roles),
-        generates=generates, seq_tokens=seq, train_utilization=cfg.train_memory_fraction, engine_sized=vllm,
+        generates=generates, seq_tokens=seq, train_utilization=cfg.train_memory_fraction,
+        engine_sized=vllm and cfg.engine.num_gpu_blocks_override is None,  # blocks given: not sized from the share
         # a KV budget given explicitly (blocks override) is the engine's to check
         kv_min=seq * actor.replica_kv_bytes_per_token(tp) / tp if generates and cfg.engine.num_gpu_blocks_override is None else 0.0,
     )
