@@ -60,7 +60,8 @@ def _memory_line(s: dict, cfg=None) -> str:
     """Headroom per pool (GiB per device), the KV cache generation gets, the training setup (its Megatron
     layout, or the ZeRO stage) and sync path."""
     pools = ", ".join(
-        f"{pool} {gib:.1f} GiB" + (f" (KV cache {s['kv_cache_gib'][pool]:.1f} GiB)" if pool in s["kv_cache_gib"] else "")
+        f"{pool} {gib:.1f} GiB" + (f" (KV cache {s['kv_cache_gib'][pool]:.1f} GiB at gpu_memory_utilization "
+                                   f"{s['engine_share'][pool]:g})" if pool in s["kv_cache_gib"] else "")
         for pool, gib in s["memory_headroom_gib"].items()
     )
     sleeps = (f"; the engine sleeps (vLLM level {s['sleep_level']}) and wakes: {s['sleep_wake_s']:.2f} s a step"

@@ -114,14 +114,16 @@ def test_sleep_and_wake_from_the_measured_copy_rates():
 @pytest.mark.parametrize("zero_stage", [2, 3])
 def test_the_pipeline_gathers_a_zero3_trainers_weights_for_the_static_engine(zero_stage):
     from oppo_sim.core.placement import colocated_placement
+    from oppo_sim.engine.request import EngineConfig
     from oppo_sim.hw.memory import TrainMemoryConfig
     from oppo_sim.pipeline.driver import Pipeline
-    from oppo_sim.pipeline.memory_plan import check_fits
+    from oppo_sim.pipeline.fit_check import check_fits
     from oppo_sim.traces.trace import Trace
 
     cfg = SimConfig(steps=1, batch=4, actor="qwen2.5-0.5b", reward="qwen2.5-0.5b", gpu="h100-sxm",
                     placement=colocated_placement(4), engine_kind="static", colocate="resident", max_response=256,
-                    train_memory=TrainMemoryConfig(zero_stage=zero_stage, recompute="none"))
+                    train_memory=TrainMemoryConfig(zero_stage=zero_stage, recompute="none"),
+                    engine=EngineConfig(gpu_memory_utilization=0.5))  # a share the resident trainer fits beside
     trace = Trace.from_arrays([64] * 8, [100] * 8, name="z3")
     p = Pipeline(cfg, trace, make_policy("baseline"), memory=check_fits(cfg, 64 + 256, 256))
     gather = p.replicas[0].core.params.gather_s

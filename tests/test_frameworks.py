@@ -324,3 +324,22 @@ def test_a_real_length_openrlhf_command_line_is_read_not_taken_for_a_file(capsys
     assert "--n" in t.args and "4" in t.args
     assert main(["run", "--from-openrlhf", args, "--steps", "1", "--actor", "qwen2.5-0.5b"]) == 0
     assert "--n_samples_per_prompt" in capsys.readouterr().out
+
+
+def test_engine_and_trainer_memory_fractions_are_read_apart():
+    """verl's rollout.gpu_memory_utilization (0.6 in the script) and OpenRLHF's --vllm_gpu_memory_utilization (0.7)
+    are the engine's own share; neither framework caps its trainer by a fraction (it has the GPU while vLLM
+    sleeps): the trainer's share stays oppo-sim's 0.9. verl keeps the actor's state on the GPUs
+    (param_offload=False): it sits beside the engine's share while it generates, and the two fit together."""
+    from oppo_sim.hw.pool_memory import GENERATE
+    from oppo_sim.pipeline.fit_check import check_fits
+
+    verl = config_of("--from-verl", VERL_SH, "--batch", "8", "--devices", "8", "--tp", "1")
+    orl = config_of("--from-openrlhf", ORL_REINFORCE, "--actor", "qwen2.5-7b", "--steps", "1")
+    assert (verl.engine.gpu_memory_utilization, verl.train_memory_fraction, verl.offload_train_state) == (0.6, 0.9, False)
+    assert (orl.engine.gpu_memory_utilization, orl.train_memory_fraction, orl.offload_train_state) == (0.7, 0.9, True)
+    main = check_fits(verl, 2048, 1024).pool(verl.placement.generate)
+    train = sum(r.total for r in main.held(GENERATE) if r.role == "train")
+    assert train > 0 and main.need(GENERATE) == pytest.approx(0.6 * main.mem_bytes + sum(
+        r.total for r in main.held(GENERATE) if r.role != "generate"))
+    assert main.need(GENERATE) <= 0.9 * main.mem_bytes and main.capacity_of("other") == pytest.approx(0.9 * main.mem_bytes)

@@ -15,12 +15,15 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import colocated_placement, paper_placement
 from oppo_sim.core.policies import make_policy
 from oppo_sim.hw.hardware import collective_latency, get_hardware
-from oppo_sim.hw.memory import ALWAYS, OTHER, TrainMemoryConfig
+from oppo_sim.hw.memory import TrainMemoryConfig
+from oppo_sim.hw.engine_memory import engine_memory
+from oppo_sim.hw.pool_memory import ALWAYS, GENERATE, OTHER
 from oppo_sim.hw.models import get_model
 from oppo_sim.hw.sleepwake import PINNED_COPY, SWITCH_FIXED_S
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
-from oppo_sim.pipeline.memory_plan import check_fits, frozen_shards, memory_report, sleep_wake_of
+from oppo_sim.pipeline.fit_check import check_fits, sleep_wake_of
+from oppo_sim.pipeline.memory_plan import frozen_shards, memory_report
 from oppo_sim.pipeline.simulate import simulate
 from oppo_sim.traces.trace import Trace
 
@@ -101,18 +104,25 @@ def test_kv_cache_and_switch_with_and_without_offloading_the_trainer_state():
     cap = H200.gpu.mem_bytes * SMALL.engine.gpu_memory_utilization
     to_host, from_host = (PINNED_COPY.rate(d, H200.gpu.host_bw) for d in ("to_host", "from_host"))
     per_byte = 1.0 / to_host + 1.0 / from_host  # each byte leaves and comes back once a step
-    on, off = check_fits(SMALL), check_fits(replace(SMALL, offload_train_state=False))
-    assert on.pool("main").kv_cache == pytest.approx(cap - w, rel=1e-12)
-    assert off.pool("main").kv_cache == pytest.approx(cap - w - state - w, rel=1e-12)  # engine, trainer, reference
+    engine = engine_memory(m, 1, SMALL.engine.max_num_seqs, SMALL.engine.max_num_batched_tokens).non_kv
+    on = check_fits(SMALL)
+    with pytest.raises(ConfigError, match="the engine's share .* beside train .*fits with --offload-train-state"):
+        check_fits(replace(SMALL, offload_train_state=False))  # vLLM at 0.9 leaves the resident state nothing
+    half = replace(SMALL, engine=replace(SMALL.engine, gpu_memory_utilization=0.5))  # verl's default beside a trainer
+    off = check_fits(replace(half, offload_train_state=False))
+    assert on.pool("main").kv_cache == pytest.approx(cap - engine, rel=1e-12)
+    # the engine's share is its own: the state and the reference resident beside it do not shrink its KV cache
+    assert off.pool("main").kv_cache == pytest.approx(H200.gpu.mem_bytes * 0.5 - engine, rel=1e-12)
+    assert off.pool("main").need(GENERATE) == pytest.approx(H200.gpu.mem_bytes * 0.5 + state + w, rel=1e-12)
     train = [r for r in off.pool("main").roles if r.role == "train"]
     assert [r.phase for r in train] == [ALWAYS, OTHER] and train[1].total == train[1].activations > 0
     assert _ref(off).phase == ALWAYS and _ref(on).phase == OTHER
-    sw_on, sw_off = sleep_wake_of(SMALL, on), sleep_wake_of(replace(SMALL, offload_train_state=False), off)
+    sw_on, sw_off = sleep_wake_of(SMALL, on), sleep_wake_of(replace(half, offload_train_state=False), off)
     assert sw_on.state_bytes == pytest.approx(state + w, rel=1e-12)
     assert sw_on.step_s == pytest.approx(4 * SWITCH_FIXED_S + (w + state + w) * per_byte, rel=1e-12)
     assert sw_off.state_bytes == 0.0 and sw_off.engine_bytes == pytest.approx(w, rel=1e-12)
     assert sw_off.step_s == pytest.approx(2 * SWITCH_FIXED_S + w * per_byte, rel=1e-12)  # the engine's legs alone
-    res = simulate(TRACE, "baseline", replace(SMALL, offload_train_state=False))
+    res = simulate(TRACE, "baseline", replace(half, offload_train_state=False))
     assert res.steps["sleep_wake_s"].to_list() == pytest.approx([2 * sw_off.switch_s] * SMALL.steps, rel=1e-12)
     assert res.summary["kv_cache_gib"]["main"] == pytest.approx(off.pool("main").kv_cache / 2**30, rel=1e-12)
 
@@ -125,6 +135,6 @@ def test_cli_flag_and_config_check(capsys):
             "--policy", "baseline"]
     main(args)
     on = capsys.readouterr().out
-    main(args + ["--no-offload-train-state"])
+    main(args + ["--no-offload-train-state", "--gpu-memory-utilization", "0.5"])
     off = capsys.readouterr().out
     assert "the engine sleeps" in on and "the engine sleeps" in off and on != off

@@ -20,7 +20,8 @@ from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, GPUS, GiB, Hardware, MiB, 
 from oppo_sim.hw.profiles import resolve_hardware, save_profile
 from oppo_sim.hw.sync import SyncMechanism
 from oppo_sim.pipeline.config import SimConfig
-from oppo_sim.pipeline.memory_plan import check_fits, cost_models, pool_domains, sync_plan
+from oppo_sim.pipeline.fit_check import check_fits
+from oppo_sim.pipeline.topology import cost_models, pool_domains, sync_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "gpus" / "h20.yaml"
@@ -263,7 +264,8 @@ def test_a_tensor_parallel_group_larger_than_the_domain_runs_its_all_reduces_ove
     from oppo_sim.engine.request import EngineConfig
     from oppo_sim.hw.models import get_model
     from oppo_sim.pipeline.config import SimConfig
-    from oppo_sim.pipeline.memory_plan import check_fits, cost_models
+    from oppo_sim.pipeline.fit_check import check_fits
+    from oppo_sim.pipeline.topology import cost_models
 
     model = get_model("qwen3-8b")
 

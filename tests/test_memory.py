@@ -12,17 +12,10 @@ from oppo_sim.cli import main
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import colocated_placement, disaggregated_placement
 from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.engine_memory import engine_memory
 from oppo_sim.hw.hardware import GiB, MiB, collective_latency, get_hardware
-from oppo_sim.hw.memory import (
-    GENERATE,
-    OTHER,
-    PoolMemory,
-    RoleMemory,
-    TrainMemoryConfig,
-    activation_bytes,
-    layer_activation_bytes_per_token,
-    state_bytes,
-)
+from oppo_sim.hw.memory import TrainMemoryConfig, activation_bytes, layer_activation_bytes_per_token, state_bytes
+from oppo_sim.hw.pool_memory import GENERATE, OTHER, PoolMemory, RoleMemory
 from oppo_sim.hw.models import get_model
 from oppo_sim.hw.sync import (
     HOST_PER_TENSOR_S,
@@ -33,13 +26,16 @@ from oppo_sim.hw.sync import (
     sync_seconds,
 )
 from oppo_sim.pipeline.config import SimConfig
-from oppo_sim.pipeline.memory_plan import check_fits, longest, memory_report, sync_plan
+from oppo_sim.pipeline.fit_check import check_fits
+from oppo_sim.pipeline.memory_plan import longest, memory_report
+from oppo_sim.pipeline.topology import sync_plan
 from oppo_sim.pipeline.simulate import simulate
 from oppo_sim.traces.catalog import load_trace
 from oppo_sim.traces.trace import Trace
 
 M7 = get_model("qwen2.5-7b")  # 28 layers, hidden 3584, 28 heads, 4 KV heads (head dim 128), MLP 18944, vocab 152064
 H200 = get_hardware("h200")
+H100 = get_hardware("h100-sxm")
 
 # Qwen2.5-7B parameters by hand: embedding and (untied) lm_head 152064 * 3584 each; per layer q and o
 # 3584 * 3584 each, k and v 3584 * 512 each, gate/up/down 3 * 3584 * 18944, q/k/v biases 3584 + 2 * 512,
@@ -174,19 +170,35 @@ def test_paper_setup_fits_with_positive_headroom():
     psi2 = PSI + 7_070_622_720
     assert (train.weights, train.grads, train.optimizer) == pytest.approx((2 * psi2, 2 * psi2 / 7, 12 * psi2 / 7))
     assert train.phase == OTHER and next(r for r in main.roles if r.role == "generate").phase == GENERATE
-    # the engine sleeps while training runs: it gets the device less its weights, as the driver sizes it
+    # the engine sleeps while training runs: it gets its share of the device less its weights and what vLLM's
+    # profiling takes (256 sequences' sampler run over 152,064 logits, the 16,384-token forward, graphs, non-torch)
     assert H200.gpu.mem_bytes == 143_771 * MiB  # nvidia-smi's figure for an H200 ("141 GB")
-    assert main.kv_cache == pytest.approx(143_771 * MiB * 0.9 - 2 * PSI)
+    overhead = engine_memory(M7, 1, 256, 16384).overhead
+    layer = 2 * (2 * 3584 + 3 * 18944)  # bytes per token: residual and hidden, gate/up and SiLU outputs
+    assert overhead == pytest.approx(max(16384 * layer, 38.7 * 256 * 152064) + 512 * layer + 0.13 * GiB)
+    assert main.kv_cache == pytest.approx(143_771 * MiB * 0.9 - 2 * PSI - overhead)
     assert {r.role for r in score.roles} == {"reward", "reference"}
 
 
-def test_resident_training_state_leaves_less_kv_cache():
+def test_resident_training_state_sits_beside_the_engines_share():
+    """vLLM's gpu_memory_utilization is its own share: a trainer resident beside it is not inside it. At 0.9 the
+    engine leaves a resident trainer nothing (refused, naming the share that fits); at that share the KV cache
+    is the share less the engine's own memory, whatever the trainer holds, and the two fit the device together."""
     seq = (4813, 4096)
-    sleep = check_fits(SimConfig(), *seq)
-    res = check_fits(SimConfig(colocate="resident"), *seq)
-    main = res.pool("main")
-    assert main.kv_cache == pytest.approx(main.capacity - sum(r.total for r in main.roles))
-    assert main.kv_cache < sleep.pool("main").kv_cache / 2
+    with pytest.raises(ConfigError, match=r"the engine's share \(gpu_memory_utilization 0.9.*fits with --gpu-memory-utilization 0\.\d+$"):
+        check_fits(SimConfig(colocate="resident"), *seq)
+    err = ""
+    try:
+        check_fits(SimConfig(colocate="resident"), *seq)
+    except ConfigError as e:
+        err = str(e)
+    share = float(err.rsplit(" ", 1)[1])
+    cfg = SimConfig(colocate="resident", engine=dataclasses.replace(SimConfig().engine, gpu_memory_utilization=share))
+    main = check_fits(cfg, *seq).pool("main")
+    engine = next(r for r in main.roles if r.role == "generate")
+    assert main.kv_cache == pytest.approx(share * main.mem_bytes - engine.total)
+    others = sum(r.total for r in main.roles if r.role != "generate")
+    assert share * main.mem_bytes + others <= 0.9 * main.mem_bytes < (share + 0.05) * main.mem_bytes + others
 
 
 def _cfg_4090():
@@ -205,7 +217,7 @@ def test_3b_on_one_4090_is_refused_with_the_numbers(capsys):
     # logits: the actor's activations are 2.2 GiB with chunk-wise log-probs, 4.9 with --full-logits); no knob
     # helps: the training state alone (53.4 GiB) is over the device
     for part in ("rtx-4090", "qwen2.5-3b", "ZeRO-3 over 1 device", "recompute full", f"Adam {adam:.1f} ",
-                 "needs 62.2 GiB > 21.6 GiB usable", "24.0 GiB x 0.9", "; no single --recompute, --zero, --sp or "
+                 "needs 62.2 GiB > 21.6 GiB usable", "24.0 GiB x 0.9", "; no single --recompute, --zero, --gpu-memory-utilization, --sp or "
                  "--max-prompt setting makes it fit"):
         assert part in err, part
     assert " GB" not in err
@@ -236,7 +248,8 @@ def test_simulate_reports_memory_and_charges_recompute():
     s = runs["none"].summary
     assert set(s["memory_headroom_gib"]) == {"main", "score"} and min(s["memory_headroom_gib"].values()) > 0
     assert s["memory_gib"]["main"]["train"] > s["memory_gib"]["main"]["generate"] > 0
-    assert s["memory_gib"]["main"]["generate"] == pytest.approx(get_model("qwen2.5-1.5b").weight_bytes() / 2**30)
+    engine = engine_memory(get_model("qwen2.5-1.5b"), 1, 256, 16384)  # weights and what vLLM's profiling takes
+    assert s["memory_gib"]["main"]["generate"] == pytest.approx(engine.non_kv / 2**30)
     assert s["sync_mechanism"] == "nvlink"
     assert runs["full"].steps["training_s"].sum() > 1.2 * runs["none"].steps["training_s"].sum()
 
@@ -318,16 +331,25 @@ def test_memory_report_needs_a_resolved_setup():
 
 
 @pytest.mark.parametrize("kind", ["continuous", "static"])
-def test_resident_training_state_shrinks_the_engines_kv_cache(kind):
+def test_resident_training_state_leaves_the_engines_kv_cache_alone(kind):
+    """vLLM's KV cache is its share less its own memory, whether the trainer sleeps or stays beside it (then
+    both must fit the device: the share is lowered to 0.5, verl's default); a static engine (HF generate) gets
+    what the resident roles leave. The engine the driver builds holds exactly those blocks."""
     from oppo_sim.core.policies import make_policy
     from oppo_sim.pipeline.driver import Pipeline
     from oppo_sim.pipeline.memory_plan import generation_kv_blocks
 
-    cfg = SimConfig(batch=8, steps=1, actor="qwen2.5-7b", reward="qwen2.5-0.5b", gpu="h100-sxm", engine_kind=kind)
+    cfg = SimConfig(batch=8, steps=1, actor="qwen2.5-7b", reward="qwen2.5-0.5b", gpu="h100-sxm", engine_kind=kind,
+                    engine=dataclasses.replace(SimConfig().engine, gpu_memory_utilization=0.5))
     res = dataclasses.replace(cfg, colocate="resident")
     blocks = {c.colocate: generation_kv_blocks(c, check_fits(c, 4000, 3000)) for c in (cfg, res)}
-    kv = check_fits(res, 4000, 3000).pool("main").kv_cache
-    assert blocks["resident"] == int(kv // (M7.kv_bytes_per_token() * 16)) < blocks["sleep"] / 2
+    e = engine_memory(M7, 1, 256, 16384)
+    per_block = M7.kv_bytes_per_token() * 16
+    if kind == "continuous":  # vLLM's own share, whatever sits beside it
+        assert blocks["resident"] == blocks["sleep"] == int((0.5 * H100.gpu.mem_bytes - e.non_kv) // per_block)
+    else:  # HF generate takes what the phase leaves of the share: the resident trainer shrinks it
+        main = check_fits(res, 4000, 3000).pool("main")
+        assert blocks["resident"] == int((main.capacity - main.committed("generate")) // per_block) < blocks["sleep"]
     p = Pipeline(res, Trace.from_arrays([100] * 8, [100] * 8), make_policy("baseline"), memory=check_fits(res, 4000, 3000))
     core = p.replicas[0].core
     held = core.capacity_tokens if kind == "static" else core.num_blocks * 16
@@ -350,9 +372,9 @@ def test_engine_refusal_prints_gib():
 
     gpu = get_hardware("rtx-4090").gpu  # 24,564 MiB = 24.0 GiB; 90% usable
     with pytest.raises(ConfigError) as e:
-        kv_blocks_for(get_model("qwen2.5-14b").weight_bytes(), 1, gpu.mem_bytes, EngineConfig(), "rtx-4090")
+        kv_blocks_for(get_model("qwen2.5-14b"), gpu.mem_bytes, EngineConfig(), "rtx-4090")
     msg = str(e.value)
-    assert "(27.5 GiB of weights)" in msg and "(1 x 24.0 GiB x 0.9)" in msg and " GB" not in msg, msg
+    assert "(27.5 GiB of weights, " in msg and "(1 x 24.0 GiB x 0.9)" in msg and " GB" not in msg, msg
 
 
 def test_trainer_memory_is_not_capped_by_the_engines_fraction():

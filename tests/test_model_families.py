@@ -11,6 +11,7 @@ from oppo_sim.cli import main
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.request import EngineConfig, kv_blocks_for
 from oppo_sim.frameworks.translation import model_arg
+from oppo_sim.hw.engine_memory import engine_memory, kv_blocks
 from oppo_sim.hw.hf_config import model_from_hf_config
 from oppo_sim.hw.models import MODELS
 
@@ -80,8 +81,8 @@ def test_a_vlm_is_its_language_backbone_and_says_so():
 
 def test_a_hybrid_state_is_set_aside_before_the_kv_cache():
     m, cfg = MODELS["nemotron-3-nano-30b-a3b"], EngineConfig(tp=1, max_num_seqs=64)
-    plain = kv_blocks_for(m.weight_bytes(), m.kv_bytes_per_token(), 80 * GIB, cfg, "x")
-    less = kv_blocks_for(m.weight_bytes(), m.kv_bytes_per_token(), 80 * GIB, cfg, "x", m.mixer_state_bytes)
+    free = 80 * GIB * cfg.gpu_memory_utilization - engine_memory(m, 1, 64, cfg.max_num_batched_tokens).non_kv
+    plain, less = kv_blocks(free, m, 1, cfg.block_size), kv_blocks_for(m, 80 * GIB, cfg, "x")
     assert plain - less == pytest.approx(64 * m.mixer_state_bytes / (m.kv_bytes_per_token() * cfg.block_size), abs=1)
 
 

@@ -16,7 +16,8 @@ from oppo_sim.core.placement import paper_placement
 from oppo_sim.explore.plan import PlanRequest, pareto_front, run_plan
 from oppo_sim.explore.space import Candidate, PlacementSpec, PlanSpace, PolicySpec, default_candidate, space_for
 from oppo_sim.pipeline.config import SimConfig
-from oppo_sim.pipeline.memory_plan import check_fits, longest
+from oppo_sim.pipeline.fit_check import check_fits
+from oppo_sim.pipeline.memory_plan import longest
 from oppo_sim.pipeline.simulate import simulate
 from oppo_sim.traces.catalog import load_trace
 from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail

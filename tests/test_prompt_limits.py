@@ -17,7 +17,8 @@ from oppo_sim.core.errors import ConfigError, TraceError
 from oppo_sim.core.placement import paper_placement
 from oppo_sim.hw.memory import TrainMemoryConfig
 from oppo_sim.pipeline.config import SimConfig
-from oppo_sim.pipeline.memory_plan import check_fits, longest, smallest_sp
+from oppo_sim.pipeline.fit_check import check_fits, smallest_sp
+from oppo_sim.pipeline.memory_plan import longest
 from oppo_sim.traces.catalog import load_trace
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT, Trace
 

@@ -19,7 +19,7 @@ from oppo_sim.hw.hardware import get_hardware
 from oppo_sim.hw.models import get_model
 from oppo_sim.hw.sleepwake import PINNED_COPY, sleep_wake
 from oppo_sim.pipeline.config import SimConfig
-from oppo_sim.pipeline.memory_plan import check_fits, colocation, fit_for_policy, sleep_wake_of
+from oppo_sim.pipeline.fit_check import check_fits, colocation, fit_for_policy, sleep_wake_of
 from oppo_sim.pipeline.simulate import simulate
 from oppo_sim.traces.trace import Trace
 
@@ -53,11 +53,15 @@ def test_charged_only_where_generation_takes_turns(placement, charged):
         assert not tl["activity"].isin(["sleep", "wake"]).any()
 
 
+RESIDENT = replace(SMALL, colocate="resident", engine=replace(SMALL.engine, gpu_memory_utilization=0.6))
+"""Everything resident: the engine's share lowered so the trainer fits beside it (at 0.9 it would not)."""
+
+
 def test_resident_charges_nothing_and_sleeping_costs_step_time():
     asleep = simulate(TRACE, "oppo", SMALL)
-    resident = simulate(TRACE, "oppo", replace(SMALL, colocate="resident"))
+    resident = simulate(TRACE, "oppo", RESIDENT)
     assert (resident.steps["sleep_wake_s"] == 0).all() and resident.summary["sleep_level"] is None
-    assert sleep_wake_of(replace(SMALL, colocate="resident"), check_fits(replace(SMALL, colocate="resident"))) is None
+    assert sleep_wake_of(RESIDENT, check_fits(RESIDENT)) is None
     # oppo streams to the score pool: nothing there hides the sleep, and the wake is always exposed
     assert asleep.summary["step_time_s"] > resident.summary["step_time_s"]
 

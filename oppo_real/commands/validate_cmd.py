@@ -117,6 +117,8 @@ def cmd_validate(a: argparse.Namespace) -> int:
                      algorithm=algorithm_of(a), **device_fields(a))
     with Console(out, a.verbose) as con:
         fits = check_fit(cfg)  # before any model is built or loaded
+        for pol in policies.values():  # each policy as it runs: async keeps a shared device resident
+            check_fit(cfg, pol)
         con.print(f"oppo-real validate: {', '.join(policies)}, {cfg.algorithm.label()}, on {cfg.backend} / {cfg.workers} workers, devices "
                   f"{cfg.devices.describe()}, models {cfg.shape or 'tiny'}, B={cfg.batch}, {cfg.steps} steps"
                   + (f"; memory {describe(fits)}" if fits else ""))

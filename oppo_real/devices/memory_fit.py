@@ -15,8 +15,12 @@ the shapes alone — config.json or the model table, never the weights):
 
 Where generation shares its GPU with training and the generator sleeps (``colocate == "sleep"``), the
 generator's memory and the training step's transients take turns (the simulator's ``generate`` /
-``other`` phases); otherwise both are resident. The check is :class:`oppo_sim.hw.memory.PoolMemory`'s,
-so a refusal reads like the simulator's: one line, the role, the device and the numbers.
+``other`` phases); otherwise both are resident. A policy that generates while an earlier step trains
+(``async``) cannot take turns: the real driver never puts its generator to sleep, so on a shared device the
+check plans everything resident — the simulator's rule, :func:`oppo_sim.hw.pool_memory.colocate_for` — and
+refuses it in the simulator's line (:func:`oppo_sim.hw.pool_memory.resident_refusal`) where it does not fit.
+The check is :class:`oppo_sim.hw.pool_memory.PoolMemory`'s, so a refusal reads like the simulator's: one line,
+the role, the device and the numbers.
 
 The device's memory is the one stated (``RealConfig.gpu_memory_gib``, every device of the map, the CPU
 too: what tests use) or, on a GPU, what the driver reports (``torch.cuda.mem_get_info``): usable =
@@ -31,16 +35,11 @@ from pathlib import Path
 from oppo_real.config import RealConfig
 from oppo_real.devices.device_map import DeviceMap, check_available, device_memory
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.policies import Policy
 from oppo_sim.hw.hardware import GiB
-from oppo_sim.hw.memory import (
-    ALWAYS,
-    GENERATE,
-    OTHER,
-    PoolMemory,
-    RoleMemory,
-    activation_bytes,
-)
+from oppo_sim.hw.memory import activation_bytes
 from oppo_sim.hw.models import ModelSpec, get_model, model_from_hf_config
+from oppo_sim.hw.pool_memory import ALWAYS, GENERATE, OTHER, PoolMemory, RoleMemory, colocate_for, resident_refusal
 
 USABLE_FRACTION = 0.92
 TRAIN_BYTES_PER_PARAM = (4, 4, 8)  # fp32 master weights, fp32 gradients, Adam moments (m, v)
@@ -82,12 +81,20 @@ def kv_cache_bytes(cfg: RealConfig, actor: ModelSpec) -> float:
     return float(need)
 
 
-def role_memory(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec) -> dict[str, list[RoleMemory]]:
-    """What each role worker holds, per role (``gen``, ``score``, ``train``), as the simulator's RoleMemory."""
+def colocation(cfg: RealConfig, policy: Policy | None = None) -> str:
+    """``sleep`` or ``resident``: the run's colocation as ``policy`` runs it (the simulator's rule: a policy that
+    trains while it generates keeps a shared device resident)."""
+    trains_beside = policy is not None and policy.trains_while_generating()
+    return colocate_for(cfg.colocate_mode, cfg.devices.shared("gen", "train"), trains_beside)
+
+
+def role_memory(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec, colocate: str | None = None) -> dict[str, list[RoleMemory]]:
+    """What each role worker holds, per role (``gen``, ``score``, ``train``), as the simulator's RoleMemory
+    (``colocate``: as :func:`colocation` says; None: the configuration's own)."""
     from oppo_real.ppo.algo import PPOConfig
 
     dev, s = cfg.devices, seq_tokens(cfg)
-    sleeps = cfg.colocate_mode == "sleep"
+    sleeps = (colocate or cfg.colocate_mode) == "sleep"
     gb, sb = dev.dtype_bytes("gen"), dev.dtype_bytes("score")
     gen_phase = GENERATE if sleeps else ALWAYS
     gen = [RoleMemory("generate", f"actor {actor.id}", gen_phase, weights=actor.params * gb,
@@ -123,9 +130,9 @@ def _memory_of(device: str, stated_gib: float | None) -> tuple[float, float, str
     return total, min(USABLE_FRACTION, free / total), name
 
 
-def pools(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec) -> list[PoolMemory]:
+def pools(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec, colocate: str | None = None) -> list[PoolMemory]:
     """One ``PoolMemory`` per checked device (every device if memory is stated, else the GPUs)."""
-    roles = role_memory(cfg, actor, reward)
+    roles = role_memory(cfg, actor, reward, colocate)
     dev: DeviceMap = cfg.devices
     devices = dict.fromkeys(dev.of(r) for r in ("gen", "score", "train"))
     out = []
@@ -138,18 +145,25 @@ def pools(cfg: RealConfig, actor: ModelSpec, reward: ModelSpec) -> list[PoolMemo
     return out
 
 
-def check_fit(cfg: RealConfig) -> list[PoolMemory]:
-    """The run's memory per checked device; a one-line ``ConfigError`` with the numbers if one cannot hold
-    its roles. Stated memory is checked before asking whether the GPUs exist (nothing is touched)."""
+def check_fit(cfg: RealConfig, policy: Policy | None = None) -> list[PoolMemory]:
+    """The run's memory per checked device under ``policy`` (None: as the configuration says); a one-line
+    ``ConfigError`` with the numbers if one cannot hold its roles — for a policy that must keep a shared device
+    resident, the simulator's line saying so. Stated memory is checked before asking whether the GPUs exist
+    (nothing is touched)."""
     if cfg.gpu_memory_gib is None:
         check_available(cfg.devices)
     actor, reward = run_specs(cfg)
-    checked = pools(cfg, actor, reward)
+    mode = colocation(cfg, policy)
+    checked = pools(cfg, actor, reward, mode)
     for p in checked:
         err = p.error()
-        if err is not None:
-            raise ConfigError(f"{err} (devices {cfg.devices.describe()}, B={cfg.batch}, sequences up to "
-                              f"{seq_tokens(cfg)} tokens; try a smaller model, B or --max-response, or more devices)")
+        if err is None:
+            continue
+        if mode != cfg.colocate_mode and all(q.error() is None for q in pools(cfg, actor, reward)):
+            raise ConfigError(resident_refusal(policy.label(), p.pool, err, "give generation a device of its own "
+                                               "(--device gen=...) or use a policy that takes turns (e.g. oppo)"))
+        raise ConfigError(f"{err} (devices {cfg.devices.describe()}, B={cfg.batch}, sequences up to "
+                          f"{seq_tokens(cfg)} tokens; try a smaller model, B or --max-response, or more devices)")
     if cfg.gpu_memory_gib is not None:
         check_available(cfg.devices)
     return checked

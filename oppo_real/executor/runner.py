@@ -32,7 +32,7 @@ def run_real(cfg: RealConfig, policy: Policy, trace: Trace | None = None, *, out
                           f"or --overwrite to start over")
     session = Session(cfg)
     try:
-        d = Driver(cfg, policy, trace, session.start(), on_step)
+        d = Driver(cfg, policy, trace, session.start(policy), on_step)
         saver = Checkpointer(d, ckpt) if ckpt is not None else None
         if resume:
             saver.restore()

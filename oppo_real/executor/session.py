@@ -12,6 +12,7 @@ from oppo_real.config import RealConfig
 from oppo_real.devices.device_map import ray_gpu_plan, worker_device
 from oppo_real.workers.handles import Handle
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.policies import Policy
 
 
 def build_run_models(cfg: RealConfig):
@@ -85,7 +86,8 @@ class Session:
         self.memory: list = []  # PoolMemory per checked device
         self.handles: dict[str, Handle] = {}
 
-    def start(self) -> dict[str, Handle]:
+    def start(self, policy: Policy | None = None) -> dict[str, Handle]:
+        """Checks the fit under ``policy`` (:func:`oppo_real.devices.memory_fit.check_fit`), then builds and spawns."""
         from oppo_real.devices.memory_fit import check_fit
         from oppo_real.ppo.algo import PPOConfig
         from oppo_real.workers.handles import spawn, start_ray
@@ -94,7 +96,7 @@ class Session:
         ppo = cfg.ppo or PPOConfig()
         if ppo.minibatches > cfg.batch * cfg.algorithm.n:
             raise ConfigError(f"PPO minibatches ({ppo.minibatches}) exceed the samples per step ({cfg.batch * cfg.algorithm.n})")
-        self.memory = check_fit(cfg)  # from the shapes alone: nothing is built or loaded before this
+        self.memory = check_fit(cfg, policy)  # from the shapes alone: nothing is built or loaded before this
         self.paths = paths = build_run_models(cfg)
         if cfg.workers == "ray":
             start_ray(cfg.ray_address)

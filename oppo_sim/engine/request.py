@@ -11,7 +11,9 @@ from typing import Any
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.kvpool import NO_HITS, Hits
+from oppo_sim.hw.engine_memory import engine_memory, kv_blocks
 from oppo_sim.hw.hardware import GiB
+from oppo_sim.hw.models import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -195,19 +197,21 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def kv_blocks_for(model_weight_bytes: float, kv_bytes_per_token: int, mem_bytes: float, cfg: EngineConfig, where: str,
-                  seq_state_bytes: float = 0.0) -> int:
-    """KV-cache blocks on a replica of ``cfg.tp`` devices after the weights, as vLLM sizes its cache: this is
-    its ``num_gpu_blocks`` (one of them is the null block, so :class:`EngineCore` uses one fewer), or
-    ``cfg.num_gpu_blocks_override`` when set. A hybrid model's constant per-sequence state
-    (``seq_state_bytes``: Mamba2 / linear-attention layers, ``ModelSpec.mixer_state_bytes``) is set aside for
-    ``max_num_seqs`` sequences first (an upper bound: vLLM takes it from the same pool per running sequence)."""
+def kv_blocks_for(model: ModelSpec, mem_bytes: float, cfg: EngineConfig, where: str) -> int:
+    """KV-cache blocks on a replica of ``cfg.tp`` devices of ``mem_bytes`` each, as vLLM sizes its cache: its
+    share (``gpu_memory_utilization``) less the weights and what its memory profiling takes
+    (:mod:`oppo_sim.hw.engine_memory`). This is its ``num_gpu_blocks`` (one of them is the null block, so
+    :class:`EngineCore` uses one fewer), or ``cfg.num_gpu_blocks_override`` when set."""
     if cfg.num_gpu_blocks_override is not None:
         return cfg.num_gpu_blocks_override
-    free = cfg.tp * mem_bytes * cfg.gpu_memory_utilization - model_weight_bytes - cfg.max_num_seqs * seq_state_bytes
+    e = engine_memory(model, cfg.tp, cfg.max_num_seqs, cfg.max_num_batched_tokens)
+    # a hybrid model's constant per-sequence state (Mamba2 / linear-attention layers) set aside for max_num_seqs
+    # sequences first (an upper bound: vLLM takes it from the same pool per running sequence)
+    free = mem_bytes * cfg.gpu_memory_utilization - e.non_kv - cfg.max_num_seqs * model.mixer_state_bytes / cfg.tp
     if free <= 0:
         raise ConfigError(
-            f"the model ({model_weight_bytes / GiB:.1f} GiB of weights) does not fit on {where} "
-            f"({cfg.tp} x {mem_bytes / GiB:.1f} GiB x {cfg.gpu_memory_utilization}); raise tp or use a larger GPU"
+            f"the model ({e.weights * cfg.tp / GiB:.1f} GiB of weights, {e.overhead / GiB:.1f} GiB of profiled memory "
+            f"per device) does not fit on {where} ({cfg.tp} x {mem_bytes / GiB:.1f} GiB x {cfg.gpu_memory_utilization}); "
+            f"raise tp or use a larger GPU"
         )
-    return int(free // (kv_bytes_per_token * cfg.block_size))
+    return kv_blocks(free, model, cfg.tp, cfg.block_size)

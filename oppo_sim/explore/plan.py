@@ -49,7 +49,8 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.explore.parallel import Runner
 from oppo_sim.explore.space import Candidate, PlanSpace, default_candidate
 from oppo_sim.pipeline.config import SimConfig
-from oppo_sim.pipeline.memory_plan import colocation, fit_for_policy, longest, smallest_sp
+from oppo_sim.pipeline.fit_check import colocation, fit_for_policy, smallest_sp
+from oppo_sim.pipeline.memory_plan import longest
 from oppo_sim.traces.catalog import SYNTHETIC_PREFIX, find_trace, load_trace
 from oppo_sim.traces.trace import SUFFIXES, Trace
 

@@ -17,14 +17,14 @@ gen-apart     gen[g]; train[t]: train and every scorer               ``gen-apart
 
 Generation runs ``g / tp`` data-parallel replicas of ``tp`` GPUs; training runs as the user's trainer
 backend runs (``SimConfig.trainer``): FSDP / ZeRO data parallel with the cheapest ZeRO stage /
-recomputation that fits (``memory_plan.check_fits``), or Megatron, whose tensor and pipeline parallelism
+recomputation that fits (``fit_check.check_fits``), or Megatron, whose tensor and pipeline parallelism
 on the training GPUs is searched too (:meth:`PlanSpace.trainer_choices`); scorers run data-parallel.
 
 What is *not* enumerated, because it cannot be better or is the same configuration twice:
 
 - other pool orders: generation comes first, so it starts on a node boundary (its tensor-parallel
   groups are as aligned as they can be) and training right after it (they share a scale-up domain
-  whenever any order lets them, which decides the weight sync path, ``memory_plan.sync_plan``);
+  whenever any order lets them, which decides the weight sync path, ``topology.sync_plan``);
   scoring's position changes nothing the simulator times;
 - ``tp`` that does not divide the actor's attention heads (vLLM refuses it), exceeds a scale-up domain,
   or puts a tensor-parallel group across two of them — a domain is a node, or several whole nodes where
@@ -193,7 +193,7 @@ class PlanSpace:
     tensor-parallel group may not leave; ``tps``: allowed tensor parallelism (None: every one that fits
     a domain); ``sps``: training's sequence parallelism tried (each must divide the training GPUs), or
     None (the default, *auto*): placements are enumerated without it, and a configuration that does not
-    fit so is evaluated with the smallest that makes it fit (``memory_plan.smallest_sp``) — sequence
+    fit so is evaluated with the smallest that makes it fit (``fit_check.smallest_sp``) — sequence
     parallelism where a configuration needs it, as long prompts do, and nowhere else (its traffic is not
     timed, so a free choice would always take it); ``only``: keep just these device splits (placement
     labels such as ``"shared 7+1"``, ``"colocated 8"``)."""

@@ -1,5 +1,5 @@
-"""Memory per device, role by role, as engineers size RLHF jobs: weights, gradients and Adam states
-under ZeRO, activations with and without recomputation, and the KV cache left for generation.
+"""Training memory per device, as engineers size RLHF jobs: weights, gradients and Adam states under ZeRO,
+activations with and without recomputation.
 
 **Training state** (ZeRO paper, Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training
 Trillion Parameter Models", sec. 3.1 and 5): mixed-precision Adam holds ``2Ψ + 2Ψ + KΨ`` bytes for Ψ
@@ -52,17 +52,8 @@ selective recomputation with sequence parallelism halving activation memory for 
 Sequence parallelism enters only as ``TrainMemoryConfig.sequence_parallel``, a divisor of the activations
 (Ulysses / ring attention over data-parallel ranks); its all-to-alls are timed in ``oppo_sim.hw.trainer_cost``.
 
-**Pools and phases.** Every number is bytes per device (capacities as the device reports them, see
-``oppo_sim.hw.hardware``); every printed figure and every summary number is in GiB (``GiB`` = 2**30 B).
-A pool's usable memory while its engine generates is ``mem_bytes × gpu_memory_utilization`` (vLLM's fraction);
-in the other phase, and on a pool where nothing generates, it is ``mem_bytes × train_utilization`` (the
-trainer's share: the rest is the CUDA context, NCCL buffers and allocator fragmentation) — the frameworks give
-the trainer the GPU while the engine sleeps, and the engine's fraction does not cap it. Roles are resident ``always`` or only in a phase: where generation shares
-GPUs with other roles and the engine sleeps (``colocate="sleep"``), generation (``generate`` phase) and
-everything else (``other`` phase) take turns; the tightest phase sets the pool's peak, and the generation
-engine's KV cache is what its phase leaves (``PoolMemory.kv_cache``); taking turns moves the phases'
-state over the host link every step (:mod:`oppo_sim.hw.sleepwake`). Headroom = usable − peak: memory no phase commits to weights, states or
-activations (where everything is resident, the generation engine's KV cache is exactly that).
+**Pools and phases** (who holds what when, the engine's and the trainer's shares of a device):
+:mod:`oppo_sim.hw.pool_memory`.
 """
 
 from __future__ import annotations
@@ -70,14 +61,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import GiB
 from oppo_sim.hw.models import ModelSpec
 
 __all__ = [
-    "WEIGHT_BYTES", "GRAD_BYTES", "ADAM_BYTES", "ZERO_STAGES", "RECOMPUTE_MODES", "COLOCATE_MODES", "ALWAYS", "GENERATE",
-    "OTHER", "LOGITS_CHUNK_TOKENS",
+    "WEIGHT_BYTES", "GRAD_BYTES", "ADAM_BYTES", "ZERO_STAGES", "RECOMPUTE_MODES", "LOGITS_CHUNK_TOKENS",
     "TrainMemoryConfig", "StateBytes", "state_bytes", "layer_activation_bytes_per_token",
-    "head_activation_bytes", "activation_bytes", "RoleMemory", "PoolMemory", "MemoryReport",
+    "head_activation_bytes", "activation_bytes",
 ]
 
 WEIGHT_BYTES = 2  # bf16 weights, bytes per parameter
@@ -85,8 +74,6 @@ GRAD_BYTES = 2  # bf16 gradients
 ADAM_BYTES = 12  # K in the ZeRO paper: fp32 master weights + momentum + variance
 ZERO_STAGES: tuple[int, ...] = (0, 1, 2, 3)
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
-ALWAYS, GENERATE, OTHER = "always", "generate", "other"
-COLOCATE_MODES: tuple[str, ...] = ("sleep", "resident")  # what shares a generation pool does while it generates
 LOGITS_CHUNK_TOKENS = 512
 """Tokens whose full-vocabulary logits exist at once when log-probs and entropy are computed chunk-wise:
 verl's ``FusedLinearForPPO`` default ``chunk_size`` (``verl/utils/experimental/torch_functional.py``)."""
@@ -231,152 +218,3 @@ def activation_bytes(model: ModelSpec, tokens: int, seq_len: int, recompute: str
         body = model.layers * layer_activation_bytes_per_token(model, s, core)
     resp = tokens if response_tokens is None else response_tokens
     return tokens * body + head_activation_bytes(model, tokens, resp, scalar_head, full_logits)
-
-
-@dataclass(frozen=True)
-class RoleMemory:
-    """What one role holds on each device of its pool, bytes, and when (``phase``)."""
-
-    role: str  # "generate", "train", "reward", "reference", "critic", "logprob"
-    label: str  # e.g. "actor qwen2.5-7b + critic qwen2.5-7b"
-    phase: str = ALWAYS
-    weights: float = 0.0
-    grads: float = 0.0
-    optimizer: float = 0.0
-    activations: float = 0.0
-    note: str = ""  # e.g. "ZeRO-2 over 7 devices, recompute none"
-
-    def __post_init__(self) -> None:
-        if self.phase not in (ALWAYS, GENERATE, OTHER):
-            raise ConfigError(f"role {self.role}: phase must be always, generate or other, got {self.phase!r}")
-
-    @property
-    def total(self) -> float:
-        return self.weights + self.grads + self.optimizer + self.activations
-
-    def describe(self) -> str:
-        parts = [("weights", self.weights), ("grads", self.grads), ("Adam", self.optimizer), ("activations", self.activations)]
-        shown = [f"{name} {v / GiB:.1f}" for name, v in parts if v > 0]
-        head = f"{self.role} ({self.label}{', ' + self.note if self.note else ''}) {self.total / GiB:.1f} GiB"
-        return head + (f" [{' + '.join(shown)}]" if len(shown) > 1 else "")
-
-
-@dataclass(frozen=True)
-class PoolMemory:
-    """One pool's budget per device: usable memory, the roles on it, and the KV cache one longest
-    sequence needs on a generation replica (``kv_min``; 0 where nothing generates)."""
-
-    pool: str
-    gpu: str
-    devices: int
-    mem_bytes: float
-    utilization: float
-    roles: tuple[RoleMemory, ...]
-    generates: bool = False
-    kv_min: float = 0.0
-    seq_tokens: int = 0
-    train_utilization: float | None = None  # the share the other roles may use where the engine is not running
-
-    @property
-    def capacity(self) -> float:
-        """Usable bytes per device while the engine generates (``gpu_memory_utilization``, vLLM's)."""
-        return self.mem_bytes * self.utilization
-
-    def capacity_of(self, phase: str) -> float:
-        """Usable bytes per device in ``phase``: the engine's fraction while it generates here; the trainer's
-        (``train_utilization``; None: the same) in the other phase or on a pool where nothing generates —
-        in verl, OpenRLHF and NeMo RL the trainer has the GPU while the engine sleeps."""
-        if (self.generates and phase == GENERATE) or self.train_utilization is None:
-            return self.capacity
-        return self.mem_bytes * self.train_utilization
-
-    def by_role(self) -> dict[str, float]:
-        """GiB per device of each role (a role held in parts — the trainer's state always, its activations
-        only while training — summed)."""
-        out: dict[str, float] = {}
-        for r in self.roles:
-            out[r.role] = out.get(r.role, 0.0) + r.total / GiB
-        return out
-
-    def held(self, phase: str) -> tuple[RoleMemory, ...]:
-        """Roles on the devices during ``phase`` (``generate`` or ``other``), largest first."""
-        return tuple(sorted((r for r in self.roles if r.phase in (ALWAYS, phase)), key=lambda r: -r.total))
-
-    def committed(self, phase: str) -> float:
-        return sum(r.total for r in self.held(phase))
-
-    @property
-    def peak(self) -> float:
-        return max(self.committed(GENERATE), self.committed(OTHER))
-
-    @property
-    def headroom(self) -> float:
-        """Usable bytes no phase commits: the smaller of each phase's capacity less what it holds."""
-        return min(self.capacity_of(ph) - self.committed(ph) for ph in (GENERATE, OTHER))
-
-    @property
-    def kv_cache(self) -> float | None:
-        """Bytes per device the generation engine gets for its KV cache (None: no generation here)."""
-        return self.capacity - self.committed(GENERATE) if self.generates else None
-
-    def error(self) -> str | None:
-        """One line if the pool cannot hold its roles, else None."""
-        def usable(phase: str) -> str:
-            cap = self.capacity_of(phase)
-            return (f"{cap / GiB:.1f} GiB usable per device ({self.devices} x {self.gpu}, "
-                    f"{self.mem_bytes / GiB:.1f} GiB x {cap / self.mem_bytes:g})")
-
-        for phase in (OTHER, GENERATE):
-            need = self.committed(phase)
-            if need > self.capacity_of(phase):
-                first, *rest = self.held(phase)
-                with_ = f"; with {' and '.join(r.describe() for r in rest)}" if rest else ""
-                return (f"does not fit: {first.describe()} per {self.gpu}{with_}, pool '{self.pool}' needs "
-                        f"{need / GiB:.1f} GiB > {usable(phase)}")
-        kv = self.kv_cache
-        if kv is not None and kv < self.kv_min:
-            return (f"does not fit: generate leaves {max(kv, 0.0) / GiB:.2f} GiB per {self.gpu} for the KV cache in pool "
-                    f"'{self.pool}', less than one {self.seq_tokens:,}-token sequence needs ({self.kv_min / GiB:.2f} GiB); "
-                    f"{self.committed(GENERATE) / GiB:.1f} GiB held while generating of {usable(GENERATE)}")
-        return None
-
-
-@dataclass(frozen=True)
-class MemoryReport:
-    """Memory per pool for one resolved training setup."""
-
-    pools: tuple[PoolMemory, ...]
-    train: TrainMemoryConfig
-    seq_tokens: int
-    colocate: str
-
-    def pool(self, name: str) -> PoolMemory:
-        for p in self.pools:
-            if p.pool == name:
-                return p
-        raise ConfigError(f"no pool '{name}' in the memory report; pools: {', '.join(p.pool for p in self.pools)}")
-
-    def error(self) -> str | None:
-        return next((e for e in (p.error() for p in self.pools) if e is not None), None)
-
-    def check(self) -> "MemoryReport":
-        """Itself if every pool fits, else ``ConfigError`` with the first problem (one line)."""
-        err = self.error()
-        if err is not None:
-            raise ConfigError(err)
-        return self
-
-    def headroom_gib(self) -> dict[str, float]:
-        return {p.pool: p.headroom / GiB for p in self.pools}
-
-    def summary(self) -> dict:
-        """Plain numbers (GiB per device) for a result summary."""
-        return {
-            "memory_headroom_gib": self.headroom_gib(),
-            "memory_gib": {p.pool: p.by_role() for p in self.pools},
-            "kv_cache_gib": {p.pool: p.kv_cache / GiB for p in self.pools if p.kv_cache is not None},
-            "zero_stage": self.train.zero_stage,
-            "recompute": self.train.recompute,
-            "colocate": self.colocate,
-            "max_seq_tokens": self.seq_tokens,
-        }

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.hardware import GiB, Hardware
-from oppo_sim.hw.memory import GENERATE, OTHER, PoolMemory
+from oppo_sim.hw.pool_memory import GENERATE, OTHER, PoolMemory
 
 __all__ = ["SLEEP_LEVELS", "DEFAULT_SLEEP_LEVEL", "check_sleep_level", "HostCopy", "PINNED_COPY", "MEMORY_SAVER_COPY",
            "SWITCH_FIXED_S", "SleepWake", "sleep_wake"]

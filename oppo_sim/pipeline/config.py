@@ -12,7 +12,8 @@ from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams
 from oppo_sim.hw.expert_parallel import check_expert_parallel
 from oppo_sim.hw.hardware import Hardware, get_hardware
-from oppo_sim.hw.memory import COLOCATE_MODES, TrainMemoryConfig
+from oppo_sim.hw.memory import TrainMemoryConfig
+from oppo_sim.hw.pool_memory import COLOCATE_MODES
 from oppo_sim.hw.models import ModelSpec, get_model
 from oppo_sim.hw.overheads import ExecutorOverheads
 from oppo_sim.hw.sleepwake import DEFAULT_SLEEP_LEVEL, check_sleep_level

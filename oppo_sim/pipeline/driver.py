@@ -42,15 +42,16 @@ from oppo_sim.core.stepplan import StepPlan
 from oppo_sim.core.protocol import Action, Defer, Emit, EndGeneration, FormBatch, Launch, Pause, Progress, ScoreWhole, Train
 from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.engine.factory import EngineKind, make_engine
-from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Req, kv_blocks_for
+from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Req
 from oppo_sim.engine.static import StaticEngineCore
 from oppo_sim.hw.costmodel import CostModel, train_jobs
-from oppo_sim.hw.memory import MemoryReport
+from oppo_sim.hw.pool_memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
 from oppo_sim.pipeline.generation import GenReplica
-from oppo_sim.pipeline.memory_plan import (cost_models, fit_for_policy, frozen_gathers, frozen_shards, generation_kv_blocks,
-                                           longest, sleep_wake_of)
+from oppo_sim.pipeline.fit_check import fit_for_policy, sleep_wake_of
+from oppo_sim.pipeline.memory_plan import frozen_gathers, frozen_shards, generation_kv_blocks, longest
+from oppo_sim.pipeline.topology import cost_models
 from oppo_sim.pipeline.samples import SimSample
 from oppo_sim.pipeline.scoring import RULE_WORKERS, RuleScorer, Scorer
 from oppo_sim.traces.rowmap import TraceReplay
@@ -135,11 +136,7 @@ class Pipeline:
     def _build_generators(self) -> None:
         cfg, name = self.cfg, self.cfg.placement.generate
         pool, cost, model, tp = self.pools[name], self.cost_of[name], self.models["generate"], self.cfg.engine.tp
-        hw = cfg.hardware_of(name)
-        blocks = kv_blocks_for(model.weight_bytes(), model.replica_kv_bytes_per_token(tp), hw.gpu.mem_bytes, cfg.engine,
-                               f"{tp} x {hw.gpu.id} (generation, {model.id})", model.mixer_state_bytes)
-        if cfg.colocate == "resident" or not cfg.offload_train_state:  # training state stays: the engine gets what it leaves
-            blocks = min(blocks, generation_kv_blocks(cfg, self.memory))
+        blocks = generation_kv_blocks(cfg, self.memory)  # the engine's share less its weights and profiled memory
         dc = cost.decode(model, tp, cfg.engine.enable_expert_parallel)
         zero3 = cfg.engine_kind == EngineKind.STATIC and name == cfg.placement.train and self.memory.train.zero_stage == 3
         static_cost = replace(cfg.static_cost, gather_s=cost.param_gather(model.weight_bytes(), pool.n)) if zero3 else cfg.static_cost

@@ -69,8 +69,7 @@ def replay(trace: Trace, cfg: ReplayConfig | None = None) -> ReplayResult:
     env = simpy.Environment()
     tp = cfg.engine.tp
     pool = DevicePool(env, "serve", tp, hw.gpu.peak_flops, 0.0, Timeline())
-    blocks = kv_blocks_for(model.weight_bytes(), model.replica_kv_bytes_per_token(tp), hw.gpu.mem_bytes, cfg.engine,
-                           f"{tp} x {hw.gpu.id} ({model.id})", model.mixer_state_bytes)
+    blocks = kv_blocks_for(model, hw.gpu.mem_bytes, cfg.engine, f"{tp} x {hw.gpu.id} ({model.id})")
     core = EngineCore(CostModel(hw).decode(model, tp, cfg.engine.enable_expert_parallel), cfg.engine, blocks)
     reqs = [Req(i, int(trace.prompt_tokens[i]), int(trace.response_tokens[i]), arrival=float(arrivals[i])) for i in range(n)]
     finished: list[Req] = []

@@ -9,16 +9,13 @@ import pandas as pd
 
 from oppo_sim.core.policies import Policy, make_policy
 from oppo_sim.core.results import SIM_STEP_COLUMNS, TIMELINE_COLUMNS, SimResult, summarize
-from oppo_sim.hw.memory import MemoryReport
 from oppo_sim.hw.op_cost import priced_by
+from oppo_sim.hw.pool_memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
-from oppo_sim.pipeline.memory_plan import (
-    fit_for_policy,
-    longest,
-    sleep_wake_of,
-    sync_plan,
-)
+from oppo_sim.pipeline.fit_check import fit_for_policy, sleep_wake_of
+from oppo_sim.pipeline.memory_plan import longest
+from oppo_sim.pipeline.topology import sync_plan
 from oppo_sim.traces.catalog import load_trace
 from oppo_sim.traces.trace import Trace
 

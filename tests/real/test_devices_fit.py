@@ -186,3 +186,42 @@ def test_build_shaped_models_on_disk(tmp_path):
     assert sum(p.numel() for p in actor.parameters()) == spec.params
     out = reward(input_ids=torch.tensor([[5, 6, 7]])).logits
     assert out.shape == (1, 3, 1) and torch.isfinite(out).all()
+
+
+def test_async_on_a_shared_device_is_planned_resident_as_the_simulator_plans_it():
+    """One rule on both sides (``oppo_sim.hw.pool_memory.colocate_for``): a policy that trains while it generates
+    keeps a shared device resident. The real check refuses async where only taking turns fits and accepts it
+    where everything fits at once, with the simulator's line; the simulator refuses async on a shared pool where
+    no engine share leaves the trainer room, and takes turns under oppo on the same pool."""
+    from dataclasses import replace
+
+    from oppo_real.devices.memory_fit import check_fit, colocation, pools, run_specs
+    from oppo_sim.core.placement import colocated_placement
+    from oppo_sim.core.policies import make_policy
+    from oppo_sim.hw.hardware import GiB
+    from oppo_sim.pipeline.config import SimConfig
+    from oppo_sim.pipeline.fit_check import fit_for_policy
+
+    cfg = RealConfig(devices=DeviceMap.parse("cuda"), shape="qwen2.5-1.5b", gpu_memory_gib=80, backend="torch", batch=16)
+    sleep, resident = (pools(cfg, *run_specs(cfg), mode)[0].peak for mode in ("sleep", "resident"))
+    between = replace(cfg, gpu_memory_gib=(sleep + resident) / 2 / 0.92 / GiB)
+    real_async = "async(k=1) generates while the previous step trains, so pool 'cuda:0' must hold the engine"
+    with pytest.raises(ConfigError, match=r"^" + real_async.replace("(", r"\(").replace(")", r"\)")):
+        check_fit(between, make_policy("async"))
+    assert (colocation(between, make_policy("async")), colocation(between, make_policy("oppo"))) == ("resident", "sleep")
+
+    def fits(c, policy):  # the check's verdict (check_fit itself goes on to ask for the GPU, absent here)
+        return all(p.error() is None for p in pools(c, *run_specs(c), colocation(c, make_policy(policy))))
+
+    assert fits(between, "oppo") and fits(replace(cfg, gpu_memory_gib=resident * 1.01 / 0.92 / GiB), "async")
+    split = replace(between, devices=DeviceMap.parse("gen=cuda:0,score=cuda:0,train=cuda:1"))
+    assert colocation(split, make_policy("async")) == "resident" and fits(split, "async")
+
+    sim = SimConfig(actor="qwen2.5-7b", reward="qwen2.5-0.5b", gpu="h100-sxm", placement=colocated_placement(2),
+                    steps=1, batch=8)
+    with pytest.raises(ConfigError, match=r"^async\(k=1\) generates while the previous step trains, so pool 'main'"):
+        fit_for_policy(sim, make_policy("async"), 2000, 1500)
+    assert fit_for_policy(sim, make_policy("oppo"), 2000, 1500)[0].colocate == "sleep"
+    small = replace(sim, actor="qwen2.5-3b")  # fits resident once the engine's share is lowered beside the trainer
+    run, _ = fit_for_policy(small, make_policy("async"), 2000, 1500)
+    assert run.colocate == "resident" and run.engine.gpu_memory_utilization < sim.engine.gpu_memory_utilization

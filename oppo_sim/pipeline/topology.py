@@ -1,0 +1,65 @@
+"""Where a simulated configuration's pools sit and what their operations cost: the scale-up domains each
+pool's devices span, the weight-sync mechanism the placement implies, and one cost model per pool (with the
+training setup the memory plan resolved and the trainer's layout)."""
+
+from __future__ import annotations
+
+from oppo_sim.hw.costmodel import CostModel
+from oppo_sim.hw.gpu_table import domain_gpus
+from oppo_sim.hw.memory import TrainMemoryConfig
+from oppo_sim.hw.pool_memory import MemoryReport
+from oppo_sim.hw.sync import SyncMechanism, SyncPlan
+from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.pipeline.config import SimConfig
+
+
+def domain_block(cfg: SimConfig) -> int:
+    """GPUs per scale-up domain block of the configuration (``gpu_table.domain_gpus``); where pools run on
+    different GPUs, the smallest block of theirs holds for all (two kinds of GPU share no NVLink)."""
+    total = cfg.placement.total_devices
+    return min(domain_gpus(cfg.hardware_of(p.name).gpu, total, cfg.nodes) for p in cfg.placement.pools)
+
+
+def pool_domains(cfg: SimConfig) -> dict[str, frozenset[int]]:
+    """The scale-up domains each pool's devices sit in (``gpu_table.domain_gpus``: blocks of whole nodes
+    that share ``link_bw``; ``nodes`` nodes of equal size, pools laid out in order). Where pools run on
+    different GPUs, the smallest block of theirs holds for all (two kinds of GPU share no NVLink)."""
+    block = domain_block(cfg)
+    out, start = {}, 0
+    for p in cfg.placement.pools:
+        out[p.name] = frozenset(d // block for d in range(start, start + p.devices))
+        start += p.devices
+    return out
+
+
+def sync_plan(cfg: SimConfig) -> SyncPlan:
+    """``cfg.sync``, or for ``auto``: NVLink when the generation and training pools sit in one scale-up
+    domain (one node, or one rack-scale NVLink domain such as GB200 NVL72's), the network otherwise (a
+    pool spanning domains gathers its weights across them)."""
+    if cfg.sync != "auto":
+        return SyncPlan(SyncMechanism(cfg.sync), cfg.engine.tp)
+    domains = pool_domains(cfg)
+    one = len(domains[cfg.placement.generate] | domains[cfg.placement.train]) == 1
+    return SyncPlan(SyncMechanism.NVLINK if one else SyncMechanism.NETWORK, cfg.engine.tp)
+
+
+def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
+    """One cost model per pool, with the report's training setup, the configuration's sync plan, its
+    scale-up domain (a tensor-parallel group larger than a domain runs its all-reduces over the network) and
+    the trainer's layout on the pool that trains."""
+    t, plan, domains, block = report.train, sync_plan(cfg), pool_domains(cfg), domain_block(cfg)
+    return {
+        p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan,
+                          cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel, domain=block,
+                          **_trainer_fields(cfg, t, p.name == cfg.placement.train))
+        for p in cfg.placement.pools
+    }
+
+
+def _trainer_fields(cfg: SimConfig, t: TrainMemoryConfig, trains: bool) -> dict:
+    """The cost model's trainer layout: the configuration's on the pool that trains (its training and the
+    forwards beside it run under it), plain data parallel elsewhere (a full copy per device), with the same
+    ``balance_batch``."""
+    if trains:
+        return {"layout": cfg.trainer, "micro_batch_tokens": t.micro_batch_tokens, "sequence_parallel": t.sequence_parallel}
+    return {"layout": TrainerLayout(balance_batch=cfg.trainer.balance_batch), "micro_batch_tokens": t.micro_batch_tokens}
