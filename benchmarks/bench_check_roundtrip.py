@@ -28,6 +28,7 @@ import datetime
 import json
 import os
 import subprocess
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -52,6 +53,47 @@ class Sizes:
 
 def _load() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """(CPU seconds the whole machine has been busy, CPU seconds of this process), from /proc/stat and rusage."""
+    import resource
+
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return float("nan"), float("nan")
+    busy = sum(f) - f[3] - (f[4] if len(f) > 4 else 0)  # all but idle and iowait
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return busy / os.sysconf("SC_CLK_TCK"), me.ru_utime + me.ru_stime
+
+
+class OthersCPU:
+    """The cores other processes kept busy between ``start()`` and ``cores()``: the machine's busy CPU time
+    less this process's, over the wall time (a run here is in-process, so its own CPU time is this one's)."""
+
+    def start(self) -> "OthersCPU":
+        self.t0, (self.busy0, self.me0) = time.perf_counter(), _cpu_seconds()
+        return self
+
+    def cores(self) -> float:
+        busy, me = _cpu_seconds()
+        wall = time.perf_counter() - self.t0
+        return max(0.0, ((busy - self.busy0) - (me - self.me0)) / wall) if wall > 0 else float("nan")
+
+
+def wait_quiet(below: float | None, max_wait_s: float, probe_s: float = 3.0) -> float:
+    """Wait (probing ``probe_s`` at a time, at most ``max_wait_s``) until other processes keep fewer than ``below``
+    cores busy; returns the last probe (``nan`` with ``below`` None: no wait)."""
+    if below is None:
+        return float("nan")
+    t_end = time.perf_counter() + max_wait_s
+    while True:
+        o = OthersCPU().start()
+        time.sleep(probe_s)
+        busy = o.cores()
+        if busy < below or time.perf_counter() >= t_end:
+            return busy
 
 
 def real_run(policy: str, out: Path, s: Sizes, cache: str | None) -> Path:
@@ -113,13 +155,17 @@ def mean_step(log: Path) -> float:
     return float(read_run_log(log).table[STEP].mean())
 
 
-def one_repeat(r: int, work: Path, s: Sizes, cache: str | None, nominal: Path) -> dict:
-    """Baseline then oppo, then the check of the baseline: one row of the output."""
+def one_repeat(r: int, work: Path, s: Sizes, cache: str | None, nominal: Path, quiet: tuple[float | None, float]) -> dict:
+    """Baseline then oppo (each after waiting for a quiet machine, see :func:`wait_quiet`), then the check of the
+    baseline: one row of the output, with the load and the cores other processes kept busy during each run."""
     row: dict = {"repeat": r}
     logs = {}
     for policy in ("baseline", "oppo"):
+        row[f"others_before_{policy}"] = wait_quiet(*quiet)
         row[f"load_{policy}"] = _load()
+        o = OthersCPU().start()
         logs[policy] = real_run(policy, work / f"{policy}_{r}", s, cache)
+        row[f"others_cores_{policy}"] = o.cores()
     checked = check_baseline(logs["baseline"], work / f"baseline_{r}", work, s, nominal)
     p = checked.policies.set_index("policy").loc["oppo"]
     row.update(baseline_step_s=mean_step(logs["baseline"]), oppo_step_s=mean_step(logs["oppo"]))
@@ -146,7 +192,9 @@ def summarize(rows: pd.DataFrame, s: Sizes, loads: tuple[float, float]) -> dict:
         "predicted_range_median": [float(rows["predicted_lo"].median()), float(rows["predicted_hi"].median())],
         "pooled_speedup_err_pct": float(100 * (rows["predicted_speedup"].median() - pooled) / pooled),
         "repeats_in_range": int(rows["in_range"].sum()), "repeats": len(rows),
-        "load_1min_start_end": list(loads), "load_1min_during": [float(min(rows[["load_baseline", "load_oppo"]].min())),
+        "load_1min_start_end": list(loads),
+        "others_cores_during_runs": [float(rows[["others_cores_baseline", "others_cores_oppo"]].min().min()),
+                                     float(rows[["others_cores_baseline", "others_cores_oppo"]].max().max())], "load_1min_during": [float(min(rows[["load_baseline", "load_oppo"]].min())),
                                                                  float(max(rows[["load_baseline", "load_oppo"]].max()))],
     }
 
@@ -159,12 +207,13 @@ def _commit() -> str:
         return "unknown"
 
 
-def roundtrip(s: Sizes, work: Path, cache: str | None = None) -> tuple[pd.DataFrame, dict]:
+def roundtrip(s: Sizes, work: Path, cache: str | None = None,
+              quiet: tuple[float | None, float] = (None, 0.0)) -> tuple[pd.DataFrame, dict]:
     """Every repeat (interleaved), then the summary; nothing written outside ``work``."""
     work.mkdir(parents=True, exist_ok=True)
     nominal = nominal_profile(work / "cpu_nominal.json")
     load0 = _load()
-    rows = pd.DataFrame([one_repeat(r, work, s, cache, nominal) for r in range(s.repeats)])
+    rows = pd.DataFrame([one_repeat(r, work, s, cache, nominal, quiet) for r in range(s.repeats)])
     meta = {"sizes": asdict(s), "commit": _commit(), "date": datetime.date.today().isoformat(),
             "cpus": os.cpu_count(), "command": "python benchmarks/bench_check_roundtrip.py",
             "summary": summarize(rows, s, (load0, _load()))}
@@ -179,12 +228,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-response", type=int, default=d.max_response, help=f"response cap (default {d.max_response})")
     ap.add_argument("--repeats", type=int, default=d.repeats, help=f"baseline/oppo pairs (default {d.repeats})")
     ap.add_argument("--calibrate", type=int, default=d.calibrate, help=f"K: steps calibrated on (default {d.calibrate})")
+    ap.add_argument("--quiet", type=float, default=0.3,
+                    help="before each run, wait until other processes keep fewer than this many cores busy "
+                         "(default 0.3; a negative value: no wait)")
+    ap.add_argument("--max-wait", type=float, default=180.0, help="longest wait for a quiet machine per run, s (default 180)")
     ap.add_argument("--cache", default=None, help="oppo-real's model cache (default its own)")
     ap.add_argument("--work", default=str(ROOT / "out" / "check_roundtrip"), help="runs' outputs (default out/check_roundtrip)")
     ap.add_argument("--out", default=str(ROOT / "paper_figs" / "out"), help="where the CSV and JSON go (default paper_figs/out)")
     a = ap.parse_args(argv)
     s = Sizes(steps=a.steps, batch=a.batch, max_response=a.max_response, repeats=a.repeats, calibrate=a.calibrate)
-    rows, meta = roundtrip(s, Path(a.work), a.cache)
+    rows, meta = roundtrip(s, Path(a.work), a.cache, (None if a.quiet < 0 else a.quiet, a.max_wait))
+    meta["quiet"] = {"below_cores": a.quiet, "max_wait_s": a.max_wait}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     rows.to_csv(out / "check_roundtrip.csv", index=False, float_format="%.6g")
