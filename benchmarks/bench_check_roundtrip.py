@@ -28,6 +28,7 @@ import datetime
 import json
 import os
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -235,18 +236,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", default=None, help="oppo-real's model cache (default its own)")
     ap.add_argument("--work", default=str(ROOT / "out" / "check_roundtrip"), help="runs' outputs (default out/check_roundtrip)")
     ap.add_argument("--out", default=str(ROOT / "paper_figs" / "out"), help="where the CSV and JSON go (default paper_figs/out)")
+    ap.add_argument("--tag", default="", help="written as check_roundtrip_TAG.csv/.json (default: no tag)")
     a = ap.parse_args(argv)
     s = Sizes(steps=a.steps, batch=a.batch, max_response=a.max_response, repeats=a.repeats, calibrate=a.calibrate)
     rows, meta = roundtrip(s, Path(a.work), a.cache, (None if a.quiet < 0 else a.quiet, a.max_wait))
     meta["quiet"] = {"below_cores": a.quiet, "max_wait_s": a.max_wait}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows.to_csv(out / "check_roundtrip.csv", index=False, float_format="%.6g")
-    (out / "check_roundtrip.json").write_text(json.dumps(meta, indent=2) + "\n")
+    name = "check_roundtrip" + (f"_{a.tag}" if a.tag else "")
+    meta["command"] += " " + " ".join(argv if argv is not None else sys.argv[1:])
+    rows.to_csv(out / f"{name}.csv", index=False, float_format="%.6g")
+    (out / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(rows.to_string(index=False))
     print(json.dumps(meta["summary"], indent=2))
-    print(f"wrote {out / 'check_roundtrip.csv'}, {out / 'check_roundtrip.json'}")
+    print(f"wrote {out / name}.csv, .json")
     return 0
 
 
