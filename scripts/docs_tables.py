@@ -296,9 +296,9 @@ def gpu_table() -> str:
 def _roundtrip_rows(tag: str) -> tuple[list[dict], str]:
     import json
 
-    name = "check_roundtrip" + (f"_{tag}" if tag else "")
+    name = f"check_roundtrip_{tag}"
     rows, meta = pd.read_csv(OUT / f"{name}.csv"), json.loads((OUT / f"{name}.json").read_text())
-    out = [{"machine": tag or "quiet", "pair": int(r.repeat) + 1,
+    out = [{"run": tag, "pair": int(r.repeat) + 1,
             "others' cores (baseline / oppo)": f"{r.others_cores_baseline:.2f} / {r.others_cores_oppo:.2f}",
             "held-out step error": f"{r.heldout_step_err_pct:.1f}%",
             "measured speedup": f"{r.measured_speedup:.3f}",
@@ -306,7 +306,7 @@ def _roundtrip_rows(tag: str) -> tuple[list[dict], str]:
             "pred − meas": _signed(r.speedup_err_pct), "in range": "yes" if r.in_range else "no"} for r in rows.itertuples()]
     s, z = meta["summary"], meta["sizes"]
     lo, hi = s["heldout_step_err_pct_range"]
-    note = (f"**{tag or 'quiet'}** (`{meta['command']}`, {meta['date']}, commit `{meta['commit']}`, {z['steps']} steps x "
+    note = (f"**{tag}** (`{meta['command']}`, {meta['date']}, commit `{meta['commit']}`, {z['steps']} steps x "
             f"{z['repeats']} pairs, B={z['batch']}, K={z['calibrate']}): held-out median step error "
             f"{s['heldout_step_err_pct_median']:.1f}% ({lo:.1f}–{hi:.1f}% over the pairs); oppo's speedup measured "
             f"{s['measured_speedup_pooled']:.3f} over all pairs ({s['measured_speedup_range'][0]:.3f}–"
@@ -319,11 +319,11 @@ def _roundtrip_rows(tag: str) -> tuple[list[dict], str]:
 
 
 def check_roundtrip() -> str:
-    """The CPU round trip of ``oppo-sim check`` (``paper_figs/out/check_roundtrip*.csv/.json``, written by
-    ``benchmarks/bench_check_roundtrip.py``): the quiet-machine run, then the one on a shared machine if present."""
+    """The CPU round trip of ``oppo-sim check`` (``paper_figs/out/check_roundtrip_{quiet,loaded}.csv/.json``, written
+    by ``benchmarks/bench_check_roundtrip.py --tag``): the run that waited for a quiet machine, then the one that did not."""
     rows, notes = [], []
-    for tag in ("", "loaded"):
-        if tag and not (OUT / f"check_roundtrip_{tag}.csv").exists():
+    for tag in ("quiet", "loaded"):  # quiet: each run waited for other processes to go quiet (or its wait to end)
+        if not (OUT / f"check_roundtrip_{tag}.csv").exists():
             continue
         r, n = _roundtrip_rows(tag)
         rows += r
