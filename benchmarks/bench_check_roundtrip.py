@@ -213,9 +213,9 @@ def roundtrip(s: Sizes, work: Path, cache: str | None = None,
     """Every repeat (interleaved), then the summary; nothing written outside ``work``."""
     work.mkdir(parents=True, exist_ok=True)
     nominal = nominal_profile(work / "cpu_nominal.json")
-    load0 = _load()
+    load0, commit = _load(), _commit()  # the tree the runs start from
     rows = pd.DataFrame([one_repeat(r, work, s, cache, nominal, quiet) for r in range(s.repeats)])
-    meta = {"sizes": asdict(s), "commit": _commit(), "date": datetime.date.today().isoformat(),
+    meta = {"sizes": asdict(s), "commit": commit, "date": datetime.date.today().isoformat(),
             "cpus": os.cpu_count(), "command": "python benchmarks/bench_check_roundtrip.py",
             "summary": summarize(rows, s, (load0, _load()))}
     return rows, meta
