@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
@@ -65,7 +66,8 @@ def _ticker(total: int, desc: str):
     return (lambda: bar.update(1)), bar.close
 
 
-def _setup(a: argparse.Namespace):
+def prepare(a: argparse.Namespace):
+    """(The run to check, read from ``a``'s log and config; the hardware given, before any fit.)"""
     from oppo_sim.cli_policy import check_policy_flags, policy_options
     from oppo_sim.cli_setup import sim_config
     from oppo_sim.core.errors import ConfigError
@@ -136,10 +138,27 @@ def _fit(a, run, base):
     return f
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What one ``check`` found: the run, the fit (``None`` without ``--calibrate``), the per-step long table
+    (``part`` says calibration / held-out after a fit) and the what-if (``None`` without ``--policies``)."""
+
+    run: object
+    fit: object
+    table: pd.DataFrame
+    policies: pd.DataFrame | None
+
+
 def cmd_check(a: argparse.Namespace) -> int:
+    evaluate(a)
+    return 0
+
+
+def evaluate(a: argparse.Namespace) -> Checked:
+    """``check`` as the command runs it (printing as it goes), its results returned."""
     from oppo_sim.frameworks.check_run import compare, predicted_timers, unmapped
 
-    run, base = _setup(a)
+    run, base = prepare(a)
     print(f"log {run.log.source}: {run.log.framework} ({run.log.format}), steps {run.steps[0]}..{run.steps[-1]} "
           f"({len(run.steps)}); stage map {run.framework}; simulated: policy {run.policy}, B={run.cfg.batch} x "
           f"n={run.cfg.algorithm.n}, {base.label}")
@@ -161,20 +180,20 @@ def cmd_check(a: argparse.Namespace) -> int:
         _print_summary(table[table["part"] == "held-out"], "held-out steps (after K)")
     else:
         _print_summary(table, "all steps (uncalibrated)")
-    policies = _policies(a, run, base, f)
+    policies = _policies(a, run, base, f, table)
     _outputs(a, run, f, table, policies)
-    return 0
+    return Checked(run, f, table, policies)
 
 
-def _policies(a, run, base, f):
+def _policies(a, run, base, f, table):
     if not a.policies:
         return None
-    from oppo_sim.frameworks.check_policies import range_note, what_if
+    from oppo_sim.frameworks.check_policies import range_note, step_noise, what_if
 
     names = list(a.policies)
     tick, close = _ticker((len(names) + ("baseline" not in names)) * (5 if f else 3), "policies")
     try:
-        out = what_if(run, base, f, names, tick)
+        out = what_if(run, base, f, names, tick, noise=step_noise(table, run.framework)[0])
     finally:
         close()
     print(f"\nwhat each policy would buy on this run ({'calibrated' if f else 'uncalibrated'} model, steps "
@@ -205,4 +224,4 @@ def _outputs(a, run, f, table, policies) -> None:
         print(f"figure: {a.plot}")
 
 
-__all__ = ["add_check_parser", "cmd_check"]
+__all__ = ["Checked", "add_check_parser", "cmd_check", "evaluate", "prepare"]

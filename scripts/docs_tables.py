@@ -295,9 +295,47 @@ def gpu_table() -> str:
     return _md(pd.DataFrame(rows))
 
 
+def _roundtrip_rows(tag: str) -> tuple[list[dict], str]:
+    import json
+
+    name = f"check_roundtrip_{tag}"
+    rows, meta = pd.read_csv(OUT / f"{name}.csv"), json.loads((OUT / f"{name}.json").read_text())
+    out = [{"run": tag, "pair": int(r.repeat) + 1,
+            "others' cores (baseline / oppo)": f"{r.others_cores_baseline:.2f} / {r.others_cores_oppo:.2f}",
+            "held-out step error": f"{r.heldout_step_err_pct:.1f}%",
+            "measured speedup": f"{r.measured_speedup:.3f}",
+            "predicted (range)": f"{r.predicted_speedup:.3f} ({r.predicted_lo:.3f}–{r.predicted_hi:.3f})",
+            "pred − meas": _signed(r.speedup_err_pct), "in range": "yes" if r.in_range else "no"} for r in rows.itertuples()]
+    s, z = meta["summary"], meta["sizes"]
+    lo, hi = s["heldout_step_err_pct_range"]
+    note = (f"**{tag}** (`{meta['command']}`, {meta['date']}, commit `{meta['commit']}`, {z['steps']} steps x "
+            f"{z['repeats']} pairs, B={z['batch']}, K={z['calibrate']}): held-out median step error "
+            f"{s['heldout_step_err_pct_median']:.1f}% ({lo:.1f}–{hi:.1f}% over the pairs); oppo's speedup measured "
+            f"{s['measured_speedup_pooled']:.3f} over all pairs ({s['measured_speedup_range'][0]:.3f}–"
+            f"{s['measured_speedup_range'][1]:.3f} pair by pair), predicted {s['predicted_speedup_median']:.3f} "
+            f"(median range {s['predicted_range_median'][0]:.3f}–{s['predicted_range_median'][1]:.3f}), "
+            f"{_signed(s['pooled_speedup_err_pct'])} off; {s['repeats_in_range']} of {s['repeats']} pairs inside "
+            f"their range; other processes kept {s['others_cores_during_runs'][0]:.2f}–"
+            f"{s['others_cores_during_runs'][1]:.2f} of the {meta['cpus']} cores busy during the runs.")
+    return out, note
+
+
+def check_roundtrip() -> str:
+    """The CPU round trip of ``oppo-sim check`` (``paper_figs/out/check_roundtrip_{quiet,loaded}.csv/.json``, written
+    by ``benchmarks/bench_check_roundtrip.py --tag``): the run that waited for a quiet machine, then the one that did not."""
+    rows, notes = [], []
+    for tag in ("quiet", "loaded"):  # quiet: each run waited for other processes to go quiet (or its wait to end)
+        if not (OUT / f"check_roundtrip_{tag}.csv").exists():
+            continue
+        r, n = _roundtrip_rows(tag)
+        rows += r
+        notes.append(n)
+    return _md(pd.DataFrame(rows)) + "\n\n" + "\n\n".join(notes)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "layout": layout, "models": model_table, "gpus": gpu_table, "algorithms": algorithms,
     "predictions": predictions, "parity": parity, "parity-run-a": parity_run_a, "paper-vs-ours": paper_vs_ours,
     "gpu-validation": gpu_validation, "gpu-fit": gpu_fit, "plan-paper": plan_paper, "plan-32b": plan_32b,
-    "published-runs": published_runs, "published-changelog": published_changelog,
+    "published-runs": published_runs, "published-changelog": published_changelog, "check-roundtrip": check_roundtrip,
 }

@@ -128,6 +128,7 @@ def test_policies_come_with_a_range(calibrated):
         assert lo <= t <= hi and lo < hi and sp_lo <= sp <= sp_hi
     assert rows["baseline"][3:] == [1.0, 1.0, 1.0]
     assert "range: smallest to largest over 5 variants" in out
+    assert "with the run's step-to-step noise in quadrature" in out  # 8 steps with a step timer
 
 
 def test_the_stage_map_follows_the_log(tmp_path, capsys):
@@ -285,3 +286,31 @@ def test_an_async_verl_run_is_simulated_with_its_own_schedule(tmp_path, capsys):
     assert rc == 0, err
     assert "simulated: policy async" in out
     assert pd.read_csv(tmp_path / "t.csv")["error_pct"].abs().max() < 1e-6
+
+
+def test_an_openrlhf_log_with_its_own_timers_is_checked_stage_by_stage(capsys):
+    frameworks = Path(__file__).parent / "fixtures" / "frameworks"
+    rc, out, err = _run(["check", "--from-openrlhf", str(frameworks / "openrlhf_ppo_llama_ray.sh"), "--gpu", "h200",
+                         "--log", str(LOGS / "openrlhf_console_constructed.log")], capsys)
+    assert rc == 0, err
+    assert "openrlhf (openrlhf-console), steps 1..3 (3); stage map openrlhf-timing" in out
+    summary = out[out.index("all steps (uncalibrated)"):]
+    for timer in ("generation", "make_experience", "ppo_train", "broadcast", "step_total"):
+        assert f"train/timing/{timer} " in summary
+
+
+def test_the_run_noise_is_a_robust_spread_of_the_step_timer():
+    from oppo_sim.frameworks.check_policies import step_noise, widened
+
+    ratios = [1.0, 1.05, 0.95, 1.02, 0.98, 3.0]  # a warm-up step three times as long does not set the spread
+    table = pd.DataFrame({"step": range(6), "stage": "timing_s/step", "measured_s": ratios, "predicted_s": 1.0,
+                          "error_pct": 0.0})
+    s, n = step_noise(table, "verl")
+    r = np.log(ratios)
+    assert n == 6 and s == pytest.approx(1.4826 * np.median(np.abs(r - np.median(r))))
+    assert 0.02 < s < 0.06
+    assert step_noise(table.head(2), "verl") == (0.0, 2)  # too few steps to tell
+    lo, hi = widened(1.1, 1.08, 1.12, 0.03)  # each side: the variants' deviation and the noise in quadrature
+    assert np.log(1.1 / lo) == pytest.approx(np.hypot(np.log(1.1 / 1.08), 0.03))
+    assert np.log(hi / 1.1) == pytest.approx(np.hypot(np.log(1.12 / 1.1), 0.03))
+    assert widened(1.1, 1.08, 1.12, 0.0) == (1.08, 1.12)

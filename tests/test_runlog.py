@@ -137,6 +137,28 @@ def test_nemo_rl_wandb_keys_and_openrlhf_keys(tmp_path):
     assert f.groupby("step")["response_tokens"].mean().tolist() == [300.0, 320.0]
 
 
+def test_openrlhf_console_status_lines_and_its_timers_in_wandb(tmp_path):
+    log = read_run_log(LOGS / "openrlhf_console_constructed.log")  # "✨ Global step N: {...}" (OpenRLHF v0.9.6 on)
+    assert (log.framework, log.format, log.steps) == ("openrlhf", "openrlhf-console", [1, 2, 3])
+    assert log.table["train/timing/ppo_train"].tolist() == [118.4, 120.9, 123.0]  # named as its wandb logger names it
+    f = metrics_to_trace(log, prompts_per_step=64, max_response=1024).trace.to_frame()
+    assert f.groupby("step")["response_tokens"].mean().tolist() == pytest.approx([402.7, 418.3, 431.9], abs=0.5)
+    line = "[INFO] ✨ Global step 4: {'timing/generation': 3.5, 'timing/ppo_train': nan, 'rollout/truncated_rate': 0.1}"
+    (tmp_path / "o.log").write_text(line + "\n")
+    t = read_run_log(tmp_path / "o.log").table
+    assert t["train/timing/generation"].tolist() == [3.5] and "train/timing/ppo_train" not in t  # nan only: dropped
+    (tmp_path / "bad.log").write_text("✨ Global step 1: {'timing/generation': 'fast'}\n")
+    with pytest.raises(TraceError, match="line 1: 'timing/generation': not a number"):
+        read_run_log(tmp_path / "bad.log")
+    (tmp_path / "bad2.log").write_text("✨ Global step 1: {'timing/generation': 3.5\n")
+    with pytest.raises(TraceError, match="not a dict"):
+        read_run_log(tmp_path / "bad2.log")
+    pd.DataFrame({"train/global_step": [1, 2], "train/timing/generation": [3.0, 4.0],  # its wandb export
+                  "train/rollout/response_length_mean": [300.0, 320.0], "train/total_length": [400.0, 425.0]}
+                 ).to_csv(tmp_path / "w.csv", index=False)
+    assert read_run_log(tmp_path / "w.csv").framework == "openrlhf"
+
+
 def test_tensorboard_scalar_files_and_folder(tmp_path):
     folder = tmp_path / "tb"
     folder.mkdir()

@@ -40,6 +40,11 @@ def test_each_timer_is_the_union_of_the_intervals_it_covers():
     assert nemo["timing/train/prepare_for_generation/total"] == 1.5 and nemo["timing/train/generation"] == 12
     orl = framework_timers(res, "openrlhf").iloc[0]
     assert orl["generation"] == 16 and orl["training"] == 5.5 and orl["e2e"] == 21.5  # make_experience 0-16
+    new_orl = framework_timers(res, "openrlhf-timing").iloc[0]  # OpenRLHF's own train/timing/* (v0.9.6 on)
+    assert new_orl["train/timing/generation"] == 12 and new_orl["train/timing/make_experience"] == 4  # 12-16
+    assert new_orl["train/timing/ppo_train"] == 4 and new_orl["train/timing/broadcast"] == 1.5
+    assert new_orl["train/timing/step_total"] == 21.5
+    assert stage_groups(res, "openrlhf-timing").iloc[0]["scoring"] == 4
     groups = stage_groups(res, "verl-0.7").iloc[0]
     assert (groups["generation"], groups["scoring"], groups["training"]) == (13.5, 6, 4)
     assert pd.isna(stage_groups(res, "openrlhf").iloc[0]["scoring"])  # inside its generation latency

@@ -25,7 +25,10 @@ parameter      what it scales (the profile field it writes)           fitted on 
 Bounds keep them physical: a factor keeps both efficiencies of its op in ``(0, 1]`` (from 1/1000 of the
 start up to where the larger reaches 1), the fixed costs (``*_call_s``, ``sync_s``, ``step_s``) are ``>= 0``. ``sync_s`` is fitted only
 where a timer covers the sync without the generation or the update (verl's ``update_weights``, NeMo RL's
-``prepare_for_generation``); inside verl-0.7's ``gen`` or OpenRLHF's ``training`` it could not be told apart.
+``prepare_for_generation``, OpenRLHF's ``train/timing/broadcast``); inside verl-0.7's ``gen`` or the OpenRLHF
+benchmark's ``training`` it could not be told apart. OpenRLHF's own timers (``openrlhf-timing``) pin ``decode``
+by ``train/timing/generation``, ``prefill`` by ``make_experience``, ``train`` by ``ppo_train``, ``step_s`` by
+``step_total`` -- the map is by what each timer covers (:mod:`~oppo_sim.frameworks.stages`), not by name.
 
 **The fit.** Residuals are the relative errors ``(predicted - measured) / measured`` of every (step, stage)
 of the first ``K`` steps whose timer one of the parameters moves. Two fixed-point passes first (a stage's time

@@ -17,7 +17,22 @@ its own, both taken at the same parameters and lengths.
   scaled by :data:`SPREAD` (0.7: a narrower distribution, 1.3: a wider one; clipped to ``[1, cap - 1]``, the
   responses at the cap kept), the same row for every policy.
 
-The central value is the optimum's at the trace as drawn. ``5 x policies`` simulations in all (3 without a fit).
+**The run's own noise** is then added (:func:`step_noise`): a speedup read off two real runs is a ratio of two
+runs' mean step times, and every step scatters around what its lengths explain (a shared machine's load, the
+engine's warm-up, the scheduler). That scatter is measured on the checked run itself: ``s``, the robust
+standard deviation (``1.4826 x`` the median absolute deviation, so a warm-up step does not set it) of
+``ln(measured / predicted)`` of the step timer over the checked steps -- the held-out ones included, which the
+fit never saw; centring on the median takes out the model's bias. The steps of one run are *not* taken as
+independent: the load of the moment persists over a run (other jobs start and stop on a scale of minutes),
+so a run's mean can move as far as one step does. A speedup of two runs thus carries ``s * sqrt(2)``, a step
+time ``s``. (Measured here: on a shared 2-core machine, five baseline/oppo pairs gave speedups with a standard
+deviation of 13 %, with ``s`` 6--18 % per run; independent steps would have given 4--5 %.)
+Each side of the range is the variants' deviation and this one added in quadrature (independent sources):
+``lo = c * exp(-sqrt(ln(c / lo_variants)^2 + sigma^2))``, likewise ``hi``. Baseline's speedup stays 1.
+
+Every source enters at one standard deviation, so the range is about a one-sigma band: a measured speedup
+falls outside it about one time in three when the model is right. The central value is the optimum's at the
+trace as drawn. ``5 x policies`` simulations in all (3 without a fit).
 """
 
 from __future__ import annotations
@@ -31,6 +46,7 @@ import pandas as pd
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.check_fit import Fit, fit_spread, hardware_at
 from oppo_sim.frameworks.check_run import CheckRun, run_trace
+from oppo_sim.frameworks.stages import FRAMEWORK_TIMERS, STEP
 from oppo_sim.hw.hardware import Hardware
 from oppo_sim.traces.trace import Trace
 
@@ -83,10 +99,34 @@ def variants(run: CheckRun, base: Hardware, f: Fit | None) -> dict[str, tuple[Ha
     return out
 
 
+MAD_TO_SD = 1.4826
+"""The median absolute deviation of a normal sample times this is its standard deviation."""
+
+
+def step_noise(table: pd.DataFrame, framework: str) -> tuple[float, int]:
+    """(``s``: the robust standard deviation of ``ln(measured / predicted)`` of ``framework``'s step timer over the
+    steps of ``table`` (``check_run.compare``'s long table), ``n``: those steps); ``(0.0, n)`` with fewer than
+    three steps or no step timer logged."""
+    timer = next((t.name for t in FRAMEWORK_TIMERS[framework] if t.covers == (STEP,)), None)
+    rows = table[(table["stage"] == timer) & (table["measured_s"] > 0) & (table["predicted_s"] > 0)]
+    if len(rows) < 3:
+        return 0.0, len(rows)
+    r = np.log(rows["measured_s"].to_numpy(float) / rows["predicted_s"].to_numpy(float))
+    return float(MAD_TO_SD * np.median(np.abs(r - np.median(r)))), len(rows)
+
+
+def widened(c: float, lo: float, hi: float, sigma: float) -> tuple[float, float]:
+    """``(lo, hi)`` around ``c`` with a relative standard deviation ``sigma`` added in quadrature on each side."""
+    if sigma <= 0 or c <= 0:
+        return lo, hi
+    return (c * float(np.exp(-np.hypot(np.log(c / lo), sigma))), c * float(np.exp(np.hypot(np.log(hi / c), sigma))))
+
+
 def what_if(run: CheckRun, base: Hardware, f: Fit | None, policies: list[str],
-            tick: Callable[[], None] = lambda: None) -> pd.DataFrame:
+            tick: Callable[[], None] = lambda: None, noise: float = 0.0) -> pd.DataFrame:
     """One row per policy (baseline first): step time and speedup vs baseline, central and range (see the module
-    docstring); ``attrs["variants"]``: the variants the range spans."""
+    docstring; ``noise``: :func:`step_noise`'s ``s``, over the run's steps); ``attrs["variants"]``: the variants
+    the range spans, ``attrs["noise"]``: ``s``, ``attrs["steps"]``: the steps a policy's mean is taken over."""
     names = [p.strip().lower() for p in policies if p.strip()]
     if not names:
         raise ConfigError("--policies: give at least one policy")
@@ -94,13 +134,16 @@ def what_if(run: CheckRun, base: Hardware, f: Fit | None, policies: list[str],
         names.insert(0, "baseline")
     var = variants(run, base, f)
     times = {(p, v): _timed(run, hw, p, trace, step_s, tick) for p in names for v, (hw, step_s, trace) in var.items()}
+    n = max(1, len(run.steps))
     rows = []
     for p in names:
         t = np.array([times[(p, v)] for v in var])
         sp = np.array([times[("baseline", v)] / times[(p, v)] for v in var])
-        rows.append((p, t[0], t.min(), t.max(), sp[0], sp.min(), sp.max()))
+        sp_sigma = 0.0 if p == "baseline" else noise * np.sqrt(2.0)  # two runs, each as uncertain as a step
+        rows.append((p, t[0], *widened(t[0], t.min(), t.max(), noise),
+                     sp[0], *widened(sp[0], sp.min(), sp.max(), sp_sigma)))
     out = pd.DataFrame(rows, columns=COLUMNS)
-    out.attrs["variants"] = list(var)
+    out.attrs.update(variants=list(var), noise=float(noise), steps=n)
     return out
 
 
@@ -115,8 +158,14 @@ def range_note(out: pd.DataFrame) -> str:
     v = out.attrs.get("variants", [])
     fit_part = "the fit's parameters one standard deviation slower and faster, " if "fit-slow" in v else \
         "no calibration (--calibrate K adds the fit's uncertainty), "
+    noise, n = out.attrs.get("noise", 0.0), out.attrs.get("steps", 0)
+    noise_part = (f"; with the run's step-to-step noise in quadrature (step timer's robust sd {100 * noise:.1f}% over "
+                  f"{n} steps: +-{100 * noise * np.sqrt(2.0):.1f}% on a speedup measured from two runs)"
+                  if noise > 0 else "; no step-to-step noise added (fewer than 3 steps with a step timer)")
     return (f"range: smallest to largest over {len(v)} variants: {fit_part}and each step's length spread narrower "
-            f"and wider (unclipped responses' distance from the step mean x{SPREAD[0]:g} and x{SPREAD[1]:g})")
+            f"and wider (unclipped responses' distance from the step mean x{SPREAD[0]:g} and x{SPREAD[1]:g})"
+            + noise_part)
 
 
-__all__ = ["COLUMNS", "SPREAD", "VARIANTS", "range_note", "stretched", "variants", "what_if"]
+__all__ = ["COLUMNS", "MAD_TO_SD", "SPREAD", "VARIANTS", "range_note", "step_noise", "stretched", "variants", "what_if",
+           "widened"]

@@ -31,6 +31,13 @@ covers, read from the framework's source at the stated commit:
   and ``trainer/ray/ppo_actor.py``): ``generation`` is ``make_experience`` (generation and the actor,
   reference, reward and critic forwards); ``training`` is ``ppo_train`` (actor and critic updates, then
   ``_broadcast_to_vllm``: the weight sync, and any wake before it); ``e2e`` the whole.
+- **openrlhf-timing** (``OpenRLHF/OpenRLHF`` since 4908e6ee, v0.9.6; read at 3c3be623:
+  ``openrlhf/trainer/ppo_trainer.py`` ``train_step`` and ``fit``, logged under ``train/`` by
+  ``openrlhf/utils/logging_utils.py``): ``train/timing/generation`` (``generate_samples``: the KV cache woken,
+  generation, the engine to sleep), ``make_experience`` (the reward, reference, old log-prob and value
+  forwards), ``ppo_train`` (actor and critic updates), ``broadcast`` (the weights woken and synced into the
+  engine), ``step_total`` -- in the synchronous trainer the *sum* of the four, not a wall clock; what falls
+  between them (handing the experience to the trainers, statistics) is in no timer.
 - **deepspeed-chat**: the same two latencies (DeepSpeed-Chat's ``print_throughput_step3``, whose timing
   OpenRLHF's benchmark follows; from its source, not read at a commit here).
 - **trl**: TRL's ``PPOTrainer`` logs no stage times: the step alone.
@@ -93,6 +100,10 @@ FRAMEWORK_TIMERS: Mapping[str, tuple[Timer, ...]] = MappingProxyType({
                 _t("timing/train/policy_and_reference_logprobs", LOGPROB, REF),
                 _t("timing/train/policy_training", ACTOR, CRITIC), _t("timing/train/total_step_time", STEP)),
     "openrlhf": _TWO_LATENCIES,
+    "openrlhf-timing": (_t("train/timing/generation", GEN, SLEEP), _t("train/timing/make_experience", REWARD, RULE, LOGPROB,
+                                                                        REF, VALUES),
+                        _t("train/timing/ppo_train", ACTOR, CRITIC), _t("train/timing/broadcast", WAKE, SYNC),
+                        _t("train/timing/step_total", STEP)),
     "deepspeed-chat": _TWO_LATENCIES,
     "trl": (_t("step_time", STEP),),
 })
@@ -108,6 +119,8 @@ STAGE_GROUPS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
     "nemo-rl": {"generation": ("timing/train/prepare_for_generation/total", "timing/train/generation"),
                 "scoring": ("timing/train/policy_and_reference_logprobs",), "training": ("timing/train/policy_training",)},
     "openrlhf": {"generation": ("generation",), "scoring": (), "training": ("training",)},
+    "openrlhf-timing": {"generation": ("train/timing/generation",), "scoring": ("train/timing/make_experience",),
+                        "training": ("train/timing/ppo_train",)},
     "deepspeed-chat": {"generation": ("generation",), "scoring": (), "training": ("training",)},
     "trl": {"generation": (), "scoring": (), "training": ()},
 })

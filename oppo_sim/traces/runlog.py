@@ -4,6 +4,7 @@
 
 * ``verl-console`` -- verl's console lines ``step:N - timing_s/gen:… - …`` (a saved stdout, Ray
   prefixes and colours included); ``nemo-rl-console`` -- NeMo RL's per-step "Timing" blocks;
+  ``openrlhf-console`` -- OpenRLHF's ``✨ Global step N: {...}`` status lines;
   ``jsonl`` -- one JSON object of metrics per step (what ``oppo-real run --verl-metrics X.jsonl`` writes);
   see :mod:`oppo_sim.traces.runlog_text`;
 * ``csv`` -- a wandb export or a TensorBoard CSV (wide, long ``step,tag,value``, or one scalar
@@ -25,8 +26,11 @@ Rows holding only validation metrics (``val-*``, ``val/*``) are left out. Which 
 * ``nemo-rl``: ``timing/train/*`` (``total_step_time``, ``generation``, ``policy_training``,
   ``policy_and_reference_logprobs``, ``prepare_for_generation``, …), ``train/*``;
 * ``openrlhf``: its ``train/*`` wandb/TensorBoard keys (``train/response_length`` -- the mean --,
-  ``train/total_length``, ``train/reward``, ``train/global_step``). The OpenRLHF trainer read here
-  (``openrlhf/trainer/ppo_trainer.py``) logs no stage timers; any ``*_time`` key a version logs is kept.
+  ``train/total_length``, ``train/reward``, ``train/global_step``). Since 4908e6ee (v0.9.6) its trainer
+  (``openrlhf/trainer/ppo_trainer.py``) also logs per-phase timers ``train/timing/generation``,
+  ``make_experience``, ``ppo_train``, ``broadcast``, ``step_total`` and the batch's
+  ``train/rollout/response_length_mean`` and ``truncated_rate`` (the clip ratio); older versions log no
+  stage timers.
 
 :func:`lengths` gives the per-step lengths a trace is drawn from (:func:`~oppo_sim.traces.metrics_import.metrics_to_trace`).
 """
@@ -45,10 +49,10 @@ from oppo_sim.core.errors import ConfigError, TraceError
 from oppo_sim.traces import runlog_text as text
 from oppo_sim.traces.metrics_csv import read_frame, read_scalar_folder, run_columns, step_column
 
-FORMATS: tuple[str, ...] = ("verl-console", "nemo-rl-console", "jsonl", "csv", "tensorboard-scalars")
+FORMATS: tuple[str, ...] = ("verl-console", "nemo-rl-console", "openrlhf-console", "jsonl", "csv", "tensorboard-scalars")
 FRAMEWORKS: tuple[str, ...] = ("verl", "nemo-rl", "openrlhf")
 EXPECTED = ("verl console lines ('step:N - timing_s/gen:… - …'), a NeMo RL console log ('==== Step N/M ====' "
-            "blocks with '⏱️  Timing:'), a JSONL of per-step metrics, a wandb/TensorBoard CSV export, or a folder "
+            "blocks with '⏱️  Timing:'), OpenRLHF's status lines ('Global step N: {…}'), a JSONL of per-step metrics, a wandb/TensorBoard CSV export, or a folder "
             "of TensorBoard scalar CSVs")
 
 VERL_TIMERS: tuple[str, ...] = tuple(f"timing_s/{t}" for t in (
@@ -64,9 +68,10 @@ KNOWN: tuple[str, ...] = VERL_TIMERS + VERL_LENGTHS + NEMO_TIMERS + (
 """Metric names a TensorBoard scalar file name (``/`` written ``_``) is put back to."""
 
 LENGTHS: dict[str, tuple[str, ...]] = {  # our name -> the names that log it (any prefix), in order of preference
-    "resp_mean": ("response_length/mean", "mean_gen_tokens_per_sample", "train/response_length"),
+    "resp_mean": ("response_length/mean", "mean_gen_tokens_per_sample", "rollout/response_length_mean",
+                  "train/response_length"),
     "resp_max": ("response_length/max",), "resp_min": ("response_length/min",),
-    "clip": ("response_length/clip_ratio",),
+    "clip": ("response_length/clip_ratio", "rollout/truncated_rate"),
     "prompt_mean": ("prompt_length/mean", "mean_prompt_length"),
     "prompt_max": ("prompt_length/max",), "prompt_min": ("prompt_length/min",),
     "reward": ("critic/score/mean", "critic/rewards/mean", "train/reward"),
@@ -105,6 +110,9 @@ def _ends(name: str, key: str) -> bool:
     return name == key or name.endswith("/" + key)
 
 
+_ORLHF_TIMING = r"(^|/)timing/(generation|make_experience|ppo_train|broadcast|step_total)$"
+
+
 def framework_of(names, where: str) -> str:
     """The framework whose metric names ``names`` are (see the module docstring); else a one-line TraceError."""
     names = [str(n) for n in names]
@@ -113,7 +121,8 @@ def framework_of(names, where: str) -> str:
         return "verl"
     if any(re.search(r"(^|/)timing/train/", n) or _ends(n, "mean_gen_tokens_per_sample") for n in names):
         return "nemo-rl"
-    if any(_ends(n, "train/response_length") or _ends(n, "train/total_length") for n in names):
+    if any(_ends(n, "train/response_length") or _ends(n, "train/total_length") or re.search(_ORLHF_TIMING, n)
+           or _ends(n, "rollout/response_length_mean") for n in names):
         return "openrlhf"
     shown = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
     raise TraceError(f"{where}: no metric of verl (timing_s/*, response_length/*), NeMo RL (timing/train/*) or "
@@ -188,6 +197,8 @@ def _format(path: Path, lines: list[str] | None) -> str:
         return "verl-console"
     if text.is_nemo_console(lines):
         return "nemo-rl-console"
+    if text.is_openrlhf_console(lines):
+        return "openrlhf-console"
     raise TraceError(f"{path}: not a run log I can read: expected {EXPECTED}")
 
 
@@ -208,10 +219,11 @@ def read_run_log(path: str | Path, run: str | None = None) -> RunLog:
         table = _from_frame(read_frame(path, KNOWN), run, path)
     else:
         reader = {"verl-console": text.read_verl_console, "nemo-rl-console": text.read_nemo_console,
-                  "jsonl": text.read_jsonl}[fmt]
+                  "openrlhf-console": text.read_openrlhf_console, "jsonl": text.read_jsonl}[fmt]
         table = _from_steps(reader(lines, path), path)
     metrics = [c for c in table.columns if c != "step"]
-    framework = "verl" if fmt == "verl-console" else "nemo-rl" if fmt == "nemo-rl-console" else framework_of(metrics, str(path))
+    framework = {"verl-console": "verl", "nemo-rl-console": "nemo-rl", "openrlhf-console": "openrlhf"}.get(fmt) \
+        or framework_of(metrics, str(path))
     training = [c for c in metrics if not _VAL.match(c)]
     keep = table[training].notna().any(axis=1) if training else pd.Series(False, index=table.index)
     table = table[keep].sort_values("step", kind="stable").reset_index(drop=True)

@@ -12,6 +12,11 @@ per-step metrics. Each reader returns ``{step: {metric: value}}`` in the order t
   ``  • name: 12.34s (45.6%)`` is ``timing/train/name`` (its wandb key; "Total step time" is
   ``timing/train/total_step_time``); the result lines NeMo RL prints (:data:`NEMO_RESULTS`) get their
   wandb key, others keep the label as printed.
+* **OpenRLHF console** (``openrlhf/trainer/ppo_trainer.py`` ``fit``, at 3c3be623): each step's status dict
+  logged as ``✨ Global step N: {'name': value, ...}`` (a Python dict, after the logger's own prefix). Each
+  name gets the ``train/`` prefix OpenRLHF's wandb and TensorBoard loggers give it
+  (``openrlhf/utils/logging_utils.py``), so ``timing/generation`` is ``train/timing/generation`` either way;
+  ``nan``/``inf`` are numbers.
 * **JSONL**: one JSON object per line, with the step under a key of :data:`JSON_STEP_KEYS` and the
   metrics beside it (or under ``"data"``); blank lines and ``#`` comments are skipped.
 
@@ -101,6 +106,34 @@ def read_verl_console(lines: list[str], path: Path) -> Steps:
                 raise TraceError(f"{where}: {item.strip()!r} is not name:value (verl prints 'step:N - name:value - ...')")
             metrics[name.strip()] = number(value, where, name.strip())
         _store(out, step, metrics)
+    return out
+
+
+_ORLHF_STEP = re.compile(r"Global step (?P<step>\d+): (?P<status>\{.*?)\s*$")
+_NONFINITE = re.compile(r"(?<![\w'\"])(-?)(nan|inf)(?![\w'\"])")
+
+
+def is_openrlhf_console(lines: list[str]) -> bool:
+    return any(_ORLHF_STEP.search(clean(ln)) for ln in lines)
+
+
+def read_openrlhf_console(lines: list[str], path: Path) -> Steps:
+    import ast
+
+    out: Steps = {}
+    for i, line in enumerate(lines, 1):
+        m = _ORLHF_STEP.search(clean(line))
+        if not m:
+            continue
+        where = f"{path}: line {i}"
+        step = _step(m.group("step"), where)
+        try:  # nan/inf as strings first: a Python dict's repr prints them bare
+            status = ast.literal_eval(_NONFINITE.sub(lambda t: f"'{t.group(1)}{t.group(2)}'", m.group("status")))
+        except (ValueError, SyntaxError):
+            raise TraceError(f"{where}: the status after 'Global step {step}:' is not a dict of name: value") from None
+        if not isinstance(status, dict):
+            raise TraceError(f"{where}: the status after 'Global step {step}:' is not a dict of name: value")
+        _store(out, step, {f"train/{k}": number(str(v), where, str(k)) for k, v in status.items()})
     return out
 
 

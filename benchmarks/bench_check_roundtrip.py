@@ -1,0 +1,258 @@
+"""The CPU round trip of ``oppo-sim check``: calibrate on a real ``baseline`` run, predict ``oppo``, run ``oppo``.
+
+Per repeat, interleaved as ``oppo-real validate`` runs its policies (baseline, oppo, baseline, oppo, ...):
+
+1. ``oppo-real run --policy baseline --verl-metrics`` (torch, in-process workers, the tiny models) writes the
+   run's per-step metrics in verl's names;
+2. ``oppo-real run --policy oppo`` the same way, same seed, right after it;
+3. ``oppo-sim check`` on the baseline's log (its config typed as ``docs/check.md`` says, the hardware a nominal
+   spec of this CPU) calibrates on the first ``K`` steps, reports the error on the later ones, writes the
+   profile and predicts ``oppo``'s speedup with its range;
+4. the measured speedup is the pair's mean ``timing_s/step`` ratio (baseline over oppo), the quantity the
+   prediction is (``SimResult.summary["step_time_s"]``: mean time between step ends).
+
+Writes ``paper_figs/out/check_roundtrip.csv`` (a row per repeat) and ``.json`` (sizes, commit, load, summary);
+``docs/check.md``'s table is generated from them (``python scripts/make_docs.py``). The runs' outputs and each
+check's printout go to ``--work``. The machine's load (1-minute average) is recorded before every run: on a
+shared CPU every step time moves with it.
+
+    python benchmarks/bench_check_roundtrip.py                      # 12 steps x 5 repeats (~3 min on 2 cores)
+    python benchmarks/bench_check_roundtrip.py --steps 4 --calibrate 2 --repeats 1 --out /tmp/rt   # smoke size
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+STEP = "timing_s/step"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """One round trip's size: ``oppo-real run``'s steps, prompts a step and response cap; the repeats; ``K``."""
+
+    steps: int = 12
+    batch: int = 4
+    max_response: int = 32
+    repeats: int = 5
+    calibrate: int = 5
+    chunk: int = 16
+    delta: int = 2
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """(CPU seconds the whole machine has been busy, CPU seconds of this process), from /proc/stat and rusage."""
+    import resource
+
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return float("nan"), float("nan")
+    busy = sum(f) - f[3] - (f[4] if len(f) > 4 else 0)  # all but idle and iowait
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return busy / os.sysconf("SC_CLK_TCK"), me.ru_utime + me.ru_stime
+
+
+class OthersCPU:
+    """The cores other processes kept busy between ``start()`` and ``cores()``: the machine's busy CPU time
+    less this process's, over the wall time (a run here is in-process, so its own CPU time is this one's)."""
+
+    def start(self) -> "OthersCPU":
+        self.t0, (self.busy0, self.me0) = time.perf_counter(), _cpu_seconds()
+        return self
+
+    def cores(self) -> float:
+        busy, me = _cpu_seconds()
+        wall = time.perf_counter() - self.t0
+        return max(0.0, ((busy - self.busy0) - (me - self.me0)) / wall) if wall > 0 else float("nan")
+
+
+def wait_quiet(below: float | None, max_wait_s: float, probe_s: float = 3.0) -> float:
+    """Wait (probing ``probe_s`` at a time, at most ``max_wait_s``) until other processes keep fewer than ``below``
+    cores busy; returns the last probe (``nan`` with ``below`` None: no wait)."""
+    if below is None:
+        return float("nan")
+    t_end = time.perf_counter() + max_wait_s
+    while True:
+        o = OthersCPU().start()
+        time.sleep(probe_s)
+        busy = o.cores()
+        if busy < below or time.perf_counter() >= t_end:
+            return busy
+
+
+def real_run(policy: str, out: Path, s: Sizes, cache: str | None) -> Path:
+    """One ``oppo-real run`` writing verl's metrics; returns the log's path."""
+    from oppo_real.cli import main as real_main
+
+    argv = ["run", "--policy", policy, "--steps", str(s.steps), "--batch", str(s.batch), "--max-response",
+            str(s.max_response), "--chunk", str(s.chunk), "--delta", str(s.delta), "--backend", "torch",
+            "--workers", "local", "--no-checkpoint", "--overwrite", "--out", str(out),
+            "--verl-metrics", str(out / "verl.log")]
+    if cache:
+        argv += ["--cache", cache]
+    with open(out.parent / f"{out.name}.out", "w") as fh, contextlib.redirect_stdout(fh):
+        code = real_main(argv)
+    if code:
+        raise SystemExit(f"oppo-real run --policy {policy} failed ({code}); see {out.parent / (out.name + '.out')}")
+    return out / "verl.log"
+
+
+def check_argv(log: Path, run_dir: Path, profile: Path, nominal: Path, s: Sizes) -> list[str]:
+    """``oppo-sim check`` of an ``oppo-real`` baseline run (its config typed; docs/check.md)."""
+    models = json.loads((run_dir / "summary.json").read_text())["meta"]["models"]
+    return ["check", "--log", str(log), "--gpu", str(nominal),
+            "--actor", f"{models['actor']}/config.json", "--reward", f"{models['reward']}/config.json",
+            "--critic", f"{models['critic']}/config.json", "--algorithm", "ppo", "--batch", str(s.batch),
+            "--max-response", str(s.max_response), "--placement", "paper", "--devices", "2", "--colocate", "resident",
+            "--padded-batches", "--calibrate", str(s.calibrate), "--write-profile", str(profile),
+            "--policies", "baseline,oppo", "--chunk", str(s.chunk), "--delta", str(s.delta)]
+
+
+def nominal_profile(path: Path) -> Path:
+    """This CPU's nominal spec (uncalibrated defaults) as a profile ``--gpu`` takes."""
+    from oppo_sim.hw.hardware import Hardware
+    from oppo_sim.hw.profiles import cpu_spec, save_profile
+
+    save_profile(Hardware(cpu_spec()), str(path))
+    return path
+
+
+def check_baseline(log: Path, run_dir: Path, work: Path, s: Sizes, nominal: Path):
+    """``oppo-sim check`` on one baseline log (printout to ``work/check_<run>.txt``): its ``Checked``."""
+    from oppo_sim.check_cli import evaluate
+    from oppo_sim.cli import build_parser
+
+    a = build_parser().parse_args(check_argv(log, run_dir, work / f"profile_{run_dir.name}.json", nominal, s))
+    with open(work / f"check_{run_dir.name}.txt", "w") as fh, contextlib.redirect_stdout(fh):
+        return evaluate(a)
+
+
+def _held_out(checked, stage: str) -> float:
+    t = checked.table
+    e = t[(t["part"] == "held-out") & (t["stage"] == stage)]["error_pct"].abs()
+    return float(e.median()) if len(e) else float("nan")
+
+
+def mean_step(log: Path) -> float:
+    from oppo_sim.traces.runlog import read_run_log
+
+    return float(read_run_log(log).table[STEP].mean())
+
+
+def one_repeat(r: int, work: Path, s: Sizes, cache: str | None, nominal: Path, quiet: tuple[float | None, float]) -> dict:
+    """Baseline then oppo (each after waiting for a quiet machine, see :func:`wait_quiet`), then the check of the
+    baseline: one row of the output, with the load and the cores other processes kept busy during each run."""
+    row: dict = {"repeat": r}
+    logs = {}
+    for policy in ("baseline", "oppo"):
+        row[f"others_before_{policy}"] = wait_quiet(*quiet)
+        row[f"load_{policy}"] = _load()
+        o = OthersCPU().start()
+        logs[policy] = real_run(policy, work / f"{policy}_{r}", s, cache)
+        row[f"others_cores_{policy}"] = o.cores()
+    checked = check_baseline(logs["baseline"], work / f"baseline_{r}", work, s, nominal)
+    p = checked.policies.set_index("policy").loc["oppo"]
+    row.update(baseline_step_s=mean_step(logs["baseline"]), oppo_step_s=mean_step(logs["oppo"]))
+    row["measured_speedup"] = row["baseline_step_s"] / row["oppo_step_s"]
+    row.update(heldout_step_err_pct=_held_out(checked, STEP), heldout_gen_err_pct=_held_out(checked, "timing_s/gen"),
+               heldout_update_actor_err_pct=_held_out(checked, "timing_s/update_actor"),
+               predicted_speedup=float(p["speedup"]), predicted_lo=float(p["speedup_lo"]),
+               predicted_hi=float(p["speedup_hi"]), step_noise_pct=100 * checked.policies.attrs["noise"],
+               fit_at_bound=",".join(checked.fit.at_bound))
+    row["speedup_err_pct"] = 100 * (row["predicted_speedup"] - row["measured_speedup"]) / row["measured_speedup"]
+    row["in_range"] = bool(row["predicted_lo"] <= row["measured_speedup"] <= row["predicted_hi"])
+    return row
+
+
+def summarize(rows: pd.DataFrame, s: Sizes, loads: tuple[float, float]) -> dict:
+    """The figures the docs quote, each with its spread over the repeats."""
+    pooled = rows["baseline_step_s"].mean() / rows["oppo_step_s"].mean()
+    return {
+        "heldout_step_err_pct_median": float(rows["heldout_step_err_pct"].median()),
+        "heldout_step_err_pct_range": [float(rows["heldout_step_err_pct"].min()), float(rows["heldout_step_err_pct"].max())],
+        "measured_speedup_pooled": float(pooled),
+        "measured_speedup_range": [float(rows["measured_speedup"].min()), float(rows["measured_speedup"].max())],
+        "predicted_speedup_median": float(rows["predicted_speedup"].median()),
+        "predicted_range_median": [float(rows["predicted_lo"].median()), float(rows["predicted_hi"].median())],
+        "pooled_speedup_err_pct": float(100 * (rows["predicted_speedup"].median() - pooled) / pooled),
+        "repeats_in_range": int(rows["in_range"].sum()), "repeats": len(rows),
+        "load_1min_start_end": list(loads),
+        "others_cores_during_runs": [float(rows[["others_cores_baseline", "others_cores_oppo"]].min().min()),
+                                     float(rows[["others_cores_baseline", "others_cores_oppo"]].max().max())], "load_1min_during": [float(min(rows[["load_baseline", "load_oppo"]].min())),
+                                                                 float(max(rows[["load_baseline", "load_oppo"]].max()))],
+    }
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def roundtrip(s: Sizes, work: Path, cache: str | None = None,
+              quiet: tuple[float | None, float] = (None, 0.0)) -> tuple[pd.DataFrame, dict]:
+    """Every repeat (interleaved), then the summary; nothing written outside ``work``."""
+    work.mkdir(parents=True, exist_ok=True)
+    nominal = nominal_profile(work / "cpu_nominal.json")
+    load0, commit = _load(), _commit()  # the tree the runs start from
+    rows = pd.DataFrame([one_repeat(r, work, s, cache, nominal, quiet) for r in range(s.repeats)])
+    meta = {"sizes": asdict(s), "commit": commit, "date": datetime.date.today().isoformat(),
+            "cpus": os.cpu_count(), "command": "python benchmarks/bench_check_roundtrip.py",
+            "summary": summarize(rows, s, (load0, _load()))}
+    return rows, meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    d = Sizes()
+    ap.add_argument("--steps", type=int, default=d.steps, help=f"steps a run (default {d.steps})")
+    ap.add_argument("--batch", type=int, default=d.batch, help=f"prompts a step (default {d.batch})")
+    ap.add_argument("--max-response", type=int, default=d.max_response, help=f"response cap (default {d.max_response})")
+    ap.add_argument("--repeats", type=int, default=d.repeats, help=f"baseline/oppo pairs (default {d.repeats})")
+    ap.add_argument("--calibrate", type=int, default=d.calibrate, help=f"K: steps calibrated on (default {d.calibrate})")
+    ap.add_argument("--quiet", type=float, default=0.3,
+                    help="before each run, wait until other processes keep fewer than this many cores busy "
+                         "(default 0.3; a negative value: no wait)")
+    ap.add_argument("--max-wait", type=float, default=180.0, help="longest wait for a quiet machine per run, s (default 180)")
+    ap.add_argument("--cache", default=None, help="oppo-real's model cache (default its own)")
+    ap.add_argument("--work", default=str(ROOT / "out" / "check_roundtrip"), help="runs' outputs (default out/check_roundtrip)")
+    ap.add_argument("--out", default=str(ROOT / "paper_figs" / "out"), help="where the CSV and JSON go (default paper_figs/out)")
+    ap.add_argument("--tag", default="", help="written as check_roundtrip_TAG.csv/.json (default: no tag)")
+    a = ap.parse_args(argv)
+    s = Sizes(steps=a.steps, batch=a.batch, max_response=a.max_response, repeats=a.repeats, calibrate=a.calibrate)
+    rows, meta = roundtrip(s, Path(a.work), a.cache, (None if a.quiet < 0 else a.quiet, a.max_wait))
+    meta["quiet"] = {"below_cores": a.quiet, "max_wait_s": a.max_wait}
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = "check_roundtrip" + (f"_{a.tag}" if a.tag else "")
+    meta["command"] += " " + " ".join(argv if argv is not None else sys.argv[1:])
+    rows.to_csv(out / f"{name}.csv", index=False, float_format="%.6g")
+    (out / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        print(rows.to_string(index=False))
+    print(json.dumps(meta["summary"], indent=2))
+    print(f"wrote {out / name}.csv, .json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
