@@ -7,8 +7,8 @@ checked against memory with the synchronous schedule (the engine taking turns, w
 but ``async`` on a shared pool runs; the rest is checked again per policy before simulating): FSDP with
 the cheapest ZeRO stage / recomputation and, under ``sps`` auto, the smallest Ulysses sequence
 parallelism that fits (``memory_plan.smallest_sp``); Megatron with its context parallelism raised, where
-it does not fit as it is, to the smallest multiple that fits (CP for long sequences, and nowhere else: in
-the cost model it only adds the ring's traffic). A layout that fits nowhere is never simulated; a
+it does not fit as it is, to the smallest power-of-two multiple that fits (CP for long sequences, and
+nowhere else: in the cost model it splits the work data parallelism would and adds the ring's traffic). A layout that fits nowhere is never simulated; a
 placement none of whose layouts fits keeps its first one, so that the table still shows it refused with
 its reason. The layouts that fit are ranked by the seconds the training pool spends on one representative
 step (:func:`phase_seconds`: the update's epochs, and the forwards that run on that pool — log-probs,
