@@ -193,3 +193,16 @@ def test_expert_parallelism_is_searched_for_a_moe_actor_under_megatron():
     assert len(set(mega)) == len(mega)
     only = trainer_layouts(replace(o, eps=(8,)), 16, 8)
     assert {ep for t, ep in only if t.megatron} == {8}
+
+
+def test_a_placement_that_needs_sequence_parallelism_is_tried_once(tmp_path):
+    path = tmp_path / "long.csv"
+    generate_longtail(LongTailSpec(cap=256), 50, seed=1, name="long").to_frame().assign(prompt_tokens=120_000).to_csv(
+        path, index=False)
+    b = base("qwen2.5-7b", batch=2)
+    space = space_for(b, 4, only=("shared 3+1",), policies=("baseline",), tps=(1,), backends=BOTH)
+    res = run_plan(PlanRequest(space, b, str(path), search="exhaustive"), processes=1, progress=False)
+    t = res.table
+    assert t["config"].is_unique
+    fsdp = t[t["train_backend"] == "fsdp"]
+    assert len(fsdp) == 1 and fsdp["sp"].iloc[0] > 1 and fsdp["is_reference"].iloc[0]  # raised once, as the reference

@@ -124,8 +124,9 @@ def _cps(p: PlacementSpec) -> list[int]:
 
 
 def fitted(p: PlacementSpec, base: SimConfig, lengths: tuple[int, int], auto_sp: bool) -> tuple[PlacementSpec, SimConfig] | None:
-    """``p`` as it fits memory (sequence or context parallelism raised where the space allows it) and its
-    configuration, or None where it fits nowhere (module notes)."""
+    """``p`` as it fits memory (context parallelism raised where it needs it) and its configuration (with
+    sequence parallelism raised where the space allows it: the placement keeps its own, as the planner raises
+    it per policy before simulating, ``plan.evaluate``), or None where it fits nowhere (module notes)."""
     options = [replace(p, trainer=replace(p.trainer, cp=cp)) for cp in _cps(p)] if p.trainer.megatron else [p]
     for q in options:
         try:
@@ -135,8 +136,7 @@ def fitted(p: PlacementSpec, base: SimConfig, lengths: tuple[int, int], auto_sp:
             continue
         if sp is None or (sp != q.sp and not auto_sp):
             continue
-        q = replace(q, sp=sp)
-        return q, Candidate(q, PolicySpec("baseline")).config(base)
+        return q, Candidate(replace(q, sp=sp), PolicySpec("baseline")).config(base)
     return None
 
 
@@ -155,7 +155,8 @@ def _rank(members: list[PlacementSpec], base: SimConfig, lengths, auto_sp: bool,
     scored = []
     for i, (q, cfg) in enumerate(fits):
         report = check_fits(cfg, *lengths)
-        key = (q.layout, q.gen, q.train, q.score, q.sp, q.trainer, q.ep, report.train.zero_stage, report.train.recompute)
+        key = (q.layout, q.gen, q.train, q.score, report.train.sequence_parallel, q.trainer, q.ep, report.train.zero_stage,
+               report.train.recompute)
         if key not in cache:
             cache[key] = phase_seconds(cfg, report, seqs)
         scored.append((cache[key], i, q))
