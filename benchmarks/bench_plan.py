@@ -13,12 +13,15 @@ the whole space is then in ``idle_wall_s_whole_space``).
     python benchmarks/bench_plan.py --every 4                # a quarter of it
     python benchmarks/bench_plan.py --case grpo              # issue 18 part 8 (below)
 
-``--case grpo``: the planner as a user runs it (``run_plan``: Optuna TPE, the default space) for a GRPO
-job of 64 prompts x 32 responses (rule reward, Qwen2.5-7B) on 16 H100s over 2 nodes, 200 trials of 30
-steps each on the shipped trace — the same as ``oppo-sim plan --algorithm grpo --n 32 --batch 64 --reward
-rule --gpus 16xh100-sxm --nodes 2 --steps 30 --trials 200``. It reports wall time, the CPU seconds of
-this process and its workers (the fairer figure on a shared machine), the load average, and a digest of
-the table without its timing columns (same inputs and seed -> same digest).
+``--case grpo``: the planner as a user runs it (``run_plan``: Optuna TPE, the default space with the
+trainer's layout searched too — FSDP and Megatron TP/PP, pruned by memory and trainer-phase cost, as
+``--train-backend auto``) for a GRPO job of 64 prompts x 32 responses (rule reward, Qwen2.5-7B) on 16
+H100s over 2 nodes, 200 trials of 30 steps each on the shipped trace — the same as ``oppo-sim plan
+--algorithm grpo --n 32 --batch 64 --reward rule --gpus 16xh100-sxm --nodes 2 --steps 30 --trials 200``
+(``--train-backend fsdp``: the space before the trainer was searched). It reports wall time (and the
+trainer pruning's share of it), the CPU seconds of this process and its workers (the fairer figure on a
+shared machine), the load average, the trainer pruning's counts, and a digest of the table without its
+timing columns (same inputs and seed -> same digest).
 """
 
 from __future__ import annotations
@@ -58,25 +61,39 @@ def grpo_case(a: argparse.Namespace) -> None:
     """Issue 18 part 8: the planner's TPE search of a GRPO job at scale (module notes)."""
     from oppo_sim.core.algorithms import Algorithm
     from oppo_sim.explore.plan import run_plan
+    from oppo_sim.explore.plan import _trace
+    from oppo_sim.explore.trainer_rank import prune_trainers
     from oppo_sim.hw.profiles import resolve_hardware
+    from oppo_sim.hw.trainer_layout import TRAIN_BACKENDS
 
     base = SimConfig(batch=64, steps=a.steps, gpu=resolve_hardware("h100-sxm"), placement=paper_placement(16), nodes=2,
                      algorithm=Algorithm("grpo", n=32, reward="rule"))
-    req = PlanRequest(space_for(base, 16, 2), base, "oppo-longtail-default", search="tpe", trials=a.trials, seed=0)
+    backends = TRAIN_BACKENDS if a.train_backend == "auto" else (a.train_backend,)
+    req = PlanRequest(space_for(base, 16, 2, backends=backends), base, "oppo-longtail-default", search="tpe",
+                      trials=a.trials, seed=0)
     load0, cpu0, t0 = os.getloadavg()[0], _cpu_s(), time.perf_counter()
+    p0 = time.perf_counter()  # the pruning alone (run_plan repeats it: a few seconds)
+    prune_trainers(req.space, base, _trace(req.trace, tuple(base.trace_limits().items()), base.seed), req.trainer_keep)
+    prune_s = time.perf_counter() - p0
     res = run_plan(req, processes=a.processes, progress=True)
     wall, cpu = time.perf_counter() - t0, _cpu_s() - cpu0
     t = res.table
     digest = hashlib.sha256(t.drop(columns=["wall_clock_s", "cpu_s"]).to_csv(index=False).encode()).hexdigest()[:16]
-    figures = {"case": "grpo 64x32, 16 x h100-sxm over 2 nodes", "trials": a.trials, "steps": a.steps,
-               "processes": a.processes, "space": res.space_size, "tried": len(t),
+    pr = res.trainers
+    figures = {"case": "grpo 64x32, 16 x h100-sxm over 2 nodes", "train_backend": a.train_backend, "trials": a.trials,
+               "steps": a.steps, "processes": a.processes, "space": res.space_size, "searched_space": res.searched_size,
+               "trainer_layouts": {"placements": pr.groups, "considered": pr.considered, "refused_by_memory": pr.refused,
+                                   "ranked_out": pr.ranked_out, "kept": pr.kept, "simulated": res.simulated_layouts},
+               "prune_wall_s": round(prune_s, 1), "tried": len(t),
                "fit": int((t["status"] == "ok").sum()), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
                "sim_cpu_s": round(float(t["cpu_s"].sum()), 1), "load_avg_1min_start": load0,
-               "load_avg_1min_end": os.getloadavg()[0], "table_digest": digest, "best": res.best["config"]}
+               "load_avg_1min_end": os.getloadavg()[0], "table_digest": digest, "best": res.best["config"],
+               "best_trainer": res.best["trainer"], "simulated_by_backend": t[t["status"] != "refused"]["train_backend"]
+               .value_counts().to_dict()}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    t.to_csv(out / "plan_grpo.csv", index=False)
-    (out / "bench_grpo.json").write_text(json.dumps(figures, indent=2) + "\n")
+    t.to_csv(out / f"plan_grpo_{a.train_backend}.csv", index=False)
+    (out / f"bench_grpo_{a.train_backend}.json").write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))
 
 
@@ -92,6 +109,8 @@ def main() -> None:
     ap.add_argument("--case", choices=("paper", "grpo"), default="paper",
                     help="paper: the exhaustive space above; grpo: issue 18's GRPO plan (TPE)")
     ap.add_argument("--trials", type=int, default=200, help="--case grpo: distinct configurations tried")
+    ap.add_argument("--train-backend", choices=("auto", "fsdp", "megatron"), default="auto",
+                    help="--case grpo: trainer backends searched (default auto: both)")
     a = ap.parse_args()
     if a.case == "grpo":
         a.steps = a.steps or 30

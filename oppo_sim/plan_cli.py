@@ -25,7 +25,7 @@ from oppo_sim.cliargs import int_list, nonneg_int, output, positive, str_list
 
 _GPUS_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$")
 SHOWN = ("rank", "config", "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "util_gen", "util_train",
-         "util_score", "staleness_mean", "staleness_max", "headroom_gib")
+         "util_score", "staleness_mean", "staleness_max", "headroom_gib", "trainer")
 
 
 def gpus_arg(text: str) -> tuple[int, str]:
@@ -42,6 +42,35 @@ def sps_arg(text: str) -> tuple[int, ...] | None:
     return None if text.strip().lower() == "auto" else int_list(text)
 
 
+def eps_arg(text: str) -> tuple[int, ...] | None:
+    """``auto`` (None: every expert parallelism that suits the MoE actor) or a comma list of integers."""
+    return None if text.strip().lower() == "auto" else int_list(text)
+
+
+def _add_trainer_args(p: argparse.ArgumentParser) -> None:
+    """The trainer dimension of the space (``explore/trainer_space.py``, ``explore/trainer_rank.py``)."""
+    from oppo_sim.explore.trainer_rank import KEEP
+    from oppo_sim.hw.trainer_layout import TRAIN_BACKENDS
+
+    t = p.add_argument_group("trainer layout searched")
+    t.add_argument("--train-backend", choices=("auto", *TRAIN_BACKENDS), default="auto",
+                   help="the trainer: auto searches both fsdp (FSDP / DeepSpeed ZeRO; verl actor.strategy=fsdp, "
+                        "OpenRLHF) and megatron (Megatron-Core TP/PP/EP; verl ppo_megatron_trainer, NeMo RL "
+                        "megatron_cfg); fsdp or megatron pins it (default %(default)s)")
+    t.add_argument("--train-tps", type=int_list, default="1,2,4,8",
+                   help="megatron tensor_model_parallel_size tried, within a node and dividing the heads (default %(default)s)")
+    t.add_argument("--pps", type=int_list, default="1,2,4",
+                   help="megatron pipeline_model_parallel_size tried, dividing the layers (default %(default)s)")
+    t.add_argument("--vpps", type=int_list, default="1",
+                   help="megatron virtual_pipeline_model_parallel_size tried where pp > 1 (default %(default)s)")
+    t.add_argument("--eps", type=eps_arg, default="auto",
+                   help="megatron expert_model_parallel_size tried for a MoE actor, or auto: every one that divides "
+                        "the experts and a pipeline stage's GPUs (default %(default)s)")
+    t.add_argument("--trainer-keep", type=positive(), default=KEEP,
+                   help="trainer layouts searched per placement: of those that fit memory, the cheapest by "
+                        "trainer-phase cost on a representative step (default %(default)s)")
+
+
 def _add_export_args(p: argparse.ArgumentParser) -> None:
     """``--export`` and the training settings it writes that the search does not vary (epochs, mini-batches)."""
     from oppo_sim.frameworks.export import FRAMEWORKS
@@ -55,11 +84,27 @@ def _add_export_args(p: argparse.ArgumentParser) -> None:
                    help="mini-batches per epoch, as run's (what --export writes) (default %(default)s)")
 
 
+def _add_search_args(p) -> None:
+    """How the planner searches: exhaustive or Optuna, trials, seed, processes, Ray."""
+    from oppo_sim.explore.plan import SEARCHES
+
+    s = p.add_argument_group("search")
+    s.add_argument("--search", choices=SEARCHES, default="auto",
+                   help="auto: exhaustive if the space has <= --trials configurations, else Optuna TPE "
+                        "(default %(default)s)")
+    s.add_argument("--trials", type=positive(), default=200,
+                   help="distinct configurations Optuna tries (default %(default)s)")
+    s.add_argument("--seed", type=nonneg_int, default=0, help="seed of the search and of the simulations (default %(default)s)")
+    s.add_argument("--processes", type=positive(), default=None, help="worker processes (default: all cores)")
+    s.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="evaluate on Ray: an existing cluster's ADDRESS, or a local Ray without one (default: no Ray)")
+
+
 def add_plan_parser(sub) -> None:
     """Register ``plan`` on the ``oppo-sim`` sub-command parsers."""
     from oppo_sim.core.policies import POLICY_NAMES
     from oppo_sim.hw.op_cost import add_op_costs_arg
-    from oppo_sim.explore.plan import OBJECTIVES, SEARCHES
+    from oppo_sim.explore.plan import OBJECTIVES
     from oppo_sim.explore.space import DELTA_RULES, LAYOUTS
     from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
 
@@ -84,16 +129,8 @@ def add_plan_parser(sub) -> None:
     p.add_argument("--out", default=None, help="folder for plan.csv and pareto.png (default: not written)")
     p.add_argument("--json", default=None, help="write the whole table as JSON records (default: not written)")
     _add_export_args(p)
-    s = p.add_argument_group("search")
-    s.add_argument("--search", choices=SEARCHES, default="auto",
-                   help="auto: exhaustive if the space has <= --trials configurations, else Optuna TPE "
-                        "(default %(default)s)")
-    s.add_argument("--trials", type=positive(), default=200,
-                   help="distinct configurations Optuna tries (default %(default)s)")
-    s.add_argument("--seed", type=nonneg_int, default=0, help="seed of the search and of the simulations (default %(default)s)")
-    s.add_argument("--processes", type=positive(), default=None, help="worker processes (default: all cores)")
-    s.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                   help="evaluate on Ray: an existing cluster's ADDRESS, or a local Ray without one (default: no Ray)")
+    _add_trainer_args(p)
+    _add_search_args(p)
     k = p.add_argument_group("search space (comma lists)")
     k.add_argument("--layouts", type=str_list, default=",".join(LAYOUTS), help="placement layouts tried (default %(default)s)")
     k.add_argument("--policies", type=str_list, default=",".join(POLICY_NAMES),
@@ -124,6 +161,7 @@ def _request(a: argparse.Namespace):
     from oppo_sim.explore.space import space_for
     from oppo_sim.hw.memory import TrainMemoryConfig
     from oppo_sim.hw.op_cost import hardware_for
+    from oppo_sim.hw.trainer_layout import TRAIN_BACKENDS, TrainerLayout
     from oppo_sim.pipeline.config import SimConfig
 
     count, gpu = a.gpus
@@ -131,15 +169,19 @@ def _request(a: argparse.Namespace):
         raise ConfigError(f"{count} GPUs cannot be spread evenly over {a.nodes} nodes")
     policies = tuple(x.lower() for x in a.policies)
     check_policy_flags(a, policies)  # --[no-]stream-batching with no streaming policy in the space
-    base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=hardware_for(gpu, a.op_costs), actor=a.actor,
+    auto = a.train_backend == "auto"
+    trainer = TrainerLayout("fsdp" if auto else a.train_backend)  # auto: the reference trains as verl's default
+    base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=hardware_for(gpu, a.op_costs), actor=a.actor, trainer=trainer,
                      placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
                      offload_train_state=a.offload_train_state,
                      train_memory=TrainMemoryConfig(full_logits=a.full_logits), **limit_fields(a),
                      **engine_fields(a, gpu), **algorithm_fields(a))
     space = space_for(base, count, a.nodes, layouts=a.layouts, policies=policies,
                       chunks=a.chunks, deltas=a.deltas, rules=a.rules, budgets=a.budgets, stalenesses=a.stalenesses,
-                      tps=a.tps, sps=a.sps, only=a.placements, max_staleness=a.max_staleness)
-    return PlanRequest(space, base, a.trace, a.objective, a.search, a.trials, a.seed)
+                      tps=a.tps, sps=a.sps, only=a.placements, max_staleness=a.max_staleness,
+                      backends=TRAIN_BACKENDS if auto else (a.train_backend,), train_tps=a.train_tps, pps=a.pps,
+                      vpps=a.vpps, eps=a.eps)
+    return PlanRequest(space, base, a.trace, a.objective, a.search, a.trials, a.seed, a.trainer_keep)
 
 
 def _print(df: pd.DataFrame) -> None:
@@ -156,8 +198,11 @@ def _report(res, top: int) -> None:
     print(f"plan: {req.space.devices} x {base.hardware_of(base.placement.generate).label} over {req.space.nodes} node(s), actor {base.models()['generate'].id}, "
           f"{base.algorithm.label()}, reward {'rule' if base.algorithm.reward == 'rule' else base.models()['reward'].id}, "
           f"B={base.batch}, {base.steps} steps of {req.trace}; objective {req.objective}")
-    print(f"space: {res.space_size} configurations; search {res.search}: {len(t)} tried, {n_ok} fit, "
+    searched = f" ({res.searched_size} after the trainer pruning)" if res.searched_size not in (None, res.space_size) else ""
+    print(f"space: {res.space_size} configurations{searched}; search {res.search}: {len(t)} tried, {n_ok} fit, "
           f"{int((t['status'] == 'refused').sum())} refused, {int((t['status'] == 'over-stale').sum())} over-stale")
+    if res.trainers is not None:
+        print(f"{res.trainers.line()}; {res.simulated_layouts} simulated")
     default = t[t["config"] == default_candidate(req.space.devices, base).label()]
     if len(default) and default.iloc[0]["status"] == "refused":
         print(f"the default placement does not fit: {default.iloc[0]['config']}: {default.iloc[0]['reason']}")
@@ -175,8 +220,9 @@ def _report(res, top: int) -> None:
     if n_ok:
         best = res.best
         sp = f", sequence parallel {best['sp']}" if best["sp"] > 1 else ""
+        state = best["trainer"] if best["train_backend"] == "megatron" else f"fsdp ZeRO-{best['zero_stage']}"
         print(f"\nbest: {best['config']} ({best['placement']}, {best['replicas']} generation replica(s) of tp {best['tp']}, "
-              f"ZeRO-{best['zero_stage']}{sp}, recompute {best['recompute']}, sync over {best['sync']}): "
+              f"trainer {state}{sp}, recompute {best['recompute']}, sync over {best['sync']}): "
               f"{best['samples_per_s']:.3f} samples/s" + (f", {best['speedup']:.2f}x the reference" if ref is not None else ""))
     refused = t[t["status"] != "ok"]
     if len(refused):

@@ -37,11 +37,13 @@ TRACES = ("servegen_deepseek_r1_sampled", "oppo-longtail-default", "azure2023_co
 POLICIES = "baseline,intra,inter,oppo,async"
 PLANS = {
     "plan_paper": ["--trace", "servegen_deepseek_r1_sampled", "--actor", "qwen2.5-7b", "--reward", "qwen2.5-7b",
-                   "--gpus", "8xh200", "--steps", "50", "--trials", "120"],
+                   "--gpus", "8xh200", "--steps", "50", "--trials", "120", "--train-backend", "fsdp"],
     "plan_paper_7p1": ["--trace", "servegen_deepseek_r1_sampled", "--actor", "qwen2.5-7b", "--reward", "qwen2.5-7b",
-                       "--gpus", "8xh200", "--steps", "50", "--placements", "shared 7+1", "--search", "exhaustive"],
+                       "--gpus", "8xh200", "--steps", "50", "--placements", "shared 7+1", "--search", "exhaustive",
+                       "--train-backend", "fsdp"],
     "plan_32b": ["--trace", "servegen_deepseek_r1_sampled", "--actor", "qwen2.5-32b", "--reward", "qwen2.5-7b",
-                 "--gpus", "16xh200", "--nodes", "2", "--steps", "30", "--trials", "120", "--sps", "1,2,4,8"],
+                 "--gpus", "16xh200", "--nodes", "2", "--steps", "30", "--trials", "120", "--sps", "1,2,4,8",
+                 "--train-backend", "fsdp"],
 }
 
 

@@ -249,7 +249,7 @@ def test_cli_plan_end_to_end(trace_path, tmp_path, capsys):
     rc = main(["plan", "--trace", trace_path, "--actor", "qwen2.5-0.5b", "--reward", "qwen2.5-0.5b", "--gpus",
                "4xh100-sxm", "--steps", "2", "--batch", "8", "--max-response", "2048", "--layouts", "shared",
                "--policies", "baseline,inter", "--deltas", "8", "--top", "3", "--processes", "1", "--out", str(out),
-               "--json", str(tmp_path / "plan.json")])
+               "--json", str(tmp_path / "plan.json"), "--train-backend", "fsdp"])  # the trainer's search: test_plan_backend.py
     text = capsys.readouterr().out
     assert rc == 0 and "best: " in text and "reference: shared 3+1 tp1 baseline" in text
     table = pd.read_csv(out / "plan.csv")

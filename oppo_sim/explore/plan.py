@@ -5,11 +5,16 @@
     res.ranked(10)                                           # the best configurations, ranked
     res.table                                                # every configuration tried (refused ones with why)
 
+Before the search, each placement's trainer layouts (FSDP, Megatron TP/PP/EP: ``PlanSpace.backends``) are
+pruned: a layout that does not fit memory is dropped, and of those that fit only the ``trainer_keep``
+cheapest by trainer-phase cost on a representative step are searched (:mod:`oppo_sim.explore.trainer_rank`;
+the counts are :attr:`PlanResult.trainers`, the estimate is the table's ``train_phase_s``).
+
 Each configuration is first checked against memory (``memory_plan.fit_for_policy``: the cheapest ZeRO
 stage / recomputation that fits; a refusal keeps its one-line reason, which names the knob that would make
 it fit), then simulated for ``base.steps`` steps. By default (``PlanSpace.sps`` auto) a configuration that
 fits only with sequence parallelism — a trace with prompts of tens of thousands of tokens — gets the
-smallest that fits (``memory_plan.smallest_sp``): its row's ``sp`` and ``config`` say which, and the
+smallest that fits (``fit_check.smallest_sp``): its row's ``sp`` and ``config`` say which, and the
 reference is still the one asked for. The trace is loaded with the base configuration's prompt and
 response caps (``SimConfig.trace_limits``). Where generation shares its GPUs, the engine's sleep and wake
 are charged every step (``sleep_wake_s``); a policy that generates beside training (``async``) keeps such
@@ -48,6 +53,7 @@ from tqdm.auto import tqdm
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.explore.parallel import Runner
 from oppo_sim.explore.space import Candidate, PlanSpace, default_candidate
+from oppo_sim.explore.trainer_rank import KEEP, TrainerPruning, prune_trainers
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.fit_check import colocation, fit_for_policy, smallest_sp
 from oppo_sim.pipeline.memory_plan import longest
@@ -73,6 +79,7 @@ class PlanRequest:
     search: str = "auto"
     trials: int = 200
     seed: int = 0
+    trainer_keep: int = KEEP  # trainer layouts searched per placement, the cheapest by trainer-phase cost
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -81,6 +88,8 @@ class PlanRequest:
             raise ConfigError(f"unknown search {self.search!r}; known: {', '.join(SEARCHES)}")
         if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
             raise ConfigError(f"trials must be an integer >= 1, got {self.trials!r}")
+        if isinstance(self.trainer_keep, bool) or not isinstance(self.trainer_keep, int) or self.trainer_keep < 1:
+            raise ConfigError(f"trainer layouts kept per placement must be an integer >= 1, got {self.trainer_keep!r}")
         if self.base.nodes != self.space.nodes:
             raise ConfigError(f"the base config spreads its GPUs over {self.base.nodes} nodes, the space over {self.space.nodes}")
         object.__setattr__(self, "trace", trace_source(str(self.trace)))
@@ -118,13 +127,16 @@ class EvalTask:
     trace: str
     max_staleness: int | None = None
     auto_sp: bool = False  # raise sequence parallelism where the configuration needs it (PlanSpace.sps None)
+    train_phase_s: float = float("nan")  # the trainer pruning's estimate for this placement (NaN: none ranked)
 
 
 def identity(c: Candidate) -> dict[str, Any]:
-    p, q = c.placement, c.policy
+    p, q, t = c.placement, c.policy, c.placement.trainer
     return {
         "config": c.label(), "placement": p.label(), "layout": p.layout, "gen_gpus": p.gen, "train_gpus": p.train,
-        "score_gpus": p.score, "tp": p.tp, "sp": p.sp, "replicas": p.replicas, "policy": q.name,
+        "score_gpus": p.score, "tp": p.tp, "sp": p.sp, "replicas": p.replicas, "trainer": t.label(p.ep),
+        "train_backend": t.backend, "train_tp": t.tp, "pp": t.pp, "vpp": t.vpp, "cp": t.cp, "ep": p.ep,
+        "distributed_optimizer": t.distributed_optimizer, "policy": q.name,
         "policy_label": q.label(), "chunk": q.chunk, "delta": q.delta, "delta_rule": q.rule, "budget": q.budget, "staleness_bound": q.staleness,
     }
 
@@ -149,7 +161,7 @@ def evaluate(task: EvalTask) -> dict[str, Any]:
     from oppo_sim.pipeline.simulate import simulate  # local: keeps worker start-up light
 
     c = task.candidate
-    row = {**identity(c), "searched": c.label()}
+    row = {**identity(c), "searched": c.label(), "train_phase_s": task.train_phase_s}
     try:
         policy = c.policy.make()
         cfg = c.config(task.base)
@@ -158,7 +170,7 @@ def evaluate(task: EvalTask) -> dict[str, Any]:
         sp = smallest_sp(colocation(cfg, policy), *lengths) if task.auto_sp else None
         if sp is not None and sp != c.placement.sp:  # the smallest sequence parallelism that lets it fit
             c = replace(c, placement=replace(c.placement, sp=sp))
-            cfg, row = c.config(task.base), {**identity(c), "searched": row["searched"]}
+            cfg, row = c.config(task.base), {**row, **identity(c)}
         fit_for_policy(cfg, policy, *lengths)
     except ConfigError as e:
         return {**row, "status": REFUSED, "reason": str(e)}
@@ -188,7 +200,8 @@ def pareto_front(df: pd.DataFrame, maximize: str = "samples_per_s", minimize: st
 
 COLUMN_ORDER = (
     "rank", "config", "status", "reason", "placement", "layout", "gen_gpus", "train_gpus", "score_gpus", "tp",
-    "sp", "replicas", "policy", "policy_label", "chunk", "delta", "delta_rule", "budget", "staleness_bound",
+    "sp", "replicas", "trainer", "train_backend", "train_tp", "pp", "vpp", "cp", "ep", "distributed_optimizer",
+    "train_phase_s", "policy", "policy_label", "chunk", "delta", "delta_rule", "budget", "staleness_bound",
     "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "step_time_median_s", "tokens_per_s",
     "util_gen", "util_train", "util_score", "util_overall", "flop_util", "staleness_mean", "staleness_max",
     "headroom_gib", "kv_cache_gib", "zero_stage", "recompute", "sync", "colocate", "sleep_wake_s", "pareto", "is_reference", "wall_clock_s", "cpu_s",
@@ -220,19 +233,28 @@ def plan_table(rows: list[dict[str, Any]], objective: str, reference: Candidate)
     df = df.assign(_s=df["status"].map(order), _k=key).sort_values(["_s", "_k", "config"], kind="stable")
     df = df.drop(columns=["_s", "_k"]).reset_index(drop=True)
     df["rank"] = pd.Series(np.arange(1, len(df) + 1), dtype="Int64").where(df["status"] == OK)
-    for col in ("chunk", "delta", "budget", "staleness_bound", "zero_stage", "staleness_max"):
+    for col in ("chunk", "delta", "budget", "staleness_bound", "zero_stage", "staleness_max", "train_tp", "pp", "vpp", "cp", "ep"):
         df[col] = pd.to_numeric(df[col]).astype("Int64")
     return df[list(COLUMN_ORDER)]
 
 
 @dataclass(frozen=True)
 class PlanResult:
-    """The table (every configuration tried), how it was searched and how big the space was."""
+    """The table (every configuration tried), how it was searched, how big the space was (``space_size``:
+    every trainer layout; ``searched_size``: what the trainer pruning left) and the pruning's counts."""
 
     table: pd.DataFrame
     request: PlanRequest
     search: str
     space_size: int
+    searched_size: int | None = None
+    trainers: TrainerPruning | None = None
+
+    @property
+    def simulated_layouts(self) -> int:
+        """Distinct (placement, trainer layout) pairs the table simulated."""
+        t = self.table[self.table["status"] != REFUSED]
+        return len(t.drop_duplicates(["placement", "tp", "sp", "trainer"]))
 
     def ranked(self, top: int | None = None) -> pd.DataFrame:
         ok = self.table[self.table["status"] == OK]
@@ -260,15 +282,18 @@ def run_plan(req: PlanRequest, *, processes: int | None = None, progress: bool =
     """Search ``req.space``; see the module notes."""
     from oppo_sim.explore.plan_search import optuna_search
 
-    candidates = req.space.candidates()
-    reference = default_candidate(req.space.devices, req.base)
+    space, base = req.space, req.base
+    pruning = prune_trainers(space, base, _trace(req.trace, tuple(base.trace_limits().items()), base.seed), req.trainer_keep)
+    candidates = space.candidates(list(pruning.placements))
+    reference = default_candidate(space.devices, base)
     search = req.resolved_search(len(candidates))
-    k = req.space.max_staleness
+    k = space.max_staleness
     total = len(candidates) + 1 if search == "exhaustive" else min(req.trials, len(candidates)) + 1
     with Runner(processes, use_ray, ray_address) as runner, \
             tqdm(total=total, disable=not progress, desc="plan", unit="cfg") as bar:
         def evaluate_all(cands: list[Candidate]) -> list[dict[str, Any]]:
-            return runner.map(evaluate, [EvalTask(c, req.base, req.trace, k, req.space.auto_sp) for c in cands], bar)
+            tasks = [EvalTask(c, base, req.trace, k, space.auto_sp, pruning.estimates.get(c.placement, np.nan)) for c in cands]
+            return runner.map(evaluate, tasks, bar)
 
         if search == "exhaustive":
             todo = [reference, *(c for c in candidates if c != reference)]
@@ -279,7 +304,13 @@ def run_plan(req: PlanRequest, *, processes: int | None = None, progress: bool =
                                  trials=req.trials, seed=req.seed, sampler=search)
         bar.total = bar.n
         bar.refresh()
-    return PlanResult(plan_table(rows, req.objective, reference), req, search, len(candidates))
+    return PlanResult(plan_table(rows, req.objective, reference), req, search, _size(space), len(candidates), pruning)
+
+
+def _size(space: PlanSpace) -> int:
+    """Candidates of the whole space, every trainer layout included (counted, not built)."""
+    with_stream, without = len(space.policy_specs(True)), len(space.policy_specs(False))
+    return sum(with_stream if p.streams else without for p in space.placements())
 
 
 __all__ = ["OBJECTIVES", "SEARCHES", "PlanRequest", "PlanResult", "EvalTask", "evaluate", "pareto_front",

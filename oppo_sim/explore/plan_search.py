@@ -2,7 +2,8 @@
 (the objective and mean staleness), seeded, asked for a batch of configurations at a time.
 
 The space is described to Optuna as it is built (define-by-run): the layout; the placement within that
-layout (device counts, tp and sp, and a Megatron trainer's tp and pp: one categorical per layout); the policy; then only the knobs that policy
+layout (device counts, tp and sp, and the trainer layouts the pruning kept, ``explore/trainer_rank.py``: one
+categorical per layout); the policy; then only the knobs that policy
 has (C, Δ, Δ rule, token budget, staleness bound — each knob one parameter shared by the policies that
 have it, so what is learnt about Δ for ``inter`` informs ``oppo``). A suggestion is mapped onto the
 space's canonical candidate (:meth:`Candidate.canonical`); one already evaluated is answered from the
@@ -63,7 +64,7 @@ class _Space:
 
     @staticmethod
     def placement_key(p: PlacementSpec) -> str:
-        return f"{p.label()} tp{p.tp} sp{p.sp}" + (f" {p.trainer.label()}" if p.trainer.megatron else "")
+        return f"{p.label()} tp{p.tp} sp{p.sp}" + (f" {p.trainer.label(p.ep)}" if p.trainer.megatron else "")
 
     def suggest(self, trial) -> Candidate:
         s = self.space

@@ -15,10 +15,12 @@ split         gen[g]; train[t]: train + critic + log-probs;          ``split 4+3
 gen-apart     gen[g]; train[t]: train and every scorer               ``gen-apart 4+4``
 ============  =====================================================  ==================================
 
-Generation runs ``g / tp`` data-parallel replicas of ``tp`` GPUs; training runs as the user's trainer
-backend runs (``SimConfig.trainer``): FSDP / ZeRO data parallel with the cheapest ZeRO stage /
-recomputation that fits (``fit_check.check_fits``), or Megatron, whose tensor and pipeline parallelism
-on the training GPUs is searched too (:meth:`PlanSpace.trainer_choices`); scorers run data-parallel.
+Generation runs ``g / tp`` data-parallel replicas of ``tp`` GPUs; training runs under each trainer layout
+of :attr:`PlanSpace.backends` (:mod:`oppo_sim.explore.trainer_space`: FSDP / ZeRO data parallel with the
+cheapest ZeRO stage / recomputation that fits, ``fit_check.check_fits``, or Megatron with its tensor,
+pipeline and expert parallelism searched: :meth:`PlanSpace.trainer_choices`), which the planner prunes by
+memory and trainer-phase cost before simulating (:mod:`oppo_sim.explore.trainer_rank`); scorers run
+data-parallel.
 
 What is *not* enumerated, because it cannot be better or is the same configuration twice:
 
@@ -44,6 +46,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import Placement, Pool, streamed_roles
 from oppo_sim.core.policies import POLICY_NAMES, DeltaRule, Policy, make_policy
 from oppo_sim.engine.request import EngineConfig
+from oppo_sim.explore.trainer_space import TrainerOptions, trainer_layouts
 from oppo_sim.hw.gpu_table import domain_gpus
 from oppo_sim.hw.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
@@ -61,7 +64,8 @@ STREAMING = {"stream": "baseline", "intra": "baseline", "oppo": "dynamic-delta",
 class PlacementSpec:
     """Devices per pool, generation's tensor parallelism ``tp`` and training's sequence parallelism ``sp``
     (activations split over ``sp`` ranks: what lets prompts of tens of thousands of tokens train; its
-    all-to-alls are timed) and the trainer's layout (its backend, and Megatron's tp / pp). ``gen == train`` where they share a pool (``colocated``, ``shared``);
+    all-to-alls are timed) and the trainer's layout (its backend, and Megatron's tp / pp / vpp / cp) with the
+expert parallelism ``ep`` it trains a MoE actor with. ``gen == train`` where they share a pool (``colocated``, ``shared``);
     ``score`` is 0 where scoring shares a pool."""
 
     layout: str
@@ -71,6 +75,7 @@ class PlacementSpec:
     tp: int = 1
     sp: int = 1
     trainer: TrainerLayout = TrainerLayout()  # the trainer's backend and parallelism on its ``train`` GPUs
+    ep: int = 1  # the trainer's expert parallelism (SimConfig.expert_parallel)
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
@@ -81,6 +86,8 @@ class PlacementSpec:
         if (self.score > 0) != (self.layout in ("shared", "split")) or self.gen % self.tp or self.train % self.sp:
             raise ConfigError(f"bad placement {self}")
         if not isinstance(self.trainer, TrainerLayout) or self.train % self.trainer.model_parallel:
+            raise ConfigError(f"bad placement {self}")
+        if isinstance(self.ep, bool) or not isinstance(self.ep, int) or self.ep < 1 or self.train % self.ep:
             raise ConfigError(f"bad placement {self}")
 
     @property
@@ -159,11 +166,12 @@ class Candidate:
     def config(self, base: SimConfig) -> SimConfig:
         p = self.placement
         return replace(base, placement=p.placement(), engine=replace(base.engine, tp=p.tp),
-                       train_memory=replace(base.train_memory, sequence_parallel=p.sp), trainer=p.trainer)
+                       train_memory=replace(base.train_memory, sequence_parallel=p.sp), trainer=p.trainer,
+                       expert_parallel=p.ep)
 
     def label(self) -> str:
         p = self.placement
-        trainer = f" ({p.trainer.label()})" if p.trainer.megatron else ""
+        trainer = f" ({p.trainer.label(p.ep)})" if p.trainer.megatron else ""
         return f"{p.label()} tp{p.tp}{f' sp{p.sp}' if p.sp > 1 else ''}{trainer} {self.policy.label()}"
 
 
@@ -173,7 +181,10 @@ def default_candidate(devices: int, base: SimConfig | None = None) -> Candidate:
     tp = base.engine.tp if base is not None else EngineConfig().tp
     sp = base.train_memory.sequence_parallel if base is not None else 1
     trainer = base.trainer if base is not None and (devices - 1) % base.trainer.model_parallel == 0 else TrainerLayout()
-    return Candidate(PlacementSpec("shared", devices - 1, devices - 1, 1, tp, sp, trainer), PolicySpec("baseline"))
+    ep = base.expert_parallel if base is not None and (devices - 1) % base.expert_parallel == 0 else 1
+    if trainer.megatron and ((devices - 1) // trainer.pp) % ep:
+        trainer = TrainerLayout(balance_batch=trainer.balance_batch)
+    return Candidate(PlacementSpec("shared", devices - 1, devices - 1, 1, tp, sp, trainer, ep), PolicySpec("baseline"))
 
 
 def _tuple(name: str, values, check, known: tuple = ()) -> tuple:
@@ -217,7 +228,11 @@ class PlanSpace:
     train_tps: tuple[int, ...] = (1, 2, 4, 8)  # Megatron tensor parallelism tried (within a domain, suiting the heads)
     pps: tuple[int, ...] = (1, 2, 4)  # Megatron pipeline parallelism tried (dividing the layers)
     layers: int = 0  # the actor's decoder layers (0: any pp)
-    expert_parallel: int = 1  # the trainer's EP, which a pipeline stage's ranks must hold
+    expert_parallel: int = 1  # the user's EP: the FSDP trainer's, and a pinned Megatron trainer's where eps is None
+    backends: tuple[str, ...] | None = None  # trainer backends searched (None: the user's trainer's own only)
+    vpps: tuple[int, ...] | None = None  # Megatron virtual pipeline stages tried where pp > 1 (None: the user's)
+    eps: tuple[int, ...] | None = None  # Megatron EP tried for a MoE actor (None: every one that divides experts and a stage)
+    experts: int = 0  # the actor's routed experts (0: dense)
 
     def __post_init__(self) -> None:
         if self.devices < 2 or self.nodes < 1 or self.devices % self.nodes:
@@ -231,7 +246,7 @@ class PlanSpace:
             object.__setattr__(self, name, _tuple(name, getattr(self, name), known.__contains__ if known else pos, known))
         for name in ("train_tps", "pps"):
             object.__setattr__(self, name, _tuple(name, getattr(self, name), pos))
-        for name in ("tps", "sps"):
+        for name in ("tps", "sps", "vpps", "eps"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, _tuple(name, getattr(self, name), pos))
         if self.only is not None:
@@ -244,6 +259,10 @@ class PlanSpace:
             object.__setattr__(self, "only", only)
         if self.max_staleness is not None and self.max_staleness < 0:
             raise ConfigError(f"max_staleness must be >= 0, got {self.max_staleness}")
+        if self.backends is not None:
+            object.__setattr__(self, "backends", tuple(dict.fromkeys((self.backends,) if isinstance(self.backends, str)
+                                                                      else self.backends)))
+        self.trainer_options  # noqa: B018 -- checks the backends named
 
     @property
     def auto_sp(self) -> bool:
@@ -285,29 +304,22 @@ class PlanSpace:
             return [(g, n - g, 0) for g in range(1, n)]
         return [(g, t, n - g - t) for g in range(1, n - 1) for t in range(1, n - g)]
 
-    def trainer_choices(self, train: int) -> tuple[TrainerLayout, ...]:
-        """The trainer layouts tried on ``train`` GPUs: the user's own for FSDP; for Megatron every ``tp`` of
-        :attr:`train_tps` that stays in a scale-up domain and suits the heads, times every ``pp`` of
-        :attr:`pps` that divides the layers, such that ``tp · pp · cp`` divides the GPUs and a stage's ranks
-        hold the EP groups (the user's ``vpp``, ``cp`` and optimizer setting kept; ``vpp`` only with pp > 1)."""
-        t = self.trainer
-        if not t.megatron:
-            return (t,) if train % t.model_parallel == 0 else ()
-        heads, kv = self.heads
-        out = []
-        for tp in self.train_tps:
-            if tp > self.per_domain or (heads and (heads % tp or (kv % tp and tp % kv))):
-                continue
-            for pp in self.pps:
-                if (self.layers and self.layers % pp) or train % (tp * pp * t.cp) or (train // pp) % self.expert_parallel:
-                    continue
-                out.append(replace(t, tp=tp, pp=pp, vpp=t.vpp if pp > 1 else 1))
-        return tuple(out)
+    @property
+    def trainer_options(self) -> TrainerOptions:
+        """The trainer dimension (:mod:`oppo_sim.explore.trainer_space`): :attr:`backends` (None: the user's
+        trainer's backend only)."""
+        return TrainerOptions(self.backends or (self.trainer.backend,), self.trainer, self.train_tps, self.pps, self.vpps,
+                              self.eps, self.expert_parallel, self.heads, self.layers, self.experts)
+
+    def trainer_choices(self, train: int) -> tuple[tuple[TrainerLayout, int], ...]:
+        """(trainer layout, expert parallelism) pairs tried on ``train`` GPUs, before memory and cost prune
+        them (:func:`~oppo_sim.explore.trainer_space.trainer_layouts`)."""
+        return trainer_layouts(self.trainer_options, train, self.per_domain)
 
     def placements(self) -> list[PlacementSpec]:
-        out = [PlacementSpec(layout, g, t, s, tp, sp, trainer) for layout in self.layouts for g, t, s in self.splits(layout)
+        out = [PlacementSpec(layout, g, t, s, tp, sp, trainer, ep) for layout in self.layouts for g, t, s in self.splits(layout)
                for tp in self.tp_choices(g) for sp in (self.sps or (1,)) if t % sp == 0
-               for trainer in self.trainer_choices(t)]
+               for trainer, ep in self.trainer_choices(t) if not (trainer.megatron and sp > 1)]
         return out if self.only is None else [p for p in out if p.label() in self.only]
 
     def policy_specs(self, streams: bool = True) -> list[PolicySpec]:
@@ -327,10 +339,12 @@ class PlanSpace:
                     for k in stale]
         return out
 
-    def candidates(self) -> list[Candidate]:
-        """The whole space in a fixed order (placements, then policies), symmetries removed."""
+    def candidates(self, placements: list[PlacementSpec] | None = None) -> list[Candidate]:
+        """The whole space in a fixed order (placements, then policies), symmetries removed; ``placements``:
+        only these (the ones the trainer pruning kept, :mod:`oppo_sim.explore.trainer_rank`)."""
         with_stream, without = self.policy_specs(True), self.policy_specs(False)
-        return [Candidate(p, s) for p in self.placements() for s in (with_stream if p.streams else without)]
+        return [Candidate(p, s) for p in (self.placements() if placements is None else placements)
+                for s in (with_stream if p.streams else without)]
 
     def __len__(self) -> int:
         return len(self.candidates())
@@ -355,7 +369,8 @@ def space_for(base: SimConfig, devices: int, nodes: int = 1, **kwargs) -> PlanSp
     """A space whose ``tp`` choices suit ``base``'s actor and its GPU's scale-up domain."""
     actor = base.models()["generate"]
     domain = domain_gpus(base.hardware_of(base.placement.generate).gpu, devices, nodes)
-    kwargs = {"trainer": base.trainer, "layers": actor.layers, "expert_parallel": base.expert_parallel, **kwargs}
+    kwargs = {"trainer": base.trainer, "layers": actor.layers, "expert_parallel": base.expert_parallel,
+              "experts": actor.experts if actor.moe else 0, **kwargs}
     return PlanSpace(devices=devices, nodes=nodes, heads=(actor.heads, actor.kv_heads), domain=domain, **kwargs)
 
 

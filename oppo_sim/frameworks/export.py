@@ -156,11 +156,14 @@ def export_best(res, framework: str) -> str:
     import pandas as pd
 
     from oppo_sim.explore.space import Candidate, PlacementSpec, PolicySpec
+    from oppo_sim.hw.trainer_layout import TrainerLayout
 
-    row = res.best
+    row, base = res.best, res.request.base
+    trainer = TrainerLayout(str(row["train_backend"]), int(row["train_tp"]), int(row["pp"]), int(row["vpp"]), int(row["cp"]),
+                            bool(row["distributed_optimizer"]), base.trainer.balance_batch)
     spec = PlacementSpec(row["layout"], int(row["gen_gpus"]), int(row["train_gpus"]), int(row["score_gpus"]),
-                         int(row["tp"]), int(row["sp"]))
-    cfg = Candidate(spec, PolicySpec("baseline")).config(res.request.base)  # the planner's own placement rule
+                         int(row["tp"]), int(row["sp"]), trainer, int(row["ep"]))
+    cfg = Candidate(spec, PolicySpec("baseline")).config(base)  # the planner's own placement rule, with its trainer
 
     def num(col: str) -> int | None:
         return None if col not in row or pd.isna(row[col]) else int(row[col])
