@@ -127,8 +127,8 @@ def check_argv(log: Path, run_dir: Path, profile: Path, nominal: Path, s: Sizes)
 
 def nominal_profile(path: Path) -> Path:
     """This CPU's nominal spec (uncalibrated defaults) as a profile ``--gpu`` takes."""
-    from oppo_sim.hw.hardware import Hardware
-    from oppo_sim.hw.profiles import cpu_spec, save_profile
+    from oppo_sim.hw.devices.hardware import Hardware
+    from oppo_sim.hw.fitting.profiles import cpu_spec, save_profile
 
     save_profile(Hardware(cpu_spec()), str(path))
     return path

@@ -63,8 +63,8 @@ def grpo_case(a: argparse.Namespace) -> None:
     from oppo_sim.explore.plan import run_plan
     from oppo_sim.explore.plan import _trace
     from oppo_sim.explore.trainer_rank import prune_trainers
-    from oppo_sim.hw.profiles import resolve_hardware
-    from oppo_sim.hw.trainer_layout import TRAIN_BACKENDS
+    from oppo_sim.hw.fitting.profiles import resolve_hardware
+    from oppo_sim.hw.costs.trainer_layout import TRAIN_BACKENDS
 
     base = SimConfig(batch=64, steps=a.steps, gpu=resolve_hardware("h100-sxm"), placement=paper_placement(16), nodes=2,
                      algorithm=Algorithm("grpo", n=32, reward="rule"))

@@ -107,7 +107,7 @@ class RealConfig:
         if not isinstance(self.devices, DeviceMap):
             raise ConfigError(f"devices must be a DeviceMap, got {type(self.devices).__name__}")
         if self.shape is not None:
-            from oppo_sim.hw.models import get_model
+            from oppo_sim.hw.models.lookup import get_model
 
             get_model(self.shape)  # unknown id -> one line listing the known ones
             if self.model_dir:

@@ -22,7 +22,7 @@ import pandas as pd
 from oppo_sim.cli_limits import limits_note
 from oppo_sim.cli_policy import add_policy_args, check_policy_flags, policy_options
 from oppo_sim.cli_setup import add_engine_args, add_setup_args, sim_config
-from oppo_sim.hw.op_cost import add_op_costs_arg
+from oppo_sim.hw.costs.op_cost import add_op_costs_arg
 from oppo_sim.cliargs import Parser, int_list, nonneg_int, on_off, output, positive, run_command, str_list
 from oppo_sim.core.errors import ConfigError, OppoError
 
@@ -159,7 +159,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
 def cmd_sweep(a: argparse.Namespace) -> int:
     from oppo_sim.explore.sweep import SweepGrid, run_sweep, save_table
-    from oppo_sim.hw.op_cost import hardware_for
+    from oppo_sim.hw.costs.op_cost import hardware_for
 
     cfg = _config(a, a.policies)
     grid = SweepGrid(policies=a.policies, chunks=a.chunks, deltas=a.deltas, traces=a.traces or (a.trace,),
@@ -188,7 +188,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
                           enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=a.enable_prefix_caching,
                           long_prefill_token_threshold=a.long_prefill_token_threshold,
                           num_gpu_blocks_override=a.num_gpu_blocks_override)
-    from oppo_sim.hw.op_cost import hardware_for
+    from oppo_sim.hw.costs.op_cost import hardware_for
 
     cfg = ReplayConfig(gpu=hardware_for(a.profile or a.gpu, a.op_costs), model=a.model, engine=engine, limit=a.limit or None,
                        time_scale=a.time_scale, rate=a.rate, seed=a.seed)
@@ -198,7 +198,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
     print(f"replay of {trace.name}: {s['requests']} requests on {s['tp']} x {s['gpu']}, {s['model']}, "
           f"{s['kv_blocks']} KV blocks")
     if cfg.gpu.ops is not None:  # --op-costs tables took effect
-        from oppo_sim.hw.op_cost import priced_line
+        from oppo_sim.hw.costs.op_cost import priced_line
 
         print(priced_line(cfg.gpu))
     _print_table(pd.DataFrame([{k: v for k, v in s.items() if k not in ("gpu", "model", "tp", "kv_blocks")}]))

@@ -12,7 +12,7 @@ when they load a prompt set, and whether the trainer materialises the full logit
   the command stops with one line. The rule itself is ``Trace.limited`` (``traces/trace.py``).
 - ``--full-logits``: the trainer keeps the lm_head's logits for every token (verl with
   ``use_fused_kernels=False``, a plain Hugging Face forward); by default log-probs and entropy are
-  computed chunk-wise (``hw/memory.py``).
+  computed chunk-wise (``hw/memory/train_memory.py``).
 """
 
 from __future__ import annotations

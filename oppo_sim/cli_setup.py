@@ -16,9 +16,9 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
-from oppo_sim.hw.op_cost import add_op_costs_arg, hardware_for
-from oppo_sim.hw.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
-from oppo_sim.hw.trainer_layout import TRAIN_BACKENDS, TrainerLayout
+from oppo_sim.hw.costs.op_cost import add_op_costs_arg, hardware_for
+from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
+from oppo_sim.hw.costs.trainer_layout import TRAIN_BACKENDS, TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
 ENGINES: tuple[str, ...] = tuple(k.value for k in EngineKind)
@@ -106,7 +106,7 @@ def critic_field(a: argparse.Namespace) -> str | None:
 
 
 def add_trainer_layout_args(p) -> None:
-    """The trainer's backend and model parallelism (``SimConfig.trainer``, ``oppo_sim.hw.trainer_layout``)."""
+    """The trainer's backend and model parallelism (``SimConfig.trainer``, ``oppo_sim.hw.costs.trainer_layout``)."""
     p.add_argument("--train-memory-fraction", type=positive(float), default=0.9, metavar="FRACTION",
                    help="share of each GPU the trainer and scoring models may use where the engine is not running (it "
                         "sleeps, or is on other GPUs); the engine's own share is --gpu-memory-utilization "
@@ -137,7 +137,7 @@ def trainer_layout(a) -> TrainerLayout:
 
 
 def add_sleep_level_arg(p) -> None:
-    """``--sleep-level`` (``SimConfig.sleep_level``, see ``oppo_sim.hw.sleepwake``)."""
+    """``--sleep-level`` (``SimConfig.sleep_level``, see ``oppo_sim.hw.costs.sleepwake``)."""
     p.add_argument("--sleep-level", type=int, choices=SLEEP_LEVELS, default=DEFAULT_SLEEP_LEVEL,
                    help="vLLM sleep level of an engine taking turns with the roles beside it: 1 offloads its weights "
                         "to host memory and frees the KV cache (the weights come back over the host link), 2 frees "
@@ -281,11 +281,11 @@ def engine_fields(a: argparse.Namespace, hardware: str) -> dict:
            **_given(a, ("stream_batching", "scorer_max_tokens", "padded_batches"))}
     meta = None
     if str(hardware).lower().endswith(".json"):  # a profile: its fitted per-call overhead and per-step costs
-        from oppo_sim.hw.profiles import read_profile
+        from oppo_sim.hw.fitting.profiles import read_profile
 
         meta = read_profile(hardware)[1]
         if (meta or {}).get("overheads"):  # e.g. the per-step fixed cost `oppo-sim check --calibrate` fits
-            from oppo_sim.hw.overheads import ExecutorOverheads
+            from oppo_sim.hw.fitting.overheads import ExecutorOverheads
 
             out["overheads"] = ExecutorOverheads.from_meta(meta["overheads"])
     if a.engine == EngineKind.STATIC.value:
@@ -303,7 +303,7 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
         disaggregated_placement,
         paper_placement,
     )
-    from oppo_sim.hw.memory import TrainMemoryConfig
+    from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
 
     place = a.placement.strip().lower()
     if place == "paper":

@@ -50,7 +50,7 @@ def eps_arg(text: str) -> tuple[int, ...] | None:
 def _add_trainer_args(p: argparse.ArgumentParser) -> None:
     """The trainer dimension of the space (``explore/trainer_space.py``, ``explore/trainer_rank.py``)."""
     from oppo_sim.explore.trainer_rank import KEEP
-    from oppo_sim.hw.trainer_layout import TRAIN_BACKENDS
+    from oppo_sim.hw.costs.trainer_layout import TRAIN_BACKENDS
 
     t = p.add_argument_group("trainer layout searched")
     t.add_argument("--train-backend", choices=("auto", *TRAIN_BACKENDS), default="auto",
@@ -103,7 +103,7 @@ def _add_search_args(p) -> None:
 def add_plan_parser(sub) -> None:
     """Register ``plan`` on the ``oppo-sim`` sub-command parsers."""
     from oppo_sim.core.policies import POLICY_NAMES
-    from oppo_sim.hw.op_cost import add_op_costs_arg
+    from oppo_sim.hw.costs.op_cost import add_op_costs_arg
     from oppo_sim.explore.plan import OBJECTIVES
     from oppo_sim.explore.space import DELTA_RULES, LAYOUTS
     from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, DEFAULT_TRACE
@@ -159,9 +159,9 @@ def _request(a: argparse.Namespace):
     from oppo_sim.core.placement import paper_placement
     from oppo_sim.explore.plan import PlanRequest
     from oppo_sim.explore.space import space_for
-    from oppo_sim.hw.memory import TrainMemoryConfig
-    from oppo_sim.hw.op_cost import hardware_for
-    from oppo_sim.hw.trainer_layout import TRAIN_BACKENDS, TrainerLayout
+    from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
+    from oppo_sim.hw.costs.op_cost import hardware_for
+    from oppo_sim.hw.costs.trainer_layout import TRAIN_BACKENDS, TrainerLayout
     from oppo_sim.pipeline.config import SimConfig
 
     count, gpu = a.gpus

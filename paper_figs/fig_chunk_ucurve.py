@@ -45,7 +45,7 @@ from matplotlib.lines import Line2D
 from oppo_sim.core.placement import Placement, Pool, colocated_placement
 from oppo_sim.core.policies import Baseline, DeltaRule, Intra, Oppo, Policy
 from oppo_sim.engine.static_params import StaticConfig, StaticCostParams
-from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, Hardware, OpParams, get_gpu
+from oppo_sim.hw.devices.hardware import DEFAULT_COST_PARAMS, Hardware, OpParams, get_gpu
 from oppo_sim.pipeline.config import SimConfig
 
 try:

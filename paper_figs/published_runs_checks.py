@@ -23,8 +23,8 @@ from dataclasses import replace
 import numpy as np
 
 from oppo_sim.core.errors import OppoError
-from oppo_sim.hw.hardware import get_hardware
-from oppo_sim.hw.models import get_model
+from oppo_sim.hw.devices.hardware import get_hardware
+from oppo_sim.hw.models.lookup import get_model
 
 try:
     from published_runs_data import PublishedRun

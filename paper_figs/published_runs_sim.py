@@ -18,11 +18,11 @@ from oppo_sim.core.policies import Baseline
 from oppo_sim.core.results import TIMELINE_COLUMNS, SimResult
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import StaticConfig
-from oppo_sim.hw.hardware import get_hardware
-from oppo_sim.hw.op_cost import DEFAULT_OP_COSTS, with_op_costs
-from oppo_sim.hw.memory import TrainMemoryConfig
-from oppo_sim.hw.models import get_model
-from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.hw.devices.hardware import get_hardware
+from oppo_sim.hw.costs.op_cost import DEFAULT_OP_COSTS, with_op_costs
+from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
+from oppo_sim.hw.models.lookup import get_model
+from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.pipeline.memory_plan import longest, memory_report
@@ -159,7 +159,7 @@ def engine_config(run: PublishedRun) -> EngineConfig:
 
 
 OP_COSTS = {"mode": DEFAULT_OP_COSTS}
-"""What prices the kernels in this table's runs (``--op-costs`` of published_runs.py; ``oppo_sim.hw.op_cost``)."""
+"""What prices the kernels in this table's runs (``--op-costs`` of published_runs.py; ``oppo_sim.hw.costs.op_cost``)."""
 
 
 def use_op_costs(mode: str) -> None:

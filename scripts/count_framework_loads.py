@@ -19,7 +19,7 @@ Measured (the counts this prints, on public snapshots: verl at b178a3cd56f5, NeM
 only" is a copy of NeMo RL's ``examples/configs`` alone, without the ``examples/nemo_gym`` and ``examples/modelopt``
 files some recipes name as parents):
 
-    framework               before the model families    after (oppo_sim/hw/model_table_families.py)
+    framework               before the model families    after (oppo_sim/hw/models/model_table_families.py)
     verl                    109 / 154                    138 / 154 (89.6%)
     NeMo RL, configs only   114 / 176                    157 / 176
     NeMo RL, full checkout  (not measured)               166 / 176 (94.3%)

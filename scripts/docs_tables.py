@@ -268,8 +268,8 @@ def layout() -> str:
 
 
 def model_table() -> str:
-    """The simulator's model table (``oppo_sim.hw.models.MODELS``), every count derived from the shape."""
-    from oppo_sim.hw.models import MODELS
+    """The simulator's model table (``oppo_sim.hw.models.lookup.MODELS``), every count derived from the shape."""
+    from oppo_sim.hw.models.lookup import MODELS
 
     rows = []
     for m in MODELS.values():
@@ -284,8 +284,8 @@ def model_table() -> str:
 
 
 def gpu_table() -> str:
-    """The simulator's GPU table (``oppo_sim.hw.hardware.GPUS``): datasheet numbers, links one direction per GPU."""
-    from oppo_sim.hw.hardware import GPUS, GiB
+    """The simulator's GPU table (``oppo_sim.hw.devices.hardware.GPUS``): datasheet numbers, links one direction per GPU."""
+    from oppo_sim.hw.devices.hardware import GPUS, GiB
 
     rows = [{"id": f"`{g.id}`", "GPU": g.name, "bf16 dense TFLOPS": f"{g.peak_flops / 1e12:,.0f}",
              "memory GB/s": f"{g.mem_bw / 1e9:,.0f}", "memory GiB": f"{g.mem_bytes / GiB:.1f}",

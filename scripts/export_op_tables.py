@@ -6,9 +6,9 @@ dependency of oppo).
     python scripts/export_op_tables.py --db PATH/systems/data --out oppo_sim/data/op_tables
 
 What is written is *derived*: for every kernel class, the fraction of the GPU's datasheet roofline
-(``oppo_sim.hw.gpu_table``: dense bf16 peak, memory bandwidth) the measured kernel reached, as medians
+(``oppo_sim.hw.devices.gpu_table``: dense bf16 peak, memory bandwidth) the measured kernel reached, as medians
 over the database's shapes in buckets, and straight-line fits (decode attention against the context,
-collectives against the message size). ``oppo_sim.hw.op_tables`` reads the result; docs/op_costs.md
+collectives against the message size). ``oppo_sim.hw.costs.op_tables`` reads the result; docs/op_costs.md
 says what each table holds. Needs pandas and pyarrow (``pip install aiconfigurator-core pandas pyarrow``).
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from oppo_sim.hw.gpu_table import GPUS  # noqa: E402
-from oppo_sim.hw.op_cost import MOE_BLOCK_TOKENS  # noqa: E402
+from oppo_sim.hw.devices.gpu_table import GPUS  # noqa: E402
+from oppo_sim.hw.costs.op_cost import MOE_BLOCK_TOKENS  # noqa: E402
 
 FORMAT = "oppo-op-table/1"
 GPU_MAP = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200",
@@ -105,7 +105,7 @@ def _touched(tokens: float, topk: int, experts: int) -> float:
 def moe_table(df, peak: float, bw: float) -> dict:
     """Grouped bf16 MoE GEMMs (balanced routing, no expert parallelism): median roofline fraction per
     (tokens-per-expert, per-GPU expert width) log2 bucket; the roofline reads every touched expert and
-    computes at least a tile of ``MOE_BLOCK_TOKENS`` tokens in each, as ``oppo_sim.hw.decode_kernels`` prices it."""
+    computes at least a tile of ``MOE_BLOCK_TOKENS`` tokens in each, as ``oppo_sim.hw.costs.decode_kernels`` prices it."""
     d = df[(df.moe_dtype == "bfloat16") & (df.moe_ep_size == 1)]
     if "distribution" in d:
         d = d[d.distribution == "balanced"]

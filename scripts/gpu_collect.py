@@ -5,7 +5,7 @@
                         error, and for decode iterations the kernel share (GPU time / wall time)
     gpu_fit.csv         the fitted cost parameters per model, backend and op (against the GPU table's entry)
     gpu_fit_heldout.csv the fit on half of each op's grid, r2 and error per op on the fitted (split=fit) and
-                        the held-out (split=held-out) grid points (oppo_sim.hw.holdout states the split)
+                        the held-out (split=held-out) grid points (oppo_sim.hw.fitting.holdout states the split)
     gpu_profile.png     measured vs uncalibrated prediction per op (the first model's figure)
     gpu_validation.csv  predicted vs measured per policy and model (validation.csv of each validate stage)
     gpu_parity.png, gpu_timelines.png   the first validation's figures
@@ -70,7 +70,7 @@ def _first(paths: list[Path], dst: Path) -> str | None:
 
 def merge_profiles(stages: Path) -> dict[str, list[str]]:
     """Per model, one profile.json from its per-op stages; returns {model: [ops merged]}."""
-    from oppo_sim.hw.profiles import read_profile, save_profile
+    from oppo_sim.hw.fitting.profiles import read_profile, save_profile
 
     by_model: dict[str, list[tuple[Path, dict]]] = {}
     for p in sorted(stages.glob("profile-*--*/profile.json")):

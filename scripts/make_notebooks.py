@@ -273,7 +273,7 @@ GRPO = [
         "import matplotlib.pyplot as plt\n"
         "import pandas as pd\n"
         "from oppo_sim.core.algorithms import Algorithm\n"
-        "from oppo_sim.hw.hardware import GiB\n"
+        "from oppo_sim.hw.devices.hardware import GiB\n"
         "from oppo_sim.pipeline.config import SimConfig\n"
         "from oppo_sim.pipeline.fit_check import check_fits\n"
         "from oppo_sim.pipeline.memory_plan import longest\n"

@@ -14,9 +14,9 @@ from oppo_sim.cli_setup import sim_config
 from oppo_sim.core.algorithms import DEFAULT_RULE_COST_MS, Algorithm
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import paper_placement
-from oppo_sim.hw.costmodel import CostModel, rule_reward_seconds, train_jobs
-from oppo_sim.hw.hardware import get_hardware
-from oppo_sim.hw.memory import TrainMemoryConfig, state_bytes
+from oppo_sim.hw.costs.costmodel import CostModel, rule_reward_seconds, train_jobs
+from oppo_sim.hw.devices.hardware import get_hardware
+from oppo_sim.hw.memory.train_memory import TrainMemoryConfig, state_bytes
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.memory_plan import memory_report
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.calibration import (
+from oppo_sim.hw.fitting.calibration import (
     MEASUREMENT_COLUMNS,
     REPORT_COLUMNS,
     fit_op,
@@ -17,8 +17,8 @@ from oppo_sim.hw.calibration import (
     with_collective_busbw,
     with_collective_seconds,
 )
-from oppo_sim.hw.costmodel import CostModel, DecodeCost
-from oppo_sim.hw.hardware import (
+from oppo_sim.hw.costs.costmodel import CostModel, DecodeCost
+from oppo_sim.hw.devices.hardware import (
     DEFAULT_COST_PARAMS,
     CostParams,
     GPUSpec,
@@ -26,8 +26,8 @@ from oppo_sim.hw.hardware import (
     OpParams,
     get_gpu,
 )
-from oppo_sim.hw.models import ModelSpec, get_model
-from oppo_sim.hw.profiles import (
+from oppo_sim.hw.models.lookup import ModelSpec, get_model
+from oppo_sim.hw.fitting.profiles import (
     cpu_spec,
     load_profile,
     read_profile,
@@ -316,9 +316,9 @@ def test_save_profile_rejects_bad_meta(tmp_path):
 
 
 def test_with_sync_seconds_reproduces_a_measured_sync():
-    from oppo_sim.hw.calibration import with_sync_seconds
-    from oppo_sim.hw.costmodel import CostModel
-    from oppo_sim.hw.models import get_model
+    from oppo_sim.hw.fitting.calibration import with_sync_seconds
+    from oppo_sim.hw.costs.costmodel import CostModel
+    from oppo_sim.hw.models.lookup import get_model
 
     hw, m = Hardware(get_gpu("h100-sxm")), get_model("qwen2.5-0.5b")
     # 0.99e9 B over 450e9 B/s at 0.6 take 3.66 ms, and 290 tensors x 0.157 ms 45.6 ms: a slower sync raises the

@@ -14,8 +14,8 @@ import pytest
 from oppo_sim.cli import main
 from oppo_sim.frameworks.check_fit import PARAMS, upper
 from oppo_sim.frameworks.check_policies import stretched
-from oppo_sim.hw.hardware import get_hardware
-from oppo_sim.hw.profiles import read_profile
+from oppo_sim.hw.devices.hardware import get_hardware
+from oppo_sim.hw.fitting.profiles import read_profile
 from oppo_sim.traces.runlog import read_run_log
 from oppo_sim.traces.trace import Trace
 
@@ -234,7 +234,7 @@ def test_a_run_faster_than_efficiency_one_allows_gets_its_per_call_cost_fitted(t
     from oppo_sim.frameworks.check_fit import fit, hardware_at
     from oppo_sim.frameworks.check_run import CheckRun, predicted_timers
     from oppo_sim.frameworks.framework_args import with_framework_args
-    from oppo_sim.hw.hardware import CostParams, Hardware
+    from oppo_sim.hw.devices.hardware import CostParams, Hardware
     from oppo_sim.traces.runlog import RunLog
 
     parser = build_parser()

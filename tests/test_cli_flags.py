@@ -104,7 +104,7 @@ def test_engine_and_scoring_flags_reach_the_config(args, get, want):
 
 
 def test_static_call_overhead_comes_from_the_profile_unless_given(tmp_path):
-    from oppo_sim.hw.profiles import resolve_hardware, save_profile
+    from oppo_sim.hw.fitting.profiles import resolve_hardware, save_profile
 
     path = tmp_path / "p.json"
     save_profile(resolve_hardware("h200"), path, meta={"static": {"call_overhead_s": 0.125}})

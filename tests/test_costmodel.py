@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oppo_sim.hw.costmodel import CostModel, DecodeCost, _sum_max_lines
-from oppo_sim.hw.hardware import GPUS, Hardware, OpParams, collective_latency, get_hardware
-from oppo_sim.hw.models import MODELS, get_model
+from oppo_sim.hw.costs.costmodel import CostModel, DecodeCost, _sum_max_lines
+from oppo_sim.hw.devices.hardware import GPUS, Hardware, OpParams, collective_latency, get_hardware
+from oppo_sim.hw.models.lookup import MODELS, get_model
 
 H100 = get_hardware("h100-sxm")
 M7 = get_model("qwen2.5-7b")

@@ -1,5 +1,5 @@
 """The KV cache sized as vLLM sizes it: its share of the device less the weights and what its memory profiling
-takes (``oppo_sim.hw.engine_memory``), checked by hand and against vLLM's own figures."""
+takes (``oppo_sim.hw.memory.engine_memory``), checked by hand and against vLLM's own figures."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.request import EngineConfig, kv_blocks_for
-from oppo_sim.hw.engine_memory import (
+from oppo_sim.hw.memory.engine_memory import (
     NON_TORCH_BYTES,
     NON_TORCH_TP_BYTES,
     SAMPLER_BYTES_PER_LOGIT,
@@ -16,9 +16,9 @@ from oppo_sim.hw.engine_memory import (
     kv_blocks,
     kv_bytes_per_token_per_device,
 )
-from oppo_sim.hw.hardware import GiB
-from oppo_sim.hw.model_spec import ModelSpec
-from oppo_sim.hw.models import get_model
+from oppo_sim.hw.devices.hardware import GiB
+from oppo_sim.hw.models.model_spec import ModelSpec
+from oppo_sim.hw.models.lookup import get_model
 
 H100_TOTAL = 79.18 * GiB  # what torch reports for an H100 80GB in the measured runs below
 

@@ -13,11 +13,11 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import make_policy
 from oppo_sim.engine.request import EngineConfig, Req
 from oppo_sim.engine.static import StaticConfig, StaticCostParams, StaticEngineCore
-from oppo_sim.hw.costmodel import DecodeCost
-from oppo_sim.hw.hardware import OpParams, allreduce_seconds, collective_latency, get_hardware, nodes_spanned
-from oppo_sim.hw.models import get_model
-from oppo_sim.hw.sleepwake import MEMORY_SAVER_COPY, PINNED_COPY, HostCopy, SleepWake
-from oppo_sim.hw.sync import SYNC_PER_TENSOR_S, SyncPlan, sync_legs, sync_seconds
+from oppo_sim.hw.costs.costmodel import DecodeCost
+from oppo_sim.hw.devices.hardware import OpParams, allreduce_seconds, collective_latency, get_hardware, nodes_spanned
+from oppo_sim.hw.models.lookup import get_model
+from oppo_sim.hw.costs.sleepwake import MEMORY_SAVER_COPY, PINNED_COPY, HostCopy, SleepWake
+from oppo_sim.hw.costs.sync import SYNC_PER_TENSOR_S, SyncPlan, sync_legs, sync_seconds
 from oppo_sim.pipeline.config import SimConfig
 
 GiB = 2**30
@@ -115,7 +115,7 @@ def test_sleep_and_wake_from_the_measured_copy_rates():
 def test_the_pipeline_gathers_a_zero3_trainers_weights_for_the_static_engine(zero_stage):
     from oppo_sim.core.placement import colocated_placement
     from oppo_sim.engine.request import EngineConfig
-    from oppo_sim.hw.memory import TrainMemoryConfig
+    from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
     from oppo_sim.pipeline.driver import Pipeline
     from oppo_sim.pipeline.fit_check import check_fits
     from oppo_sim.traces.trace import Trace
@@ -137,9 +137,9 @@ def test_the_pipeline_gathers_a_zero3_trainers_weights_for_the_static_engine(zer
 def test_cost_model_tells_collectives_the_nodes_they_span():
     """The latency by path reaches the cost model: a TP16 replica on 8-GPU nodes spans 2 nodes, a pool over
     domains all-reduces its gradients across them (network hops), one inside a node does not."""
-    from oppo_sim.hw.costmodel import CostModel
-    from oppo_sim.hw.hardware import collective_latency, get_hardware
-    from oppo_sim.hw.models import get_model
+    from oppo_sim.hw.costs.costmodel import CostModel
+    from oppo_sim.hw.devices.hardware import collective_latency, get_hardware
+    from oppo_sim.hw.models.lookup import get_model
 
     h100, m = get_hardware("h100-sxm"), get_model("qwen2.5-7b")
     assert CostModel(h100, domain=8).decode(m, 16).nodes == 2

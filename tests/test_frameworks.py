@@ -331,7 +331,7 @@ def test_engine_and_trainer_memory_fractions_are_read_apart():
     are the engine's own share; neither framework caps its trainer by a fraction (it has the GPU while vLLM
     sleeps): the trainer's share stays oppo-sim's 0.9. verl keeps the actor's state on the GPUs
     (param_offload=False): it sits beside the engine's share while it generates, and the two fit together."""
-    from oppo_sim.hw.pool_memory import GENERATE
+    from oppo_sim.hw.memory.pool_memory import GENERATE
     from oppo_sim.pipeline.fit_check import check_fits
 
     verl = config_of("--from-verl", VERL_SH, "--batch", "8", "--devices", "8", "--tp", "1")

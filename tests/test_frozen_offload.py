@@ -14,12 +14,12 @@ from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import colocated_placement, paper_placement
 from oppo_sim.core.policies import make_policy
-from oppo_sim.hw.hardware import collective_latency, get_hardware
-from oppo_sim.hw.memory import TrainMemoryConfig
-from oppo_sim.hw.engine_memory import engine_memory
-from oppo_sim.hw.pool_memory import ALWAYS, GENERATE, OTHER
-from oppo_sim.hw.models import get_model
-from oppo_sim.hw.sleepwake import PINNED_COPY, SWITCH_FIXED_S
+from oppo_sim.hw.devices.hardware import collective_latency, get_hardware
+from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
+from oppo_sim.hw.memory.engine_memory import engine_memory
+from oppo_sim.hw.memory.pool_memory import ALWAYS, GENERATE, OTHER
+from oppo_sim.hw.models.lookup import get_model
+from oppo_sim.hw.costs.sleepwake import PINNED_COPY, SWITCH_FIXED_S
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.pipeline.fit_check import check_fits, sleep_wake_of

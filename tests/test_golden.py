@@ -16,7 +16,7 @@ from oppo_sim.traces.synthetic import LongTailSpec, generate_longtail
 TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 
 # All five moved when the GPU table took one unit convention and the all-reduces a calibratable efficiency
-# (oppo_sim.hw.hardware): bandwidths one direction per GPU (NVLink 4 450e9 B/s, was the quoted 900e9; NVLink
+# (oppo_sim.hw.devices.hardware): bandwidths one direction per GPU (NVLink 4 450e9 B/s, was the quoted 900e9; NVLink
 # 3 300e9, was 600e9), memory as nvidia-smi reports it (H200 143,771 MiB = 150.8e9 B, was 141e9; A100-80GB
 # 81,920 MiB = 85.9e9 B, was 80e9), and the gradient all-reduce at the `collective` op's 0.8 of the link
 # plus 8 us a call (was 1.0, no latency). Generation is unchanged (same iteration counts). The links alone:
@@ -28,7 +28,7 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # recomputation (was ZeRO-2 with full recomputation, -1.77 s), the links add 0.11 s: 60.6821 -> 59.0254 s (-2.73%).
 #
 # The four on the paper placement moved when the generation engine's sleep and wake became a charge
-# (oppo_sim.hw.sleepwake): the 7 shared H200s take turns, so every step the engine (vLLM level 1, 15.2e9 B of
+# (oppo_sim.hw.costs.sleepwake): the 7 shared H200s take turns, so every step the engine (vLLM level 1, 15.2e9 B of
 # weights per GPU) and the trainer's state (actor + critic under ZeRO-2 over 7, 58.7e9 B per GPU) cross the
 # host link (PCIe 5, 64e9 B/s at the sync op's 0.6, + 50 ms a leg) twice: 2.0265 s a switch, 4.0529 s a step
 # (A100: PCIe 4, 4.1730 s a switch). The sleep runs when generation ends, beside the score GPU's scoring; the
@@ -36,7 +36,7 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # is unchanged (same iteration counts), and async on the disaggregated placement has nothing to switch.
 #
 # None moved when the trainer's log-probs became chunk-wise (one 512-token chunk of full-vocabulary logits
-# instead of every token's, oppo_sim.hw.memory; --full-logits keeps the old charge) and the prompt cap
+# instead of every token's, oppo_sim.hw.memory.train_memory; --full-logits keeps the old charge) and the prompt cap
 # (131,072 tokens) arrived: the trace's prompts are all under the cap, and the activations shrink by 5-6
 # GiB per device at these lengths (sequences up to 8,892 tokens), which changes no training setting chosen
 # -- baseline/oppo/partial-rollout ZeRO-2 without recomputation, inter (8B on A100-80GB) ZeRO-2 with full
@@ -44,17 +44,17 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # only the headroom (main 18.8 -> 24.9 GiB in the paper's setup), which no golden number reads.
 #
 # All five moved when the fixed costs arrived (issue 23, item 3): (1) sleep and wake are priced at the measured
-# copy rates (oppo_sim.hw.sleepwake: a pinned copy at 0.82 / 0.79 of the host link each way, was the sync op's
+# copy rates (oppo_sim.hw.costs.sleepwake: a pinned copy at 0.82 / 0.79 of the host link each way, was the sync op's
 # 0.6 both ways; 50 ms a leg as before): a step's switches on the 7 H200s take 3.0734 s (was 4.0529), on the
-# A100s 6.2751 s (was 8.3460); (2) a weight sync pays per tensor (oppo_sim.hw.sync: 339 tensors of Qwen2.5-7B
+# A100s 6.2751 s (was 8.3460); (2) a weight sync pays per tensor (oppo_sim.hw.costs.sync: 339 tensors of Qwen2.5-7B
 # x (0.15 ms + a 7.2 us NVLink broadcast latency) = 53.3 ms; 291 of Llama-3.1-8B); (3) collective latency
-# grows with the ranks (oppo_sim.hw.hardware.collective_latency: a 7-GPU gradient all-reduce 13.8 us, was 8).
+# grows with the ranks (oppo_sim.hw.devices.hardware.collective_latency: a 7-GPU gradient all-reduce 13.8 us, was 8).
 # baseline 72.2380 -> 71.8016 s (-0.60%), oppo 32.7202 -> 31.7941 s (-2.83%), inter 104.2189 -> 103.2293 s
 # (-0.95%), partial-rollout 30.3289 -> 29.8061 s (-1.72%): the cheaper switches less the dearer sync; async
 # (nothing sleeps; two syncs a step on the disaggregated placement) 59.0254 -> 59.0790 s (+0.09%).
 # Generation is unchanged (same iteration counts).
 # Then (the same issue, item 1):
-# all five moved again when training started waiting for its slowest data-parallel rank (oppo_sim.hw.trainer_cost:
+# all five moved again when training started waiting for its slowest data-parallel rank (oppo_sim.hw.costs.trainer_cost:
 # each optimizer step's compute is the largest rank's FLOPs, the step's sequences dealt as verl's default
 # balance_batch deals them -- equal counts balanced by tokens -- instead of FLOPs / devices) and the trainer's
 # fixed cost became per micro-batch and per optimizer step (was per optimizer step). On this long-tailed

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, Hardware, OpParams, get_gpu
-from oppo_sim.hw.profiles import load_profile, save_profile
+from oppo_sim.hw.devices.hardware import DEFAULT_COST_PARAMS, Hardware, OpParams, get_gpu
+from oppo_sim.hw.fitting.profiles import load_profile, save_profile
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,11 +14,11 @@ from oppo_sim.cli import main
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import disaggregated_placement, paper_placement
 from oppo_sim.explore.space import PlanSpace, space_for
-from oppo_sim.hw.gpu_table import domain_gpus
-from oppo_sim.hw.gpu_yaml import KEYS, gpu_yaml_dict, load_gpu_yaml
-from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, GPUS, GiB, Hardware, MiB, OpParams, get_hardware
-from oppo_sim.hw.profiles import resolve_hardware, save_profile
-from oppo_sim.hw.sync import SyncMechanism
+from oppo_sim.hw.devices.gpu_table import domain_gpus
+from oppo_sim.hw.devices.gpu_yaml import KEYS, gpu_yaml_dict, load_gpu_yaml
+from oppo_sim.hw.devices.hardware import DEFAULT_COST_PARAMS, GPUS, GiB, Hardware, MiB, OpParams, get_hardware
+from oppo_sim.hw.fitting.profiles import resolve_hardware, save_profile
+from oppo_sim.hw.costs.sync import SyncMechanism
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.fit_check import check_fits
 from oppo_sim.pipeline.topology import cost_models, pool_domains, sync_plan
@@ -200,7 +200,7 @@ def test_yaml_syntax_and_shape_errors(tmp_path, text, match):
 
 
 def test_every_yaml_key_is_documented():
-    from oppo_sim.hw import gpu_yaml
+    from oppo_sim.hw.devices import gpu_yaml
 
     assert all(k in gpu_yaml.__doc__ for k in KEYS)
 
@@ -217,8 +217,8 @@ def test_params_source(tmp_path):
 
 
 def test_params_source_of_measured_defaults_and_fits(monkeypatch):
-    from oppo_sim.hw import hardware
-    from oppo_sim.hw.calibration import with_sync_seconds
+    from oppo_sim.hw.devices import hardware
+    from oppo_sim.hw.fitting.calibration import with_sync_seconds
 
     monkeypatch.setattr(hardware, "GPU_COST_PARAMS", {"h200": DEFAULT_COST_PARAMS})
     assert get_hardware("H200").params_source == "measured defaults for h200"
@@ -262,7 +262,7 @@ def test_a_tensor_parallel_group_larger_than_the_domain_runs_its_all_reduces_ove
     from oppo_sim.core.algorithms import Algorithm
     from oppo_sim.core.placement import colocated_placement
     from oppo_sim.engine.request import EngineConfig
-    from oppo_sim.hw.models import get_model
+    from oppo_sim.hw.models.lookup import get_model
     from oppo_sim.pipeline.config import SimConfig
     from oppo_sim.pipeline.fit_check import check_fits
     from oppo_sim.pipeline.topology import cost_models

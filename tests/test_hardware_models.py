@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import (
+from oppo_sim.hw.devices.hardware import (
     DEFAULT_COST_PARAMS,
     GPUS,
     OP_KINDS,
@@ -23,7 +23,7 @@ from oppo_sim.hw.hardware import (
     get_gpu,
     get_hardware,
 )
-from oppo_sim.hw.models import MODELS, ModelSpec, get_model, model_from_hf_config
+from oppo_sim.hw.models.lookup import MODELS, ModelSpec, get_model, model_from_hf_config
 
 GPU_IDS = ["a100-40gb", "a100-80gb", "h100-sxm", "h200", "gh200", "l40s", "rtx-4090", "rtx-pro-6000",
            "h20", "h800", "a800-80gb", "b200", "gb200", "mi300x"]
@@ -35,7 +35,7 @@ MODEL_IDS = [
     "qwen1.5-moe-a2.7b", "qwen2-57b-a14b", "llama-3-8b", "llama-3-70b", "llama-3.2-1b", "llama-3.2-3b", "mistral-nemo",
     "deepseek-llm-7b", "deepseek-llm-67b", "gemma-2-2b", "gemma-2-9b", "gemma-3-1b", "gemma-3-4b",
     "llama-3.3-70b", "qwen2.5-math-1.5b", "deepseek-r1-distill-qwen-1.5b",
-    # the newer families (oppo_sim/hw/model_table_families.py; their sizes: tests/test_model_families.py)
+    # the newer families (oppo_sim/hw/models/model_table_families.py; their sizes: tests/test_model_families.py)
     "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "qwen2.5-vl-72b", "qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b",
     "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b", "glm-4.1v-9b", "minicpm-o-2-6", "gemma-3-27b",
     "qwen3.5-9b", "qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "nemotron-nano-12b-v2",

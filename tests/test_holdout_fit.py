@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.calibration import MEASUREMENT_COLUMNS, fit_profile, predict_seconds
-from oppo_sim.hw.costmodel import CostModel
-from oppo_sim.hw.hardware import CostParams, OpParams, get_gpu
-from oppo_sim.hw.holdout import HOLDOUT_COLUMNS, holdout_mask, holdout_report
-from oppo_sim.hw.models import get_model
+from oppo_sim.hw.fitting.calibration import MEASUREMENT_COLUMNS, fit_profile, predict_seconds
+from oppo_sim.hw.costs.costmodel import CostModel
+from oppo_sim.hw.devices.hardware import CostParams, OpParams, get_gpu
+from oppo_sim.hw.fitting.holdout import HOLDOUT_COLUMNS, holdout_mask, holdout_report
+from oppo_sim.hw.models.lookup import get_model
 
 SPEC = get_gpu("h100-sxm")
 TRUTH = CostParams(decode=OpParams(0.4, 0.6, 3e-3), prefill=OpParams(0.6, 0.5, 2e-3), train=OpParams(0.35, 0.8, 8e-3),

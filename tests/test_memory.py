@@ -11,13 +11,13 @@ import pytest
 from oppo_sim.cli import main
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import colocated_placement, disaggregated_placement
-from oppo_sim.hw.costmodel import CostModel
-from oppo_sim.hw.engine_memory import engine_memory
-from oppo_sim.hw.hardware import GiB, MiB, collective_latency, get_hardware
-from oppo_sim.hw.memory import TrainMemoryConfig, activation_bytes, layer_activation_bytes_per_token, state_bytes
-from oppo_sim.hw.pool_memory import GENERATE, OTHER, PoolMemory, RoleMemory
-from oppo_sim.hw.models import get_model
-from oppo_sim.hw.sync import (
+from oppo_sim.hw.costs.costmodel import CostModel
+from oppo_sim.hw.memory.engine_memory import engine_memory
+from oppo_sim.hw.devices.hardware import GiB, MiB, collective_latency, get_hardware
+from oppo_sim.hw.memory.train_memory import TrainMemoryConfig, activation_bytes, layer_activation_bytes_per_token, state_bytes
+from oppo_sim.hw.memory.pool_memory import GENERATE, OTHER, PoolMemory, RoleMemory
+from oppo_sim.hw.models.lookup import get_model
+from oppo_sim.hw.costs.sync import (
     HOST_PER_TENSOR_S,
     SYNC_PER_TENSOR_S,
     SyncMechanism,

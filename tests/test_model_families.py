@@ -11,9 +11,9 @@ from oppo_sim.cli import main
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.request import EngineConfig, kv_blocks_for
 from oppo_sim.frameworks.translation import model_arg
-from oppo_sim.hw.engine_memory import engine_memory, kv_blocks
-from oppo_sim.hw.hf_config import model_from_hf_config
-from oppo_sim.hw.models import MODELS
+from oppo_sim.hw.memory.engine_memory import engine_memory, kv_blocks
+from oppo_sim.hw.models.hf_config import model_from_hf_config
+from oppo_sim.hw.models.lookup import MODELS
 
 GIB = 1024**3
 

@@ -12,11 +12,11 @@ import pytest
 from oppo_sim.cli import main
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.request import EngineConfig
-from oppo_sim.hw.costmodel import CostModel, DecodeCost
-from oppo_sim.hw.hardware import get_hardware
-from oppo_sim.hw.memory import layer_activation_bytes_per_token
-from oppo_sim.hw.models import MODELS, get_model, model_from_hf_config
-from oppo_sim.hw.sync import param_tensors
+from oppo_sim.hw.costs.costmodel import CostModel, DecodeCost
+from oppo_sim.hw.devices.hardware import get_hardware
+from oppo_sim.hw.memory.train_memory import layer_activation_bytes_per_token
+from oppo_sim.hw.models.lookup import MODELS, get_model, model_from_hf_config
+from oppo_sim.hw.costs.sync import param_tensors
 from oppo_sim.pipeline.config import SimConfig
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf_configs"
@@ -156,7 +156,7 @@ def test_expert_parallel_changes_decode_and_training():
 def test_expert_parallel_shards_training_state_and_is_refused_for_dense():
     from oppo_sim.core.algorithms import Algorithm
     from oppo_sim.core.placement import colocated_placement
-    from oppo_sim.hw.memory import TrainMemoryConfig
+    from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
     from oppo_sim.pipeline.memory_plan import memory_report
 
     base = dict(actor="qwen3-30b-a3b", gpu="h100-sxm", placement=colocated_placement(8), batch=4,

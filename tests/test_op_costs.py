@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.costmodel import CostModel, DecodeCost
-from oppo_sim.hw.decode_kernels import DecodeKernels
-from oppo_sim.hw.hardware import CostParams, Hardware, OpParams, get_hardware
-from oppo_sim.hw.models import get_model
-from oppo_sim.hw.op_cost import MOE_BLOCK_TOKENS, find_op_costs, hardware_for, priced_by, with_op_costs
-from oppo_sim.hw.op_tables import read_table, shipped_table
-from oppo_sim.hw.profiles import save_profile
+from oppo_sim.hw.costs.costmodel import CostModel, DecodeCost
+from oppo_sim.hw.costs.decode_kernels import DecodeKernels
+from oppo_sim.hw.devices.hardware import CostParams, Hardware, OpParams, get_hardware
+from oppo_sim.hw.models.lookup import get_model
+from oppo_sim.hw.costs.op_cost import MOE_BLOCK_TOKENS, find_op_costs, hardware_for, priced_by, with_op_costs
+from oppo_sim.hw.costs.op_tables import read_table, shipped_table
+from oppo_sim.hw.fitting.profiles import save_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 MOE = get_model("qwen3-30b-a3b")
@@ -45,7 +45,7 @@ def test_tables_then_roofline_and_the_echo_says_which():
 
 
 def test_a_cpu_keeps_the_roofline():  # CPU validate is unaffected: no table, no architecture to borrow from
-    from oppo_sim.hw.profiles import cpu_spec
+    from oppo_sim.hw.fitting.profiles import cpu_spec
 
     cpu = Hardware(cpu_spec())
     assert with_op_costs(cpu, "tables") == cpu and with_op_costs(cpu, "tables").ops is None
@@ -141,7 +141,7 @@ def test_malformed_table_is_one_line(tmp_path):
 
 
 def test_tables_are_read_once_per_gpu(monkeypatch):
-    import oppo_sim.hw.op_tables as op_tables
+    import oppo_sim.hw.costs.op_tables as op_tables
 
     reads = []
     real = op_tables.read_table

@@ -277,7 +277,7 @@ def test_an_assumption_the_source_contradicts_is_flagged(monkeypatch):
 
     import numpy as np
 
-    from oppo_sim.hw.models import get_model
+    from oppo_sim.hw.models.lookup import get_model
 
     checks = _load("published_runs_checks", monkeypatch)
     data = _load("published_runs_data", monkeypatch)

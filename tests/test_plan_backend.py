@@ -18,9 +18,9 @@ from oppo_sim.explore.plan import PlanRequest, run_plan
 from oppo_sim.explore.space import Candidate, PlacementSpec, PolicySpec, space_for
 from oppo_sim.explore.trainer_rank import fitted, phase_seconds, prune_trainers, representative_batch
 from oppo_sim.frameworks.export import export_best
-from oppo_sim.hw.memory import TrainMemoryConfig
-from oppo_sim.hw.models import get_model
-from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
+from oppo_sim.hw.models.lookup import get_model
+from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.fit_check import check_fits
 from oppo_sim.pipeline.memory_plan import longest

@@ -8,7 +8,7 @@ from dataclasses import replace
 from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.explore.plan_search import _Space
 from oppo_sim.explore.space import PlacementSpec, space_for
-from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
 BASE = SimConfig(actor="qwen2.5-7b", reward="qwen2.5-7b", gpu="h100-sxm", algorithm=Algorithm("grpo", n=4, reward="rule"))

@@ -15,7 +15,7 @@ import pytest
 from oppo_sim.cli import main
 from oppo_sim.core.errors import ConfigError, TraceError
 from oppo_sim.core.placement import paper_placement
-from oppo_sim.hw.memory import TrainMemoryConfig
+from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.fit_check import check_fits, smallest_sp
 from oppo_sim.pipeline.memory_plan import longest

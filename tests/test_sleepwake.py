@@ -15,9 +15,9 @@ from oppo_sim.core.placement import Placement, Pool, colocated_placement, disagg
 from oppo_sim.core.policies import make_policy
 from oppo_sim.explore.plan import EvalTask, evaluate
 from oppo_sim.explore.space import Candidate, PlacementSpec, PolicySpec
-from oppo_sim.hw.hardware import get_hardware
-from oppo_sim.hw.models import get_model
-from oppo_sim.hw.sleepwake import PINNED_COPY, sleep_wake
+from oppo_sim.hw.devices.hardware import get_hardware
+from oppo_sim.hw.models.lookup import get_model
+from oppo_sim.hw.costs.sleepwake import PINNED_COPY, sleep_wake
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.fit_check import check_fits, colocation, fit_for_policy, sleep_wake_of
 from oppo_sim.pipeline.simulate import simulate

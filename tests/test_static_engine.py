@@ -22,9 +22,9 @@ from oppo_sim.engine.static import (
     StaticCostParams,
     StaticEngineCore,
 )
-from oppo_sim.hw.costmodel import DecodeCost
-from oppo_sim.hw.hardware import get_hardware
-from oppo_sim.hw.models import get_model
+from oppo_sim.hw.costs.costmodel import DecodeCost
+from oppo_sim.hw.devices.hardware import get_hardware
+from oppo_sim.hw.models.lookup import get_model
 from oppo_sim.pipeline.devices import DevicePool, Timeline
 
 try:  # the replica driver moved to its own module in the step-machine refactor

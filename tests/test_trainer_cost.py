@@ -1,4 +1,4 @@
-"""The trainer priced as its backend runs it (oppo_sim.hw.trainer_cost, oppo_sim.hw.trainer_memory): Megatron
+"""The trainer priced as its backend runs it (oppo_sim.hw.costs.trainer_cost, oppo_sim.hw.memory.trainer_memory): Megatron
 memory and time per rank against hand-computed values for a dense and a MoE model, the data-parallel
 imbalance, and frozen models that never gather under Megatron."""
 
@@ -12,13 +12,13 @@ import pytest
 from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import colocated_placement
-from oppo_sim.hw.costmodel import CostModel
-from oppo_sim.hw.hardware import CostParams, OpParams, get_hardware
-from oppo_sim.hw.memory import ADAM_BYTES, head_activation_bytes, layer_activation_bytes_per_token
-from oppo_sim.hw.models import get_model
-from oppo_sim.hw.trainer_cost import dp_partition, rank_loads
-from oppo_sim.hw.trainer_layout import TrainerLayout
-from oppo_sim.hw.trainer_memory import inflight_layers, megatron_activation_bytes, megatron_state_bytes
+from oppo_sim.hw.costs.costmodel import CostModel
+from oppo_sim.hw.devices.hardware import CostParams, OpParams, get_hardware
+from oppo_sim.hw.memory.train_memory import ADAM_BYTES, head_activation_bytes, layer_activation_bytes_per_token
+from oppo_sim.hw.models.lookup import get_model
+from oppo_sim.hw.costs.trainer_cost import dp_partition, rank_loads
+from oppo_sim.hw.costs.trainer_layout import TrainerLayout
+from oppo_sim.hw.memory.trainer_memory import inflight_layers, megatron_activation_bytes, megatron_state_bytes
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.pipeline.memory_plan import frozen_shards
@@ -34,7 +34,7 @@ FREE = OpParams(1.0, 1.0, 0.0)  # collectives: no base latency, the link's full 
 def _no_hop_latency(monkeypatch):
     """NCCL's per-hop latencies (``hardware.collective_latency``) off too: the hand computations here isolate the
     collectives' bytes; latency by path and ranks has its own tests (tests/test_fixed_costs.py)."""
-    import oppo_sim.hw.hardware as hardware
+    import oppo_sim.hw.devices.hardware as hardware
 
     monkeypatch.setattr(hardware, "NCCL_HOP_S", {k: 0.0 for k in hardware.NCCL_HOP_S})
     monkeypatch.setattr(hardware, "NCCL_TREE_NET_HOP_S", 0.0)
@@ -147,7 +147,7 @@ def test_memory_plan_megatron_tp_fits_where_fsdp_needs_recompute():
     fsdp = SimConfig(batch=64, actor="qwen2.5-7b", reward="qwen2.5-7b", placement=colocated_placement(8),
                      algorithm=Algorithm(name="grpo", n=4, reward="rule", kl=False), max_response=trace_len)
     from oppo_sim.pipeline.memory_plan import memory_report
-    from oppo_sim.hw.memory import TrainMemoryConfig
+    from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
     t = TrainMemoryConfig(zero_stage=3, recompute="none")
     a = memory_report(fsdp, trace_len + 1024, trace_len, t).pool("main")
     m = memory_report(replace(fsdp, trainer=megatron(tp=4)), trace_len + 1024, trace_len, t).pool("main")
@@ -213,7 +213,7 @@ def test_frozen_reference_under_megatron_costs_no_gather():
     trace = Trace.from_arrays(np.full(64, 200), np.full(64, 300), name="t")
     base = SimConfig(batch=16, steps=1, actor="qwen2.5-7b", reward="qwen2.5-7b", placement=colocated_placement(8),
                      algorithm=Algorithm(name="grpo", n=4, reward="rule", kl=True))
-    from oppo_sim.hw.memory import TrainMemoryConfig
+    from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
     z3 = replace(base, train_memory=TrainMemoryConfig(zero_stage=3, recompute="none"))
     assert frozen_shards(z3, "reference", 3) == 8
     assert Pipeline(z3, trace, Baseline()).scorers["reference"].gather_s > 0
@@ -233,7 +233,7 @@ def test_megatron_ep_must_divide_a_stage():
 
 def test_frozen_moe_reference_under_megatron_holds_its_expert_shard():
     from oppo_sim.pipeline.memory_plan import memory_report
-    from oppo_sim.hw.memory import TrainMemoryConfig
+    from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
     cfg = SimConfig(actor="qwen3-30b-a3b", reward="qwen3-30b-a3b", gpu="h100-sxm", placement=colocated_placement(16),
                     expert_parallel=8, trainer=megatron(tp=2), batch=16,
                     algorithm=Algorithm(name="grpo", n=4, reward="rule", kl=True))
@@ -253,6 +253,6 @@ def test_megatron_forward_pays_tp_and_bubble_but_no_gather():
 
 
 def test_megatron_refuses_ulysses_sp():
-    from oppo_sim.hw.memory import TrainMemoryConfig
+    from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
     with pytest.raises(ConfigError, match="--cp"):
         SimConfig(placement=colocated_placement(8), trainer=megatron(tp=2), train_memory=TrainMemoryConfig(sequence_parallel=2))

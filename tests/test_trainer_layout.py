@@ -5,7 +5,7 @@ import pytest
 from oppo_sim.cli import build_parser
 from oppo_sim.cli_setup import sim_config
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
 

@@ -373,7 +373,7 @@ def test_the_docs_read_a_fixture_script_unchanged():
     ("deepseek-llm-7b", 6.9, None), ("gemma-2-2b", 2.6, None), ("gemma-2-9b", 9.2, None), ("mistral-nemo", 12.2, None),
 ])
 def test_added_table_models_have_their_published_sizes(mid, total, active):
-    from oppo_sim.hw.models import MODELS
+    from oppo_sim.hw.models.lookup import MODELS
 
     m = MODELS[mid]
     assert m.params / 1e9 == pytest.approx(total, rel=0.03)

@@ -64,7 +64,7 @@ def profile_engines(paths, backend: str, quick: bool, cores, log=print):
 
 def save_engine_profile(hw, static, path, meta: dict | None = None) -> None:
     from oppo_real.profiling.static_decoder import save_static_profile
-    from oppo_sim.hw.profiles import save_profile
+    from oppo_sim.hw.fitting.profiles import save_profile
 
     if static is not None:
         save_static_profile(hw, static, path, meta)
@@ -103,7 +103,7 @@ def add_device_args(p: argparse.ArgumentParser, verbose: bool = True) -> None:
     p.add_argument("--device", type=device_map, default=None,
                    help="cpu (default), cuda, cuda:N, or a per-role map gen=cuda:0,score=cuda:1,train=cuda:0 (bf16 on GPUs)")
     p.add_argument("--shape", default=None,
-                   help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (see oppo_sim.hw.models; "
+                   help="random-weight models of a model-table shape, e.g. qwen2.5-0.5b (see oppo_sim.hw.models.lookup; "
                         "default: the tiny built models)")
     p.add_argument("--gpu-memory", type=float, default=None, metavar="GiB",
                    help="memory per device for the fit check (default: what the GPU reports; the CPU is not checked)")
@@ -120,7 +120,7 @@ def device_fields(a: argparse.Namespace) -> dict:
     stated memory, colocation, and the cores (pinned on the CPU, not pinned when a role runs on a GPU)."""
     from oppo_real.devices.device_map import DeviceMap
     from oppo_real.models.task import TaskConfig
-    from oppo_sim.hw.models import get_model
+    from oppo_sim.hw.models.lookup import get_model
 
     dev = a.device or DeviceMap()
     out = {"devices": dev, "shape": a.shape, "gpu_memory_gib": a.gpu_memory, "colocate": a.colocate,

@@ -84,7 +84,7 @@ def _params(paths) -> float:
 def _target(device: str, gpu: str | None):
     """(device name, GPU-table spec or None, total bytes) of the profiled device."""
     from oppo_real.profiling.gpu_model_error import table_spec
-    from oppo_sim.hw.hardware import get_gpu
+    from oppo_sim.hw.devices.hardware import get_gpu
 
     if device.startswith("cuda"):
         from oppo_real.devices.device_map import DeviceMap, check_available, device_memory
@@ -109,7 +109,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
         suggested_defaults,
         with_predictions,
     )
-    from oppo_sim.hw.profiles import save_profile
+    from oppo_sim.hw.fitting.profiles import save_profile
 
     device = (a.device.gen if a.device else "cpu")
     cuda = device.startswith("cuda")
@@ -149,7 +149,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
                 con.print(error_summary(table).to_string(index=False))
                 plot_profile(table).savefig(out / "profile.png", dpi=110)
             con.print(report.to_string(index=False))
-            con.print("fitted on half the grid, checked on the other half (oppo_sim.hw.holdout):")
+            con.print("fitted on half the grid, checked on the other half (oppo_sim.hw.fitting.holdout):")
             con.print(heldout.to_string(index=False))
         con.print(f"wrote {out}/measurements.csv, fit.csv, heldout.csv, profile.json" + (", profile.png" if spec is not None else "")
                   + f"  (use: oppo-sim run --profile {out}/profile.json)")

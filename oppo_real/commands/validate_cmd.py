@@ -59,7 +59,7 @@ def _calibrate(cfg, a: argparse.Namespace, out: Path, say):
 
     from oppo_real.executor.session import build_run_models, release_local_memory
     from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
-    from oppo_sim.hw.profiles import load_profile, save_profile
+    from oppo_sim.hw.fitting.profiles import load_profile, save_profile
 
     if a.profile:
         from oppo_real.profiling.static_decoder import load_static_params

@@ -10,16 +10,16 @@ the shapes alone — config.json or the model table, never the weights):
   of whole-sequence scoring (the reference's logits over the batch, bf16 and fp32, and a log-softmax row);
 - ``train``: actor and critic in mixed precision — fp32 master weights (4 bytes per parameter), fp32
   gradients (4) and Adam's two moments (8): the 16 bytes per parameter of the ZeRO paper's count — and
-  the larger transient of a training step: one mini-batch's activations (``oppo_sim.hw.memory``'s count,
+  the larger transient of a training step: one mini-batch's activations (``oppo_sim.hw.memory.train_memory``'s count,
   logits included) or the no-grad log-prob pass over the whole batch (its logits).
 
 Where generation shares its GPU with training and the generator sleeps (``colocate == "sleep"``), the
 generator's memory and the training step's transients take turns (the simulator's ``generate`` /
 ``other`` phases); otherwise both are resident. A policy that generates while an earlier step trains
 (``async``) cannot take turns: the real driver never puts its generator to sleep, so on a shared device the
-check plans everything resident — the simulator's rule, :func:`oppo_sim.hw.pool_memory.colocate_for` — and
-refuses it in the simulator's line (:func:`oppo_sim.hw.pool_memory.resident_refusal`) where it does not fit.
-The check is :class:`oppo_sim.hw.pool_memory.PoolMemory`'s, so a refusal reads like the simulator's: one line,
+check plans everything resident — the simulator's rule, :func:`oppo_sim.hw.memory.pool_memory.colocate_for` — and
+refuses it in the simulator's line (:func:`oppo_sim.hw.memory.pool_memory.resident_refusal`) where it does not fit.
+The check is :class:`oppo_sim.hw.memory.pool_memory.PoolMemory`'s, so a refusal reads like the simulator's: one line,
 the role, the device and the numbers.
 
 The device's memory is the one stated (``RealConfig.gpu_memory_gib``, every device of the map, the CPU
@@ -36,10 +36,10 @@ from oppo_real.config import RealConfig
 from oppo_real.devices.device_map import DeviceMap, check_available, device_memory
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import Policy
-from oppo_sim.hw.hardware import GiB
-from oppo_sim.hw.memory import activation_bytes
-from oppo_sim.hw.models import ModelSpec, get_model, model_from_hf_config
-from oppo_sim.hw.pool_memory import ALWAYS, GENERATE, OTHER, PoolMemory, RoleMemory, colocate_for, resident_refusal
+from oppo_sim.hw.devices.hardware import GiB
+from oppo_sim.hw.memory.train_memory import activation_bytes
+from oppo_sim.hw.models.lookup import ModelSpec, get_model, model_from_hf_config
+from oppo_sim.hw.memory.pool_memory import ALWAYS, GENERATE, OTHER, PoolMemory, RoleMemory, colocate_for, resident_refusal
 
 USABLE_FRACTION = 0.92
 TRAIN_BYTES_PER_PARAM = (4, 4, 8)  # fp32 master weights, fp32 gradients, Adam moments (m, v)

@@ -192,9 +192,9 @@ class _Workload:
 # ---------------------------------------------------------------------------------------------- simulator
 def replay_sim(sc: Scenario, num_gpu_blocks: int | None = None) -> list[IterRecord]:
     """Run ``sc`` through :class:`EngineCore` (``num_gpu_blocks``: what vLLM actually allocated, if known)."""
-    from oppo_sim.hw.costmodel import DecodeCost
-    from oppo_sim.hw.hardware import get_hardware
-    from oppo_sim.hw.models import get_model
+    from oppo_sim.hw.costs.costmodel import DecodeCost
+    from oppo_sim.hw.devices.hardware import get_hardware
+    from oppo_sim.hw.models.lookup import get_model
 
     blocks = num_gpu_blocks or sc.settings.num_gpu_blocks
     core = EngineCore(DecodeCost(get_model("qwen2.5-0.5b"), get_hardware("h100-sxm")), sc.settings.engine_config(), blocks)

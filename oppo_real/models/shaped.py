@@ -1,5 +1,5 @@
 """Models of real shape, built locally with random weights: the exact architecture of an entry of the
-simulator's model table (``oppo_sim.hw.models``, e.g. ``qwen2.5-0.5b``) — layers, hidden size, heads,
+simulator's model table (``oppo_sim.hw.models.lookup``, e.g. ``qwen2.5-0.5b``) — layers, hidden size, heads,
 KV heads, MLP width, vocabulary, tied embeddings, q/k/v bias (Qwen2.5) or q/k-norm (Qwen3) — so a
 forward, a decode iteration or a training pass costs what it costs on the trained checkpoint. Nothing is
 downloaded.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.models import ModelSpec, get_model
+from oppo_sim.hw.models.lookup import ModelSpec, get_model
 
 DEFAULT_MAX_POSITION = 32768  # Qwen2.5's max_position_embeddings (0.5B-7B)
 

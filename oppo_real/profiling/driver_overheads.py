@@ -1,7 +1,7 @@
 """Profile what the real executor's driver spends outside the engines: the real :class:`Driver` on workers
 that do no model work (a ``lockstep`` generation backend, null score and train workers), on Ray or in
 process as the runs are. Every step's wall time is then the driver's own — remote round trips, the step
-machine, building requests, batches and records — and is fitted (``oppo_sim.hw.overheads``) against
+machine, building requests, batches and records — and is fitted (``oppo_sim.hw.fitting.overheads``) against
 the step's generation round trips, samples and tokens."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from oppo_real.workers.gen import GenWorker, GenWorkerConfig
 from oppo_real.workers.handles import spawn, start_ray
 from oppo_real.workers.null import NullScoreWorker, NullTrainWorker
 from oppo_sim.core.policies import make_policy
-from oppo_sim.hw.overheads import OVERHEAD_COLUMNS, ExecutorOverheads, fit_overheads
+from oppo_sim.hw.fitting.overheads import OVERHEAD_COLUMNS, ExecutorOverheads, fit_overheads
 from oppo_sim.traces.trace import Trace
 
 GRID_BATCHES = (4, 8, 16)

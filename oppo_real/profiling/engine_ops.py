@@ -1,5 +1,5 @@
 """Profile the real engines: time every operation the simulator's cost model uses, over a grid of sizes,
-on whatever device this is, and write the measurements table that ``oppo_sim.hw.calibration`` fits.
+on whatever device this is, and write the measurements table that ``oppo_sim.hw.fitting.calibration`` fits.
 
 - ``decode``: one engine iteration (vLLM, torch or torch-graph) of ``batch`` sequences over ``kv`` cached
   tokens each; on a GPU also its kernel share (``kernel_s``, ``kernel_share``: GPU time over wall time,
@@ -27,12 +27,12 @@ import numpy as np
 import pandas as pd
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.calibration import fit_profile
-from oppo_sim.hw.costmodel import CostModel
-from oppo_sim.hw.hardware import Hardware
+from oppo_sim.hw.fitting.calibration import fit_profile
+from oppo_sim.hw.costs.costmodel import CostModel
+from oppo_sim.hw.devices.hardware import Hardware
 from oppo_real.profiling.model_shape import compute_dtype, expert_columns, model_spec
-from oppo_sim.hw.models import ModelSpec
-from oppo_sim.hw.profiles import cpu_spec
+from oppo_sim.hw.models.lookup import ModelSpec
+from oppo_sim.hw.fitting.profiles import cpu_spec
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 ``oppo-real profile --device cuda`` times each operation the cost model prices (``oppo_real.profiling.engine_ops``:
 decode iterations over a batch x KV grid, prefill, training passes, weight sync) and this module sets
 every measured call beside the *uncalibrated* prediction of the matching entry of the GPU table
-(``oppo_sim.hw.hardware.GPUS``, found from the device's name) with the default cost parameters
+(``oppo_sim.hw.devices.hardware.GPUS``, found from the device's name) with the default cost parameters
 (``hardware.default_params``: ``DEFAULT_COST_PARAMS`` until a measurement sets the GPU family's): the
 error of the model as shipped, before any fitting. The fit that follows
 (:func:`fit_gpu`) is against that same datasheet spec, so its efficiencies replace the defaults one for
@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.calibration import MEASUREMENT_COLUMNS, fit_profile, predict_seconds
-from oppo_sim.hw.hardware import GPUS, OP_KINDS, GPUSpec, Hardware, default_params
+from oppo_sim.hw.fitting.calibration import MEASUREMENT_COLUMNS, fit_profile, predict_seconds
+from oppo_sim.hw.devices.hardware import GPUS, OP_KINDS, GPUSpec, Hardware, default_params
 
 _NAMES = (("gh200", "gh200"), ("gb200", "gb200"), ("b200", "b200"), ("h200", "h200"), ("h20", "h20"),
           ("h100", "h100-sxm"), ("h800", "h800"), ("a800", "a800-80gb"), ("mi300x", "mi300x"), ("l40s", "l40s"),
@@ -99,12 +99,12 @@ def fit_gpu(table: pd.DataFrame, spec: GPUSpec) -> tuple[Hardware, pd.DataFrame]
 
 
 def heldout_fit(table: pd.DataFrame, spec: GPUSpec | None, cores: int = 1) -> pd.DataFrame:
-    """The fit on half of each op's grid with its error on the other half (``oppo_sim.hw.holdout``): against
+    """The fit on half of each op's grid with its error on the other half (``oppo_sim.hw.fitting.holdout``): against
     the datasheet ``spec`` on a GPU (default parameters for what the data leaves open), against the nominal
     CPU spec on the CPU; ``model`` and ``device`` columns as the measurements have them."""
     from oppo_real.profiling.engine_ops import fittable
-    from oppo_sim.hw.holdout import holdout_report
-    from oppo_sim.hw.profiles import cpu_spec
+    from oppo_sim.hw.fitting.holdout import holdout_report
+    from oppo_sim.hw.fitting.profiles import cpu_spec
 
     rows = fittable(table)
     if spec is None:

@@ -1,7 +1,7 @@
 """Time the bulk copies that sleep / wake and weight sync make, at the sizes of a real engine and trainer,
 and fit a fixed cost and a rate (GiB/s) per direction — what the simulator charges a switch
-(``oppo_sim.hw.sleepwake``: ``overhead_s + bytes / (host_bw * eff)``, with the ``sync`` op's parameters)
-and a sync through host memory (``oppo_sim.hw.sync``).
+(``oppo_sim.hw.costs.sleepwake``: ``overhead_s + bytes / (host_bw * eff)``, with the ``sync`` op's parameters)
+and a sync through host memory (``oppo_sim.hw.costs.sync``).
 
 Two measurements (``MOVES``), each over *tensor sets* shaped as a model's (the parameter shapes of its
 transformers model, read on the meta device; nothing is loaded or built):

@@ -2,7 +2,7 @@
 computes in, and the shapes a profile can be run at: what every profiler needs to price a timed call
 with the cost model's formulas.
 
-``--shape`` of ``oppo-real profile`` names a model-table entry (``oppo_sim.hw.models``: the dense Qwen2.5
+``--shape`` of ``oppo-real profile`` names a model-table entry (``oppo_sim.hw.models.lookup``: the dense Qwen2.5
 shapes 0.5B–7B, ...) or one of :data:`PROFILE_SHAPES`, mixtures of experts small enough to profile on one
 GPU: **qwen3-moe-2.8b-a0.5b**, Qwen3-30B-A3B's routing (128 experts, top-8, no shared expert, q/k-norm,
 4 KV heads of 128) at half its width (hidden 1024, experts 384 wide) and a third of its depth (16
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oppo_sim.hw.models import ModelSpec, get_model, model_from_hf_config
+from oppo_sim.hw.models.lookup import ModelSpec, get_model, model_from_hf_config
 
 
 def _qwen3_moe(layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int, experts: int, top_k: int,

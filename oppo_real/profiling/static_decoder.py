@@ -5,7 +5,7 @@ seconds`` + grid coordinates), so a profile fitted on it drives the simulator's 
 
 Rows:
 - ``decode``: one forward of the static decoder, charged exactly as the simulator's
-  :class:`~oppo_sim.hw.costmodel.DecodeCost` charges it: a decode iteration of ``rows`` sequences over
+  :class:`~oppo_sim.hw.costs.costmodel.DecodeCost` charges it: a decode iteration of ``rows`` sequences over
   ``kv = rows x width`` padded cached tokens (``CostModel.decode_work``), or a prefill of ``new = rows x
   P`` padded tokens with ``rows x P(P+1)/2`` attention pairs (``kind == "prefill"``);
 - ``static_call`` (:data:`STATIC_CALL_OP`): the per-call overhead — seconds of a call's boundary work
@@ -15,7 +15,7 @@ Rows:
 :func:`run_static_profile` adds what a whole run needs (``sync`` into the static decoder, and the scorers'
 ``prefill`` and the PPO ``train`` rows of ``oppo_real.profiling.engine_ops``): what ``oppo-real profile|validate
 --backend torch-static`` measure. :func:`fit_static` fits the cost-model rows with
-``oppo_sim.hw.calibration.fit_profile`` (ops absent from the table keep their defaults) and takes the
+``oppo_sim.hw.fitting.calibration.fit_profile`` (ops absent from the table keep their defaults) and takes the
 per-call overhead as the median of the ``static_call`` rows;
 :func:`save_static_profile` / :func:`load_static_params` keep it in a profile's ``meta["static"]``.
 :func:`predict_static_calls` replays every profiled point on the simulator's static engine and puts
@@ -35,11 +35,11 @@ import pandas as pd
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.request import EngineConfig, Req
 from oppo_sim.engine.static import StaticConfig, StaticCostParams, StaticEngineCore
-from oppo_sim.hw.calibration import MEASUREMENT_COLUMNS, fit_profile
-from oppo_sim.hw.costmodel import CostModel, DecodeCost
-from oppo_sim.hw.hardware import OP_KINDS, GPUSpec, Hardware
-from oppo_sim.hw.models import ModelSpec
-from oppo_sim.hw.profiles import cpu_spec, read_profile, save_profile
+from oppo_sim.hw.fitting.calibration import MEASUREMENT_COLUMNS, fit_profile
+from oppo_sim.hw.costs.costmodel import CostModel, DecodeCost
+from oppo_sim.hw.devices.hardware import OP_KINDS, GPUSpec, Hardware
+from oppo_sim.hw.models.lookup import ModelSpec
+from oppo_sim.hw.fitting.profiles import cpu_spec, read_profile, save_profile
 
 STATIC_CALL_OP = "static_call"
 """Measurement-table op of the static engine's per-call overhead (not one of ``hardware.OP_KINDS``:
@@ -222,7 +222,7 @@ def fit_static(table: pd.DataFrame, spec: GPUSpec | None = None, cores: int = 1,
 
 
 def save_static_profile(hw: Hardware, params: StaticCostParams, path: str | PathLike, meta: dict | None = None) -> None:
-    """A JSON profile (``oppo_sim.hw.profiles`` format) with the static parameters in ``meta["static"]``."""
+    """A JSON profile (``oppo_sim.hw.fitting.profiles`` format) with the static parameters in ``meta["static"]``."""
     save_profile(hw, path, {**(meta or {}), "static": params.to_meta()})
 
 

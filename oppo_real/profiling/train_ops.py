@@ -96,7 +96,7 @@ def _time_role(role: str, model_dir: Path, spec, grid, log, device: str) -> list
     import torch
 
     from oppo_real.models.tiny import load_causal_lm, load_value_model
-    from oppo_sim.hw.costmodel import CostModel
+    from oppo_sim.hw.costs.costmodel import CostModel
 
     load = load_causal_lm if role == "actor" else load_value_model
     n_params = spec.params

@@ -28,8 +28,8 @@ from oppo_real.profiling.engine_ops import model_spec
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import StaticConfig, StaticCostParams
-from oppo_sim.hw.hardware import Hardware
-from oppo_sim.hw.overheads import ExecutorOverheads
+from oppo_sim.hw.devices.hardware import Hardware
+from oppo_sim.hw.fitting.overheads import ExecutorOverheads
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import Trace
 
@@ -112,6 +112,6 @@ def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None
         # time per round trip, step, sample and token (measured by oppo_real.profiling.driver_overheads)
         stream_batching=True, padded_batches=True, overheads=overheads or ExecutorOverheads(),
         # the executor's models never leave their device: its "sleep" frees the torch KV cache (vLLM on the CPU
-        # only pauses) and the trainer offloads nothing, so no host transfer is charged (oppo_sim.hw.sleepwake)
+        # only pauses) and the trainer offloads nothing, so no host transfer is charged (oppo_sim.hw.costs.sleepwake)
         colocate="resident",
     )

@@ -31,9 +31,9 @@ from oppo_real.validation.run_metrics import (
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.results import SimResult
 from oppo_sim.engine.static_params import StaticCostParams
-from oppo_sim.hw.calibration import with_sync_seconds
-from oppo_sim.hw.hardware import Hardware
-from oppo_sim.hw.overheads import ExecutorOverheads
+from oppo_sim.hw.fitting.calibration import with_sync_seconds
+from oppo_sim.hw.devices.hardware import Hardware
+from oppo_sim.hw.fitting.overheads import ExecutorOverheads
 from oppo_sim.pipeline.simulate import simulate
 from oppo_sim.traces.trace import Trace
 

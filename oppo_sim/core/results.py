@@ -24,7 +24,7 @@ count responses: B x n with n responses per prompt (a grouped algorithm)."""
 SIM_STEP_COLUMNS = [*STEP_COLUMNS, "sleep_wake_s"]
 """The simulator's per-step table: :data:`STEP_COLUMNS` and ``sleep_wake_s``, the seconds a generation
 engine that takes turns with the roles sharing its GPUs spends going to sleep and waking up that step
-(``oppo_sim.hw.sleepwake``; 0 where it never sleeps). Of it, the sleep delays the scoring beside the
+(``oppo_sim.hw.costs.sleepwake``; 0 where it never sleeps). Of it, the sleep delays the scoring beside the
 engine and the training (inside ``scoring_s``); the wake comes between ``training_s`` and ``sync_s``."""
 
 TIMELINE_COLUMNS = ["pool", "devices", "activity", "role", "step", "start", "end", "tokens", "flops", "recompute_flops"]

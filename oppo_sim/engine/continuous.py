@@ -55,7 +55,7 @@ from oppo_sim.engine.decoders import Decoders
 from oppo_sim.engine.kvpool import NO_HITS, Hits, KVBlockPool
 from oppo_sim.engine.request import EMIT, FINISH, PAUSE, EngineConfig, Plan, Req, _cdiv
 from oppo_sim.engine.vllm_step import commit_in_full, commit_walk, hits_of, plan_iteration
-from oppo_sim.hw.costmodel import DecodeCost
+from oppo_sim.hw.costs.costmodel import DecodeCost
 
 
 class EngineCore(ChainsMixin):

@@ -19,7 +19,7 @@ from oppo_sim.engine.continuous import EngineCore
 from oppo_sim.engine.protocol import GenerationEngine
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams, StaticEngineCore
-from oppo_sim.hw.costmodel import DecodeCost
+from oppo_sim.hw.costs.costmodel import DecodeCost
 
 
 class EngineKind(str, Enum):

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Protocol, Sized, runtime_checkable
 
 from oppo_sim.engine.request import Chain, Plan, Req
-from oppo_sim.hw.costmodel import DecodeCost
+from oppo_sim.hw.costs.costmodel import DecodeCost
 
 
 @runtime_checkable

@@ -11,9 +11,9 @@ from typing import Any
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.kvpool import NO_HITS, Hits
-from oppo_sim.hw.engine_memory import engine_memory, kv_blocks
-from oppo_sim.hw.hardware import GiB
-from oppo_sim.hw.models import ModelSpec
+from oppo_sim.hw.memory.engine_memory import engine_memory, kv_blocks
+from oppo_sim.hw.devices.hardware import GiB
+from oppo_sim.hw.models.lookup import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ def _cdiv(a: int, b: int) -> int:
 def kv_blocks_for(model: ModelSpec, mem_bytes: float, cfg: EngineConfig, where: str) -> int:
     """KV-cache blocks on a replica of ``cfg.tp`` devices of ``mem_bytes`` each, as vLLM sizes its cache: its
     share (``gpu_memory_utilization``) less the weights and what its memory profiling takes
-    (:mod:`oppo_sim.hw.engine_memory`). This is its ``num_gpu_blocks`` (one of them is the null block, so
+    (:mod:`oppo_sim.hw.memory.engine_memory`). This is its ``num_gpu_blocks`` (one of them is the null block, so
     :class:`EngineCore` uses one fewer), or ``cfg.num_gpu_blocks_override`` when set."""
     if cfg.num_gpu_blocks_override is not None:
         return cfg.num_gpu_blocks_override

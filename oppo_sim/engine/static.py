@@ -68,7 +68,7 @@ from oppo_sim.engine.static_params import (
     StaticConfig,
     StaticCostParams,
 )
-from oppo_sim.hw.costmodel import DecodeCost
+from oppo_sim.hw.costs.costmodel import DecodeCost
 
 __all__ = ["StaticConfig", "StaticCostParams", "CallPlan", "StaticEngineCore", "DEFAULT_CALL_OVERHEAD_S"]
 

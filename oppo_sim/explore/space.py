@@ -47,8 +47,8 @@ from oppo_sim.core.placement import Placement, Pool, streamed_roles
 from oppo_sim.core.policies import POLICY_NAMES, DeltaRule, Policy, make_policy
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.explore.trainer_space import TrainerOptions, trainer_layouts
-from oppo_sim.hw.gpu_table import domain_gpus
-from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.hw.devices.gpu_table import domain_gpus
+from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
 LAYOUTS: tuple[str, ...] = ("colocated", "shared", "split", "gen-apart")

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import POLICY_NAMES, Policy, make_policy
-from oppo_sim.hw.hardware import Hardware, get_hardware
+from oppo_sim.hw.devices.hardware import Hardware, get_hardware
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.catalog import SYNTHETIC_PREFIX, find_trace, load_trace
 from oppo_sim.traces.trace import SUFFIXES, Trace

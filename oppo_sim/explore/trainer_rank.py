@@ -30,9 +30,9 @@ import numpy as np
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.explore.space import Candidate, PlacementSpec, PlanSpace, PolicySpec
-from oppo_sim.hw.costmodel import train_jobs
-from oppo_sim.hw.pool_memory import MemoryReport
-from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.hw.costs.costmodel import train_jobs
+from oppo_sim.hw.memory.pool_memory import MemoryReport
+from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.fit_check import check_fits, smallest_sp
 from oppo_sim.pipeline.memory_plan import FROZEN_ROLES, frozen_gathers, frozen_shards, longest

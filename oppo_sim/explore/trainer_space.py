@@ -1,5 +1,5 @@
 """The trainer layouts the planner may try on a training pool: the backend and its parallelism, in the
-frameworks' own terms (:class:`~oppo_sim.hw.trainer_layout.TrainerLayout`, and the expert parallelism a
+frameworks' own terms (:class:`~oppo_sim.hw.costs.trainer_layout.TrainerLayout`, and the expert parallelism a
 MoE actor trains with), enumerated from what is structurally possible — before memory and cost decide
 (:mod:`oppo_sim.explore.trainer_rank`).
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from oppo_sim.hw.trainer_layout import TRAIN_BACKENDS, TrainerLayout
+from oppo_sim.hw.costs.trainer_layout import TRAIN_BACKENDS, TrainerLayout
 
 __all__ = ["TrainerOptions", "trainer_layouts", "megatron_template"]
 

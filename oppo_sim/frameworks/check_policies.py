@@ -47,7 +47,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.check_fit import Fit, fit_spread, hardware_at
 from oppo_sim.frameworks.check_run import CheckRun, run_trace
 from oppo_sim.frameworks.stages import FRAMEWORK_TIMERS, STEP
-from oppo_sim.hw.hardware import Hardware
+from oppo_sim.hw.devices.hardware import Hardware
 from oppo_sim.traces.trace import Trace
 
 SPREAD: tuple[float, float] = (0.7, 1.3)

@@ -30,7 +30,7 @@ import pandas as pd
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.stages import FRAMEWORK_TIMERS, STEP, framework_timers
-from oppo_sim.hw.hardware import Hardware
+from oppo_sim.hw.devices.hardware import Hardware
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.metrics_import import metrics_to_trace
 from oppo_sim.traces.runlog import RunLog

@@ -156,7 +156,7 @@ def export_best(res, framework: str) -> str:
     import pandas as pd
 
     from oppo_sim.explore.space import Candidate, PlacementSpec, PolicySpec
-    from oppo_sim.hw.trainer_layout import TrainerLayout
+    from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 
     row, base = res.best, res.request.base
     trainer = TrainerLayout(str(row["train_backend"]), int(row["train_tp"]), int(row["pp"]), int(row["vpp"]), int(row["cp"]),

@@ -48,7 +48,7 @@ def layout_of(cfg: SimConfig) -> tuple[str, int, int, int]:
 
 def model_name(model) -> str:
     """What a framework's model path should say: a table model's Hugging Face name, else the path given."""
-    from oppo_sim.hw.models import MODELS
+    from oppo_sim.hw.models.lookup import MODELS
 
     mid = model if isinstance(model, str) else model.id
     if mid.lower() in MODELS:

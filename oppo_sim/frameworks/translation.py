@@ -320,7 +320,7 @@ def model_arg(key: str, value: Any) -> tuple[str | None, str]:
     when nothing matches. A local directory holding ``config.json`` (or the file itself) is passed as a path
     (``get_model`` reads Hugging Face configs); otherwise a table id is matched from the name
     (``Qwen/Qwen2.5-7B-Instruct`` -> ``qwen2.5-7b``: the longest id found in the name on word boundaries)."""
-    from oppo_sim.hw.models import MODELS
+    from oppo_sim.hw.models.lookup import MODELS
 
     text = str(value).strip()
     path = existing_file(text)

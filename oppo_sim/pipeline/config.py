@@ -10,15 +10,15 @@ from oppo_sim.core.placement import Placement, paper_placement
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams
-from oppo_sim.hw.expert_parallel import check_expert_parallel
-from oppo_sim.hw.hardware import Hardware, get_hardware
-from oppo_sim.hw.memory import TrainMemoryConfig
-from oppo_sim.hw.pool_memory import COLOCATE_MODES
-from oppo_sim.hw.models import ModelSpec, get_model
-from oppo_sim.hw.overheads import ExecutorOverheads
-from oppo_sim.hw.sleepwake import DEFAULT_SLEEP_LEVEL, check_sleep_level
-from oppo_sim.hw.sync import SYNC_MECHANISMS
-from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.hw.costs.expert_parallel import check_expert_parallel
+from oppo_sim.hw.devices.hardware import Hardware, get_hardware
+from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
+from oppo_sim.hw.memory.pool_memory import COLOCATE_MODES
+from oppo_sim.hw.models.lookup import ModelSpec, get_model
+from oppo_sim.hw.fitting.overheads import ExecutorOverheads
+from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, check_sleep_level
+from oppo_sim.hw.costs.sync import SYNC_MECHANISMS
+from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.traces.synthetic import RewardCurve
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT, DEFAULT_MAX_RESPONSE, Trace
 
@@ -58,7 +58,7 @@ class SimConfig:
     trace_offset: int = 0  # first trace row used (trace step, with a step column): oppo_sim.traces.rowmap
     train_memory: TrainMemoryConfig = field(default_factory=TrainMemoryConfig)  # ZeRO stage, recompute (None = auto)
     colocate: str = "sleep"  # generation sharing GPUs: "sleep" (engine and trainer take turns) or "resident"
-    sleep_level: int = DEFAULT_SLEEP_LEVEL  # vLLM sleep level where the engine sleeps (oppo_sim.hw.sleepwake)
+    sleep_level: int = DEFAULT_SLEEP_LEVEL  # vLLM sleep level where the engine sleeps (oppo_sim.hw.costs.sleepwake)
     offload_train_state: bool = True  # colocate="sleep": the trainer's state (and frozen weights) go to host while
     #                                   the engine generates (verl param/optimizer_offload, OpenRLHF --deepspeed_enable_sleep)
     nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): with the GPU's

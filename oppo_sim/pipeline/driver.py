@@ -44,8 +44,8 @@ from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.engine.factory import EngineKind, make_engine
 from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Req
 from oppo_sim.engine.static import StaticEngineCore
-from oppo_sim.hw.costmodel import CostModel, train_jobs
-from oppo_sim.hw.pool_memory import MemoryReport
+from oppo_sim.hw.costs.costmodel import CostModel, train_jobs
+from oppo_sim.hw.memory.pool_memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
 from oppo_sim.pipeline.generation import GenReplica

@@ -1,7 +1,7 @@
 """Whether a simulated configuration fits its devices, and what to change when not: the cheapest training
 setup that fits (auto ZeRO stage and recomputation), the knob a refusal names, the smallest sequence
 parallelism that fits, the colocation a policy runs (a policy that generates beside training keeps a shared
-pool resident: :func:`oppo_sim.hw.pool_memory.colocate_for`) and what taking turns costs. What each role
+pool resident: :func:`oppo_sim.hw.memory.pool_memory.colocate_for`) and what taking turns costs. What each role
 holds is :mod:`oppo_sim.pipeline.memory_plan`'s."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import replace
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import Policy
 from oppo_sim.engine.factory import EngineKind
-from oppo_sim.hw.pool_memory import MemoryReport, colocate_for, resident_refusal
-from oppo_sim.hw.sleepwake import SleepWake, sleep_wake
+from oppo_sim.hw.memory.pool_memory import MemoryReport, colocate_for, resident_refusal
+from oppo_sim.hw.costs.sleepwake import SleepWake, sleep_wake
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.memory_plan import lengths, memory_report
 
@@ -116,7 +116,7 @@ def engine_share_hint(cfg: SimConfig, seq: int, resp: int) -> float | None:
 
 def colocation(cfg: SimConfig, policy: Policy) -> SimConfig:
     """``cfg`` as ``policy`` can run it: ``colocate="resident"`` where the policy generates while an earlier
-    step trains and generation shares its pool with other roles (:func:`~oppo_sim.hw.pool_memory.colocate_for`),
+    step trains and generation shares its pool with other roles (:func:`~oppo_sim.hw.memory.pool_memory.colocate_for`),
     else ``cfg``."""
     shared = cfg.placement.shared(cfg.placement.generate)
     mode = colocate_for(cfg.colocate, shared, policy.trains_while_generating())
@@ -149,7 +149,7 @@ def fit_for_policy(cfg: SimConfig, policy: Policy, seq_tokens: int | None = None
 def sleep_wake_of(cfg: SimConfig, report: MemoryReport) -> SleepWake | None:
     """What the generation engine's sleep and wake cost each step on its pool (``cfg.sleep_level``), or
     None where nothing takes turns there (a pool that only generates, ``resident``): see
-    :mod:`oppo_sim.hw.sleepwake`. Only the generation pool has phases."""
+    :mod:`oppo_sim.hw.costs.sleepwake`. Only the generation pool has phases."""
     g = cfg.placement.generate
     return sleep_wake(report.pool(g), cfg.hardware_of(g), cfg.sleep_level)
 

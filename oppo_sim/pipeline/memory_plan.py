@@ -1,6 +1,6 @@
 """What each role of a simulated configuration holds on each pool (bytes per device, by phase), as a
-:class:`~oppo_sim.hw.pool_memory.MemoryReport`: the arithmetic is :mod:`oppo_sim.hw.memory`'s (training),
-:mod:`oppo_sim.hw.engine_memory`'s (the engine, as vLLM profiles it) and :mod:`oppo_sim.hw.pool_memory`'s
+:class:`~oppo_sim.hw.memory.pool_memory.MemoryReport`: the arithmetic is :mod:`oppo_sim.hw.memory.train_memory`'s (training),
+:mod:`oppo_sim.hw.memory.engine_memory`'s (the engine, as vLLM profiles it) and :mod:`oppo_sim.hw.memory.pool_memory`'s
 (phases and shares); this module maps a :class:`~oppo_sim.pipeline.config.SimConfig` onto it. Whether it fits
 and what to change when not: :mod:`oppo_sim.pipeline.fit_check`; where pools sit and what their operations
 cost: :mod:`oppo_sim.pipeline.topology`.
@@ -41,12 +41,12 @@ from dataclasses import replace
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import ROLES, Pool
 from oppo_sim.engine.factory import EngineKind
-from oppo_sim.hw.engine_memory import engine_memory, kv_blocks
-from oppo_sim.hw.expert_parallel import expert_split
-from oppo_sim.hw.memory import TrainMemoryConfig, activation_bytes, state_bytes
-from oppo_sim.hw.models import ModelSpec
-from oppo_sim.hw.pool_memory import ALWAYS, GENERATE, OTHER, MemoryReport, PoolMemory, RoleMemory
-from oppo_sim.hw.trainer_memory import megatron_activation_bytes, megatron_state_bytes, micro_batches_bound
+from oppo_sim.hw.memory.engine_memory import engine_memory, kv_blocks
+from oppo_sim.hw.costs.expert_parallel import expert_split
+from oppo_sim.hw.memory.train_memory import TrainMemoryConfig, activation_bytes, state_bytes
+from oppo_sim.hw.models.lookup import ModelSpec
+from oppo_sim.hw.memory.pool_memory import ALWAYS, GENERATE, OTHER, MemoryReport, PoolMemory, RoleMemory
+from oppo_sim.hw.memory.trainer_memory import megatron_activation_bytes, megatron_state_bytes, micro_batches_bound
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, Trace
 
@@ -98,7 +98,7 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
 
 def _megatron_train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int, tokens: int, resp_in: int,
                          phase: str) -> RoleMemory:
-    """The trainer's role under Megatron (:mod:`oppo_sim.hw.trainer_memory`): the largest stage's state per
+    """The trainer's role under Megatron (:mod:`oppo_sim.hw.memory.trainer_memory`): the largest stage's state per
     rank, and its in-flight micro-batches' activations (at most one sequence per micro-batch per step's share)."""
     lay, ep, rc = cfg.trainer, cfg.expert_parallel, train.recompute
     m = micro_batches_bound(cfg.sequences, cfg.minibatches, lay.data_parallel(devices))

@@ -16,9 +16,9 @@ import simpy
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.continuous import EngineCore
 from oppo_sim.engine.request import FINISH, EngineConfig, Req, kv_blocks_for
-from oppo_sim.hw.costmodel import CostModel
-from oppo_sim.hw.hardware import Hardware, get_hardware
-from oppo_sim.hw.models import ModelSpec, get_model
+from oppo_sim.hw.costs.costmodel import CostModel
+from oppo_sim.hw.devices.hardware import Hardware, get_hardware
+from oppo_sim.hw.models.lookup import ModelSpec, get_model
 from oppo_sim.pipeline.devices import DevicePool, Timeline
 from oppo_sim.pipeline.generation import GenReplica
 from oppo_sim.traces.trace import Trace

@@ -17,8 +17,8 @@ from typing import Callable
 
 import simpy
 
-from oppo_sim.hw.costmodel import CostModel, rule_reward_seconds
-from oppo_sim.hw.models import ModelSpec
+from oppo_sim.hw.costs.costmodel import CostModel, rule_reward_seconds
+from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool
 from oppo_sim.pipeline.samples import SimSample

@@ -9,8 +9,8 @@ import pandas as pd
 
 from oppo_sim.core.policies import Policy, make_policy
 from oppo_sim.core.results import SIM_STEP_COLUMNS, TIMELINE_COLUMNS, SimResult, summarize
-from oppo_sim.hw.op_cost import priced_by
-from oppo_sim.hw.pool_memory import MemoryReport
+from oppo_sim.hw.costs.op_cost import priced_by
+from oppo_sim.hw.memory.pool_memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.pipeline.fit_check import fit_for_policy, sleep_wake_of

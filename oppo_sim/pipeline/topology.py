@@ -4,12 +4,12 @@ training setup the memory plan resolved and the trainer's layout)."""
 
 from __future__ import annotations
 
-from oppo_sim.hw.costmodel import CostModel
-from oppo_sim.hw.gpu_table import domain_gpus
-from oppo_sim.hw.memory import TrainMemoryConfig
-from oppo_sim.hw.pool_memory import MemoryReport
-from oppo_sim.hw.sync import SyncMechanism, SyncPlan
-from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.hw.costs.costmodel import CostModel
+from oppo_sim.hw.devices.gpu_table import domain_gpus
+from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
+from oppo_sim.hw.memory.pool_memory import MemoryReport
+from oppo_sim.hw.costs.sync import SyncMechanism, SyncPlan
+from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
 

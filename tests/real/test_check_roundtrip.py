@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oppo_sim.hw.profiles import read_profile
+from oppo_sim.hw.fitting.profiles import read_profile
 from oppo_sim.traces.runlog import read_run_log
 
 ROOT = Path(__file__).resolve().parents[2]

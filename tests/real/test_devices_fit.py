@@ -159,7 +159,7 @@ def test_a_critic_free_run_holds_no_critic_reward_model_or_reference():
 @pytest.mark.parametrize("model_id", ["qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b", "qwen3-8b", "llama-3.1-8b"])
 def test_shaped_models_have_the_table_shape(model_id):
     from oppo_real.models.shaped import meta_param_counts
-    from oppo_sim.hw.models import get_model
+    from oppo_sim.hw.models.lookup import get_model
 
     lm, head = meta_param_counts(model_id)
     spec = get_model(model_id)
@@ -173,7 +173,7 @@ def test_build_shaped_models_on_disk(tmp_path):
 
     from oppo_real.models.shaped import build_shaped_models
     from oppo_real.models.tiny import load_causal_lm, load_value_model
-    from oppo_sim.hw.models import ModelSpec
+    from oppo_sim.hw.models.lookup import ModelSpec
 
     spec = ModelSpec("mini", "mini", 2, 64, 4, 2, 128, 256, tied_embeddings=True, qkv_bias=True)
     paths = build_shaped_models(tmp_path, spec, max_position=512)
@@ -189,7 +189,7 @@ def test_build_shaped_models_on_disk(tmp_path):
 
 
 def test_async_on_a_shared_device_is_planned_resident_as_the_simulator_plans_it():
-    """One rule on both sides (``oppo_sim.hw.pool_memory.colocate_for``): a policy that trains while it generates
+    """One rule on both sides (``oppo_sim.hw.memory.pool_memory.colocate_for``): a policy that trains while it generates
     keeps a shared device resident. The real check refuses async where only taking turns fits and accepts it
     where everything fits at once, with the simulator's line; the simulator refuses async on a shared pool where
     no engine share leaves the trainer room, and takes turns under oppo on the same pool."""
@@ -198,7 +198,7 @@ def test_async_on_a_shared_device_is_planned_resident_as_the_simulator_plans_it(
     from oppo_real.devices.memory_fit import check_fit, colocation, pools, run_specs
     from oppo_sim.core.placement import colocated_placement
     from oppo_sim.core.policies import make_policy
-    from oppo_sim.hw.hardware import GiB
+    from oppo_sim.hw.devices.hardware import GiB
     from oppo_sim.pipeline.config import SimConfig
     from oppo_sim.pipeline.fit_check import fit_for_policy
 

@@ -9,7 +9,7 @@ import pytest
 from oppo_real.config import RealConfig
 from oppo_real.profiling.driver_overheads import profile_driver
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.overheads import OVERHEAD_COLUMNS, ExecutorOverheads, fit_overheads
+from oppo_sim.hw.fitting.overheads import OVERHEAD_COLUMNS, ExecutorOverheads, fit_overheads
 from oppo_sim.traces.trace import Trace
 
 

@@ -18,7 +18,7 @@ from oppo_real.profiling.gpu_model_error import heldout_fit
 from oppo_real.profiling.kernel_share import NO_CUDA, device_seconds, measure_kernel_share
 from oppo_real.profiling.train_ops import optimizer_fraction
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.holdout import holdout_mask
+from oppo_sim.hw.fitting.holdout import holdout_mask
 
 GRID = ProfileGrid(decode_batch=(1, 2, 4), decode_kv=(8, 16, 32), prefill_new=(8, 32), prefill_ctx=(0, 16),
                    train_batch=(2,), train_len=(16,), repeats=2, sync_repeats=2)

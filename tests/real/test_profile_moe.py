@@ -12,7 +12,7 @@ from oppo_real.models.shaped import build_shaped_models, family, meta_param_coun
 from oppo_real.profiling.engine_ops import ProfileGrid, fit, run_profile
 from oppo_real.profiling.model_shape import PROFILE_SHAPES, model_spec, profile_shape
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.models import get_model
+from oppo_sim.hw.models.lookup import get_model
 
 GRID = ProfileGrid(decode_batch=(1, 4, 16), decode_kv=(8, 24), prefill_new=(4, 32), prefill_ctx=(0, 8), repeats=2)
 

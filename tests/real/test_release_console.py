@@ -123,8 +123,8 @@ def test_profile_table_against_the_gpu_table():
         with_predictions,
     )
     from oppo_sim.core.errors import ConfigError
-    from oppo_sim.hw.calibration import predict_seconds
-    from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, GPUS
+    from oppo_sim.hw.fitting.calibration import predict_seconds
+    from oppo_sim.hw.devices.hardware import DEFAULT_COST_PARAMS, GPUS
 
     assert gpu_table_id("NVIDIA H100 80GB HBM3") == "h100-sxm" and gpu_table_id("NVIDIA H200") == "h200"
     assert gpu_table_id("NVIDIA GH200 480GB") == "gh200"
@@ -154,9 +154,9 @@ def test_profile_table_against_the_gpu_table():
 def test_measured_family_defaults_replace_the_shipped_ones(monkeypatch):
     from dataclasses import replace
 
-    from oppo_sim.hw import hardware
-    from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, OpParams, get_hardware
-    from oppo_sim.hw.profiles import resolve_hardware
+    from oppo_sim.hw.devices import hardware
+    from oppo_sim.hw.devices.hardware import DEFAULT_COST_PARAMS, OpParams, get_hardware
+    from oppo_sim.hw.fitting.profiles import resolve_hardware
 
     assert get_hardware("h100-sxm").params == DEFAULT_COST_PARAMS
     h100 = replace(DEFAULT_COST_PARAMS, decode=OpParams(0.3, 0.8, 1e-3))

@@ -162,7 +162,7 @@ def test_graph_replay_matches_eager_on_cuda(models):  # pragma: no cover - runs 
 def test_memory_fit_counts_whole_slots_for_the_graph_decoders():
     from oppo_real.config import RealConfig
     from oppo_real.devices.memory_fit import kv_cache_bytes
-    from oppo_sim.hw.models import get_model
+    from oppo_sim.hw.models.lookup import get_model
 
     actor = get_model("qwen2.5-1.5b")
     per = actor.with_(dtype_bytes=4).kv_bytes_per_token()

@@ -189,9 +189,9 @@ def test_it_makes_the_simulators_decisions(models, C, gen_batch, carry_kv):
     width) and the same decode iterations (rows over the same padded KV)."""
     from oppo_sim.engine.request import EngineConfig, Req
     from oppo_sim.engine.static import StaticConfig, StaticCostParams, StaticEngineCore
-    from oppo_sim.hw.costmodel import DecodeCost
-    from oppo_sim.hw.hardware import get_hardware
-    from oppo_sim.hw.models import get_model
+    from oppo_sim.hw.costs.costmodel import DecodeCost
+    from oppo_sim.hw.devices.hardware import get_hardware
+    from oppo_sim.hw.models.lookup import get_model
 
     reqs = _reqs()
     a = static(models, call_tokens=C, gen_batch=gen_batch, carry_kv=carry_kv, record_timings=True)
@@ -228,7 +228,7 @@ def test_profile_static_decode_writes_a_table_that_fits_and_predicts(models):
         fit_static,
         predict_static_calls,
     )
-    from oppo_sim.hw.calibration import MEASUREMENT_COLUMNS
+    from oppo_sim.hw.fitting.calibration import MEASUREMENT_COLUMNS
 
     grid = StaticProfileGrid(batch=(1, 4), prompt=(8, 32), call_tokens=(3, 8), calls=2, repeats=1)
     from oppo_real.profiling.static_decoder import profile_static_decode
@@ -248,8 +248,8 @@ def test_profile_static_decode_writes_a_table_that_fits_and_predicts(models):
 def test_static_profile_round_trip(tmp_path):
     from oppo_real.profiling.static_decoder import load_static_params, save_static_profile
     from oppo_sim.engine.static import StaticCostParams
-    from oppo_sim.hw.hardware import get_hardware
-    from oppo_sim.hw.profiles import load_profile
+    from oppo_sim.hw.devices.hardware import get_hardware
+    from oppo_sim.hw.fitting.profiles import load_profile
 
     path = tmp_path / "p.json"
     save_static_profile(get_hardware("h200"), StaticCostParams(0.125), path, {"who": "test"})

@@ -13,7 +13,7 @@ from oppo_real.validation.mirror import mirror_config, mirror_trace
 from oppo_real.validation.validate import COMPONENT_COLUMNS, VALIDATION_COLUMNS, validate
 from oppo_real.validation.validation_plots import plot_parity
 from oppo_sim.core.policies import make_policy
-from oppo_sim.hw.profiles import load_profile, save_profile
+from oppo_sim.hw.fitting.profiles import load_profile, save_profile
 from oppo_sim.traces.trace import Trace
 
 TRACE = Trace.from_arrays([10] * 8, [4, 6, 40, 5, 7, 60, 3, 8], name="tail")
@@ -38,7 +38,7 @@ def test_mirror_matches_the_real_requests(models):
     from oppo_real.models.task import PromptSampler
 
     assert list(t.prompt_tokens) == [len(p) for p in PromptSampler(cfg.task, seed=cfg.seed).sample(8)]
-    sim_cfg = mirror_config(cfg, __import__("oppo_sim.hw.hardware", fromlist=["get_hardware"]).get_hardware("h100-sxm"), models)
+    sim_cfg = mirror_config(cfg, __import__("oppo_sim.hw.devices.hardware", fromlist=["get_hardware"]).get_hardware("h100-sxm"), models)
     assert sim_cfg.placement.pool_of("reward") == "score" and sim_cfg.placement.pool_of("train") == "main"
     assert sim_cfg.padded_batches and sim_cfg.stream_batching
     # every engine setting comes from the real run's configuration, the KV cache included
@@ -80,7 +80,7 @@ def test_decode_profile_times_the_steady_state(models):
 
     from oppo_real.profiling.engine_ops import model_spec, profile_decode
     from oppo_real.profiling.gpu_model_error import gpu_grid
-    from oppo_sim.hw.costmodel import CostModel
+    from oppo_sim.hw.costs.costmodel import CostModel
 
     grid = ProfileGrid(decode_batch=(2,), decode_kv=(16,), repeats=3, decode_warm=4, sync_repeats=1)
     rows = [r for r in profile_decode(Path(models.actor), "torch", grid, None, lambda _m: None) if r["op"] == "decode"]
@@ -101,7 +101,7 @@ def test_components_attribute_the_same_work_on_both_sides(models):
         attribution,
         measure,
     )
-    from oppo_sim.hw.hardware import get_hardware
+    from oppo_sim.hw.devices.hardware import get_hardware
     from oppo_sim.pipeline.simulate import simulate
 
     cfg = RealConfig(batch=4, steps=2, backend="torch", workers="local", max_response=32, length_scale=0.5,
@@ -129,7 +129,7 @@ def test_components_attribute_the_same_work_on_both_sides(models):
 
 def test_mirror_of_a_grpo_run_shares_group_prompts_and_carries_the_algorithm(models):
     from oppo_sim.core.algorithms import Algorithm
-    from oppo_sim.hw.hardware import get_hardware
+    from oppo_sim.hw.devices.hardware import get_hardware
 
     algo = Algorithm("grpo", n=4, reward="rule")
     cfg = RealConfig(batch=2, steps=2, max_response=32, algorithm=algo)

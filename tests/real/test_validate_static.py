@@ -23,7 +23,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import make_policy
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.static_params import StaticCostParams
-from oppo_sim.hw.hardware import get_hardware
+from oppo_sim.hw.devices.hardware import get_hardware
 from oppo_sim.traces.trace import Trace
 
 TRACE = Trace.from_arrays([10] * 8, [4, 6, 40, 5, 7, 60, 3, 8], name="tail")

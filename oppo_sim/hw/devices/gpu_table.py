@@ -4,7 +4,7 @@ One ``GPUSpec`` per accelerator the simulator knows by name (``--gpu h20``), eac
 where its numbers come from, and :func:`domain_gpus`, the rule that says which GPUs reach each other
 over ``link_bw`` and which over the network.
 
-Units are those of :mod:`oppo_sim.hw.hardware` (its module docstring): every link is what ONE GPU moves
+Units are those of :mod:`oppo_sim.hw.devices.hardware` (its module docstring): every link is what ONE GPU moves
 in ONE direction, in bytes per second (vendors sum both directions: NVLink 4 "900 GB/s" is 450e9 B/s
 here); memory is what the device reports (``nvidia-smi --query-gpu=memory.total`` in MiB x ``MiB``,
 ``rocm-smi --showmeminfo vram`` in bytes).

@@ -58,10 +58,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oppo_sim.hw.expert_parallel import alltoall_bytes_per_token, expert_split
-from oppo_sim.hw.hardware import allreduce_seconds, collective_latency, collective_seconds, nodes_spanned
-from oppo_sim.hw.model_spec import ModelSpec
-from oppo_sim.hw.trainer_memory import expert_tp, stage_params
+from oppo_sim.hw.costs.expert_parallel import alltoall_bytes_per_token, expert_split
+from oppo_sim.hw.devices.hardware import allreduce_seconds, collective_latency, collective_seconds, nodes_spanned
+from oppo_sim.hw.models.model_spec import ModelSpec
+from oppo_sim.hw.memory.trainer_memory import expert_tp, stage_params
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "dp_partition", "RankLoads", "rank_loads", "group_bw", "group_nodes", "fsdp_train_seconds",
            "megatron_train_seconds", "forward_ranks", "scorer_batch_scale", "forward_seconds"]

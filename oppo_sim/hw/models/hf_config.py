@@ -1,4 +1,4 @@
-"""Reading a Hugging Face ``config.json`` into a :class:`~oppo_sim.hw.model_spec.ModelSpec`.
+"""Reading a Hugging Face ``config.json`` into a :class:`~oppo_sim.hw.models.model_spec.ModelSpec`.
 
 Any ``model_type`` with the standard keys works: ``num_hidden_layers``, ``hidden_size``,
 ``num_attention_heads``, ``intermediate_size``, ``vocab_size`` (required), ``num_key_value_heads``
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hf_config_hybrid import hybrid_fields, vlm_text_config
-from oppo_sim.hw.model_spec import ModelSpec
+from oppo_sim.hw.models.hf_config_hybrid import hybrid_fields, vlm_text_config
+from oppo_sim.hw.models.model_spec import ModelSpec
 
 __all__ = ["model_from_hf_config", "read_hf_config", "hf_config_path"]
 

@@ -3,7 +3,7 @@ roofline (docs/op_costs.md).
 
 Sources, first found wins: (1) the user's calibrated profile (``--profile``; its fitted efficiencies price
 everything, no table is applied over them); (2) the measured table shipped for that GPU
-(:mod:`oppo_sim.hw.op_tables`); (3) the datasheet roofline — with the fractions of the measured GPUs of the
+(:mod:`oppo_sim.hw.costs.op_tables`); (3) the datasheet roofline — with the fractions of the measured GPUs of the
 same architecture where there are some (H20, H800, GH200 borrow Hopper's from the H100 and H200 tables;
 A800 Ampere's from A100's), else with the default per-operation efficiencies. ``--op-costs roofline``
 skips (2) and (3)'s borrowing.
@@ -28,9 +28,9 @@ from dataclasses import dataclass, replace
 from statistics import median
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import NCCL_HOP_S, CostParams, Hardware, OpParams
-from oppo_sim.hw.models import ModelSpec
-from oppo_sim.hw.op_tables import OpTable, shipped_table
+from oppo_sim.hw.devices.hardware import NCCL_HOP_S, CostParams, Hardware, OpParams
+from oppo_sim.hw.models.lookup import ModelSpec
+from oppo_sim.hw.costs.op_tables import OpTable, shipped_table
 
 OP_COST_MODES: tuple[str, ...] = ("roofline", "tables")
 DEFAULT_OP_COSTS = "roofline"
@@ -151,7 +151,7 @@ def add_op_costs_arg(parser) -> None:
 
 def hardware_for(text, op_costs: str = DEFAULT_OP_COSTS) -> Hardware:
     """A command line's ``--gpu``/``--profile`` text resolved (``profiles.resolve_hardware``) and priced by ``op_costs``."""
-    from oppo_sim.hw.profiles import resolve_hardware
+    from oppo_sim.hw.fitting.profiles import resolve_hardware
 
     return with_op_costs(resolve_hardware(text), op_costs)
 

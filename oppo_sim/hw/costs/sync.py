@@ -18,7 +18,7 @@ its share is the same whether the replica slices or shards the experts). RLHF fr
   taking host tensors do).
 
 Cost, with ``eff`` and ``overhead_s`` the calibrated ``sync`` parameters (defaults 0.6 and 50 ms), every
-bandwidth one direction per GPU (``oppo_sim.hw.hardware``'s convention: H100 NVLink 450e9 B/s) and ``T`` the
+bandwidth one direction per GPU (``oppo_sim.hw.devices.hardware``'s convention: H100 NVLink 450e9 B/s) and ``T`` the
 model's parameter tensors (:attr:`ModelSpec.param_tensors`: 339 for a 7B Qwen2.5, 18,867 for Qwen3-30B-A3B,
 45,395 for DeepSeek-V3)::
 
@@ -33,7 +33,7 @@ exports a generator of full tensors (``get_per_tensor_param``, ``verl/checkpoint
 b178a3cd) that vLLM's ``load_weights`` consumes one by one; NeMo RL packs tensors into buffers for the
 transfer but vLLM still loads them one by one. So a sync pays, per tensor, a Python iteration and the
 engine's weight loader (name lookup, the TP slice, the copy) — :data:`SYNC_PER_TENSOR_S` — and the latency of
-the collective it waits for (:func:`oppo_sim.hw.hardware.collective_latency` of a two-party call on the
+the collective it waits for (:func:`oppo_sim.hw.devices.hardware.collective_latency` of a two-party call on the
 sync's path). The transfer itself is bandwidth-bound and counted once.
 
 The sync keeps its own efficiency rather than the ``collective`` one the all-reduces inside a pool use:
@@ -59,8 +59,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import Hardware, collective_latency
-from oppo_sim.hw.models import ModelSpec
+from oppo_sim.hw.devices.hardware import Hardware, collective_latency
+from oppo_sim.hw.models.lookup import ModelSpec
 
 __all__ = ["SyncMechanism", "SYNC_MECHANISMS", "HOST_PER_TENSOR_S", "SYNC_PER_TENSOR_S", "SyncPlan", "param_tensors",
            "per_tensor_seconds", "sync_legs", "sync_seconds"]

@@ -37,7 +37,7 @@ attends over the latent instead: more FLOPs per pair, the same bytes; not modell
 ``attn_layers`` softmax-attention layers have a KV cache and per-(query, key) attention cost; each of the
 ``mixer_layers`` other layers is priced as its weights (``mixer_params``: 2 FLOPs per weight per token, read
 like any weight) and keeps a recurrent state of constant size per sequence (``mixer_state_bytes`` over all of
-them; :mod:`oppo_sim.hw.hf_config_hybrid` derives both from the config). A non-gated MLP (``gated_mlp``
+them; :mod:`oppo_sim.hw.models.hf_config_hybrid` derives both from the config). A non-gated MLP (``gated_mlp``
 False: Nemotron-H's ReLU², up and down) has two matrices; a latent MoE (``moe_latent``) runs its routed experts
 in that width between a down and an up projection per MoE layer; ``q_gate``: the query projection also emits
 an output gate (Qwen3-Next/3.5).

@@ -3,8 +3,8 @@
 AIConfigurator database; docs/op_costs.md says what each holds and where it comes from.
 
 Every number is a *fraction of the GPU's datasheet roofline* (``datasheet``: the peak and bandwidths of
-``oppo_sim.hw.gpu_table`` it was taken against) or a latency in seconds, so that a GPU of the same
-architecture without a table can borrow it (``oppo_sim.hw.op_cost``). Lookups interpolate linearly in
+``oppo_sim.hw.devices.gpu_table`` it was taken against) or a latency in seconds, so that a GPU of the same
+architecture without a table can borrow it (``oppo_sim.hw.costs.op_cost``). Lookups interpolate linearly in
 log2 of the size and hold the end values outside the measured range. Tables are read once per process
 (:func:`shipped_table` is cached); nothing here runs per engine iteration.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 from oppo_sim.core.errors import ConfigError
 
 FORMAT = "oppo-op-table/1"
-TABLE_DIR = Path(__file__).resolve().parents[1] / "data" / "op_tables"
+TABLE_DIR = Path(__file__).resolve().parents[2] / "data" / "op_tables"
 
 
 def _interp(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:

@@ -45,15 +45,15 @@ experts (``ModelSpec.mlp_act_width``, averaged over dense and MoE layers; the ro
 dispatch buffers are not counted); MLA keeps K and V per head after decompression and its two latents
 (``ModelSpec.attn_act_width``).
 
-**Compute cost of recomputation** (in ``oppo_sim.hw.costmodel.CostModel.train``): selective adds the
+**Compute cost of recomputation** (in ``oppo_sim.hw.costs.costmodel.CostModel.train``): selective adds the
 attention core's forward FLOPs (eager attention only); full adds one forward pass (training FLOPs 3x ->
 4x forward). Megatron measures ~2-4% for selective and ~30-40% for full; Baidu's RLHF article reports
 selective recomputation with sequence parallelism halving activation memory for ~20% slower training.
 Sequence parallelism enters only as ``TrainMemoryConfig.sequence_parallel``, a divisor of the activations
-(Ulysses / ring attention over data-parallel ranks); its all-to-alls are timed in ``oppo_sim.hw.trainer_cost``.
+(Ulysses / ring attention over data-parallel ranks); its all-to-alls are timed in ``oppo_sim.hw.costs.trainer_cost``.
 
 **Pools and phases** (who holds what when, the engine's and the trainer's shares of a device):
-:mod:`oppo_sim.hw.pool_memory`.
+:mod:`oppo_sim.hw.memory.pool_memory`.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.models import ModelSpec
+from oppo_sim.hw.models.lookup import ModelSpec
 
 __all__ = [
     "WEIGHT_BYTES", "GRAD_BYTES", "ADAM_BYTES", "ZERO_STAGES", "RECOMPUTE_MODES", "LOGITS_CHUNK_TOKENS",
@@ -88,7 +88,7 @@ class TrainMemoryConfig:
     micro-batch holds at least one. ``sequence_parallel``: ranks a micro-batch's tokens are split over
     (DeepSpeed-Ulysses / ring attention, as OpenRLHF's ``--ring_attn_size`` and verl's
     ``ulysses_sequence_parallel_size``): activations per device shrink by it; its all-to-alls are timed
-    (``oppo_sim.hw.trainer_cost``). Only with it do prompts of ~100k tokens train on one GPU's memory. ``full_logits``: the
+    (``oppo_sim.hw.costs.trainer_cost``). Only with it do prompts of ~100k tokens train on one GPU's memory. ``full_logits``: the
     lm_head's logits for every token are materialised (no chunked / fused log-prob kernel; module notes)."""
 
     zero_stage: int | None = None

@@ -1,5 +1,5 @@
 """The cost model's fit checked on grid points it did not see: fit the per-op efficiencies
-(:func:`oppo_sim.hw.calibration.fit_profile`) on part of a profile's grid and report the error on the rest.
+(:func:`oppo_sim.hw.fitting.calibration.fit_profile`) on part of a profile's grid and report the error on the rest.
 
 **The split** (:func:`holdout_mask`, deterministic): each op's grid points are placed on its axes —
 decode ``batch x kv``, prefill ``new x ctx``, train ``batch x length`` (per ``role``) — and a point is
@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.calibration import MEASUREMENT_COLUMNS, fit_profile, predict_seconds
-from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, OP_KINDS, CostParams, GPUSpec, Hardware
+from oppo_sim.hw.fitting.calibration import MEASUREMENT_COLUMNS, fit_profile, predict_seconds
+from oppo_sim.hw.devices.hardware import DEFAULT_COST_PARAMS, OP_KINDS, CostParams, GPUSpec, Hardware
 
 GRID_AXES: dict[str, tuple[str, ...]] = {"decode": ("batch", "kv"), "prefill": ("new", "ctx"), "train": ("batch", "length")}
 """The grid axes of each op's profile rows (``oppo_real.profiling.engine_ops``); other ops hold nothing out."""

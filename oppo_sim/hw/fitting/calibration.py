@@ -23,7 +23,7 @@ Identifiability. A coefficient the data cannot pin down is not left to the optim
 Such choices, and efficiencies that hit the upper bound 1 (measured faster than the nominal spec),
 are reported in ``FitReport.note``.
 
-A fitted ``Hardware`` is saved and loaded as a JSON profile by :mod:`oppo_sim.hw.profiles`.
+A fitted ``Hardware`` is saved and loaded as a JSON profile by :mod:`oppo_sim.hw.fitting.profiles`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import (
+from oppo_sim.hw.devices.hardware import (
     DEFAULT_COST_PARAMS,
     OP_KINDS,
     CostParams,
@@ -326,10 +326,10 @@ def with_transfer_seconds(hw: Hardware, op: str, transfer_bytes: float, bw: floa
 def with_sync_seconds(hw: Hardware, transfer_bytes: float, link_bw: float, seconds: float, tensors: int = 0) -> Hardware:
     """``hw`` whose weight-sync op takes ``seconds`` to move ``transfer_bytes`` of ``tensors`` parameter tensors
     over ``link_bw`` (a measured end-to-end sync on the NVLink path; see :func:`with_transfer_seconds`): the
-    per-tensor part ``oppo_sim.hw.sync`` charges comes off the measured time first (where that leaves nothing,
+    per-tensor part ``oppo_sim.hw.costs.sync`` charges comes off the measured time first (where that leaves nothing,
     the sync is fitted to a bare transfer at full efficiency and predicts more than measured: the per-tensor
     estimate is then too high for this machine)."""
-    from oppo_sim.hw.sync import SyncMechanism, per_tensor_seconds  # the sync's own rule: one place
+    from oppo_sim.hw.costs.sync import SyncMechanism, per_tensor_seconds  # the sync's own rule: one place
 
     fixed = tensors * per_tensor_seconds(hw, SyncMechanism.NVLINK)
     return with_transfer_seconds(hw, "sync", transfer_bytes, link_bw, max(seconds - fixed, min(seconds, 1e-6)))

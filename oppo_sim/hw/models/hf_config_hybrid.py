@@ -1,7 +1,7 @@
 """Reading the Hugging Face configs of models that are not a plain stack of attention + MLP layers.
 
-:func:`oppo_sim.hw.hf_config.model_from_hf_config` sends these here; each returns the
-:class:`~oppo_sim.hw.model_spec.ModelSpec` keywords its family adds or changes.
+:func:`oppo_sim.hw.models.hf_config.model_from_hf_config` sends these here; each returns the
+:class:`~oppo_sim.hw.models.model_spec.ModelSpec` keywords its family adds or changes.
 
 - **Vision-language models** (a ``text_config`` beside a ``vision_config``: Qwen2.5-VL, Qwen3-VL, Qwen3.5,
   GLM-4.1V, Gemma-3): priced by their language backbone, the ``text_config``. The vision tower is not

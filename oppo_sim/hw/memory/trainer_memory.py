@@ -14,7 +14,7 @@ setting of the RL frameworks' MoE recipes) where ``ep > 1``; without expert para
 tensor-parallel like the dense MLP. Their Adam state is sharded over the expert-data-parallel ranks
 ``devices / (pp · ep)``.
 
-**Activations** use :mod:`oppo_sim.hw.memory`'s per-token, per-layer count (Korthikanti et al. 2022,
+**Activations** use :mod:`oppo_sim.hw.memory.train_memory`'s per-token, per-layer count (Korthikanti et al. 2022,
 "Reducing Activation Recomputation in Large Transformer Models", adapted to the Llama/Qwen layers), with
 their result for tensor parallelism with sequence parallelism: every stored tensor is split over the
 ``tp`` ranks (``s·b·h·(34 + 5·a·s/h) / t`` per layer in the paper's GPT form); context parallelism splits
@@ -37,10 +37,10 @@ from __future__ import annotations
 import math
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.memory import (ADAM_BYTES, RECOMPUTE_MODES, WEIGHT_BYTES, StateBytes, head_activation_bytes,
+from oppo_sim.hw.memory.train_memory import (ADAM_BYTES, RECOMPUTE_MODES, WEIGHT_BYTES, StateBytes, head_activation_bytes,
                                 layer_activation_bytes_per_token)
-from oppo_sim.hw.model_spec import ModelSpec
-from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.hw.models.model_spec import ModelSpec
+from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 
 __all__ = ["MAIN_GRAD_BYTES", "expert_tp", "stage_params", "megatron_state_bytes", "inflight_layers",
            "megatron_activation_bytes", "micro_batches_bound"]

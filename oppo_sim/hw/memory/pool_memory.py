@@ -3,13 +3,13 @@ device, and the one-line refusal when they do not fit. Both sides check fits wit
 plan (:mod:`oppo_sim.pipeline.memory_plan`) and ``oppo-real``'s fit check (``oppo_real.devices.memory_fit``).
 
 **Pools and phases.** Every number is bytes per device (capacities as the device reports them, see
-``oppo_sim.hw.hardware``); every printed figure and every summary number is in GiB (``GiB`` = 2**30 B). Roles
+``oppo_sim.hw.devices.hardware``); every printed figure and every summary number is in GiB (``GiB`` = 2**30 B). Roles
 are resident ``always`` or only in a phase: where generation shares GPUs with other roles and the engine sleeps
 (``colocate="sleep"``), generation (``generate`` phase) and everything else (``other`` phase) take turns.
 
 **Two shares of a device.** The generation engine's is vLLM's ``gpu_memory_utilization``
 (``PoolMemory.utilization``): vLLM sizes its KV cache to fill ``mem_bytes × utilization`` after its weights and
-what its memory profiling takes (:mod:`oppo_sim.hw.engine_memory`) — memory other processes hold on the device
+what its memory profiling takes (:mod:`oppo_sim.hw.memory.engine_memory`) — memory other processes hold on the device
 is not inside it. Every other role is capped by the trainer's share (``train_utilization``; the rest is the
 CUDA context, NCCL buffers and allocator fragmentation): in verl, OpenRLHF and NeMo RL the trainer has the GPU
 while the engine sleeps, and the engine's fraction does not cap it. Where the engine and other roles are
@@ -32,8 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import GiB
-from oppo_sim.hw.memory import TrainMemoryConfig
+from oppo_sim.hw.devices.hardware import GiB
+from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
 
 ALWAYS, GENERATE, OTHER = "always", "generate", "other"
 COLOCATE_MODES: tuple[str, ...] = ("sleep", "resident")  # what shares a generation pool does while it generates

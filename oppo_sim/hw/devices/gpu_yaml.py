@@ -1,6 +1,6 @@
 """A GPU described by its datasheet alone: ``--gpu PATH.yaml`` (or ``.yml``).
 
-A GPU the table (:mod:`oppo_sim.hw.gpu_table`) does not know can be simulated from a YAML file holding the
+A GPU the table (:mod:`oppo_sim.hw.devices.gpu_table`) does not know can be simulated from a YAML file holding the
 numbers its datasheet prints, each key naming its unit (``examples/gpus/h20.yaml`` is the table's ``h20``
 entry written this way)::
 
@@ -22,7 +22,7 @@ Vendors quote NVLink, Infinity Fabric and PCIe with both directions summed: halv
 "900 GB/s" is 450 each way). A datasheet's "96 GB" of HBM is neither GiB nor what the device reports;
 ``memory_mib`` from ``nvidia-smi --query-gpu=memory.total`` is what the memory model wants.
 
-Such a GPU runs with :data:`~oppo_sim.hw.hardware.DEFAULT_COST_PARAMS` — efficiencies no measurement
+Such a GPU runs with :data:`~oppo_sim.hw.devices.hardware.DEFAULT_COST_PARAMS` — efficiencies no measurement
 has set — unless ``efficiencies`` gives some; ``Hardware.params_source`` says which, and the headers of
 ``oppo-sim run``/``compare``/``plan`` print it. An unknown key, a missing one or a bad value is a
 one-line ``ConfigError`` naming the file and the key.
@@ -39,8 +39,8 @@ from typing import Any
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.userfiles import read_yaml_mapping
-from oppo_sim.hw.gpu_table import GPUSpec, MiB
-from oppo_sim.hw.hardware import DEFAULT_COST_PARAMS, OP_KINDS, UNCALIBRATED, CostParams, GiB, Hardware
+from oppo_sim.hw.devices.gpu_table import GPUSpec, MiB
+from oppo_sim.hw.devices.hardware import DEFAULT_COST_PARAMS, OP_KINDS, UNCALIBRATED, CostParams, GiB, Hardware
 
 YAML_SUFFIXES: tuple[str, ...] = (".yaml", ".yml")
 

@@ -15,7 +15,7 @@ So per device the expert state is ``state_bytes(routed / ep)`` over ``devices / 
 ranks, each device reads ``1 / ep`` of the expert weights, the expert gradients are all-reduced over
 ``devices / ep`` ranks (``1 / ep`` of their bytes), and every MoE layer adds four all-to-alls per
 micro-batch (dispatch and combine, forward and backward) of the device's tokens, timed in
-``oppo_sim.hw.trainer_cost``: over the scale-up link when the EP group (``ep`` consecutive ranks) fits in
+``oppo_sim.hw.costs.trainer_cost``: over the scale-up link when the EP group (``ep`` consecutive ranks) fits in
 one scale-up domain, over the network only when it spans domains.
 
 Not modelled: load imbalance between ranks (uniform routing: every rank gets its share), a replica's
@@ -27,8 +27,8 @@ recomputed forward's all-to-alls under full recomputation, and overlap of the al
 from __future__ import annotations
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import OpParams, allreduce_seconds, collective_latency
-from oppo_sim.hw.model_spec import ModelSpec
+from oppo_sim.hw.devices.hardware import OpParams, allreduce_seconds, collective_latency
+from oppo_sim.hw.models.model_spec import ModelSpec
 
 __all__ = ["alltoall_bytes_per_token", "check_expert_parallel", "decode_comm_coeffs", "expert_split"]
 

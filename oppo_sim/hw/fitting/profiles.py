@@ -1,9 +1,9 @@
 """Hardware profiles: JSON files holding a device spec and its calibrated cost parameters
-(format ``oppo-profile/2``: the units of ``oppo_sim.hw.hardware``, bandwidths one direction per GPU and
+(format ``oppo-profile/2``: the units of ``oppo_sim.hw.devices.hardware``, bandwidths one direction per GPU and
 memory in bytes as the device reports it; ``/1`` files predate that convention and are refused), a
 nominal spec for the local CPU to calibrate against, and :func:`resolve_hardware` — the one place where a
 command line's ``--gpu``/``--profile`` text becomes a :class:`Hardware` (a GPU-table id, a path to a
-profile, or a path to a datasheet-only ``.yaml`` spec, :mod:`oppo_sim.hw.gpu_yaml`)."""
+profile, or a path to a datasheet-only ``.yaml`` spec, :mod:`oppo_sim.hw.devices.gpu_yaml`)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import numpy as np
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.userfiles import read_text
-from oppo_sim.hw.gpu_yaml import is_gpu_yaml, load_gpu_yaml
-from oppo_sim.hw.hardware import (
+from oppo_sim.hw.devices.gpu_yaml import is_gpu_yaml, load_gpu_yaml
+from oppo_sim.hw.devices.hardware import (
     GPUS,
     OP_KINDS,
     CostParams,
@@ -213,7 +213,7 @@ def cpu_spec(
 def resolve_hardware(gpu_or_profile: str | PathLike | Hardware) -> Hardware:
     """A GPU-table id -> its ``Hardware`` with default cost parameters; a path to a ``.json`` profile ->
     the calibrated ``Hardware`` it holds; a path to a ``.yaml``/``.yml`` datasheet spec -> that GPU with
-    uncalibrated defaults (:func:`oppo_sim.hw.gpu_yaml.load_gpu_yaml`); a ``Hardware`` -> itself. Command
+    uncalibrated defaults (:func:`oppo_sim.hw.devices.gpu_yaml.load_gpu_yaml`); a ``Hardware`` -> itself. Command
     lines call this once, so configurations below them hold resolved specs and never read files."""
     if isinstance(gpu_or_profile, Hardware):
         return gpu_or_profile

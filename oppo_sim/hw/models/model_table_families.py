@@ -2,8 +2,8 @@
 models, hybrid Mamba2 / linear-attention stacks, gpt-oss, GLM, MiniMax, Moonlight — and dense models whose
 shape another table model already has (a reward model on Llama-3-8B, a Coder variant of Qwen2.5).
 
-Each is the shape keys of its Hugging Face ``config.json`` (read by :mod:`oppo_sim.hw.hf_config` and
-:mod:`oppo_sim.hw.hf_config_hybrid`, like a user's file), written in this table's own helpers. Sources:
+Each is the shape keys of its Hugging Face ``config.json`` (read by :mod:`oppo_sim.hw.models.hf_config` and
+:mod:`oppo_sim.hw.models.hf_config_hybrid`, like a user's file), written in this table's own helpers. Sources:
 Qwen3-VL, Qwen3.5 (27B, 35B-A3B, 122B-A10B, 397B-A17B), Nemotron-3 Nano/Super, gpt-oss, MiniMax-M2.7,
 GLM-5/5.1 and MiMo-7B from ``aiconfigurator-core`` 0.12.0's ``model_configs/`` (Apache-2.0, copies of the
 Hub's files); the others (Qwen2.5-VL, Qwen3.5-9B, GLM-4.1V, MiniCPM-o 2.6, Gemma-3-27B, Nemotron-Nano-12B-v2,

@@ -8,20 +8,20 @@ plus, for tensor parallelism, two all-reduces of the layer's activations per lay
 interconnect (``link_bw``), and for data-parallel training a gradient all-reduce per optimizer step (over
 ``net_bw`` when the pool spans scale-up domains, ``gpu_table.domain_gpus``), both timed by
 ``hardware.allreduce_seconds`` with the calibrated ``collective`` parameters. The efficiencies and
-overheads come from ``Hardware.params`` (defaults, or fitted by ``oppo_sim.hw.calibration``);
-bandwidths follow ``oppo_sim.hw.hardware``'s convention (one direction, per GPU).
+overheads come from ``Hardware.params`` (defaults, or fitted by ``oppo_sim.hw.fitting.calibration``);
+bandwidths follow ``oppo_sim.hw.devices.hardware``'s convention (one direction, per GPU).
 
 Training follows the trainer's memory settings: activation recomputation adds FLOPs (selective: the
 attention core's forward, eager attention only; full: one more forward, 3x -> 4x forward FLOPs; see
-``oppo_sim.hw.memory``), and ZeRO-3 adds a parameter all-gather to the gradient traffic (3 instead of 2
+``oppo_sim.hw.memory.train_memory``), and ZeRO-3 adds a parameter all-gather to the gradient traffic (3 instead of 2
 model-sized transfers per optimizer step, the ZeRO paper's 1.5x). The weight sync goes by the
-mechanism in ``oppo_sim.hw.sync``.
+mechanism in ``oppo_sim.hw.costs.sync``.
 
 A mixture-of-experts model costs its *active* parameters' FLOPs (router, top-k and shared experts) and
 reads, per forward, only the experts its tokens touch (``ModelSpec.weight_bytes_read``: a decode batch
 of a few sequences reads a few experts per layer, a long prefill all of them); training reads all of
 them and holds state for all of them. Expert parallelism (``DecodeCost.expert_parallel``,
-``CostModel.expert_parallel``) prices its all-to-alls as ``oppo_sim.hw.expert_parallel`` says.
+``CostModel.expert_parallel``) prices its all-to-alls as ``oppo_sim.hw.costs.expert_parallel`` says.
 
 Generation cost is needed per engine iteration, and the engine jumps over many identical-shape decode
 iterations at once, so :class:`DecodeCost` gives the closed-form sum of ``m`` consecutive decode
@@ -37,15 +37,15 @@ from functools import cached_property
 import numpy as np
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.decode_kernels import DecodeKernels
-from oppo_sim.hw.expert_parallel import decode_comm_coeffs
-from oppo_sim.hw.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds, nodes_spanned
-from oppo_sim.hw.memory import RECOMPUTE_MODES, ZERO_STAGES
-from oppo_sim.hw.models import ModelSpec
-from oppo_sim.hw.sync import SyncPlan, sync_seconds
-from oppo_sim.hw.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, forward_ranks, forward_seconds, fsdp_train_seconds, group_bw, group_nodes,
+from oppo_sim.hw.costs.decode_kernels import DecodeKernels
+from oppo_sim.hw.costs.expert_parallel import decode_comm_coeffs
+from oppo_sim.hw.devices.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds, nodes_spanned
+from oppo_sim.hw.memory.train_memory import RECOMPUTE_MODES, ZERO_STAGES
+from oppo_sim.hw.models.lookup import ModelSpec
+from oppo_sim.hw.costs.sync import SyncPlan, sync_seconds
+from oppo_sim.hw.costs.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, forward_ranks, forward_seconds, fsdp_train_seconds, group_bw, group_nodes,
                                      megatron_train_seconds, scorer_batch_scale)
-from oppo_sim.hw.trainer_layout import TrainerLayout
+from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 
 
 
@@ -66,7 +66,7 @@ class DecodeCost:
     ``ovh + comm(b+n) + max(c0 + c_tok*(b+n) + c_pair*(pairs + kv + b), m0(b+n) + m_kv*(kv + b + n))``:
     ``m0`` is the weights the iteration reads — all of them for a dense model, the experts its ``b + n``
     tokens touch for a MoE model (``ModelSpec.weight_bytes_read``). ``expert_parallel``: the replica's
-    experts are sharded over its GPUs (vLLM ``enable_expert_parallel``; see ``oppo_sim.hw.expert_parallel``).
+    experts are sharded over its GPUs (vLLM ``enable_expert_parallel``; see ``oppo_sim.hw.costs.expert_parallel``).
     """
 
     model: ModelSpec
@@ -89,7 +89,7 @@ class DecodeCost:
 
     @cached_property
     def _kern(self) -> DecodeKernels | None:
-        """The kernel-sum pricing where the hardware carries measured op costs (``oppo_sim.hw.op_cost``)."""
+        """The kernel-sum pricing where the hardware carries measured op costs (``oppo_sim.hw.costs.op_cost``)."""
         ops = self.hw.ops
         return None if ops is None else DecodeKernels(ops, self.model, self.tp, self.expert_parallel, self.hw.gpu)
 
@@ -207,7 +207,7 @@ class CostModel:
     expert_parallel: int = 1  # training: a MoE model's experts sharded over this many ranks (Megatron's EP)
     domain: int = 0  # GPUs per scale-up domain (gpu_table.domain_gpus); 0: unbounded. A tensor-parallel
     #                  generation group larger than it runs its all-reduces at net_bw (a ring at its slowest link)
-    layout: TrainerLayout = TrainerLayout()  # the trainer's backend and parallelism (oppo_sim.hw.trainer_cost)
+    layout: TrainerLayout = TrainerLayout()  # the trainer's backend and parallelism (oppo_sim.hw.costs.trainer_cost)
     micro_batch_tokens: int | None = None  # the trainer's micro-batch, packed (TrainMemoryConfig's; None: one longest sequence)
     sequence_parallel: int = 1  # fsdp: Ulysses sequence parallelism of the trainer (TrainMemoryConfig's)
 
@@ -273,7 +273,7 @@ class CostModel:
     ) -> float:
         """Seconds for one PPO epoch: forward+backward over the sequences in ``minibatches`` optimizer steps,
         as the trainer's backend (``layout``) runs it on the slowest data-parallel rank of each step
-        (``oppo_sim.hw.trainer_cost``)."""
+        (``oppo_sim.hw.costs.trainer_cost``)."""
         if self.layout.megatron:
             return megatron_train_seconds(self, model, devices, seq_tokens, minibatches, scalar_head)
         return fsdp_train_seconds(self, model, devices, seq_tokens, minibatches, scalar_head)

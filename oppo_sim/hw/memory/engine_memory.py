@@ -36,8 +36,8 @@ import math
 from dataclasses import dataclass
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import GiB
-from oppo_sim.hw.models import ModelSpec
+from oppo_sim.hw.devices.hardware import GiB
+from oppo_sim.hw.models.lookup import ModelSpec
 
 SAMPLER_BYTES_PER_LOGIT = 38.7
 """Transient bytes of vLLM's dummy sampler run per row per vocabulary entry (measured, module notes)."""

@@ -2,7 +2,7 @@
 the ``other`` phase moves over the host link, and what it costs.
 
 Where generation shares GPUs with other roles and they take turns (``colocate="sleep"``: the memory
-plan's phases, :mod:`oppo_sim.hw.memory`), every step switches twice on that pool — the engine goes to
+plan's phases, :mod:`oppo_sim.hw.memory.train_memory`), every step switches twice on that pool — the engine goes to
 sleep when generation ends so that scoring and training get the memory, and wakes before the next step
 generates. That is how verl's hybrid engine (``actor_rollout_ref`` on one worker group), OpenRLHF
 (``--colocate_all_models --vllm_enable_sleep --deepspeed_enable_sleep``) and NeMo RL's colocated mode
@@ -13,7 +13,7 @@ returns, then the trainer moves its state):
   *level 1* offloads the model weights to CPU memory and discards the KV cache; waking copies the
   weights back over the host link and re-allocates the KV cache. *Level 2* discards both; waking
   re-allocates them and the weights are refilled from the trainer — which the weight sync that follows
-  each update moves anyway (:mod:`oppo_sim.hw.sync`), so level 2 moves no bytes here. vLLM recommends
+  each update moves anyway (:mod:`oppo_sim.hw.costs.sync`), so level 2 moves no bytes here. vLLM recommends
   level 2 for RLHF weight updates; verl calls ``sleep(level=VLLM_SLEEP_LEVEL)`` with
   ``VLLM_SLEEP_LEVEL = 1`` (``verl/third_party/vllm``) and OpenRLHF's engine actor defaults to
   ``sleep(level=1)``: the default here (``SimConfig.sleep_level``). At level 1 the weights therefore cross the host
@@ -60,8 +60,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hardware import GiB, Hardware
-from oppo_sim.hw.pool_memory import GENERATE, OTHER, PoolMemory
+from oppo_sim.hw.devices.hardware import GiB, Hardware
+from oppo_sim.hw.memory.pool_memory import GENERATE, OTHER, PoolMemory
 
 __all__ = ["SLEEP_LEVELS", "DEFAULT_SLEEP_LEVEL", "check_sleep_level", "HostCopy", "PINNED_COPY", "MEMORY_SAVER_COPY",
            "SWITCH_FIXED_S", "SleepWake", "sleep_wake"]

@@ -12,7 +12,7 @@ The data-parallel degree is what is left: ``devices / (tp · pp · cp)``.
 
 ``balance_batch`` (verl ``trainer.balance_batch``, default on; both backends) says how a step's sequences
 are dealt to the data-parallel ranks: balanced by tokens (verl's Karmarkar-Karp partition with equal counts,
-approximated by a greedy longest-first partition with equal counts, :func:`oppo_sim.hw.trainer_cost.dp_partition`) or in
+approximated by a greedy longest-first partition with equal counts, :func:`oppo_sim.hw.costs.trainer_cost.dp_partition`) or in
 contiguous chunks in batch order (``balance_batch=False``, OpenRLHF's and NeMo RL's plain split).
 """
 

@@ -1,12 +1,12 @@
 """Devices: GPU spec table, cost-model parameters and the ``Hardware`` pair that joins them.
 
 A ``GPUSpec`` holds nominal datasheet numbers (dense bf16 peak, memory bandwidth, memory size,
-interconnect, scale-up domain); their table lives in :mod:`oppo_sim.hw.gpu_table` and is re-exported
+interconnect, scale-up domain); their table lives in :mod:`oppo_sim.hw.devices.gpu_table` and is re-exported
 here (``GPUS``, ``get_gpu``). ``CostParams`` holds the calibrated efficiencies and fixed overheads the
-roofline cost model (``oppo_sim.hw.costmodel``) applies per operation kind. ``Hardware`` is "a device": a
+roofline cost model (``oppo_sim.hw.costs.costmodel``) applies per operation kind. ``Hardware`` is "a device": a
 spec plus its parameters and where those come from (``params_source``: a calibrated profile, a
 measurement of that GPU, or the uncalibrated defaults). A calibrated CPU is just another ``Hardware``
-(see ``oppo_sim.hw.calibration``).
+(see ``oppo_sim.hw.fitting.calibration``).
 
 Units — the one convention of the whole package:
 
@@ -16,7 +16,7 @@ Units — the one convention of the whole package:
   32 GB/s each way): the table halves those figures. NICs are quoted per direction already (400 Gb/s NDR
   InfiniBand = 50e9 B/s each way). ``mem_bw`` is the device memory's datasheet figure (reads and writes
   together). Printed as GB/s (1e9 B/s), as datasheets and nccl-tests print them.
-- **Memory capacity** (``mem_bytes`` and every byte count of ``oppo_sim.hw.memory``): bytes as the
+- **Memory capacity** (``mem_bytes`` and every byte count of ``oppo_sim.hw.memory.train_memory``): bytes as the
   device reports them (``nvidia-smi --query-gpu=memory.total`` in MiB x ``MiB``): an "80GB" H100 holds
   81,559 MiB = 79.6 GiB = 85.5e9 B. Every printed memory figure is in GiB (``GiB`` = 2**30 B) and says
   "GiB".
@@ -32,7 +32,7 @@ Cost-model contract, shared with ``costmodel.py`` and ``calibration.py``::
                                 bytes / (devices * bw * eff_memory))
 
 where ``bw`` is ``mem_bw`` for decode / prefill / train and, for sync, the bandwidth of the path the
-weights take (``link_bw``, ``net_bw`` or ``host_bw``: see ``oppo_sim.hw.sync``; sync has no FLOPs). For
+weights take (``link_bw``, ``net_bw`` or ``host_bw``: see ``oppo_sim.hw.costs.sync``; sync has no FLOPs). For
 ``collective``, ``bytes`` are bus bytes, ``bw`` is ``link_bw`` (``net_bw`` for a ring that leaves its
 scale-up domain, ``gpu_table.domain_gpus``) and
 there is no ``devices`` divisor (each GPU moves its own bus bytes).
@@ -46,7 +46,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.gpu_table import GPUS, GiB, GPUSpec, MiB, domain_gpus, get_gpu
+from oppo_sim.hw.devices.gpu_table import GPUS, GiB, GPUSpec, MiB, domain_gpus, get_gpu
 
 __all__ = [
     "GiB",
@@ -114,7 +114,7 @@ class CostParams:
     decode: OpParams  # one generation iteration (mixed decode + chunked-prefill batch)
     prefill: OpParams  # a scorer forward pass (reward/reference/critic/actor log-probs)
     train: OpParams  # forward+backward over tokens (train flops = 3 x forward flops)
-    sync: OpParams  # weight sync: overhead + bytes / (path bandwidth * eff_memory), see oppo_sim.hw.sync
+    sync: OpParams  # weight sync: overhead + bytes / (path bandwidth * eff_memory), see oppo_sim.hw.costs.sync
     # NCCL collectives inside a pool (tensor-parallel and gradient all-reduces, ZeRO-3's all-gather):
     # overhead_s is the latency of one call, eff_memory the fraction of the one-direction link bandwidth
     # its bus bytes move at (see ``allreduce_seconds``); eff_compute is unused (no FLOPs). A default, so
@@ -242,7 +242,7 @@ class Hardware:
     gpu: GPUSpec
     params: CostParams = DEFAULT_COST_PARAMS
     params_source: str = field(default=UNCALIBRATED, compare=False)
-    ops: object | None = None  # measured kernel fractions (``oppo_sim.hw.op_cost.OpCosts``); None: the roofline
+    ops: object | None = None  # measured kernel fractions (``oppo_sim.hw.costs.op_cost.OpCosts``); None: the roofline
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GPUSpec):
@@ -264,7 +264,7 @@ class Hardware:
 
 def get_hardware(gpu: str) -> Hardware:
     """A GPU-table id -> ``Hardware(get_gpu(id))`` with the default cost parameters (a calibrated profile
-    or a datasheet YAML is read by ``oppo_sim.hw.profiles.resolve_hardware`` at the command-line boundary)."""
+    or a datasheet YAML is read by ``oppo_sim.hw.fitting.profiles.resolve_hardware`` at the command-line boundary)."""
     text = str(gpu).strip()
     if text.lower() in GPUS:
         return Hardware(GPUS[text.lower()], default_params(text), default_params_source(text))

@@ -1,10 +1,10 @@
 """Models by name: a table id, or a Hugging Face ``config.json`` — dense, mixture-of-experts or MLA.
 
 ``get_model(arg)`` is what ``--actor``, ``--reward`` and ``SimConfig.actor/reward/critic`` go through:
-``arg`` is an id of the table (:mod:`oppo_sim.hw.model_table`, case-insensitive), a path to a model's
-``config.json``, or a directory holding one (:mod:`oppo_sim.hw.hf_config` reads it; its id is the
+``arg`` is an id of the table (:mod:`oppo_sim.hw.models.model_table`, case-insensitive), a path to a model's
+``config.json``, or a directory holding one (:mod:`oppo_sim.hw.models.hf_config` reads it; its id is the
 model's directory name). The shape and every count derived from it — total and active parameters,
-KV-cache bytes, FLOPs, the bytes a decode batch reads — are :class:`~oppo_sim.hw.model_spec.ModelSpec`'s.
+KV-cache bytes, FLOPs, the bytes a decode batch reads — are :class:`~oppo_sim.hw.models.model_spec.ModelSpec`'s.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.hw.hf_config import model_from_hf_config, read_hf_config
-from oppo_sim.hw.model_spec import ModelSpec
-from oppo_sim.hw.model_table import MODELS
+from oppo_sim.hw.models.hf_config import model_from_hf_config, read_hf_config
+from oppo_sim.hw.models.model_spec import ModelSpec
+from oppo_sim.hw.models.model_table import MODELS
 
 __all__ = ["ModelSpec", "MODELS", "get_model", "model_from_hf_config", "looks_like_path"]
 

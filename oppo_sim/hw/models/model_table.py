@@ -2,7 +2,7 @@
 
 The Qwen2.5, Qwen3 and Llama-3.1 entries are written as shapes; the newer ones (two Qwen3 MoE models,
 DeepSeek-V3, Qwen2.5-Math-7B, Llama-2) are the shape keys of their Hugging Face ``config.json``, read by
-the same reader a user's config goes through (:func:`oppo_sim.hw.hf_config.model_from_hf_config`); the
+the same reader a user's config goes through (:func:`oppo_sim.hw.models.hf_config.model_from_hf_config`); the
 test suite holds the full files (``tests/fixtures/hf_configs/<id>/config.json``) and checks that each
 reads to its table entry. Counts, with the reader's conventions (DeepSeek-V3 without its
 multi-token-prediction layer): Qwen3-30B-A3B 30.5B total / 3.3B active, Qwen3-235B-A22B 235B / 22B,
@@ -17,7 +17,7 @@ them). An -Instruct/-chat/-base variant has its base's shape (Llama-3.3-70B: Lla
 Qwen2.5-Math-1.5B's, embeddings untied).
 Gemma-2/3's sliding-window layers are counted with a full KV cache (an upper bound on their KV memory).
 The newer families recipes name (VLMs, hybrids, gpt-oss, GLM, MiniMax, Moonlight) are in
-:mod:`oppo_sim.hw.model_table_families`.
+:mod:`oppo_sim.hw.models.model_table_families`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from oppo_sim.hw.hf_config import model_from_hf_config
-from oppo_sim.hw.model_spec import ModelSpec
-from oppo_sim.hw.model_table_families import FAMILY_CONFIGS
+from oppo_sim.hw.models.hf_config import model_from_hf_config
+from oppo_sim.hw.models.model_spec import ModelSpec
+from oppo_sim.hw.models.model_table_families import FAMILY_CONFIGS
 
 __all__ = ["MODELS", "HF_CONFIGS"]
 

@@ -1,5 +1,5 @@
 """A generation iteration priced as the sum of its kernels from measured fractions
-(``oppo_sim.hw.op_cost.OpCosts``), for ``costmodel.DecodeCost`` when the op costs come from tables.
+(``oppo_sim.hw.costs.op_cost.OpCosts``), for ``costmodel.DecodeCost`` when the op costs come from tables.
 
 An iteration over ``t`` tokens (``b`` decodes plus ``n`` chunked-prefill tokens) on one of the replica's
 ``tp`` GPUs costs
@@ -21,9 +21,9 @@ The per-size results are cached per instance (one per model, GPU and layout); no
 
 from __future__ import annotations
 
-from oppo_sim.hw.gpu_table import GPUSpec
-from oppo_sim.hw.models import ModelSpec
-from oppo_sim.hw.op_cost import MOE_BLOCK_TOKENS, OpCosts
+from oppo_sim.hw.devices.gpu_table import GPUSpec
+from oppo_sim.hw.models.lookup import ModelSpec
+from oppo_sim.hw.costs.op_cost import MOE_BLOCK_TOKENS, OpCosts
 
 _LONG = 8192.0  # tokens at which a prefill attention runs at its long-sequence fraction
 

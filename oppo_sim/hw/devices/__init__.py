@@ -1,0 +1,1 @@
+"""The devices: GPU table and datasheet YAML specs, the hardware a run prices on (links, collectives' latency)."""

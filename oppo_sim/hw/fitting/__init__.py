@@ -1,0 +1,1 @@
+"""Fitting to measurements: calibration profiles, held-out checks, per-step executor overheads."""
