@@ -27,7 +27,7 @@ from typing import Mapping
 
 from oppo_sim.hw.models.hf_config import model_from_hf_config
 from oppo_sim.hw.models.model_spec import ModelSpec
-from oppo_sim.hw.models.model_table_families import FAMILY_CONFIGS
+from oppo_sim.hw.models.model_table_families import FAMILY_CONFIGS, text_config
 
 __all__ = ["MODELS", "HF_CONFIGS"]
 
@@ -61,12 +61,7 @@ def _llama2(layers: int, hidden: int, heads: int, kv_heads: int, intermediate: i
             "tie_word_embeddings": False, "torch_dtype": "float16"}
 
 
-def _dense(model_type: str, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int, vocab: int,
-           tied: bool, head_dim: int | None = None, **extra) -> dict:
-    return {"model_type": model_type, "num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
-            "num_key_value_heads": kv_heads, "intermediate_size": intermediate, "vocab_size": vocab,
-            "tie_word_embeddings": tied, "torch_dtype": "bfloat16",
-            **({} if head_dim is None else {"head_dim": head_dim}), **extra}
+_dense = text_config  # a dense decoder's config keys (one helper for both tables)
 
 
 HF_CONFIGS: Mapping[str, tuple[str, Mapping]] = MappingProxyType({

@@ -19,8 +19,10 @@ from typing import Mapping
 __all__ = ["FAMILY_CONFIGS"]
 
 
-def _text(model_type: str, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int | None,
-          vocab: int, tied: bool, head_dim: int | None = None, **extra) -> dict:
+def text_config(model_type: str, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int | None,
+                vocab: int, tied: bool, head_dim: int | None = None, **extra) -> dict:
+    """A decoder's shape keys as its ``config.json`` holds them (bf16; ``intermediate`` None where the MLP width
+    comes from other keys); the dense rows of :mod:`oppo_sim.hw.models.model_table` use it too."""
     out = {"model_type": model_type, "num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
            "num_key_value_heads": kv_heads, "vocab_size": vocab, "tie_word_embeddings": tied, "torch_dtype": "bfloat16"}
     if intermediate is not None:
@@ -37,17 +39,17 @@ def _vlm(model_type: str, text: dict) -> dict:
 
 
 def _qwen25_vl(layers: int, hidden: int, heads: int, kv: int, inter: int, vocab: int, tied: bool) -> dict:
-    return _vlm("qwen2_5_vl", _text("qwen2_5_vl_text", layers, hidden, heads, kv, inter, vocab, tied, attention_bias=True))
+    return _vlm("qwen2_5_vl", text_config("qwen2_5_vl_text", layers, hidden, heads, kv, inter, vocab, tied, attention_bias=True))
 
 
 def _qwen3_vl(layers: int, hidden: int, heads: int, kv: int, inter: int, tied: bool, **moe) -> dict:
     kind = "qwen3_vl_moe" if moe else "qwen3_vl"
-    return _vlm(kind, _text(f"{kind}_text", layers, hidden, heads, kv, inter, 151936, tied, 128, **moe))
+    return _vlm(kind, text_config(f"{kind}_text", layers, hidden, heads, kv, inter, 151936, tied, 128, **moe))
 
 
 def _qwen35(layers: int, hidden: int, heads: int, kv: int, value_heads: int, inter: int | None = None, **moe) -> dict:
     kind = "qwen3_5_moe" if moe else "qwen3_5"
-    return _vlm(kind, _text(f"{kind}_text", layers, hidden, heads, kv, inter, 248320, False, 256, attn_output_gate=True,
+    return _vlm(kind, text_config(f"{kind}_text", layers, hidden, heads, kv, inter, 248320, False, 256, attn_output_gate=True,
                             full_attention_interval=4, linear_conv_kernel_dim=4, linear_key_head_dim=128,
                             linear_num_key_heads=16, linear_num_value_heads=value_heads, linear_value_head_dim=128,
                             mamba_ssm_dtype="float32", **moe))
@@ -60,7 +62,7 @@ def _qwen35_moe(experts: int, top_k: int, width: int) -> dict:
 
 def _nemotron_h(pattern: str, hidden: int, heads: int, kv: int, inter: int, mamba_heads: int, mamba_head_dim: int,
                 **extra) -> dict:
-    return _text("nemotron_h", len(pattern), hidden, heads, kv, inter, 131072, False, 128,
+    return text_config("nemotron_h", len(pattern), hidden, heads, kv, inter, 131072, False, 128,
                  hybrid_override_pattern=pattern, mamba_num_heads=mamba_heads, mamba_head_dim=mamba_head_dim,
                  ssm_state_size=128, n_groups=8, conv_kernel=4, use_conv_bias=True, **extra)
 
@@ -71,14 +73,14 @@ def _nemotron3_moe(experts: int, top_k: int, width: int, shared: int, **latent) 
 
 
 def _gpt_oss(layers: int, experts: int) -> dict:
-    return _text("gpt_oss", layers, 2880, 64, 8, 2880, 201088, False, 64, attention_bias=True, num_local_experts=experts,
+    return text_config("gpt_oss", layers, 2880, 64, 8, 2880, 201088, False, 64, attention_bias=True, num_local_experts=experts,
                  num_experts_per_tok=4, sliding_window=128,
                  layer_types=["sliding_attention", "full_attention"] * (layers // 2))
 
 
 def _deepseek_moe(model_type: str, layers: int, hidden: int, heads: int, inter: int, vocab: int, experts: int,
                   top_k: int, width: int, shared: int, first_dense: int, **extra) -> dict:
-    return _text(model_type, layers, hidden, heads, extra.pop("kv", heads), inter, vocab, False, extra.pop("head_dim", None),
+    return text_config(model_type, layers, hidden, heads, extra.pop("kv", heads), inter, vocab, False, extra.pop("head_dim", None),
                  n_routed_experts=experts, num_experts_per_tok=top_k, moe_intermediate_size=width,
                  n_shared_experts=shared, first_k_dense_replace=first_dense, moe_layer_freq=1, topk_method="noaux_tc",
                  **extra)
@@ -86,7 +88,7 @@ def _deepseek_moe(model_type: str, layers: int, hidden: int, heads: int, inter: 
 
 def _minimax01() -> dict:
     """MiniMax-Text-01 / M1: lightning attention, softmax attention every 8th layer, 32 experts top-2."""
-    return _text("minimax", 80, 6144, 64, 8, 9216, 200064, False, 128, num_local_experts=32, num_experts_per_tok=2,
+    return text_config("minimax", 80, 6144, 64, 8, 9216, 200064, False, 128, num_local_experts=32, num_experts_per_tok=2,
                  attn_type_list=([0] * 7 + [1]) * 10)
 
 
@@ -110,10 +112,10 @@ FAMILY_CONFIGS: Mapping[str, tuple[str, Mapping]] = {
     "qwen3-vl-235b-a22b": ("Qwen3-VL-235B-A22B", _qwen3_vl(94, 4096, 64, 4, 12288, False, num_experts=128,
                                                            num_experts_per_tok=8, moe_intermediate_size=1536,
                                                            decoder_sparse_step=1, mlp_only_layers=[])),
-    "glm-4.1v-9b": ("GLM-4.1V-9B", _vlm("glm4v", _text("glm4v_text", 40, 4096, 32, 2, 13696, 151552, False, 128,
+    "glm-4.1v-9b": ("GLM-4.1V-9B", _vlm("glm4v", text_config("glm4v_text", 40, 4096, 32, 2, 13696, 151552, False, 128,
                                                         attention_bias=True))),
-    "minicpm-o-2-6": ("MiniCPM-o-2.6", _vlm("minicpmo", _text("qwen2", 28, 3584, 28, 4, 18944, 151700, False))),
-    "gemma-3-27b": ("Gemma-3-27B", _vlm("gemma3", _text("gemma3_text", 62, 5376, 32, 16, 21504, 262208, True, 128))),
+    "minicpm-o-2-6": ("MiniCPM-o-2.6", _vlm("minicpmo", text_config("qwen2", 28, 3584, 28, 4, 18944, 151700, False))),
+    "gemma-3-27b": ("Gemma-3-27B", _vlm("gemma3", text_config("gemma3_text", 62, 5376, 32, 16, 21504, 262208, True, 128))),
     # Qwen3.5: Gated DeltaNet hybrids (and VLMs)
     "qwen3.5-9b": ("Qwen3.5-9B", _qwen35(32, 4096, 16, 4, 32, 12288)),
     "qwen3.5-27b": ("Qwen3.5-27B", _qwen35(64, 5120, 24, 4, 48, 17408)),
@@ -137,18 +139,18 @@ FAMILY_CONFIGS: Mapping[str, tuple[str, Mapping]] = {
                                          qk_nope_head_dim=192, v_head_dim=256, **_MLA)),
     "glm-5": ("GLM-5", _deepseek_moe("glm_moe_dsa", 78, 6144, 64, 12288, 154880, 256, 8, 2048, 1, 3, q_lora_rank=2048,
                                      qk_nope_head_dim=192, v_head_dim=256, **_MLA)),
-    "minimax-m2.7": ("MiniMax-M2.7", _text("minimax_m2", 62, 3072, 48, 8, 1536, 200064, False, 128, num_local_experts=256,
+    "minimax-m2.7": ("MiniMax-M2.7", text_config("minimax_m2", 62, 3072, 48, 8, 1536, 200064, False, 128, num_local_experts=256,
                                            num_experts_per_tok=8, use_qk_norm=True, use_routing_bias=True)),
     "minimax-text-01": ("MiniMax-Text-01", _minimax01()),
     "minimax-m1": ("MiniMax-M1", _minimax01()),
-    "minimax-m2.5": ("MiniMax-M2.5", _text("minimax_m2", 62, 3072, 48, 8, 1536, 200064, False, 128, num_local_experts=256,
+    "minimax-m2.5": ("MiniMax-M2.5", text_config("minimax_m2", 62, 3072, 48, 8, 1536, 200064, False, 128, num_local_experts=256,
                                            num_experts_per_tok=8, use_qk_norm=True, use_routing_bias=True)),
     # dense models named by recipes (MiMo's multi-token-prediction layer is not counted, as DeepSeek-V3's)
-    "mimo-7b": ("MiMo-7B", _text("mimo", 36, 4096, 32, 8, 11008, 151680, False, 128, attention_bias=True)),
-    "seed-oss-36b": ("Seed-OSS-36B", _text("seed_oss", 64, 5120, 80, 8, 27648, 155136, False, 128, attention_bias=True)),
-    "qwen2.5-coder-7b": ("Qwen2.5-Coder-7B", _text("qwen2", 28, 3584, 28, 4, 18944, 152064, False)),
-    "qwen2.5-coder-14b": ("Qwen2.5-Coder-14B", _text("qwen2", 48, 5120, 40, 8, 13824, 152064, False)),
-    "qwen2.5-coder-32b": ("Qwen2.5-Coder-32B", _text("qwen2", 64, 5120, 40, 8, 27648, 152064, False)),
-    "fsfairx-llama3-rm": ("FsfairX-LLaMA3-RM (Llama-3-8B)", _text("llama", 32, 4096, 32, 8, 14336, 128256, False)),
+    "mimo-7b": ("MiMo-7B", text_config("mimo", 36, 4096, 32, 8, 11008, 151680, False, 128, attention_bias=True)),
+    "seed-oss-36b": ("Seed-OSS-36B", text_config("seed_oss", 64, 5120, 80, 8, 27648, 155136, False, 128, attention_bias=True)),
+    "qwen2.5-coder-7b": ("Qwen2.5-Coder-7B", text_config("qwen2", 28, 3584, 28, 4, 18944, 152064, False)),
+    "qwen2.5-coder-14b": ("Qwen2.5-Coder-14B", text_config("qwen2", 48, 5120, 40, 8, 13824, 152064, False)),
+    "qwen2.5-coder-32b": ("Qwen2.5-Coder-32B", text_config("qwen2", 64, 5120, 40, 8, 27648, 152064, False)),
+    "fsfairx-llama3-rm": ("FsfairX-LLaMA3-RM (Llama-3-8B)", text_config("llama", 32, 4096, 32, 8, 14336, 128256, False)),
 }
 """Shape keys of each family model's ``config.json`` (id -> (display name, keys))."""
