@@ -81,7 +81,8 @@ def test_a_vlm_is_its_language_backbone_and_says_so():
 
 def test_a_hybrid_state_is_set_aside_before_the_kv_cache():
     m, cfg = MODELS["nemotron-3-nano-30b-a3b"], EngineConfig(tp=1, max_num_seqs=64)
-    free = 80 * GIB * cfg.gpu_memory_utilization - engine_memory(m, 1, 64, cfg.max_num_batched_tokens).non_kv
+    e = engine_memory(m, 1, 64, cfg.max_num_batched_tokens)
+    free = 80 * GIB * cfg.gpu_memory_utilization - (e.non_kv - e.seq_state)  # the KV share without the state
     plain, less = kv_blocks(free, m, 1, cfg.block_size), kv_blocks_for(m, 80 * GIB, cfg, "x")
     assert plain - less == pytest.approx(64 * m.mixer_state_bytes / (m.kv_bytes_per_token() * cfg.block_size), abs=1)
 

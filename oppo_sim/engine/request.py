@@ -205,9 +205,7 @@ def kv_blocks_for(model: ModelSpec, mem_bytes: float, cfg: EngineConfig, where: 
     if cfg.num_gpu_blocks_override is not None:
         return cfg.num_gpu_blocks_override
     e = engine_memory(model, cfg.tp, cfg.max_num_seqs, cfg.max_num_batched_tokens)
-    # a hybrid model's constant per-sequence state (Mamba2 / linear-attention layers) set aside for max_num_seqs
-    # sequences first (an upper bound: vLLM takes it from the same pool per running sequence)
-    free = mem_bytes * cfg.gpu_memory_utilization - e.non_kv - cfg.max_num_seqs * model.mixer_state_bytes / cfg.tp
+    free = mem_bytes * cfg.gpu_memory_utilization - e.non_kv
     if free <= 0:
         raise ConfigError(
             f"the model ({e.weights * cfg.tp / GiB:.1f} GiB of weights, {e.overhead / GiB:.1f} GiB of profiled memory "

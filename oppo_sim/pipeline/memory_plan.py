@@ -157,7 +157,7 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
     if vllm:
         e = engine_memory(actor, tp, cfg.engine.max_num_seqs, cfg.engine.max_num_batched_tokens)
         roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", GENERATE if swap else ALWAYS,
-                                weights=e.weights, activations=e.overhead, note=e.describe()))
+                                weights=e.weights, activations=e.overhead + e.seq_state, note=e.describe()))
     elif generates:
         roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", GENERATE if swap else ALWAYS,
                                 weights=actor.weight_bytes() / tp))
@@ -208,6 +208,5 @@ def generation_kv_blocks(cfg: SimConfig, report: MemoryReport) -> int:
     engine after its weights and profiled memory (the engine's ``num_gpu_blocks_override`` when set)."""
     if cfg.engine.num_gpu_blocks_override is not None:
         return cfg.engine.num_gpu_blocks_override
-    kv, model = report.pool(cfg.placement.generate).kv_cache or 0.0, cfg.models()["generate"]
-    kv -= cfg.engine.max_num_seqs * model.mixer_state_bytes / cfg.engine.tp  # a hybrid's per-sequence state first
-    return kv_blocks(kv, model, cfg.engine.tp, cfg.engine.block_size)
+    kv = report.pool(cfg.placement.generate).kv_cache or 0.0
+    return kv_blocks(kv, cfg.models()["generate"], cfg.engine.tp, cfg.engine.block_size)

@@ -58,6 +58,7 @@ class EngineMemory:
     sampler: float  # the dummy sampler run's transient peak
     cuda_graphs: float
     non_torch: float
+    seq_state: float = 0.0  # a hybrid's constant per-sequence state (Mamba2 / linear attention), max_num_seqs of it
 
     @property
     def transient(self) -> float:
@@ -71,11 +72,14 @@ class EngineMemory:
 
     @property
     def non_kv(self) -> float:
-        return self.weights + self.overhead
+        """Everything before the KV blocks: weights, the profiling's take and a hybrid's per-sequence state (set
+        aside for ``max_num_seqs`` sequences — an upper bound: vLLM takes it per running sequence)."""
+        return self.weights + self.overhead + self.seq_state
 
     def describe(self) -> str:
         return (f"profiled peak {self.transient / GiB:.2f} (forward {self.activations / GiB:.2f}, sampler "
-                f"{self.sampler / GiB:.2f}), CUDA graphs {self.cuda_graphs / GiB:.2f}, non-torch {self.non_torch / GiB:.2f} GiB")
+                f"{self.sampler / GiB:.2f}), CUDA graphs {self.cuda_graphs / GiB:.2f}, non-torch {self.non_torch / GiB:.2f} GiB"
+                + (f", sequence state {self.seq_state / GiB:.2f} GiB" if self.seq_state else ""))
 
 
 def forward_peak_bytes(model: ModelSpec, tokens: int, tp: int = 1) -> float:
@@ -96,6 +100,7 @@ def engine_memory(model: ModelSpec, tp: int, max_num_seqs: int, max_num_batched_
         sampler=SAMPLER_BYTES_PER_LOGIT * rows * model.vocab,
         cuda_graphs=forward_peak_bytes(model, min(2 * max_num_seqs, MAX_CUDAGRAPH_TOKENS), tp),
         non_torch=NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0.0),
+        seq_state=max_num_seqs * model.mixer_state_bytes / tp,
     )
 
 
