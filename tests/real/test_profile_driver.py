@@ -40,4 +40,8 @@ def test_profile_driver_measures_the_real_driver_in_process():
     by = table.groupby("policy")["calls"].mean()
     assert by["oppo"] > by["baseline"]
     fit, rep = fit_overheads(table)
-    assert fit.call_s > 0 and np.isfinite(rep["mape"])
+    # the fitted terms are measured timings on a shared machine: which of them the fit credits varies between
+    # runs (call_s came out 0.0 on a loaded CI machine), so only their sign and the fit's sanity are asserted
+    terms = [fit.call_s, fit.step_s, fit.sample_s, fit.token_s]
+    assert all(np.isfinite(v) and v >= 0 for v in terms) and sum(terms) > 0
+    assert np.isfinite(rep["mape"]) and rep["rows"] == len(table)
