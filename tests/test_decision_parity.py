@@ -84,7 +84,7 @@ def real_actions(policy: Policy, trace: Trace, algorithm: Algorithm = PPO) -> li
 
 
 def real_ledger(policy: Policy, trace: Trace, algorithm: Algorithm = PPO, trace_rewards: bool = False) -> Ledger:
-    cfg = RealConfig(batch=B, steps=STEPS, backend="torch", workers="local", max_response=CAP, main_cores=None,
+    cfg = RealConfig(batch=B, steps=STEPS, backend="torch", workers="inline", max_response=CAP, main_cores=None,
                      score_cores=None, algorithm=algorithm)
     handles = {
         "gen": LocalHandle("gen", GenWorker, GenWorkerConfig(actor="unused", backend="lockstep")),

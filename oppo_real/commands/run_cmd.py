@@ -44,7 +44,9 @@ def add_parser(sub) -> None:
     r.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
     r.add_argument("--gen-batch", type=positive(), default=None,
                    help="torch-static: rows per generate mini-batch (TRL's local_rollout_forward_batch_size; default: one)")
-    r.add_argument("--workers", default="ray", choices=("ray", "local"), help="ray actors (default) or in-process")
+    r.add_argument("--workers", default="ray", choices=("ray", "local", "inline"),
+                   help="ray actors (default); local: in this process, a thread per role (calls overlap); "
+                        "inline: in this process, every call in turn (nothing overlaps; reproducible for debugging)")
     r.add_argument("--ray-address", default=None, help="join an existing Ray cluster (default: start a local one)")
     r.add_argument("--main-cores", type=_cores, default=None, help="cores of the generate+train pool (default 0; none on a GPU)")
     r.add_argument("--score-cores", type=_cores, default=None, help="cores of the scoring pool (default 1; none on a GPU)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from oppo_real.config import RealConfig
+from oppo_real.config import IN_PROCESS, RealConfig
 from oppo_real.devices.device_map import ray_gpu_plan, worker_device
 from oppo_real.workers.handles import Handle
 from oppo_sim.core.errors import ConfigError
@@ -50,7 +50,7 @@ def worker_specs(cfg: RealConfig, paths, ppo) -> dict[str, tuple[type, Any]]:
     dev = cfg.devices
     on = {r: worker_device(dev.of(r), cfg.workers) for r in ("gen", "score", "train")}
     engine = replace(cfg.engine, kv_cache_bytes=int(kv_cache_bytes(cfg, run_specs(cfg)[0])))
-    same = cfg.workers == "local" and dev.gen == dev.train
+    same = cfg.workers in IN_PROCESS and dev.gen == dev.train
     gen = GenWorkerConfig(actor=str(paths.actor), backend=cfg.backend, gen_batch=cfg.gen_batch, sampling=SamplingConfig(temperature=cfg.temperature, seed=cfg.seed),
                           max_model_len=cfg.max_model_len, engine=engine, cores=cfg.main_cores, device=on["gen"],
                           dtype=dev.dtype("gen"), release=cfg.colocate_mode == "sleep", sleep_level=cfg.sleep_level,
@@ -112,7 +112,7 @@ class Session:
             except Exception:  # pragma: no cover - best effort at shutdown
                 pass
         self.handles = {}
-        if self.cfg.workers == "local":
+        if self.cfg.workers in IN_PROCESS:
             release_local_memory()
 
 

@@ -1,5 +1,8 @@
 """Where the role workers run: Ray actors (default; ``ray.init`` locally or an existing cluster by
-address), or in this process (``local``: synchronous calls, no overlap — for debugging and quick tests).
+address), or in this process (``local``): each role on its own thread, built and called there, so its calls
+overlap the other roles' as a Ray actor's do (torch and CUDA release the GIL in their kernels; the Python
+between them takes turns) and pinning to the role's cores applies to that thread. A :class:`LocalHandle`
+made without a thread runs every call in the caller's, in turn (the decision-parity tests' lockstep).
 
 Both give a :class:`Handle` with ``call`` (blocking) and ``submit`` (returns a reference; ``wait`` it
 later), so the driver is the same code either way. A dead worker becomes a one-line ``WorkerError``.
@@ -8,6 +11,7 @@ later), so the driver is the same code either way. A dead worker becomes a one-l
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Sequence
 
 from oppo_sim.core.errors import OppoError
@@ -52,25 +56,40 @@ class Handle:
 
 
 class LocalHandle(Handle):
-    def __init__(self, name: str, cls: type, *args: Any) -> None:
+    """``cls(*args)`` in this process; with ``threaded``, on a thread of its own (module notes)."""
+
+    def __init__(self, name: str, cls: type, *args: Any, threaded: bool = False) -> None:
         self.name = name
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"oppo-{name}") if threaded else None
         try:
-            self.obj = cls(*args)
+            self.obj = self._pool.submit(cls, *args).result() if self._pool else cls(*args)
         except OppoError:
+            self._shutdown()
             raise
         except Exception as e:
+            self._shutdown()
             raise WorkerError(f"worker '{name}' failed to start: {type(e).__name__}: {e}".splitlines()[0]) from e
 
-    def submit(self, method: str, *args: Any, **kwargs: Any) -> _Done:
-        args = tuple(a.value if isinstance(a, _Done) else a for a in args)  # a result passed on, as Ray does
+    def _run(self, method: str, args: tuple, kwargs: dict) -> _Done:
+        args = tuple(_resolved(a) for a in args)  # a result passed on, as Ray does
         try:
             return _Done(getattr(self.obj, method)(*args, **kwargs))
         except Exception as e:  # reported at wait(), like a remote call
             return _Done(error=e)
 
+    def submit(self, method: str, *args: Any, **kwargs: Any) -> _Done | Future:
+        if self._pool is None:
+            return self._run(method, args, kwargs)
+        return self._pool.submit(self._run, method, args, kwargs)
+
+    def ready(self, ref: Any) -> bool:
+        return ref.done() if isinstance(ref, Future) else True
+
     def wait(self, refs: Sequence[Any]) -> list[Any]:
         out = []
         for r in refs:
+            if isinstance(r, Future):
+                r = r.result(timeout=WORKER_TIMEOUT_S)
             if r.error is not None:
                 if isinstance(r.error, OppoError):
                     raise r.error
@@ -80,9 +99,23 @@ class LocalHandle(Handle):
 
     def kill(self) -> None:
         close = getattr(self.obj, "close", None)
-        if callable(close):
+        if callable(close) and self._pool is not None:
+            self._pool.submit(close).result()
+        elif callable(close):
             close()
         self.obj = None  # the worker's models are freed with it (a later call is a WorkerError)
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
+def _resolved(a: Any) -> Any:
+    """An argument as the worker sees it: another call's result in place of its reference."""
+    if isinstance(a, Future):
+        a = a.result(timeout=WORKER_TIMEOUT_S)
+    return a.value if isinstance(a, _Done) else a
 
 
 class RayHandle(Handle):
@@ -174,8 +207,8 @@ def spawn(kind: str, name: str, cls: type, *args: Any, num_cpus: float = 1, num_
     """A worker ``name`` running ``cls(*args)``. Under Ray it asks for ``num_cpus`` and ``num_gpus`` (a
     fraction where roles share a GPU) and, with ``bundle``, runs in that bundle of the run's GPU placement
     group (one bundle per GPU, ``bundles``), so the roles mapped to one GPU land on the same one."""
-    if kind == "local":
-        return LocalHandle(name, cls, *args)
+    if kind in ("local", "inline"):
+        return LocalHandle(name, cls, *args, threaded=kind == "local")
     if kind == "ray":
         strategy = None
         if bundle is not None:
@@ -184,7 +217,7 @@ def spawn(kind: str, name: str, cls: type, *args: Any, num_cpus: float = 1, num_
             strategy = PlacementGroupSchedulingStrategy(placement_group=gpu_placement_group(bundles),
                                                         placement_group_bundle_index=bundle)
         return RayHandle(name, cls, *args, num_cpus=num_cpus, num_gpus=num_gpus, strategy=strategy)
-    raise OppoError(f"unknown worker placement '{kind}'; known: ray, local")
+    raise OppoError(f"unknown worker placement '{kind}'; known: ray, local, inline")
 
 
 _GROUPS: dict[tuple, Any] = {}

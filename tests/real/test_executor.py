@@ -180,8 +180,9 @@ def test_streamed_scores_equal_whole_scores(models, tail_trace):
 def test_resume_from_checkpoint_continues_exactly(models, tail_trace, tmp_path, policy):
     """4 steps straight == 2 steps, then resume to 4 (seeded sampling at temperature 1, deferred samples
     and streamed scorer state crossing the checkpoint; under async, the training in flight at the
-    checkpoint is trained again after the resume)."""
-    cfg2, cfg4 = _cfg(models, steps=2), _cfg(models, steps=4)
+    checkpoint is trained again after the resume). Inline workers: with a thread per role, when async's
+    training completes — and so which weights the next generation uses — depends on timing, as under Ray."""
+    cfg2, cfg4 = _cfg(models, steps=2, workers="inline"), _cfg(models, steps=4, workers="inline")
     straight = run_real(cfg4, _policy(policy), tail_trace, out_dir=tmp_path / "A")
     run_real(cfg2, _policy(policy), tail_trace, out_dir=tmp_path / "B")
     resumed = run_real(cfg4, _policy(policy), tail_trace, out_dir=tmp_path / "B", resume=True)
