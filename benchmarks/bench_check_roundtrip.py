@@ -1,6 +1,9 @@
 """The CPU round trip of ``oppo-sim check``: calibrate on a real ``baseline`` run, predict ``oppo``, run ``oppo``.
 
-Per repeat, interleaved as ``oppo-real validate`` runs its policies (baseline, oppo, baseline, oppo, ...):
+First the driver's own costs on the runs' workers (per generation round trip, step, sample and token), measured
+as ``oppo-real profile --driver`` measures them, go into the nominal profile: chunked streaming stops the
+generator more often, and no baseline log shows what a stop costs. Then per repeat, interleaved as ``oppo-real
+validate`` runs its policies (baseline, oppo, baseline, oppo, ...):
 
 1. ``oppo-real run --policy baseline --verl-metrics`` (torch, Ray workers on their own cores, the tiny models) writes the
    run's per-step metrics in verl's names;
@@ -51,6 +54,7 @@ class Sizes:
     chunk: int = 16
     delta: int = 2
     workers: str = "ray"
+    driver: bool = True  # measure the driver's own costs first and simulate with them
 
 
 def _load() -> float:
@@ -168,13 +172,25 @@ def engine_argv(actor_config: str) -> list[str]:
             "--num-gpu-blocks-override", str(max(2, e.kv_cache_bytes // (e.block_size * kv)))]
 
 
-def nominal_profile(path: Path) -> Path:
-    """This CPU's nominal spec (uncalibrated defaults) as a profile ``--gpu`` takes."""
+def nominal_profile(s: Sizes, cache: str | None, work: Path) -> tuple[Path, dict | None]:
+    """The ``--gpu`` profile the checks start from: this CPU's nominal spec (uncalibrated defaults) and, with
+    ``s.driver``, the driver's own costs on the runs' workers in its ``meta.overheads`` — measured as ``oppo-real
+    profile --driver`` measures them (per generation round trip, step, sample and token: what chunked streaming
+    adds per stop, which no baseline log shows; the measured steps in ``work/driver.csv``). Returns the path and
+    the costs with their fit's error (None without ``s.driver``)."""
     from oppo_sim.hw.devices.hardware import Hardware
     from oppo_sim.hw.fitting.profiles import cpu_spec, save_profile
 
-    save_profile(Hardware(cpu_spec()), str(path))
-    return path
+    if not s.driver:
+        save_profile(Hardware(cpu_spec()), str(work / "profile.json"))
+        return work / "profile.json", None
+    from oppo_real.config import RealConfig
+    from oppo_real.profiling.driver_overheads import driver_profile
+
+    kw = {"cache_dir": cache} if cache else {}
+    cfg = RealConfig(batch=s.batch, steps=s.steps, max_response=s.max_response, backend="torch", workers=s.workers, **kw)
+    fit, report = driver_profile(cfg, work, log=lambda _m: None)
+    return work / "profile.json", {**asdict(fit), "fit_mape": report["mape"]}
 
 
 def check_baseline(log: Path, run_dir: Path, work: Path, s: Sizes, nominal: Path):
@@ -255,12 +271,13 @@ def roundtrip(s: Sizes, work: Path, cache: str | None = None,
               quiet: tuple[float | None, float] = (None, 0.0)) -> tuple[pd.DataFrame, dict]:
     """Every repeat (interleaved), then the summary; nothing written outside ``work``."""
     work.mkdir(parents=True, exist_ok=True)
-    nominal = nominal_profile(work / "cpu_nominal.json")
     load0, commit = _load(), _commit()  # the tree the runs start from
+    nominal, driver = nominal_profile(s, cache, work)
     rows = pd.DataFrame([one_repeat(r, work, s, cache, nominal, quiet) for r in range(s.repeats)])
     meta = {"sizes": asdict(s), "commit": commit, "date": datetime.date.today().isoformat(),
             "cpus": os.cpu_count(), "command": "python benchmarks/bench_check_roundtrip.py",
-            "summary": summarize(rows, s, (load0, _load()))}
+            "summary": summarize(rows, s, (load0, _load())),
+            "driver_overheads": driver}
     return rows, meta
 
 
@@ -274,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibrate", type=int, default=d.calibrate, help=f"K: steps calibrated on (default {d.calibrate})")
     ap.add_argument("--workers", default=d.workers, choices=("ray", "local"),
                     help=f"oppo-real's workers (default {d.workers}; local runs every call in turn, so nothing overlaps)")
+    ap.add_argument("--no-driver", dest="driver", action="store_false",
+                    help="simulate without the driver's measured costs per round trip (default: measure and use them)")
     ap.add_argument("--quiet", type=float, default=0.3,
                     help="before each run, wait until other processes keep fewer than this many cores busy "
                          "(default 0.3; a negative value: no wait)")
@@ -283,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "paper_figs" / "out"), help="where the CSV and JSON go (default paper_figs/out)")
     ap.add_argument("--tag", default="", help="written as check_roundtrip_TAG.csv/.json (default: no tag)")
     a = ap.parse_args(argv)
-    s = Sizes(steps=a.steps, batch=a.batch, max_response=a.max_response, repeats=a.repeats, calibrate=a.calibrate, workers=a.workers)
+    s = Sizes(steps=a.steps, batch=a.batch, max_response=a.max_response, repeats=a.repeats, calibrate=a.calibrate, workers=a.workers,
+              driver=a.driver)
     rows, meta = roundtrip(s, Path(a.work), a.cache, (None if a.quiet < 0 else a.quiet, a.max_wait))
     meta["quiet"] = {"below_cores": a.quiet, "max_wait_s": a.max_wait}
     out = Path(a.out)

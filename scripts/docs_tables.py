@@ -309,7 +309,7 @@ def _roundtrip_rows(tag: str) -> tuple[list[dict], str]:
     s, z = meta["summary"], meta["sizes"]
     lo, hi = s["heldout_step_err_pct_range"]
     note = (f"**{tag}** (`{meta['command']}`, {meta['date']}, commit `{meta['commit']}`, {z['steps']} steps x "
-            f"{z['repeats']} pairs, B={z['batch']}, K={z['calibrate']}): held-out median step error "
+            f"{z['repeats']} pairs, B={z['batch']}, K={z['calibrate']}, {z.get('workers', 'inline')} workers): held-out median step error "
             f"{s['heldout_step_err_pct_median']:.1f}% ({lo:.1f}–{hi:.1f}% over the pairs); oppo's speedup measured "
             f"{s['measured_speedup_pooled']:.3f} over all pairs ({s['measured_speedup_range'][0]:.3f}–"
             f"{s['measured_speedup_range'][1]:.3f} pair by pair), predicted {s['predicted_speedup_median']:.3f} "
@@ -321,10 +321,11 @@ def _roundtrip_rows(tag: str) -> tuple[list[dict], str]:
 
 
 def check_roundtrip() -> str:
-    """The CPU round trip of ``oppo-sim check`` (``paper_figs/out/check_roundtrip_{quiet,loaded}.csv/.json``, written
-    by ``benchmarks/bench_check_roundtrip.py --tag``): the run that waited for a quiet machine, then the one that did not."""
+    """The CPU round trip of ``oppo-sim check`` (``paper_figs/out/check_roundtrip_TAG.csv/.json``, written by
+    ``benchmarks/bench_check_roundtrip.py --tag``): on Ray workers on a quiet machine, on in-process threads, then the
+    earlier sets whose workers ran every call in turn (idle, then loaded) — kept to show what that did."""
     rows, notes = [], []
-    for tag in ("quiet", "loaded"):  # quiet: each run waited for other processes to go quiet (or its wait to end)
+    for tag in ("quiet", "local", "inline", "inline-loaded"):
         if not (OUT / f"check_roundtrip_{tag}.csv").exists():
             continue
         r, n = _roundtrip_rows(tag)

@@ -314,3 +314,26 @@ def test_the_run_noise_is_a_robust_spread_of_the_step_timer():
     assert np.log(1.1 / lo) == pytest.approx(np.hypot(np.log(1.1 / 1.08), 0.03))
     assert np.log(hi / 1.1) == pytest.approx(np.hypot(np.log(1.12 / 1.1), 0.03))
     assert widened(1.1, 1.08, 1.12, 0.0) == (1.08, 1.12)
+
+
+def test_driver_costs_given_in_the_profile_are_simulated_and_kept(tmp_path, capsys):
+    """A ``--gpu`` profile's ``meta.overheads`` (an oppo-real driver's measured cost per round trip) is charged in
+    every simulated step, and the written profile keeps it, its per-step cost raised by the fitted one."""
+    from oppo_sim.hw.fitting.profiles import save_profile
+
+    given = {"call_s": 0.05, "step_s": 0.25, "sample_s": 0.0, "token_s": 0.0}
+    save_profile(get_hardware("h100-sxm"), tmp_path / "g.json", {"overheads": given})
+    argv = ["check", "--from-verl", str(SCRIPT), "--log", str(LOG), "--steps-to", "6"]
+    rc, out_plain, _ = _run([*argv, "--gpu", "h100-sxm", "--csv", str(tmp_path / "a.csv")], capsys)
+    rc2, _, _ = _run([*argv, "--gpu", str(tmp_path / "g.json"), "--csv", str(tmp_path / "b.csv")], capsys)
+    assert rc == rc2 == 0
+    a, b = (pd.read_csv(tmp_path / f"{n}.csv").set_index(["step", "stage"])["predicted_s"] for n in "ab")
+    extra = (b - a).xs("timing_s/step", level="stage")
+    assert (extra >= given["step_s"] + given["call_s"] - 1e-9).all()  # at least one round trip and the step's own cost
+    rc, _, _ = _run([*argv, "--gpu", str(tmp_path / "g.json"), "--calibrate", "3", "--write-profile",
+                     str(tmp_path / "p.json")], capsys)
+    assert rc == 0
+    kept = read_profile(tmp_path / "p.json")[1]["overheads"]
+    fitted = read_profile(tmp_path / "p.json")[1]["check"]
+    assert kept["call_s"] == given["call_s"] and kept["step_s"] >= given["step_s"]
+    assert "parameters" in fitted

@@ -36,6 +36,11 @@ def add_parser(sub) -> None:
                     help="instead of the engines' operations, time the bulk copies of sleep/wake and weight sync at the "
                          "model's sizes (comma-separated, of sleepwake,sync; oppo_real.profiling.host_moves): "
                          "moves.csv, moves_fit.csv (fixed cost and GiB/s per direction) (default: off, the engines' operations)")
+    pr.add_argument("--driver", default=None, choices=("ray", "local"),
+                    help="instead of the engines' operations, time the run driver's own costs on these workers — per "
+                         "generation round trip (what each chunk stop costs), step, sample and token: driver.csv and "
+                         "profile.json, this machine's nominal spec with them in meta.overheads, the --gpu that "
+                         "oppo-sim check calibrates (default: off)")
     pr.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
                     help="torch-graph backend: decode eagerly instead of replaying CUDA graphs (default: graphs on a GPU)")
     add_engine_warmup_arg(pr)
@@ -117,10 +122,9 @@ def cmd_profile(a: argparse.Namespace) -> int:
     cores = a.cores if a.cores is not None else (None if cuda else (0,))
     name, spec = _target(device, a.gpu)
     out = Path(a.out)
-    if a.moves:
-        return _profile_moves(a, out, device, spec)
-    if backend.startswith("torch-static"):
-        return _profile_static(a, out, cores, backend)
+    if a.moves or a.driver or backend.startswith("torch-static"):  # instead of the engines' operations
+        return _profile_moves(a, out, device, spec) if a.moves else (
+            _profile_driver(a, out) if a.driver else _profile_static(a, out, cores, backend))
     with Console(out, a.verbose) as con:
         con.print(f"oppo-real profile: {backend} on {name} ({device}), models {a.shape or 'tiny'}"
                   + (f", predicting with GPU table entry '{spec.id}' and the default cost parameters" if spec else ""))
@@ -153,6 +157,19 @@ def cmd_profile(a: argparse.Namespace) -> int:
             con.print(heldout.to_string(index=False))
         con.print(f"wrote {out}/measurements.csv, fit.csv, heldout.csv, profile.json" + (", profile.png" if spec is not None else "")
                   + f"  (use: oppo-sim run --profile {out}/profile.json)")
+    return 0
+
+
+def _profile_driver(a: argparse.Namespace, out: Path) -> int:
+    """The driver's own costs on ``--driver`` workers (:func:`oppo_real.profiling.driver_overheads.driver_profile`)."""
+    from oppo_real.config import RealConfig
+    from oppo_real.profiling.driver_overheads import driver_profile
+
+    cfg = RealConfig(workers=a.driver, **({"cache_dir": a.cache} if a.cache else {}))
+    fit, report = driver_profile(cfg, out, log=print)
+    print(f"driver on {a.driver} workers: {1e3 * fit.call_s:.2f} ms per round trip, {1e3 * fit.step_s:.2f} ms per step, "
+          f"{1e3 * fit.sample_s:.3f} ms per sample, {1e6 * fit.token_s:.2f} us per token (fit MAPE {100 * report['mape']:.0f}%)")
+    print(f"wrote {out}/driver.csv, profile.json  (use: oppo-sim check --gpu {out}/profile.json --calibrate K ...)")
     return 0
 
 

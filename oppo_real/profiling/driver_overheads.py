@@ -7,6 +7,7 @@ the step's generation round trips, samples and tokens."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Callable
 
 import pandas as pd
@@ -63,6 +64,23 @@ def measure_overheads(cfg: RealConfig, trace: Trace | None, log: Callable[[str],
     table = profile_driver(cfg, trace, log=log)
     fit, report = fit_overheads(table)
     return fit, report, table
+
+
+def driver_profile(cfg: RealConfig, out: Path, log: Callable[[str], None] = print) -> tuple[ExecutorOverheads, dict]:
+    """The driver's costs on ``cfg.workers`` (:func:`measure_overheads`) written where ``check`` and ``run`` take them:
+    ``out/driver.csv`` (the measured steps) and ``out/profile.json`` — this machine's nominal CPU spec
+    (uncalibrated: ``check --calibrate`` fits it to a run's log) with the costs in ``meta.overheads``."""
+    from dataclasses import asdict
+
+    from oppo_sim.hw.devices.hardware import Hardware
+    from oppo_sim.hw.fitting.profiles import cpu_spec, save_profile
+
+    fit, report, table = measure_overheads(cfg, None, log=log)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "driver.csv", index=False)
+    save_profile(Hardware(cpu_spec()), out / "profile.json",
+                 {"overheads": asdict(fit), "driver": {"workers": cfg.workers, "fit_mape": report["mape"], "rows": report["rows"]}})
+    return fit, report
 
 
 def measure_sync(cfg: RealConfig, rounds: int = 6) -> float:

@@ -43,14 +43,14 @@ parameter sets one standard deviation slower and faster (at most half the value)
 
 The profile (:func:`write_profile`) is the hardware with the fitted parameters (``oppo-profile/2``): ``run``,
 ``compare`` and ``plan --profile P.json`` take it. Its ``meta.check`` says what was fitted, on which log and
-steps, and the held-out error; ``meta.overheads.step_s`` is the fixed cost per step, which ``check`` adds to every
-predicted step (``run``/``compare --profile`` charge it as the driver's per-step cost, ``SimConfig.overheads``).
+steps, and the held-out error; ``meta.overheads`` keeps the driver costs the run was simulated with (a ``--gpu`` profile's), its
+``step_s`` raised by the fitted fixed cost per step, which ``check`` adds to every predicted step (``run``/``compare --profile`` charge it as the driver's per-step cost, ``SimConfig.overheads``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -315,8 +315,16 @@ def write_profile(f: Fit, path: str, run: CheckRun, held_out: dict) -> None:
                       "calibration_steps": [int(s) for s in sorted(set(f.calibration["step"]))],
                       "parameters": f.theta, "sd": f.sigma, "stages": f.stages, "at_bound": list(f.at_bound),
                       "held_out": held_out, "base": f.base.label},
-            "overheads": {"step_s": f.step_s}}
+            "overheads": _overheads(run, f.step_s)}
     save_profile(f.hardware(), path, meta)
+
+
+def _overheads(run: CheckRun, step_s: float) -> dict[str, float]:
+    """The profile's driver costs: those the checked run was simulated with (a ``--gpu`` profile's
+    ``meta.overheads``, e.g. an ``oppo-real`` driver's measured cost per round trip), its per-step cost raised
+    by the fitted ``step_s``."""
+    given = asdict(run.cfg.overheads)
+    return {**given, "step_s": given["step_s"] + step_s}
 
 
 __all__ = ["CALLS", "Fit", "KIND", "PARAMS", "Simulations", "fit", "fit_spread", "fitted_stages", "hardware_at", "params_table",

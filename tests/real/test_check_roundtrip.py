@@ -46,3 +46,8 @@ def test_the_round_trip_runs_end_to_end_at_tiny_size(models, tmp_path):
     assert r["predicted_lo"] <= r["predicted_speedup"] <= r["predicted_hi"] and r["predicted_lo"] < r["predicted_hi"]
     assert r["step_noise_pct"] > 0  # 4 steps with a step timer: the run's own noise is in the range
     assert r["in_range"] == (r["predicted_lo"] <= r["measured_speedup"] <= r["predicted_hi"])
+    # the driver's own costs were measured on the runs' (Ray) workers and rode along into the fitted profile
+    driver = meta["driver_overheads"]
+    assert meta["sizes"]["workers"] == "ray" and driver["call_s"] >= 0 and (tmp_path / "driver.csv").exists()
+    kept = json.loads(profile.read_text())["meta"]["overheads"]
+    assert kept["call_s"] == pytest.approx(driver["call_s"]) and kept["step_s"] >= driver["step_s"]

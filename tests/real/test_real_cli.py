@@ -139,3 +139,22 @@ def test_every_option_states_its_default():
             text = fmt._expand_help(act) if act.help else ""
             assert "default" in text, f"oppo-real {name} {act.option_strings[0]}: help {text!r} states no default"
     assert "--steps STEPS PPO steps (default: 20)" in " ".join(sub.choices["run"].format_help().split())
+
+
+def test_profile_driver_writes_the_costs_check_takes(models, tmp_path, capsys):
+    """``oppo-real profile --driver``: the driver's measured steps and a profile whose meta.overheads carries the
+    fitted costs (the --gpu that oppo-sim check calibrates; sim_config charges them)."""
+    from oppo_sim.cli import build_parser
+    from oppo_sim.cli_setup import sim_config
+    from oppo_sim.hw.fitting.profiles import read_profile
+
+    out = tmp_path / "drv"
+    assert main(["profile", "--driver", "local", "--cache", str(models.root.parent), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "per round trip" in printed and "oppo-sim check --gpu" in printed
+    steps = pd.read_csv(out / "driver.csv")
+    assert {"policy", "batch", "calls", "samples", "tokens", "seconds"} <= set(steps.columns) and len(steps) > 4
+    hw, meta = read_profile(out / "profile.json")
+    assert meta["driver"]["workers"] == "local" and set(meta["overheads"]) == {"call_s", "step_s", "sample_s", "token_s"}
+    cfg = sim_config(build_parser().parse_args(["run", "--profile", str(out / "profile.json")]))
+    assert cfg.overheads.call_s == pytest.approx(meta["overheads"]["call_s"])
