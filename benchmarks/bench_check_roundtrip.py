@@ -1,15 +1,15 @@
 """The CPU round trip of ``oppo-sim check``: calibrate on a real ``baseline`` run, predict ``oppo``, run ``oppo``.
 
-First the driver's own costs on the runs' workers (per generation round trip, step, sample and token), measured
-as ``oppo-real profile --driver`` measures them, go into the nominal profile: chunked streaming stops the
-generator more often, and no baseline log shows what a stop costs. Then per repeat, interleaved as ``oppo-real
+First the profile the checks calibrate from (:func:`start_profile`): ``oppo-real profile --backend torch --driver
+ray`` — the engines' operations timed here, and the driver's own costs per generation round trip (chunked
+streaming stops the generator more often, and no baseline log shows what a stop costs). Then per repeat, interleaved as ``oppo-real
 validate`` runs its policies (baseline, oppo, baseline, oppo, ...):
 
 1. ``oppo-real run --policy baseline --verl-metrics`` (torch, Ray workers on their own cores, the tiny models) writes the
    run's per-step metrics in verl's names;
 2. ``oppo-real run --policy oppo`` the same way, same seed, right after it;
-3. ``oppo-sim check`` on the baseline's log (its config typed as ``docs/check.md`` says, the hardware a nominal
-   spec of this CPU) calibrates on the first ``K`` steps, reports the error on the later ones, writes the
+3. ``oppo-sim check`` on the baseline's log (its config typed as ``docs/check.md`` says, the hardware that
+   profile) calibrates on the first ``K`` steps, reports the error on the later ones, writes the
    profile and predicts ``oppo``'s speedup with its range;
 4. the measured speedup is the pair's mean ``timing_s/step`` ratio (baseline over oppo), the quantity the
    prediction is (``SimResult.summary["step_time_s"]``: mean time between step ends).
@@ -55,6 +55,7 @@ class Sizes:
     delta: int = 2
     workers: str = "ray"
     driver: bool = True  # measure the driver's own costs first and simulate with them
+    profile: bool = True  # calibrate from the engines' measured profile (else from this CPU's nominal spec)
 
 
 def _load() -> float:
@@ -148,10 +149,10 @@ def real_run(policy: str, out: Path, s: Sizes, cache: str | None) -> Path:
     return out / "verl.log"
 
 
-def check_argv(log: Path, run_dir: Path, profile: Path, nominal: Path, s: Sizes) -> list[str]:
+def check_argv(log: Path, run_dir: Path, profile: Path, start: Path, s: Sizes) -> list[str]:
     """``oppo-sim check`` of an ``oppo-real`` baseline run (its config typed; docs/check.md)."""
     models = json.loads((run_dir / "summary.json").read_text())["meta"]["models"]
-    return ["check", "--log", str(log), "--gpu", str(nominal),
+    return ["check", "--log", str(log), "--gpu", str(start),
             "--actor", f"{models['actor']}/config.json", "--reward", f"{models['reward']}/config.json",
             "--critic", f"{models['critic']}/config.json", "--algorithm", "ppo", "--batch", str(s.batch),
             "--max-response", str(s.max_response), "--placement", "paper", "--devices", "2", "--colocate", "resident",
@@ -172,33 +173,47 @@ def engine_argv(actor_config: str) -> list[str]:
             "--num-gpu-blocks-override", str(max(2, e.kv_cache_bytes // (e.block_size * kv)))]
 
 
-def nominal_profile(s: Sizes, cache: str | None, work: Path) -> tuple[Path, dict | None]:
-    """The ``--gpu`` profile the checks start from: this CPU's nominal spec (uncalibrated defaults) and, with
-    ``s.driver``, the driver's own costs on the runs' workers in its ``meta.overheads`` — measured as ``oppo-real
-    profile --driver`` measures them (per generation round trip, step, sample and token: what chunked streaming
-    adds per stop, which no baseline log shows; the measured steps in ``work/driver.csv``). Returns the path and
-    the costs with their fit's error (None without ``s.driver``)."""
-    from oppo_sim.hw.devices.hardware import Hardware
-    from oppo_sim.hw.fitting.profiles import cpu_spec, save_profile
+def start_profile(s: Sizes, cache: str | None, work: Path) -> tuple[Path, dict | None]:
+    """The ``--gpu`` profile the checks calibrate from, as a user makes it: with ``s.profile``, ``oppo-real profile
+    --backend torch`` (the engines' operations timed here and fitted: how a decode iteration's cost grows with its
+    rows, which a baseline log — whose batch shape never changes — cannot pin), else this CPU's nominal spec; with
+    ``s.driver``, ``--driver`` adds the driver's own costs on the runs' workers (per generation round trip, step,
+    sample and token: what each chunk stop adds, which no baseline log shows). Returns the path and the driver's
+    costs (None without them). The printout goes to ``work/profile.out``."""
+    if not s.profile and not s.driver:
+        from oppo_sim.hw.devices.hardware import Hardware
+        from oppo_sim.hw.fitting.profiles import cpu_spec, save_profile
 
-    if not s.driver:
-        save_profile(Hardware(cpu_spec()), str(work / "profile.json"))
-        return work / "profile.json", None
-    from oppo_real.config import RealConfig
-    from oppo_real.profiling.driver_overheads import driver_profile
+        save_profile(Hardware(cpu_spec()), str(work / "nominal.json"))
+        return work / "nominal.json", None
+    if not s.profile:
+        from oppo_real.config import RealConfig
+        from oppo_real.profiling.driver_overheads import driver_meta
+        from oppo_sim.hw.devices.hardware import Hardware
+        from oppo_sim.hw.fitting.profiles import cpu_spec, save_profile
 
-    kw = {"cache_dir": cache} if cache else {}
-    cfg = RealConfig(batch=s.batch, steps=s.steps, max_response=s.max_response, backend="torch", workers=s.workers, **kw)
-    fit, report = driver_profile(cfg, work, log=lambda _m: None)
-    return work / "profile.json", {**asdict(fit), "fit_mape": report["mape"]}
+        meta = driver_meta(RealConfig(workers=s.workers, **({"cache_dir": cache} if cache else {})), work, log=lambda _m: None)
+        save_profile(Hardware(cpu_spec()), str(work / "nominal.json"), meta)
+        return work / "nominal.json", {**meta["overheads"], "fit_mape": meta["driver"]["fit_mape"]}
+    from oppo_real.cli import main as real_main
+    from oppo_sim.hw.fitting.profiles import read_profile
+
+    argv = ["profile", "--backend", "torch", "--out", str(work / "profile"), *(["--cache", cache] if cache else []),
+            *(["--driver", s.workers] if s.driver else []), *(["--quick"] if s.steps < 12 else [])]
+    with open(work / "profile.out", "w") as fh, contextlib.redirect_stdout(fh):
+        if real_main(argv):
+            raise SystemExit(f"oppo-real {' '.join(argv)} failed; see {work / 'profile.out'}")
+    meta = read_profile(str(work / "profile" / "profile.json"))[1] or {}
+    driver = {**meta["overheads"], "fit_mape": meta["driver"]["fit_mape"]} if s.driver else None
+    return work / "profile" / "profile.json", driver
 
 
-def check_baseline(log: Path, run_dir: Path, work: Path, s: Sizes, nominal: Path):
+def check_baseline(log: Path, run_dir: Path, work: Path, s: Sizes, start: Path):
     """``oppo-sim check`` on one baseline log (printout to ``work/check_<run>.txt``): its ``Checked``."""
     from oppo_sim.check_cli import evaluate
     from oppo_sim.cli import build_parser
 
-    a = build_parser().parse_args(check_argv(log, run_dir, work / f"profile_{run_dir.name}.json", nominal, s))
+    a = build_parser().parse_args(check_argv(log, run_dir, work / f"profile_{run_dir.name}.json", start, s))
     with open(work / f"check_{run_dir.name}.txt", "w") as fh, contextlib.redirect_stdout(fh):
         return evaluate(a)
 
@@ -215,7 +230,7 @@ def mean_step(log: Path) -> float:
     return float(read_run_log(log).table[STEP].mean())
 
 
-def one_repeat(r: int, work: Path, s: Sizes, cache: str | None, nominal: Path, quiet: tuple[float | None, float]) -> dict:
+def one_repeat(r: int, work: Path, s: Sizes, cache: str | None, start: Path, quiet: tuple[float | None, float]) -> dict:
     """Baseline then oppo (each after waiting for a quiet machine, see :func:`wait_quiet`), then the check of the
     baseline: one row of the output, with the load and the cores other processes kept busy during each run."""
     row: dict = {"repeat": r}
@@ -226,7 +241,7 @@ def one_repeat(r: int, work: Path, s: Sizes, cache: str | None, nominal: Path, q
         o = OthersCPU().start()
         logs[policy] = real_run(policy, work / f"{policy}_{r}", s, cache)
         row[f"others_cores_{policy}"] = o.cores()
-    checked = check_baseline(logs["baseline"], work / f"baseline_{r}", work, s, nominal)
+    checked = check_baseline(logs["baseline"], work / f"baseline_{r}", work, s, start)
     p = checked.policies.set_index("policy").loc["oppo"]
     row.update(baseline_step_s=mean_step(logs["baseline"]), oppo_step_s=mean_step(logs["oppo"]))
     row["measured_speedup"] = row["baseline_step_s"] / row["oppo_step_s"]
@@ -272,12 +287,12 @@ def roundtrip(s: Sizes, work: Path, cache: str | None = None,
     """Every repeat (interleaved), then the summary; nothing written outside ``work``."""
     work.mkdir(parents=True, exist_ok=True)
     load0, commit = _load(), _commit()  # the tree the runs start from
-    nominal, driver = nominal_profile(s, cache, work)
-    rows = pd.DataFrame([one_repeat(r, work, s, cache, nominal, quiet) for r in range(s.repeats)])
+    start, driver = start_profile(s, cache, work)
+    rows = pd.DataFrame([one_repeat(r, work, s, cache, start, quiet) for r in range(s.repeats)])
     meta = {"sizes": asdict(s), "commit": commit, "date": datetime.date.today().isoformat(),
             "cpus": os.cpu_count(), "command": "python benchmarks/bench_check_roundtrip.py",
             "summary": summarize(rows, s, (load0, _load())),
-            "driver_overheads": driver}
+            "driver_overheads": driver, "start_profile": "oppo-real profile --backend torch" if s.profile else "nominal"}
     return rows, meta
 
 
@@ -291,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibrate", type=int, default=d.calibrate, help=f"K: steps calibrated on (default {d.calibrate})")
     ap.add_argument("--workers", default=d.workers, choices=("ray", "local"),
                     help=f"oppo-real's workers (default {d.workers}; local runs every call in turn, so nothing overlaps)")
+    ap.add_argument("--nominal", dest="profile", action="store_false",
+                    help="calibrate from this CPU's nominal spec instead of the engines' measured profile "
+                         "(default: oppo-real profile --backend torch first)")
     ap.add_argument("--no-driver", dest="driver", action="store_false",
                     help="simulate without the driver's measured costs per round trip (default: measure and use them)")
     ap.add_argument("--quiet", type=float, default=0.3,
@@ -303,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default="", help="written as check_roundtrip_TAG.csv/.json (default: no tag)")
     a = ap.parse_args(argv)
     s = Sizes(steps=a.steps, batch=a.batch, max_response=a.max_response, repeats=a.repeats, calibrate=a.calibrate, workers=a.workers,
-              driver=a.driver)
+              driver=a.driver, profile=a.profile)
     rows, meta = roundtrip(s, Path(a.work), a.cache, (None if a.quiet < 0 else a.quiet, a.max_wait))
     meta["quiet"] = {"below_cores": a.quiet, "max_wait_s": a.max_wait}
     out = Path(a.out)

@@ -316,16 +316,23 @@ def _roundtrip_rows(tag: str) -> tuple[list[dict], str]:
             f"(median range {s['predicted_range_median'][0]:.3f}–{s['predicted_range_median'][1]:.3f}), "
             f"{_signed(s['pooled_speedup_err_pct'])} off; {s['repeats_in_range']} of {s['repeats']} pairs inside "
             f"their range; other processes kept {s['others_cores_during_runs'][0]:.2f}–"
-            f"{s['others_cores_during_runs'][1]:.2f} of the {meta['cpus']} cores busy during the runs.")
+            f"{s['others_cores_during_runs'][1]:.2f} of the {meta['cpus']} cores busy during the runs")
+    d = meta.get("driver_overheads")
+    note += (f"; simulated with the driver's measured costs ({1e3 * d['call_s']:.2f} ms a generation round trip, "
+             f"{1e3 * d['step_s']:.2f} ms a step, {1e3 * d['sample_s']:.3f} ms a sample)." if d else
+             "; simulated without the driver's costs per round trip.")
+    note += (" Calibrated from the engines' measured profile (`oppo-real profile --backend torch`)."
+             if meta.get("start_profile", "nominal") != "nominal" else " Calibrated from this CPU's nominal spec.")
     return out, note
 
 
 def check_roundtrip() -> str:
     """The CPU round trip of ``oppo-sim check`` (``paper_figs/out/check_roundtrip_TAG.csv/.json``, written by
-    ``benchmarks/bench_check_roundtrip.py --tag``): on Ray workers on a quiet machine, on in-process threads, then the
-    earlier sets whose workers ran every call in turn (idle, then loaded) — kept to show what that did."""
+    ``benchmarks/bench_check_roundtrip.py --tag``): on Ray workers on a quiet machine (from the engines' profile, from
+    the nominal spec, without the driver's measured costs), on in-process threads, then the earlier sets whose workers ran every call in turn (idle, then
+    loaded) — kept to show what that did."""
     rows, notes = [], []
-    for tag in ("quiet", "local", "inline", "inline-loaded"):
+    for tag in ("quiet", "quiet-nominal", "quiet-no-driver", "local", "inline", "inline-loaded"):
         if not (OUT / f"check_roundtrip_{tag}.csv").exists():
             continue
         r, n = _roundtrip_rows(tag)

@@ -37,10 +37,9 @@ def add_parser(sub) -> None:
                          "model's sizes (comma-separated, of sleepwake,sync; oppo_real.profiling.host_moves): "
                          "moves.csv, moves_fit.csv (fixed cost and GiB/s per direction) (default: off, the engines' operations)")
     pr.add_argument("--driver", default=None, choices=("ray", "local"),
-                    help="instead of the engines' operations, time the run driver's own costs on these workers — per "
-                         "generation round trip (what each chunk stop costs), step, sample and token: driver.csv and "
-                         "profile.json, this machine's nominal spec with them in meta.overheads, the --gpu that "
-                         "oppo-sim check calibrates (default: off)")
+                    help="also time the run driver's own costs on these workers — per generation round trip (what "
+                         "each chunk stop costs), step, sample and token — into driver.csv and profile.json's "
+                         "meta.overheads, which run, compare and check charge (default: off)")
     pr.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
                     help="torch-graph backend: decode eagerly instead of replaying CUDA graphs (default: graphs on a GPU)")
     add_engine_warmup_arg(pr)
@@ -122,9 +121,9 @@ def cmd_profile(a: argparse.Namespace) -> int:
     cores = a.cores if a.cores is not None else (None if cuda else (0,))
     name, spec = _target(device, a.gpu)
     out = Path(a.out)
-    if a.moves or a.driver or backend.startswith("torch-static"):  # instead of the engines' operations
-        return _profile_moves(a, out, device, spec) if a.moves else (
-            _profile_driver(a, out) if a.driver else _profile_static(a, out, cores, backend))
+    if a.moves or backend.startswith("torch-static"):  # instead of the engines' operations (--driver goes with them)
+        _no_driver(a)
+        return _profile_moves(a, out, device, spec) if a.moves else _profile_static(a, out, cores, backend)
     with Console(out, a.verbose) as con:
         con.print(f"oppo-real profile: {backend} on {name} ({device}), models {a.shape or 'tiny'}"
                   + (f", predicting with GPU table entry '{spec.id}' and the default cost parameters" if spec else ""))
@@ -146,7 +145,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
                 "cuda_graphs": bool(a.cuda_graphs and backend == "torch-graph" and cuda)}
         if cuda:
             meta["suggested_defaults"] = suggested_defaults(hw)
-        save_profile(hw, out / "profile.json", meta=meta)
+        save_profile(hw, out / "profile.json", meta={**meta, **_driver(a, out, con.print)})
         with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
             if spec is not None:
                 con.print("measured vs uncalibrated prediction (" + spec.id + ", default cost parameters):")
@@ -160,17 +159,26 @@ def cmd_profile(a: argparse.Namespace) -> int:
     return 0
 
 
-def _profile_driver(a: argparse.Namespace, out: Path) -> int:
-    """The driver's own costs on ``--driver`` workers (:func:`oppo_real.profiling.driver_overheads.driver_profile`)."""
-    from oppo_real.config import RealConfig
-    from oppo_real.profiling.driver_overheads import driver_profile
+def _no_driver(a: argparse.Namespace) -> None:
+    if a.driver:
+        from oppo_sim.core.errors import ConfigError
 
-    cfg = RealConfig(workers=a.driver, **({"cache_dir": a.cache} if a.cache else {}))
-    fit, report = driver_profile(cfg, out, log=print)
-    print(f"driver on {a.driver} workers: {1e3 * fit.call_s:.2f} ms per round trip, {1e3 * fit.step_s:.2f} ms per step, "
-          f"{1e3 * fit.sample_s:.3f} ms per sample, {1e6 * fit.token_s:.2f} us per token (fit MAPE {100 * report['mape']:.0f}%)")
-    print(f"wrote {out}/driver.csv, profile.json  (use: oppo-sim check --gpu {out}/profile.json --calibrate K ...)")
-    return 0
+        raise ConfigError("--driver adds the run driver's costs to the engines' profile: not with --moves or torch-static")
+
+
+def _driver(a: argparse.Namespace, out: Path, log) -> dict:
+    """With ``--driver``, the run driver's own costs on those workers as the profile's meta entries (else none)."""
+    if not a.driver:
+        return {}
+    from oppo_real.config import RealConfig
+    from oppo_real.profiling.driver_overheads import driver_meta
+
+    meta = driver_meta(RealConfig(workers=a.driver, **({"cache_dir": a.cache} if a.cache else {})), out, log=lambda _m: None)
+    o = meta["overheads"]
+    log(f"driver on {a.driver} workers: {1e3 * o['call_s']:.2f} ms per generation round trip, {1e3 * o['step_s']:.2f} ms "
+        f"per step, {1e3 * o['sample_s']:.3f} ms per sample, {1e6 * o['token_s']:.2f} us per token "
+        f"(fit MAPE {100 * meta['driver']['fit_mape']:.0f}%; driver.csv)")
+    return meta
 
 
 def _profile_static(a: argparse.Namespace, out: Path, cores, backend: str) -> int:

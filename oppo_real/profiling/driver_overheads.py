@@ -66,21 +66,16 @@ def measure_overheads(cfg: RealConfig, trace: Trace | None, log: Callable[[str],
     return fit, report, table
 
 
-def driver_profile(cfg: RealConfig, out: Path, log: Callable[[str], None] = print) -> tuple[ExecutorOverheads, dict]:
-    """The driver's costs on ``cfg.workers`` (:func:`measure_overheads`) written where ``check`` and ``run`` take them:
-    ``out/driver.csv`` (the measured steps) and ``out/profile.json`` — this machine's nominal CPU spec
-    (uncalibrated: ``check --calibrate`` fits it to a run's log) with the costs in ``meta.overheads``."""
+def driver_meta(cfg: RealConfig, out: Path, log: Callable[[str], None] = print) -> dict:
+    """The driver's costs on ``cfg.workers`` (:func:`measure_overheads`; the measured steps to ``out/driver.csv``) as
+    a profile's ``meta`` entries: ``overheads`` (what ``run``, ``compare`` and ``check`` charge) and ``driver``
+    (the workers and the fit's error)."""
     from dataclasses import asdict
-
-    from oppo_sim.hw.devices.hardware import Hardware
-    from oppo_sim.hw.fitting.profiles import cpu_spec, save_profile
 
     fit, report, table = measure_overheads(cfg, None, log=log)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "driver.csv", index=False)
-    save_profile(Hardware(cpu_spec()), out / "profile.json",
-                 {"overheads": asdict(fit), "driver": {"workers": cfg.workers, "fit_mape": report["mape"], "rows": report["rows"]}})
-    return fit, report
+    return {"overheads": asdict(fit), "driver": {"workers": cfg.workers, "fit_mape": report["mape"], "rows": report["rows"]}}
 
 
 def measure_sync(cfg: RealConfig, rounds: int = 6) -> float:

@@ -48,6 +48,7 @@ def test_the_round_trip_runs_end_to_end_at_tiny_size(models, tmp_path):
     assert r["in_range"] == (r["predicted_lo"] <= r["measured_speedup"] <= r["predicted_hi"])
     # the driver's own costs were measured on the runs' (Ray) workers and rode along into the fitted profile
     driver = meta["driver_overheads"]
-    assert meta["sizes"]["workers"] == "ray" and driver["call_s"] >= 0 and (tmp_path / "driver.csv").exists()
+    assert meta["sizes"]["workers"] == "ray" and driver["call_s"] >= 0 and (tmp_path / "profile" / "driver.csv").exists()
+    assert meta["start_profile"] == "oppo-real profile --backend torch"
     kept = json.loads(profile.read_text())["meta"]["overheads"]
     assert kept["call_s"] == pytest.approx(driver["call_s"]) and kept["step_s"] >= driver["step_s"]

@@ -141,20 +141,23 @@ def test_every_option_states_its_default():
     assert "--steps STEPS PPO steps (default: 20)" in " ".join(sub.choices["run"].format_help().split())
 
 
-def test_profile_driver_writes_the_costs_check_takes(models, tmp_path, capsys):
-    """``oppo-real profile --driver``: the driver's measured steps and a profile whose meta.overheads carries the
-    fitted costs (the --gpu that oppo-sim check calibrates; sim_config charges them)."""
+def test_profile_driver_adds_the_costs_check_takes(models, tmp_path, capsys):
+    """``oppo-real profile --driver``: the engines' profile plus the driver's measured steps and its fitted costs in
+    meta.overheads (what run, compare and check charge: sim_config reads them); not with --moves."""
     from oppo_sim.cli import build_parser
     from oppo_sim.cli_setup import sim_config
     from oppo_sim.hw.fitting.profiles import read_profile
 
     out = tmp_path / "drv"
-    assert main(["profile", "--driver", "local", "--cache", str(models.root.parent), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert "per round trip" in printed and "oppo-sim check --gpu" in printed
+    argv = ["profile", "--backend", "torch", "--quick", "--ops", "decode", "--cache", str(models.root.parent), "--out", str(out)]
+    assert main([*argv, "--driver", "local"]) == 0
+    assert "per generation round trip" in capsys.readouterr().out
     steps = pd.read_csv(out / "driver.csv")
     assert {"policy", "batch", "calls", "samples", "tokens", "seconds"} <= set(steps.columns) and len(steps) > 4
     hw, meta = read_profile(out / "profile.json")
     assert meta["driver"]["workers"] == "local" and set(meta["overheads"]) == {"call_s", "step_s", "sample_s", "token_s"}
+    assert meta["ops"] == ["decode"]  # the engines' profile is there too
     cfg = sim_config(build_parser().parse_args(["run", "--profile", str(out / "profile.json")]))
     assert cfg.overheads.call_s == pytest.approx(meta["overheads"]["call_s"])
+    assert main(["profile", "--moves", "sync", "--driver", "local", "--out", str(tmp_path / "m")]) == 2
+    assert "--driver adds the run driver's costs" in capsys.readouterr().err
