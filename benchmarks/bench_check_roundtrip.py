@@ -133,7 +133,8 @@ def wait_quiet(below: float | None, max_wait_s: float, probe_s: float = 3.0) -> 
 def real_run(policy: str, out: Path, s: Sizes, cache: str | None) -> Path:
     """One ``oppo-real run`` writing verl's metrics; returns the log's path. Its workers are ``s.workers``:
     Ray actors (the default) run generation and scoring side by side on their own cores, the schedule the
-    simulated two pools describe; in-process (``local``) workers run every call in turn."""
+    simulated two pools describe; in-process (``local``) workers run a thread per role (their calls overlap, but
+    share the interpreter's lock, which the simulator does not model)."""
     from oppo_real.cli import main as real_main
 
     argv = ["run", "--policy", policy, "--steps", str(s.steps), "--batch", str(s.batch), "--max-response",
@@ -305,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=d.repeats, help=f"baseline/oppo pairs (default {d.repeats})")
     ap.add_argument("--calibrate", type=int, default=d.calibrate, help=f"K: steps calibrated on (default {d.calibrate})")
     ap.add_argument("--workers", default=d.workers, choices=("ray", "local"),
-                    help=f"oppo-real's workers (default {d.workers}; local runs every call in turn, so nothing overlaps)")
+                    help=f"oppo-real's workers (default {d.workers}; local: a thread per role in one process)")
     ap.add_argument("--nominal", dest="profile", action="store_false",
                     help="calibrate from this CPU's nominal spec instead of the engines' measured profile "
                          "(default: oppo-real profile --backend torch first)")

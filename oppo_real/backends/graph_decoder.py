@@ -245,7 +245,8 @@ class SlotDecoder:
         graph = torch.cuda.CUDAGraph()
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
-        with torch.cuda.graph(graph, pool=self._pool):
+        # thread_local: the other roles' threads (in-process workers) may allocate or synchronize meanwhile
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             tok, lp = self._decode_fn(b, length)
         self._graphs[(b, length)] = (graph, tok, lp)
         self.captures += 1

@@ -40,8 +40,9 @@ def add_parser(sub) -> None:
     v.add_argument("--quick-profile", action="store_true", help="profile on the small grid")
     v.add_argument("--backend", default="vllm", choices=BACKENDS, help=BACKEND_HELP)
     v.add_argument("--gen-batch", type=positive(), default=None, help="torch-static: rows per generate mini-batch (default: one)")
-    v.add_argument("--workers", default="ray", choices=("ray", "local"),
-                   help="ray: Ray actors (the default); local: in this process, a thread per role")
+    v.add_argument("--workers", default="ray", choices=("ray", "local", "inline"),
+                   help="ray: Ray actors (the default); local: in this process, a thread per role; inline: in this "
+                        "process, every call in turn (nothing overlaps, unlike the simulated run: for debugging)")
     v.add_argument("--cache", default=None, help="model cache directory (default $OPPO_MODEL_CACHE or ~/.cache/oppo/models)")
     v.add_argument("--seed", type=int, default=0, help="seed of prompts, sampling and training")
     v.add_argument("--out", default="out/validate", help="directory for the table, figures and runs")

@@ -324,7 +324,7 @@ class Driver:
         # a training that will still be in flight after this step: the hook saves the trainer's state first
         # (the train worker runs its calls in order), so a checkpoint taken meanwhile has weights to name
         hook = self.before_train if m.plan.max_staleness > 0 else None
-        handed = self.now()  # scoring ends here at the earliest (a local worker trains within submit)
+        handed = self.now()  # scoring ends here at the earliest (an inline worker trains within submit)
         saved = hook(m.step) if hook is not None else None
         ref = self.train.submit("train", self._train_message(m.step, m.batch))
         self.training.append(TrainingJob(m.step, m.plan, m.batch, start, gen_end, handed, len(m.admitted),

@@ -71,13 +71,15 @@ class LocalHandle(Handle):
             raise WorkerError(f"worker '{name}' failed to start: {type(e).__name__}: {e}".splitlines()[0]) from e
 
     def _run(self, method: str, args: tuple, kwargs: dict) -> _Done:
-        args = tuple(_resolved(a) for a in args)  # a result passed on, as Ray does
         try:
+            args = tuple(_resolved(a) for a in args)  # a result passed on, as Ray does (its failure is this call's)
             return _Done(getattr(self.obj, method)(*args, **kwargs))
         except Exception as e:  # reported at wait(), like a remote call
             return _Done(error=e)
 
     def submit(self, method: str, *args: Any, **kwargs: Any) -> _Done | Future:
+        if self.obj is None:
+            raise WorkerError(f"worker '{self.name}' was stopped")
         if self._pool is None:
             return self._run(method, args, kwargs)
         return self._pool.submit(self._run, method, args, kwargs)
@@ -89,7 +91,10 @@ class LocalHandle(Handle):
         out = []
         for r in refs:
             if isinstance(r, Future):
-                r = r.result(timeout=WORKER_TIMEOUT_S)
+                try:
+                    r = r.result(timeout=WORKER_TIMEOUT_S)
+                except TimeoutError:
+                    raise WorkerError(f"worker '{self.name}' did not answer within {WORKER_TIMEOUT_S:.0f} s") from None
             if r.error is not None:
                 if isinstance(r.error, OppoError):
                     raise r.error
@@ -99,22 +104,28 @@ class LocalHandle(Handle):
 
     def kill(self) -> None:
         close = getattr(self.obj, "close", None)
-        if callable(close) and self._pool is not None:
-            self._pool.submit(close).result()
-        elif callable(close):
-            close()
-        self.obj = None  # the worker's models are freed with it (a later call is a WorkerError)
-        self._shutdown()
+        try:
+            if callable(close) and self._pool is not None:
+                self._pool.submit(close).result(timeout=60)
+            elif callable(close):
+                close()
+        except Exception:  # pragma: no cover - best effort, as a Ray actor's close
+            pass
+        finally:
+            self.obj = None  # the worker's models are freed with it (a later call is a WorkerError)
+            self._shutdown()
 
     def _shutdown(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _resolved(a: Any) -> Any:
-    """An argument as the worker sees it: another call's result in place of its reference."""
+    """An argument as the worker sees it: another call's result in place of its reference (its error raised)."""
     if isinstance(a, Future):
         a = a.result(timeout=WORKER_TIMEOUT_S)
+    if isinstance(a, _Done) and a.error is not None:
+        raise a.error
     return a.value if isinstance(a, _Done) else a
 
 

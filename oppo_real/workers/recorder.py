@@ -10,7 +10,9 @@ Row = list  # [pool, devices, activity, role, step, start, end, tokens, flops, r
 
 
 def pin_to_cores(cores: Sequence[int] | None) -> None:
-    """Pin this process (and torch's intra-op threads) to ``cores``; no-op if None or unsupported."""
+    """Pin the calling thread (a Ray actor's process, or an in-process worker's own thread) and the intra-op threads
+    torch starts from it to ``cores``; no-op if None or unsupported. torch's thread count is process-wide and a
+    thread takes it at its first parallel op, so one runs here, before another role sets its own."""
     if not cores:
         return
     import torch
@@ -20,6 +22,7 @@ def pin_to_cores(cores: Sequence[int] | None) -> None:
     except (AttributeError, OSError):  # pragma: no cover - non-Linux
         pass
     torch.set_num_threads(len(cores))
+    torch.ones(1 << 16).sum()  # this thread's intra-op pool takes its size now
 
 
 class Recorder:

@@ -305,17 +305,20 @@ def params_table(f: Fit) -> pd.DataFrame:
                  f"{KIND[name]}.eff_compute={op.eff_compute:.4g}, eff_memory={op.eff_memory:.4g}")
         rows.append((name, v, f.sigma.get(name, 0.0), field, ", ".join(f.stages[name]),
                      "yes" if name in f.at_bound else ""))
-    rows.append(("step_s", f.step_s, f.step_s_sigma, f"meta.overheads.step_s={f.step_s:.4g}", "the step timer", ""))
+    rows.append(("step_s", f.step_s, f.step_s_sigma, f"meta.overheads.step_s += {f.step_s:.4g}", "the step timer", ""))
     return pd.DataFrame(rows, columns=["parameter", "value", "sd", "profile", "fitted_on", "at_bound"])
 
 
-def write_profile(f: Fit, path: str, run: CheckRun, held_out: dict) -> None:
-    """The fitted hardware as a profile ``run``/``compare``/``plan --profile`` take (see the module docstring)."""
+def write_profile(f: Fit, path: str, run: CheckRun, held_out: dict, given: dict | None = None) -> None:
+    """The fitted hardware as a profile ``run``/``compare``/``plan --profile`` take (see the module docstring);
+    ``given``: the ``meta`` of the ``--gpu`` profile the fit started from (its ``driver`` entry is kept)."""
     meta = {"check": {"log": run.log.source, "framework": run.framework, "policy": run.policy,
                       "calibration_steps": [int(s) for s in sorted(set(f.calibration["step"]))],
                       "parameters": f.theta, "sd": f.sigma, "stages": f.stages, "at_bound": list(f.at_bound),
                       "held_out": held_out, "base": f.base.label},
             "overheads": _overheads(run, f.step_s)}
+    if (given or {}).get("driver"):  # where the driver's costs were measured (oppo-real profile --driver)
+        meta["driver"] = given["driver"]
     save_profile(f.hardware(), path, meta)
 
 

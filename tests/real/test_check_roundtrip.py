@@ -52,3 +52,4 @@ def test_the_round_trip_runs_end_to_end_at_tiny_size(models, tmp_path):
     assert meta["start_profile"] == "oppo-real profile --backend torch"
     kept = json.loads(profile.read_text())["meta"]["overheads"]
     assert kept["call_s"] == pytest.approx(driver["call_s"]) and kept["step_s"] >= driver["step_s"]
+    assert json.loads(profile.read_text())["meta"]["driver"]["workers"] == "ray"  # where they were measured

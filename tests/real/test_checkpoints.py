@@ -26,7 +26,7 @@ SAME = ["samples", "tokens", "admitted", "deferred", "delta", "staleness_max"]
 
 
 def _cfg(models, steps: int) -> RealConfig:
-    return RealConfig(batch=B, steps=steps, backend="torch", workers="local", max_response=32, seed=0,
+    return RealConfig(batch=B, steps=steps, backend="torch", workers="inline", max_response=32, seed=0,
                       cache_dir=str(models.root.parent), ppo=PPOConfig(epochs=1, minibatches=2, lr_actor=1e-3, lr_critic=1e-3))
 
 
