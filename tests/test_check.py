@@ -299,6 +299,29 @@ def test_an_openrlhf_log_with_its_own_timers_is_checked_stage_by_stage(capsys):
         assert f"train/timing/{timer} " in summary
 
 
+def test_an_openrlhf_log_is_calibrated_on_its_own_timers(tmp_path, capsys):
+    """--calibrate on OpenRLHF's timers: each class pinned by the timer that holds it (generation -> decode,
+    make_experience -> prefill, ppo_train -> train, broadcast -> the sync), within bounds, the held-out step
+    reported, the profile taken by run."""
+    frameworks = Path(__file__).parent / "fixtures" / "frameworks"
+    rc, out, err = _run(["check", "--from-openrlhf", str(frameworks / "openrlhf_ppo_llama_ray.sh"), "--gpu", "h200",
+                         "--log", str(LOGS / "openrlhf_console_constructed.log"), "--calibrate", "2",
+                         "--policies", "baseline,oppo", "--write-profile", str(tmp_path / "p.json")], capsys)
+    assert rc == 0, err
+    assert "calibrated on steps 1..2" in out and "held-out steps (after K)" in out
+    hw, meta = read_profile(tmp_path / "p.json")
+    assert meta["check"]["framework"] == "openrlhf-timing" and meta["check"]["calibration_steps"] == [1, 2]
+    assert meta["check"]["stages"] == {"decode": ["train/timing/generation"], "prefill": ["train/timing/make_experience"],
+                                       "train": ["train/timing/ppo_train"], "sync_s": ["train/timing/broadcast"]}
+    h200 = get_hardware("h200")
+    for name in ("decode", "prefill", "train"):
+        assert 0 < meta["check"]["parameters"][name] <= upper(h200, name)
+    assert set(meta["check"]["held_out"]) >= {"train/timing/generation", "train/timing/step_total"}
+    rc, out, err = _run(["run", "--profile", str(tmp_path / "p.json"), "--actor", "llama-3-8b", "--batch", "8",
+                         "--steps", "1", "--devices", "8", "--placement", "colocated"], capsys)
+    assert rc == 0, err
+
+
 def test_the_run_noise_is_a_robust_spread_of_the_step_timer():
     from oppo_sim.frameworks.check_policies import step_noise, widened
 
