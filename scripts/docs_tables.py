@@ -295,6 +295,26 @@ def gpu_table() -> str:
     return _md(pd.DataFrame(rows))
 
 
+SCALING_SERIES = ("verl-fullyasync-colocate-32xh20", "verl-fullyasync-colocate-64xh20", "verl-fullyasync-colocate-128xh20")
+"""One recipe on 32, 64 and 128 GPUs (verl's fully-async page, its "colocate sync" rows): the published series."""
+
+
+def scaling_series() -> str:
+    """Speed-up per doubling of GPUs, stage by stage, published beside predicted (``published_runs.csv``): what a
+    series of one recipe says about the model apart from any single run's lengths."""
+    p = pd.read_csv(OUT / "published_runs.csv").set_index("key").loc[list(SCALING_SERIES)]
+    stages = (("gen", "generation"), ("old_log_prob", "scoring"), ("update_actor", "training"), ("step", "step"))
+    rows = []
+    for small, large in zip(SCALING_SERIES, SCALING_SERIES[1:]):
+        a, b = p.loc[small], p.loc[large]
+        row = {"GPUs": f"{int(a.devices)} → {int(b.devices)}"}
+        for timer, col in stages:
+            pub, pred = (f"published_{col}_s", f"predicted_{col}_s") if col != "step" else ("published_step_s", "predicted_step_s")
+            row[f"{timer}: published / predicted"] = f"{a[pub] / b[pub]:.2f}× / {a[pred] / b[pred]:.2f}×"
+        rows.append(row)
+    return _md(pd.DataFrame(rows))
+
+
 def _roundtrip_rows(tag: str) -> tuple[list[dict], str]:
     import json
 
@@ -346,4 +366,5 @@ TABLES: dict[str, Callable[[], str]] = {
     "predictions": predictions, "parity": parity, "parity-run-a": parity_run_a, "paper-vs-ours": paper_vs_ours,
     "gpu-validation": gpu_validation, "gpu-fit": gpu_fit, "plan-paper": plan_paper, "plan-32b": plan_32b,
     "published-runs": published_runs, "published-changelog": published_changelog, "check-roundtrip": check_roundtrip,
+    "scaling-series": scaling_series,
 }
