@@ -283,13 +283,32 @@ def _commit() -> str:
         return "unknown"
 
 
+@contextlib.contextmanager
+def _own_ray(workers: str):
+    """Stop, on leaving, the local Ray instance the runs start (``oppo-real run`` leaves it up in-process)."""
+    was = False
+    if workers == "ray":
+        import ray
+
+        was = ray.is_initialized()
+    try:
+        yield
+    finally:
+        if workers == "ray" and not was:
+            from oppo_real.workers.handles import stop_ray
+
+            stop_ray()
+
+
 def roundtrip(s: Sizes, work: Path, cache: str | None = None,
               quiet: tuple[float | None, float] = (None, 0.0)) -> tuple[pd.DataFrame, dict]:
-    """Every repeat (interleaved), then the summary; nothing written outside ``work``."""
+    """Every repeat (interleaved), then the summary; nothing written outside ``work``. A Ray instance the runs
+    started is stopped at the end (one running before is left as it was)."""
     work.mkdir(parents=True, exist_ok=True)
     load0, commit = _load(), _commit()  # the tree the runs start from
-    start, driver = start_profile(s, cache, work)
-    rows = pd.DataFrame([one_repeat(r, work, s, cache, start, quiet) for r in range(s.repeats)])
+    with _own_ray(s.workers):
+        start, driver = start_profile(s, cache, work)
+        rows = pd.DataFrame([one_repeat(r, work, s, cache, start, quiet) for r in range(s.repeats)])
     meta = {"sizes": asdict(s), "commit": commit, "date": datetime.date.today().isoformat(),
             "cpus": os.cpu_count(), "command": "python benchmarks/bench_check_roundtrip.py",
             "summary": summarize(rows, s, (load0, _load())),

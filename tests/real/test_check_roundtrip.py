@@ -26,9 +26,13 @@ def _bench():
 
 
 def test_the_round_trip_runs_end_to_end_at_tiny_size(models, tmp_path):
+    import ray
+
     b = _bench()
     s = b.Sizes(steps=4, batch=2, max_response=8, repeats=1, calibrate=2)
+    was = ray.is_initialized()
     rows, meta = b.roundtrip(s, tmp_path, cache=str(models.root.parent))
+    assert ray.is_initialized() == was  # the Ray it started is stopped: later ray.init calls in this process work
     assert len(rows) == 1 and meta["summary"]["repeats"] == 1 and meta["sizes"]["steps"] == 4
     r = rows.iloc[0]
     for policy in ("baseline", "oppo"):  # each real run wrote verl's metrics, 4 steps
