@@ -181,21 +181,19 @@ def start_profile(s: Sizes, cache: str | None, work: Path) -> tuple[Path, dict |
     ``s.driver``, ``--driver`` adds the driver's own costs on the runs' workers (per generation round trip, step,
     sample and token: what each chunk stop adds, which no baseline log shows). Returns the path and the driver's
     costs (None without them). The printout goes to ``work/profile.out``."""
-    if not s.profile and not s.driver:
-        from oppo_sim.hw.devices.hardware import Hardware
-        from oppo_sim.hw.fitting.profiles import cpu_spec, save_profile
-
-        save_profile(Hardware(cpu_spec()), str(work / "nominal.json"))
-        return work / "nominal.json", None
     if not s.profile:
-        from oppo_real.config import RealConfig
-        from oppo_real.profiling.driver_overheads import driver_meta
         from oppo_sim.hw.devices.hardware import Hardware
         from oppo_sim.hw.fitting.profiles import cpu_spec, save_profile
 
-        meta = driver_meta(RealConfig(workers=s.workers, **({"cache_dir": cache} if cache else {})), work, log=lambda _m: None)
+        meta = None
+        if s.driver:  # what `oppo-real profile --driver` adds, on the nominal spec
+            from oppo_real.config import RealConfig
+            from oppo_real.profiling.driver_overheads import driver_meta
+
+            meta = driver_meta(RealConfig(workers=s.workers, **({"cache_dir": cache} if cache else {})), work,
+                               log=lambda _m: None)
         save_profile(Hardware(cpu_spec()), str(work / "nominal.json"), meta)
-        return work / "nominal.json", {**meta["overheads"], "fit_mape": meta["driver"]["fit_mape"]}
+        return work / "nominal.json", _driver_costs(meta)
     from oppo_real.cli import main as real_main
     from oppo_sim.hw.fitting.profiles import read_profile
 
@@ -204,9 +202,14 @@ def start_profile(s: Sizes, cache: str | None, work: Path) -> tuple[Path, dict |
     with open(work / "profile.out", "w") as fh, contextlib.redirect_stdout(fh):
         if real_main(argv):
             raise SystemExit(f"oppo-real {' '.join(argv)} failed; see {work / 'profile.out'}")
-    meta = read_profile(str(work / "profile" / "profile.json"))[1] or {}
-    driver = {**meta["overheads"], "fit_mape": meta["driver"]["fit_mape"]} if s.driver else None
-    return work / "profile" / "profile.json", driver
+    return work / "profile" / "profile.json", _driver_costs(read_profile(str(work / "profile" / "profile.json"))[1])
+
+
+def _driver_costs(meta: dict | None) -> dict | None:
+    """A profile meta's driver costs with their fit's error (None where the profile has none)."""
+    if not (meta or {}).get("driver"):
+        return None
+    return {**meta["overheads"], "fit_mape": meta["driver"]["fit_mape"]}
 
 
 def check_baseline(log: Path, run_dir: Path, work: Path, s: Sizes, start: Path):

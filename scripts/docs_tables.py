@@ -309,7 +309,7 @@ def scaling_series() -> str:
         a, b = p.loc[small], p.loc[large]
         row = {"GPUs": f"{int(a.devices)} → {int(b.devices)}"}
         for timer, col in stages:
-            pub, pred = (f"published_{col}_s", f"predicted_{col}_s") if col != "step" else ("published_step_s", "predicted_step_s")
+            pub, pred = f"published_{col}_s", f"predicted_{col}_s"
             row[f"{timer}: published / predicted"] = f"{a[pub] / b[pub]:.2f}× / {a[pred] / b[pred]:.2f}×"
         rows.append(row)
     return _md(pd.DataFrame(rows))
