@@ -187,11 +187,12 @@ def cmd_replay(a: argparse.Namespace) -> int:
                           block_size=a.block_size, gpu_memory_utilization=a.gpu_mem_util, tp=a.tp,
                           enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=a.enable_prefix_caching,
                           long_prefill_token_threshold=a.long_prefill_token_threshold,
-                          num_gpu_blocks_override=a.num_gpu_blocks_override)
+                          num_gpu_blocks_override=a.num_gpu_blocks_override, enforce_eager=a.enforce_eager)
     from oppo_sim.hw.costs.op_cost import hardware_for
 
     cfg = ReplayConfig(gpu=hardware_for(a.profile or a.gpu, a.op_costs), model=a.model, engine=engine, limit=a.limit or None,
-                       time_scale=a.time_scale, rate=a.rate, seed=a.seed)
+                       time_scale=a.time_scale, rate=a.rate, seed=a.seed,
+                       **({"eager_host_op_s": 0.0} if a.profile else {}))  # a profile's decode holds its host time
     trace = load_trace(a.trace, max_response=a.max_response or None, seed=a.seed, max_prompt=None)  # serving: no RL cap
     res = replay(trace, cfg)
     s = res.summary
@@ -305,6 +306,8 @@ def _add_replay_parser(sub) -> None:
                     help=f"split long prefills over iterations (default {on_off(E.enable_chunked_prefill)})")
     rp.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=E.enable_prefix_caching,
                     help=f"reuse cached full KV blocks (default {on_off(E.enable_prefix_caching)})")
+    rp.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=E.enforce_eager,
+                    help=f"no CUDA graphs: the host issues every kernel of a step (default {on_off(E.enforce_eager)})")
     rp.add_argument("--long-prefill-token-threshold", type=nonneg_int, default=E.long_prefill_token_threshold,
                     help="most prefill tokens of one request per iteration (default %(default)s = off)")
     rp.add_argument("--num-gpu-blocks-override", type=positive(), default=None,

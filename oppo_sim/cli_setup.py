@@ -25,7 +25,7 @@ ENGINES: tuple[str, ...] = tuple(k.value for k in EngineKind)
 BOOL = argparse.BooleanOptionalAction
 
 CONTINUOUS_ONLY: tuple[str, ...] = ("max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
-                                    "enable_prefix_caching", "long_prefill_token_threshold")
+                                    "enable_prefix_caching", "long_prefill_token_threshold", "enforce_eager")
 """``EngineConfig`` settings only the continuous (vLLM-style) engine uses; the static engine runs padded batches."""
 STATIC_ONLY: tuple[str, ...] = ("gen_batch", "call_tokens", "carry_kv", "call_overhead")
 """Settings of the static (TRL-style) engine only."""
@@ -229,6 +229,9 @@ def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
                    help=f"continuous engine: split long prefills over iterations (default {on_off(e.enable_chunked_prefill)})")
     g.add_argument("--enable-prefix-caching", action=BOOL, default=None,
                    help=f"continuous engine: reuse cached full KV blocks (default {on_off(e.enable_prefix_caching)})")
+    g.add_argument("--enforce-eager", action=BOOL, default=None,
+                   help=f"continuous engine: vLLM enforce_eager, no CUDA graphs: the host issues every kernel of a "
+                        f"step (default {on_off(e.enforce_eager)})")
     g.add_argument("--long-prefill-token-threshold", type=nonneg_int, default=None,
                    help=f"continuous engine: most prefill tokens of one request per iteration "
                         f"(default {e.long_prefill_token_threshold} = off)")
@@ -284,6 +287,7 @@ def engine_fields(a: argparse.Namespace, hardware: str) -> dict:
         from oppo_sim.hw.fitting.profiles import read_profile
 
         meta = read_profile(hardware)[1]
+        out["eager_host_op_s"] = 0.0  # the profile's fitted decode holds its engine's host time
         if (meta or {}).get("overheads"):  # e.g. the per-step fixed cost `oppo-sim check --calibrate` fits
             from oppo_sim.hw.fitting.overheads import ExecutorOverheads
 

@@ -101,5 +101,21 @@ CHANGES: tuple[Change, ...] = (
                  "profiling takes, 2.0 GiB per GPU at TP4: the sampler run over 256 sequences, non-torch buffers; steps "
                  "0.2-2.3% longer) and verl's DeepSeek-V3 (5.3 GiB per GPU: the sampler over 1024 sequences; +2.5%); "
                  "no record is newly refused. No default was tuned.")),
+    Change("2026-11-26", "model",
+           "vLLM's eager mode (enforce_eager): a decode step costs the larger of the host's time issuing its kernels "
+           "(ops counted per layer from vLLM 0.11's model code x the 10 us per op Hugging Face generate is priced "
+           "with) and the GPU's; no CUDA-graph memory; read from verl rollout.enforce_eager, OpenRLHF --enforce_eager, "
+           "NeMo RL vllm_cfg.enforce_eager. Records: verl's DeepSeek-V3 and Qwen3-30B-A3B scripts set it; the "
+           "one-step-off page dates from when verl's default was True",
+           37.3, 37.3, 199.8, 199.8,
+           note=("Found by reading the two verl MoE scripts, whose generation was predicted at under a third of the "
+                 "published: both set rollout.enforce_eager=True, which the simulator ignored. Two runs move: "
+                 "DeepSeek-V3 on 96 H20 -77% -> -69% (gen 237 -> 380 s, published 1,050 s; ~3,000 ops a step: 30 ms "
+                 "of host time against ~5 ms of GPU work at batch 1, the rollout's tail), Qwen3-30B-A3B on 128 H20 -50% -> -44% "
+                 "(gen 99 -> 128 s, published 348 s). The 7B dense runs do not move: at TP2 on H20 the GPU's step "
+                 "outlasts the host's 3.9 ms even at batch 1. The op counts were taken before the table was re-run "
+                 "(a separate read of vLLM 0.8.5 and 0.11.0; 0.8.5, which verl's DeepSeek-V3 image ran, issues ~17% "
+                 "more on DeepSeek-V3 and ~50% more on Qwen3 MoE) and the per-op cost is the existing constant; "
+                 "nothing was tuned. The gap left on both MoE runs is not host time alone.")),
 )
 """The changes, oldest first."""

@@ -75,6 +75,7 @@ class PublishedRun:
     gen_batch: int | None = None  # static engine: rows per generate call
     max_num_seqs: int | None = None  # continuous engine (vLLM): sequences per iteration (None: oppo-sim's default)
     max_num_batched_tokens: int | None = None  # continuous engine (vLLM): tokens per iteration (None: default)
+    enforce_eager: bool = False  # vLLM without CUDA graphs, where the script (or its framework's default then) says so
     colocate: str = "sleep"  # generation sharing GPUs: "sleep" (vLLM sleep/wake, trainer offloaded) or "resident"
     sleep_level: int = 1  # vLLM sleep level where the engine sleeps (verl, OpenRLHF and NeMo RL call level 1)
     total_cap: bool = False  # max_response caps prompt + response together (a response gets the cap less its prompt)
@@ -190,9 +191,13 @@ _DAPO_NOTES = ("hybrid engine: vLLM sleeps (level 1) while the offloaded trainer
                "(verl's default when these runs were published; 256 from 2026-01-24); ")
 
 
+_EAGER_THEN = ("vLLM without CUDA graphs: the page's numbers date from 2025-07-17 (verl #2231), when verl's "
+               "rollout.enforce_eager defaulted to True (False from 2025-08-08, #2956) and the script does not set it")
+
+
 def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_response: int, tp: int, sp: int,
              step_s: float, gen_s: float, score_s: float, train_s: float, script: str, note: str,
-             megatron: tuple[int, int] | None = None) -> PublishedRun:
+             megatron: tuple[int, int] | None = None, enforce_eager: bool = False) -> PublishedRun:
     """``megatron``: the script's (train_tp, train_pp) where it trains with Megatron (else FSDP)."""
     layout = {"train_backend": "megatron", "train_tp": megatron[0], "pp": megatron[1]} if megatron else {}
     return PublishedRun(
@@ -203,7 +208,7 @@ def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_res
         minibatches=512 // 32, gpu_memory_utilization=0.8, recompute="full", sp=sp, max_num_seqs=1024,
         max_num_batched_tokens=2048 + max_response,
         assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
-        stages=Stages(gen_s, score_s, train_s, timers="verl-0.7", definition=_VERL_STAGES),
+        stages=Stages(gen_s, score_s, train_s, timers="verl-0.7", definition=_VERL_STAGES), enforce_eager=enforce_eager,
         prompt_note=_DAPO_PROMPT, response_note=_DAPO_RESPONSE, notes=_DAPO_NOTES + note, **layout)
 
 
@@ -212,11 +217,12 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
              max_response=20480, tp=2, sp=4, step_s=749, gen_s=321, score_s=88, train_s=286,
              script="verl/experimental/one_step_off_policy/shell/dapo_7b_math_fsdp2_colocate.sh",
              note="FSDP2 with parameter and optimizer offload (the page states max response 20,480 for FSDP2; "
-                  "the script at this commit has 8,192)"),
+                  "the script at this commit has 8,192); " + _EAGER_THEN, enforce_eager=True),
     _verl_7b("verl-onestep-colocate-megatron-16xh20", source=VERL_ONE_STEP, devices=16, nodes=2, n=16,
              max_response=8192, tp=2, sp=1, step_s=699, gen_s=207, score_s=119, train_s=344,
              script="verl/experimental/one_step_off_policy/shell/dapo_7b_math_megatron_colocate.sh",
-             note="Megatron TP2 PP2 with parameter, gradient and optimizer offload", megatron=(2, 2)),
+             note="Megatron TP2 PP2 with parameter, gradient and optimizer offload; " + _EAGER_THEN, megatron=(2, 2),
+             enforce_eager=True),
     _verl_7b("verl-fullyasync-colocate-32xh20", source=VERL_FULLY_ASYNC, devices=32, nodes=4, n=16,
              max_response=28672, tp=4, sp=4, step_s=790.10, gen_s=357.41, score_s=107.71, train_s=269.80,
              script="verl/experimental/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh (colocate sync row)",
@@ -238,12 +244,13 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         kl=True, tp=4, published_step_s=497.89, minibatches=512 // 128, gpu_memory_utilization=0.7,
         recompute="full", ep=8, train_backend="megatron", train_tp=2, cp=2, max_num_seqs=1024,
         max_num_batched_tokens=2048 + 8192, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
+        enforce_eager=True,
         stages=Stages(348.05, 28.73 + 20.86, 86.27, timers="verl-0.7", definition=_VERL_STAGES),
         prompt_note=_DAPO_PROMPT,
         response_note=("no mean response length is published; assumed 2,500 tokens, lognormal spread 1.0, capped "
                        "at 8,192"),
         notes=("Megatron TP2 CP2 EP8 (ETP1, the script's COMMON_* defaults) with offload; GRPO with a low-variance KL "
-               "loss (reference forward); rule reward")),
+               "loss (reference forward); rule reward; vLLM without CUDA graphs (the script's rollout.enforce_eager=True)")),
     PublishedRun(
         key="verl-deepseek-v3-96xh20", framework="verl (colocated, synchronous)", source=VERL_DPSK,
         version=f"{VERL[:12]} (script examples/grpo_trainer/run_deepseek671b_math_megatron_96gb.sh)",
@@ -251,13 +258,14 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         placement="colocated", batch=96, n=8, max_prompt=2048, max_response=9632, algorithm="grpo", reward="rule",
         kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full", ep=8,
         train_backend="megatron", train_tp=8, pp=12,
-        max_num_seqs=1024, max_num_batched_tokens=2048 + 9632,
+        max_num_seqs=1024, max_num_batched_tokens=2048 + 9632, enforce_eager=True,
         mean_response=1960, mean_prompt=150,
         stages=Stages(generation_s=1050, timers="verl-0.7", definition="rollout time (s): verl's gen"),
         prompt_note="not published; assumed a 150-token mean (math prompts)",
         response_note="mean response 1,960 published; lognormal spread 0.7, capped at 9,632 (1204 x 8, as the script)",
         notes=("Megatron TP8 PP12 EP8 (ETP1) with full optimizer offload to the CPU (1.5 TB CPU memory per node), which "
-               "the simulator does not charge; GRPO with a KL loss; rule reward")),
+               "the simulator does not charge; GRPO with a KL loss; rule reward; vLLM without CUDA graphs (the script's "
+               "rollout.enforce_eager=True)")),
 )
 
 

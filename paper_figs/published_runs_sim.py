@@ -155,7 +155,8 @@ def engine_config(run: PublishedRun) -> EngineConfig:
     """The generation engine's settings the run states; the rest are oppo-sim's (vLLM-like) defaults."""
     given = {k: v for k, v in (("max_num_seqs", run.max_num_seqs), ("max_num_batched_tokens", run.max_num_batched_tokens))
              if v is not None}
-    return EngineConfig(tp=run.tp, gpu_memory_utilization=run.gpu_memory_utilization, **given)
+    return EngineConfig(tp=run.tp, gpu_memory_utilization=run.gpu_memory_utilization, enforce_eager=run.enforce_eager,
+                        **given)
 
 
 OP_COSTS = {"mode": DEFAULT_OP_COSTS}

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oppo_sim.hw.costs.costmodel import CostModel, DecodeCost, _sum_max_lines
+from oppo_sim.hw.costs.costmodel import CostModel, DecodeCost
+from oppo_sim.hw.costs.spans import sum_max_lines as _sum_max_lines
 from oppo_sim.hw.devices.hardware import GPUS, Hardware, OpParams, collective_latency, get_hardware
 from oppo_sim.hw.models.lookup import MODELS, get_model
 

@@ -38,7 +38,7 @@ def fields(cfg) -> dict:
             "max_response": cfg.max_response, "max_prompt": cfg.max_prompt, "truncate": cfg.truncate_prompt,
             "ppo_epochs": cfg.ppo_epochs, "minibatches": cfg.minibatches, "zero": cfg.train_memory.zero_stage,
             "recompute": cfg.train_memory.recompute, "trainer": (t.backend, t.tp, t.pp, t.vpp, t.cp, t.distributed_optimizer),
-            "ep": cfg.expert_parallel, "offload": cfg.offload_train_state if p.shared(p.generate) else None}
+            "ep": cfg.expert_parallel, "eager": cfg.engine.enforce_eager, "offload": cfg.offload_train_state if p.shared(p.generate) else None}
 
 
 def round_trip(tmp_path: Path, framework: str, argv: list[str], chosen: Chosen):
@@ -55,7 +55,7 @@ def round_trip(tmp_path: Path, framework: str, argv: list[str], chosen: Chosen):
 RULE = ["--algorithm", "grpo", "--n", "4", "--reward", "rule", "--batch", "16"]
 CASES = [  # (framework, run arguments of the planned configuration, what the plan chose, reason it cannot pass yet)
     ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full",
-              "--ppo-epochs", "2", "--minibatches", "2", "--truncate-prompt"], Chosen("baseline", 3, "full")),
+              "--ppo-epochs", "2", "--minibatches", "2", "--truncate-prompt", "--enforce-eager"], Chosen("baseline", 3, "full")),
     ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "2", "--recompute", "none",
               "--ppo-epochs", "1"], Chosen("baseline", 2, "none")),
     ("verl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--train-backend", "megatron",
@@ -66,14 +66,15 @@ CASES = [  # (framework, run arguments of the planned configuration, what the pl
               "--critic", "qwen2.5-3b", "--batch", "16", "--zero", "3", "--recompute", "full", "--ppo-epochs", "1"],
      Chosen("baseline", 3, "full")),
     ("openrlhf", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "2", "--recompute", "full",
-                  "--ppo-epochs", "2", "--minibatches", "4", "--truncate-prompt", "--sp", "2"], Chosen("baseline", 2, "full")),
+                  "--ppo-epochs", "2", "--minibatches", "4", "--truncate-prompt", "--sp", "2", "--enforce-eager"],
+     Chosen("baseline", 2, "full")),
     ("openrlhf", ["--placement", "split 8+6+2", "--nodes", "2", "--algorithm", "ppo", "--reward", "qwen2.5-7b",
                   "--batch", "32", "--minibatches", "2", "--zero", "3", "--recompute", "none", "--ppo-epochs", "1",
                   "--truncate-prompt"], Chosen("baseline", 3, "none")),
     ("openrlhf", ["--placement", "gen-apart 4+4", *RULE, "--zero", "3", "--recompute", "full", "--ppo-epochs", "1",
                   "--truncate-prompt"], Chosen("async(k=2)", 3, "full")),
     ("nemo-rl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full",
-                 "--ppo-epochs", "1", "--minibatches", "2", "--sp", "2"], Chosen("baseline", 3, "full")),
+                 "--ppo-epochs", "1", "--minibatches", "2", "--sp", "2", "--enforce-eager"], Chosen("baseline", 3, "full")),
     ("nemo-rl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--train-backend", "megatron",
                  "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1"], Chosen("baseline", None, "full")),
     ("nemo-rl", ["--placement", "gen-apart 2+6", *RULE, "--zero", "3", "--recompute", "none", "--ppo-epochs", "1"],

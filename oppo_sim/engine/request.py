@@ -34,6 +34,7 @@ class EngineConfig:
     long_prefill_token_threshold: int = 0  # 0: off (vLLM's default)
     num_gpu_blocks_override: int | None = None  # vLLM's num_gpu_blocks instead of sizing it from memory
     enable_expert_parallel: bool = False  # a MoE model's experts sharded over the tp GPUs, not sliced
+    enforce_eager: bool = False  # no CUDA graphs: the host issues every kernel of a step (oppo_sim.hw.costs.eager)
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "tp"):
@@ -44,7 +45,7 @@ class EngineConfig:
             raise ConfigError(f"engine num_gpu_blocks_override must be >= 2 (one is vLLM's null block), got {self.num_gpu_blocks_override}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        for name in ("enable_prefix_caching", "enable_chunked_prefill", "enable_expert_parallel"):
+        for name in ("enable_prefix_caching", "enable_chunked_prefill", "enable_expert_parallel", "enforce_eager"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"engine {name} must be a bool, got {getattr(self, name)!r}")
         thr = self.long_prefill_token_threshold
@@ -204,7 +205,7 @@ def kv_blocks_for(model: ModelSpec, mem_bytes: float, cfg: EngineConfig, where: 
     :class:`EngineCore` uses one fewer), or ``cfg.num_gpu_blocks_override`` when set."""
     if cfg.num_gpu_blocks_override is not None:
         return cfg.num_gpu_blocks_override
-    e = engine_memory(model, cfg.tp, cfg.max_num_seqs, cfg.max_num_batched_tokens)
+    e = engine_memory(model, cfg.tp, cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enforce_eager)
     free = mem_bytes * cfg.gpu_memory_utilization - e.non_kv
     if free <= 0:
         raise ConfigError(

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
 
 __all__ = ["StaticConfig", "StaticCostParams", "DEFAULT_CALL_OVERHEAD_S", "HF_HOST_OP_S", "HF_LAUNCH_BOUND_OPS_PER_LAYER",
            "ZERO3_GATHER"]
@@ -45,9 +46,9 @@ hand-over of the chunk to the reward model). A placeholder until a profile is fi
 decoder (``oppo_real.profiling.static_decoder``); the real number depends on the framework and the machine."""
 
 
-HF_HOST_OP_S = 10e-6
-"""Host seconds of one eager PyTorch op on a GPU (the Python module call, the dispatcher, the kernel launch):
-the ~10 us order CUDA-graph write-ups quote for eager PyTorch. First principles, not a measurement."""
+HF_HOST_OP_S = EAGER_HOST_OP_S
+"""Host seconds of one eager PyTorch op on a GPU (the Python module call, the dispatcher, the kernel launch): the
+one constant vLLM's eager mode is priced with too (``oppo_sim.hw.costs.eager``). First principles, not a measurement."""
 
 HF_LAUNCH_BOUND_OPS_PER_LAYER = 50
 """Small ops of one eager decoder layer whose launch outlasts their kernel (see the module docstring)."""

@@ -120,6 +120,7 @@ def export_nemo_rl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
     generation: dict[str, Any] = {"max_new_tokens": cfg.max_response,
                                   "vllm_cfg": {"tensor_parallel_size": cfg.engine.tp,
                                                "gpu_memory_utilization": cfg.engine.gpu_memory_utilization,
+                                               "enforce_eager": cfg.engine.enforce_eager,
                                                "async_engine": chosen.kind == "async"}}
     generation.update(_placement(cfg, layout, (gen, train, score), notes))
     policy = {"model_name": model_name(cfg.actor), "train_global_batch_size": sequences // cfg.minibatches,

@@ -121,6 +121,7 @@ def export_openrlhf(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
     out += _trainer(cfg, chosen)
     out += [f"--vllm.tensor_parallel_size {eng.tp}", f"--vllm.gpu_memory_utilization {eng.gpu_memory_utilization}"]
     out += ["--vllm.enable_prefix_caching"] if eng.enable_prefix_caching else []
+    out += ["--vllm.enforce_eager"] if eng.enforce_eager else []
     out += _placement(cfg, layout, (gen, train, score), chosen.kind == "async" and layout in ("gen-apart", "split"))
     return _fragment(out)
 

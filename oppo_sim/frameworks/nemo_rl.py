@@ -14,8 +14,8 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
 - ``policy.model_name`` -> ``--actor``; ``data.max_input_seq_length`` -> ``--max-prompt`` (a longer prompt
   becomes a 4-token stub trained with weight 0: filtered here); ``policy.generation.max_new_tokens`` ->
   ``--max-response``, capped by ``policy.max_total_sequence_length`` (vLLM's ``max_model_len``);
-- ``policy.generation.vllm_cfg.tensor_parallel_size`` / ``gpu_memory_utilization`` -> ``--tp`` /
-  ``--gpu-memory-utilization``;
+- ``policy.generation.vllm_cfg.tensor_parallel_size`` / ``gpu_memory_utilization`` / ``enforce_eager`` -> ``--tp`` /
+  ``--gpu-memory-utilization`` / ``--enforce-eager``;
 - the trainer: ``policy.megatron_cfg.enabled`` -> ``--train-backend megatron`` with
   ``tensor_model_parallel_size`` / ``pipeline_model_parallel_size`` / ``context_parallel_size`` /
   ``expert_model_parallel_size`` / ``optimizer.use_distributed_optimizer`` -> ``--train-tp`` / ``--pp`` /
@@ -51,7 +51,7 @@ READ: tuple[str, ...] = (
 composes to none of them is refused."""
 WATCHED: tuple[str, ...] = (*READ, "grpo.async_grpo.enabled", "grpo.async_grpo.max_trajectory_age_steps",
                             "grpo.use_dynamic_sampling", "grpo.batch_multiplier", "grpo.dynamic_sampling_max_gen_batches",
-                            "loss_fn.reference_policy_kl_penalty", "grpo.adv_estimator.name", V + "async_engine",
+                            "loss_fn.reference_policy_kl_penalty", "grpo.adv_estimator.name", V + "async_engine", V + "enforce_eager",
                             M + "enabled", D + "enabled", M + "tensor_model_parallel_size", M + "pipeline_model_parallel_size",
                             M + "context_parallel_size", M + "expert_model_parallel_size", M + "activation_checkpointing",
                             M + "sequence_parallel", D + "tensor_parallel_size", D + "context_parallel_size",
@@ -203,6 +203,8 @@ def _lengths(g: _Get) -> None:
         g.use(V + "pipeline_parallel_size", v=pp, note="in --tp above")
     gmu = as_float(V + "gpu_memory_utilization", g(V + "gpu_memory_utilization", 0.6))
     g.use(V + "gpu_memory_utilization", "--gpu-memory-utilization", gmu, v=gmu)
+    if as_bool(V + "enforce_eager", g(V + "enforce_eager", False)):
+        g.use(V + "enforce_eager", "--enforce-eager", note="no CUDA graphs: the host issues every kernel of a decode step")
     if as_bool(V + "async_engine", g(V + "async_engine", False)):
         g.use(V + "async_engine", note="vLLM's async engine: requests stream through a continuous engine")
     _async(g)

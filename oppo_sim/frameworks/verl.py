@@ -32,7 +32,7 @@ verl's vLLM sharding manager:
 | ``data.filter_overlong_prompts``, ``data.truncation`` | filtered (oppo-sim's default), or ``--truncate-prompt`` for left/right/middle without the filter |
 | ``rollout.tensor_model_parallel_size`` | ``--tp`` |
 | ``rollout.gpu_memory_utilization`` | ``--gpu-memory-utilization`` (vLLM >= 0.7: a fraction of the whole device, as oppo-sim's) |
-| ``rollout.max_num_seqs``, ``.max_num_batched_tokens``, ``.enable_chunked_prefill`` | the vLLM options of the same names |
+| ``rollout.max_num_seqs``, ``.max_num_batched_tokens``, ``.enable_chunked_prefill``, ``.enforce_eager`` | the vLLM options of the same names (``enforce_eager`` defaulted to True before verl 0.6) |
 | ``rollout.free_cache_engine`` | ``--colocate sleep --sleep-level 1`` (verl calls vLLM's ``sleep(level=1)``), else ``--colocate resident`` |
 | ``actor.use_kl_loss``, ``algorithm.use_kl_in_reward`` | a reference model iff either is set, else ``--no-reference`` |
 | ``actor.ulysses_sequence_parallel_size`` | ``--sp`` |
@@ -91,6 +91,7 @@ VERL_DEFAULTS: dict[str, Any] = {
     "data.filter_overlong_prompts": False, "data.truncation": "error",
     R + "n": 1, R + "tensor_model_parallel_size": 2, R + "gpu_memory_utilization": 0.5, R + "max_num_seqs": 1024,
     R + "max_num_batched_tokens": 8192, R + "enable_chunked_prefill": True, R + "free_cache_engine": True,
+    R + "enforce_eager": False,
     A + "ppo_mini_batch_size": 256, A + "ppo_epochs": 1, A + "use_kl_loss": False, A + "ulysses_sequence_parallel_size": 1,
     A + "strategy": "fsdp", A + "fsdp_config.param_offload": False, A + "fsdp_config.optimizer_offload": False,
     "actor_rollout_ref.model.enable_gradient_checkpointing": True, "actor_rollout_ref.hybrid_engine": True,
@@ -128,6 +129,7 @@ DAPO_ROUNDS: tuple[tuple[str, str], ...] = (("data.gen_batch_size", "--gen-batch
 """DAPO's rounds: verl key -> the option of oppo-sim's round-by-round DAPO (where this oppo-sim lacks it, the
 key is listed as ignored by the command's parser)."""
 _GROUPED = ("data.train_batch_size", "data.filter_overlong_prompts", "data.truncation", R + "enable_chunked_prefill",
+            R + "enforce_eager",
             R + "free_cache_engine", A + "ppo_mini_batch_size", A + "use_kl_loss", "algorithm.use_kl_in_reward",
             "actor_rollout_ref.model.enable_gradient_checkpointing", "actor_rollout_ref.model.path",
             "algorithm.adv_estimator", "algorithm.filter_groups.enable", "reward_model.enable",
@@ -270,6 +272,10 @@ def _engine(b: Builder, cfg: dict, dflt: dict, colocated: bool) -> None:
     k = R + "enable_chunked_prefill"
     on = as_bool(k, cfg[k])
     b.use(k, on, "--enable-chunked-prefill" if on else "--no-enable-chunked-prefill", default=dflt[k])
+    k = R + "enforce_eager"
+    on = as_bool(k, cfg[k])
+    b.use(k, on, "--enforce-eager" if on else "--no-enforce-eager", default=dflt[k],
+          note="no CUDA graphs: the host issues every kernel of a decode step" if on else "")
     k = R + "free_cache_engine"
     if not colocated:
         b.use(k, cfg[k], default=dflt[k], note="the rollout has its own GPUs: nothing takes turns")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from oppo_sim.core.algorithms import Algorithm
@@ -10,6 +11,7 @@ from oppo_sim.core.placement import Placement, paper_placement
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams
+from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
 from oppo_sim.hw.costs.expert_parallel import check_expert_parallel
 from oppo_sim.hw.devices.hardware import Hardware, get_hardware
 from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
@@ -44,6 +46,8 @@ class SimConfig:
     engine_kind: EngineKind = EngineKind.CONTINUOUS  # continuous (vLLM-style) or static (TRL generate, calls of C)
     static: StaticConfig = field(default_factory=StaticConfig)  # the static engine's mini-batch and call size
     static_cost: StaticCostParams = field(default_factory=StaticCostParams)  # its per-call overhead
+    eager_host_op_s: float = EAGER_HOST_OP_S  # engine.enforce_eager: host seconds per issued op (0: a profile's
+    #                                            fitted decode holds them; oppo_sim.hw.costs.eager)
     ppo_epochs: int = 4  # TRL PPOConfig.num_ppo_epochs
     minibatches: int = 1  # TRL PPOConfig.num_mini_batches
     max_response: int | None = DEFAULT_MAX_RESPONSE
@@ -85,6 +89,9 @@ class SimConfig:
             (isinstance(self.offload_train_state, bool),
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
+            (isinstance(self.eager_host_op_s, (int, float)) and not isinstance(self.eager_host_op_s, bool)
+             and math.isfinite(self.eager_host_op_s) and self.eager_host_op_s >= 0,
+             f"eager_host_op_s must be a finite number >= 0, got {self.eager_host_op_s!r}"),
             (isinstance(self.train_memory_fraction, (int, float)) and 0 < self.train_memory_fraction <= 1,
              f"train_memory_fraction must be in (0, 1], got {self.train_memory_fraction!r}"),
             (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),

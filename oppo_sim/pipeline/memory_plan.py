@@ -155,7 +155,7 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
     tp = cfg.engine.tp if generates else 1
     vllm = generates and cfg.engine_kind == EngineKind.CONTINUOUS  # a static engine (HF generate) takes what is left
     if vllm:
-        e = engine_memory(actor, tp, cfg.engine.max_num_seqs, cfg.engine.max_num_batched_tokens)
+        e = engine_memory(actor, tp, cfg.engine.max_num_seqs, cfg.engine.max_num_batched_tokens, cfg.engine.enforce_eager)
         roles.append(RoleMemory("generate", f"actor {actor.id}, tp {tp}", GENERATE if swap else ALWAYS,
                                 weights=e.weights, activations=e.overhead + e.seq_state, note=e.describe()))
     elif generates:

@@ -17,6 +17,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.continuous import EngineCore
 from oppo_sim.engine.request import FINISH, EngineConfig, Req, kv_blocks_for
 from oppo_sim.hw.costs.costmodel import CostModel
+from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
 from oppo_sim.hw.devices.hardware import Hardware, get_hardware
 from oppo_sim.hw.models.lookup import ModelSpec, get_model
 from oppo_sim.pipeline.devices import DevicePool, Timeline
@@ -33,8 +34,11 @@ class ReplayConfig:
     time_scale: float = 1.0  # multiply inter-arrival times (0.5 = twice the load)
     rate: float | None = None  # requests/s Poisson arrivals instead of the trace's timestamps
     seed: int = 0
+    eager_host_op_s: float = EAGER_HOST_OP_S  # engine.enforce_eager: host seconds per issued op (0: a profile's)
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.eager_host_op_s, (int, float)) and 0 <= self.eager_host_op_s < float("inf")):
+            raise ConfigError(f"eager_host_op_s must be a finite number >= 0, got {self.eager_host_op_s!r}")
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"limit must be >= 1, got {self.limit}")
         if self.time_scale <= 0:
@@ -70,7 +74,8 @@ def replay(trace: Trace, cfg: ReplayConfig | None = None) -> ReplayResult:
     tp = cfg.engine.tp
     pool = DevicePool(env, "serve", tp, hw.gpu.peak_flops, 0.0, Timeline())
     blocks = kv_blocks_for(model, hw.gpu.mem_bytes, cfg.engine, f"{tp} x {hw.gpu.id} ({model.id})")
-    core = EngineCore(CostModel(hw).decode(model, tp, cfg.engine.enable_expert_parallel), cfg.engine, blocks)
+    host_op_s = cfg.eager_host_op_s if cfg.engine.enforce_eager else 0.0
+    core = EngineCore(CostModel(hw).decode(model, tp, cfg.engine.enable_expert_parallel, host_op_s), cfg.engine, blocks)
     reqs = [Req(i, int(trace.prompt_tokens[i]), int(trace.response_tokens[i]), arrival=float(arrivals[i])) for i in range(n)]
     finished: list[Req] = []
     all_done = env.event()

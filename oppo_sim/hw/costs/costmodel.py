@@ -38,7 +38,9 @@ import numpy as np
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.costs.decode_kernels import DecodeKernels
+from oppo_sim.hw.costs.eager import eager_host_seconds
 from oppo_sim.hw.costs.expert_parallel import decode_comm_coeffs
+from oppo_sim.hw.costs.spans import sum_max_lines_floor
 from oppo_sim.hw.devices.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds, nodes_spanned
 from oppo_sim.hw.memory.train_memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models.lookup import ModelSpec
@@ -63,10 +65,12 @@ class DecodeCost:
 
     An iteration that decodes ``b`` sequences whose KV holds ``kv`` tokens in total, and prefills
     ``n`` prompt tokens with ``pairs`` attention (query, key) pairs, costs
-    ``ovh + comm(b+n) + max(c0 + c_tok*(b+n) + c_pair*(pairs + kv + b), m0(b+n) + m_kv*(kv + b + n))``:
+    ``ovh + max(host, comm(b+n) + max(c0 + c_tok*(b+n) + c_pair*(pairs + kv + b), m0(b+n) + m_kv*(kv + b + n)))``:
     ``m0`` is the weights the iteration reads — all of them for a dense model, the experts its ``b + n``
     tokens touch for a MoE model (``ModelSpec.weight_bytes_read``). ``expert_parallel``: the replica's
     experts are sharded over its GPUs (vLLM ``enable_expert_parallel``; see ``oppo_sim.hw.costs.expert_parallel``).
+    ``host``: the seconds an eager engine's host spends issuing a step's kernels (vLLM ``enforce_eager``,
+    ``oppo_sim.hw.costs.eager``; 0 with CUDA graphs), which the GPU's work overlaps.
     """
 
     model: ModelSpec
@@ -75,6 +79,7 @@ class DecodeCost:
     expert_parallel: bool = False
     link_bw: float | None = None  # bytes/s, one direction, of the group's collectives (None: the GPU's link_bw)
     nodes: int = 1  # scale-up domains the replica's tp GPUs span (its collectives' latency grows with them)
+    host_s: float = 0.0  # eager mode: host seconds per step issuing its kernels (0: CUDA graphs)
 
     @cached_property
     def _k(self) -> tuple[float, float, float, float, float]:
@@ -123,10 +128,10 @@ class DecodeCost:
         ovh, c_tok, c_pair, _, m_kv = self._k
         b, n = decode_seqs, prefill_tokens
         if self._kern is not None:
-            return ovh + self.comm(b + n) + self._kern.iteration(b, kv_decode, n, prefill_pairs, kv_prefill)
+            return ovh + max(self.host_s, self.comm(b + n) + self._kern.iteration(b, kv_decode, n, prefill_pairs, kv_prefill))
         comp = c_tok * (b + n) + c_pair * (prefill_pairs + kv_decode + b)
         mem = self._m0(b + n) + m_kv * (kv_decode + kv_prefill + b + n)
-        return ovh + self.comm(b + n) + max(comp, mem)
+        return ovh + max(self.host_s, self.comm(b + n) + max(comp, mem))
 
     def flops(self, decode_seqs: int, kv_decode: float, prefill_tokens: int = 0, prefill_pairs: float = 0.0) -> float:
         m = self.model
@@ -140,23 +145,26 @@ class DecodeCost:
         kv_sum = iters * kv0 + b * iters * (iters - 1) / 2.0
         return 2.0 * m.matmul_params * b * iters + m.pair_flops * (kv_sum + b * iters)
 
-    def _lines(self, b: int, kv0: float) -> tuple[float, float, float, float, float]:
+    def _lines(self, b: int, kv0: float) -> tuple[float, float, float, float, float, float]:
+        """(fixed seconds per iteration, compute line (intercept, slope), memory line, and the host's floor
+        under the GPU's part): iteration i of a span costs ``fixed + max(floor, a_c + s_c*i, a_m + s_m*i)``."""
         ovh, c_tok, c_pair, _, m_kv = self._k
+        comm = self.comm(b)
         if self._kern is not None:
             fixed, a, s = self._kern.lines(b, kv0)
-            return ovh + self.comm(b) + fixed, a, s, 0.0, 0.0
+            return ovh + comm, fixed + a, s, 0.0, 0.0, self.host_s - comm
         a_c = c_tok * b + c_pair * (kv0 + b)
         s_c = c_pair * b
         a_m = self._m0(b) + m_kv * (kv0 + b)
         s_m = m_kv * b
-        return ovh + self.comm(b), a_c, s_c, a_m, s_m
+        return ovh + comm, a_c, s_c, a_m, s_m, self.host_s - comm
 
     def span(self, b: int, kv0: float, iters: int) -> float:
         """Seconds for ``iters`` consecutive pure-decode iterations of ``b`` sequences, starting at KV ``kv0``."""
         if iters <= 0 or b <= 0:
             return 0.0
-        fixed, a_c, s_c, a_m, s_m = self._lines(b, kv0)
-        return fixed * iters + _sum_max_lines(a_c, s_c, a_m, s_m, iters)
+        fixed, a_c, s_c, a_m, s_m, floor = self._lines(b, kv0)
+        return fixed * iters + sum_max_lines_floor(a_c, s_c, a_m, s_m, floor, iters)
 
     def iters_within(self, b: int, kv0: float, seconds: float, limit: int) -> int:
         """Largest m <= limit with span(b, kv0, m) <= seconds."""
@@ -172,22 +180,6 @@ class DecodeCost:
             else:
                 hi = mid
         return lo
-
-
-def _sum_max_lines(a1: float, s1: float, a2: float, s2: float, n: int) -> float:
-    """sum_{i=0}^{n-1} max(a1 + s1*i, a2 + s2*i) in O(1)."""
-
-    def lin(a: float, s: float, i0: int, i1: int) -> float:  # sum over i in [i0, i1)
-        k = i1 - i0
-        return a * k + s * (i0 + i1 - 1) * k / 2.0 if k > 0 else 0.0
-
-    if s1 == s2:
-        return lin(max(a1, a2), s1, 0, n)
-    x = (a2 - a1) / (s1 - s2)  # line1 >= line2 for i >= x when s1 > s2
-    cut = n if x >= n else (0 if not x > 0 else math.ceil(x))  # x may be +-inf when the slopes nearly agree
-    if s1 > s2:
-        return lin(a2, s2, 0, cut) + lin(a1, s1, cut, n)
-    return lin(a1, s1, 0, cut) + lin(a2, s2, cut, n)
 
 
 @dataclass(frozen=True)
@@ -221,12 +213,13 @@ class CostModel:
         if not isinstance(self.sync, SyncPlan):
             raise ConfigError(f"CostModel: sync must be a SyncPlan, got {type(self.sync).__name__}")
 
-    def decode(self, model: ModelSpec, tp: int = 1, expert_parallel: bool = False) -> DecodeCost:
+    def decode(self, model: ModelSpec, tp: int = 1, expert_parallel: bool = False, host_op_s: float = 0.0) -> DecodeCost:
         """The generation cost of a ``tp``-GPU replica; its collectives cross the network where ``tp`` exceeds
-        the scale-up domain (``domain``), as a TP group over several nodes does."""
+        the scale-up domain (``domain``), as a TP group over several nodes does. ``host_op_s`` > 0: the engine
+        runs eagerly (vLLM ``enforce_eager``), each op it issues costs the host that long (``oppo_sim.hw.costs.eager``)."""
         across = self.domain > 0 and tp > self.domain
         return DecodeCost(model, self.hw, tp, expert_parallel, self.hw.gpu.net_bw if across else None,
-                          nodes_spanned(tp, self.domain))
+                          nodes_spanned(tp, self.domain), eager_host_seconds(model, tp, host_op_s))
 
     def prefill_flops(self, model: ModelSpec, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool) -> float:
         return float(np.sum(model.forward_flops(new_tokens, context, scalar_head=scalar_head)))

@@ -88,8 +88,10 @@ def forward_peak_bytes(model: ModelSpec, tokens: int, tp: int = 1) -> float:
     return float(tokens * model.dtype_bytes * (2 * model.hidden + widest / tp))
 
 
-def engine_memory(model: ModelSpec, tp: int, max_num_seqs: int, max_num_batched_tokens: int) -> EngineMemory:
-    """What vLLM's profiling takes per device before the KV cache for ``model`` over ``tp`` devices."""
+def engine_memory(model: ModelSpec, tp: int, max_num_seqs: int, max_num_batched_tokens: int,
+                  enforce_eager: bool = False) -> EngineMemory:
+    """What vLLM's profiling takes per device before the KV cache for ``model`` over ``tp`` devices (no CUDA
+    graphs under ``enforce_eager``)."""
     if tp < 1 or max_num_seqs < 1 or max_num_batched_tokens < 1:
         raise ConfigError(f"need tp, max_num_seqs and max_num_batched_tokens >= 1, got {tp}, {max_num_seqs}, "
                           f"{max_num_batched_tokens}")
@@ -98,7 +100,7 @@ def engine_memory(model: ModelSpec, tp: int, max_num_seqs: int, max_num_batched_
         weights=model.weight_bytes() / tp,
         activations=forward_peak_bytes(model, max_num_batched_tokens, tp),
         sampler=SAMPLER_BYTES_PER_LOGIT * rows * model.vocab,
-        cuda_graphs=forward_peak_bytes(model, min(2 * max_num_seqs, MAX_CUDAGRAPH_TOKENS), tp),
+        cuda_graphs=0.0 if enforce_eager else forward_peak_bytes(model, min(2 * max_num_seqs, MAX_CUDAGRAPH_TOKENS), tp),
         non_torch=NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0.0),
         seq_state=max_num_seqs * model.mixer_state_bytes / tp,
     )
