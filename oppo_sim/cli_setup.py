@@ -123,6 +123,10 @@ def add_trainer_layout_args(p) -> None:
     p.add_argument("--cp", type=positive(), default=1, help="megatron context_parallel_size (default %(default)s)")
     p.add_argument("--distributed-optimizer", action=argparse.BooleanOptionalAction, default=True,
                    help="megatron use_distributed_optimizer: Adam state sharded over the data-parallel ranks (default on)")
+    p.add_argument("--optimizer-offload", type=nonneg_float, default=0.0, metavar="FRACTION",
+                   help="share of the optimizer state whose Adam step runs on the host CPU: 1 = DeepSpeed "
+                        "offload_optimizer (OpenRLHF --adam_offload), Megatron optimizer_offload_fraction with "
+                        "optimizer_cpu_offload (default %(default)s: Adam on the GPUs)")
     p.add_argument("--balance-batch", action=argparse.BooleanOptionalAction, default=True,
                    help="verl trainer.balance_batch: deal each step's sequences to the data-parallel ranks balanced by "
                         "tokens (default on, verl's); --no-balance-batch: contiguous chunks in batch order")
@@ -133,7 +137,8 @@ def trainer_layout(a) -> TrainerLayout:
     return TrainerLayout(backend=getattr(a, "train_backend", "fsdp"), tp=getattr(a, "train_tp", 1), pp=getattr(a, "pp", 1),
                          vpp=getattr(a, "vpp", 1), cp=getattr(a, "cp", 1),
                          distributed_optimizer=getattr(a, "distributed_optimizer", True),
-                         balance_batch=getattr(a, "balance_batch", True))
+                         balance_batch=getattr(a, "balance_batch", True),
+                         optimizer_offload=getattr(a, "optimizer_offload", 0.0))
 
 
 def add_sleep_level_arg(p) -> None:

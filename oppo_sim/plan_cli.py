@@ -21,7 +21,7 @@ from oppo_sim.cli_limits import add_limit_args, add_logits_arg, limit_fields
 from oppo_sim.cli_policy import check_policy_flags
 from oppo_sim.cli_setup import (add_algorithm_args, add_engine_args, add_offload_arg, add_sleep_level_arg, algorithm_fields,
                                  engine_fields)
-from oppo_sim.cliargs import int_list, nonneg_int, output, positive, str_list
+from oppo_sim.cliargs import int_list, nonneg_float, nonneg_int, output, positive, str_list
 
 _GPUS_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$")
 SHOWN = ("rank", "config", "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "util_gen", "util_train",
@@ -66,6 +66,9 @@ def _add_trainer_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--eps", type=eps_arg, default="auto",
                    help="megatron expert_model_parallel_size tried for a MoE actor, or auto: every one that divides "
                         "the experts and a pipeline stage's GPUs (default %(default)s)")
+    t.add_argument("--optimizer-offload", type=nonneg_float, default=0.0, metavar="FRACTION",
+                   help="share of the optimizer state stepped on the host CPU in every layout (not searched: "
+                        "DeepSpeed offload_optimizer / OpenRLHF --adam_offload = 1) (default %(default)s)")
     t.add_argument("--trainer-keep", type=positive(), default=KEEP,
                    help="trainer layouts searched per placement: of those that fit memory, the cheapest by "
                         "trainer-phase cost on a representative step (default %(default)s)")
@@ -170,7 +173,8 @@ def _request(a: argparse.Namespace):
     policies = tuple(x.lower() for x in a.policies)
     check_policy_flags(a, policies)  # --[no-]stream-batching with no streaming policy in the space
     auto = a.train_backend == "auto"
-    trainer = TrainerLayout("fsdp" if auto else a.train_backend)  # auto: the reference trains as verl's default
+    trainer = TrainerLayout("fsdp" if auto else a.train_backend,  # auto: the reference trains as verl's default
+                            optimizer_offload=a.optimizer_offload)
     base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=hardware_for(gpu, a.op_costs), actor=a.actor, trainer=trainer,
                      placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
                      offload_train_state=a.offload_train_state,

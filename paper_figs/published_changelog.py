@@ -117,5 +117,20 @@ CHANGES: tuple[Change, ...] = (
                  "(a separate read of vLLM 0.8.5 and 0.11.0; 0.8.5, which verl's DeepSeek-V3 image ran, issues ~17% "
                  "more on DeepSeek-V3 and ~50% more on Qwen3 MoE) and the per-op cost is the existing constant; "
                  "nothing was tuned. The gap left on both MoE runs is not host time alone.")),
+    Change("2026-11-26", "model",
+           "The optimizer on the CPU (--optimizer-offload; DeepSpeed offload_optimizer / OpenRLHF --adam_offload, "
+           "Megatron's hybrid optimizer: verl override_optimizer_config.optimizer_cpu_offload + "
+           "optimizer_offload_fraction, NeMo RL megatron_cfg.optimizer): that share of the Adam state leaves the GPUs "
+           "and its step runs on the node's CPU (2e9 parameters a second a node, from a DeepSpeed measurement) after "
+           "the bf16 gradients go down and the weights come back over the host link. Records: OpenRLHF's 70B script "
+           "(--adam_offload) and verl's DeepSeek-V3 and Qwen3-30B-A3B scripts (fraction 1) set it",
+           37.3, 35.2, 199.8, 199.8,
+           note=("Three runs move: OpenRLHF Llama-2-70B training 1,780 -> 2,348 s (published 2,700; step -40% -> -34%, "
+                 "still past the memory check: its 70B reference and reward on their 4 GPUs are not sharded here), verl "
+                 "DeepSeek-V3 -69% -> -64% (training and log-probs 121 -> 207 s; now fits: 13.2 GiB of weights, 26.4 of "
+                 "gradients per H20, the 79 GiB of Adam state on the host), Qwen3-30B-A3B -44% -> -44% (a rank's share "
+                 "is small at TP2 CP2 EP8 on 128 GPUs). The CPU rate is DeepSpeed's CPU Adam on a ZeRO-3 Qwen-72B over "
+                 "4 A100 nodes (~10 s a step, deepspeedai/DeepSpeed#6834), read before the table was re-run; the "
+                 "median moves because the 70B crosses it. Nothing was tuned.")),
 )
 """The changes, oldest first."""

@@ -86,6 +86,7 @@ class PublishedRun:
     train_tp: int = 1  # Megatron tensor_model_parallel_size (as the source states it)
     pp: int = 1  # Megatron pipeline_model_parallel_size
     cp: int = 1  # Megatron context_parallel_size
+    optimizer_offload: float = 0.0  # share of the Adam state stepped on the CPU (OpenRLHF --adam_offload, Megatron's fraction)
     mean_response: float | None = None  # published mean response length (tokens)
     assumed_mean_response: float | None = None  # used when no mean is published
     mean_prompt: float | None = None  # published, derived (prompt_note says how) or assumed
@@ -244,12 +245,13 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         kl=True, tp=4, published_step_s=497.89, minibatches=512 // 128, gpu_memory_utilization=0.7,
         recompute="full", ep=8, train_backend="megatron", train_tp=2, cp=2, max_num_seqs=1024,
         max_num_batched_tokens=2048 + 8192, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
-        enforce_eager=True,
+        enforce_eager=True, optimizer_offload=1.0,
         stages=Stages(348.05, 28.73 + 20.86, 86.27, timers="verl-0.7", definition=_VERL_STAGES),
         prompt_note=_DAPO_PROMPT,
         response_note=("no mean response length is published; assumed 2,500 tokens, lognormal spread 1.0, capped "
                        "at 8,192"),
-        notes=("Megatron TP2 CP2 EP8 (ETP1, the script's COMMON_* defaults) with offload; GRPO with a low-variance KL "
+        notes=("Megatron TP2 CP2 EP8 (ETP1, the script's COMMON_* defaults) with parameter, gradient and optimizer "
+               "offload and the optimizer on the CPU (optimizer_offload_fraction 1, optimizer_cpu_offload); GRPO with a low-variance KL "
                "loss (reference forward); rule reward; vLLM without CUDA graphs (the script's rollout.enforce_eager=True)")),
     PublishedRun(
         key="verl-deepseek-v3-96xh20", framework="verl (colocated, synchronous)", source=VERL_DPSK,
@@ -258,13 +260,13 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         placement="colocated", batch=96, n=8, max_prompt=2048, max_response=9632, algorithm="grpo", reward="rule",
         kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full", ep=8,
         train_backend="megatron", train_tp=8, pp=12,
-        max_num_seqs=1024, max_num_batched_tokens=2048 + 9632, enforce_eager=True,
+        max_num_seqs=1024, max_num_batched_tokens=2048 + 9632, enforce_eager=True, optimizer_offload=1.0,
         mean_response=1960, mean_prompt=150,
         stages=Stages(generation_s=1050, timers="verl-0.7", definition="rollout time (s): verl's gen"),
         prompt_note="not published; assumed a 150-token mean (math prompts)",
         response_note="mean response 1,960 published; lognormal spread 0.7, capped at 9,632 (1204 x 8, as the script)",
-        notes=("Megatron TP8 PP12 EP8 (ETP1) with full optimizer offload to the CPU (1.5 TB CPU memory per node), which "
-               "the simulator does not charge; GRPO with a KL loss; rule reward; vLLM without CUDA graphs (the script's "
+        notes=("Megatron TP8 PP12 EP8 (ETP1) with the optimizer on the CPU (optimizer_offload_fraction 1 with "
+               "optimizer_cpu_offload; 1.5 TB CPU memory per node); GRPO with a KL loss; rule reward; vLLM without CUDA graphs (the script's "
                "rollout.enforce_eager=True)")),
 )
 
@@ -284,12 +286,14 @@ _OPENRLHF_PROMPT = "not published; assumed a 256-token mean (HH/rm-static prompt
 
 def _openrlhf(key: str, *, framework: str, model: str, hf: str, devices: int, placement: str, tp: int,
               step_s: float, gen_s: float, train_s: float, engine: str = "continuous", gen_batch: int | None = None,
-              max_num_seqs: int | None = None, nodes: int = 1, colocate: str = "sleep", note: str = "") -> PublishedRun:
+              max_num_seqs: int | None = None, nodes: int = 1, colocate: str = "sleep", note: str = "",
+              optimizer_offload: float = 0.0) -> PublishedRun:
     return PublishedRun(
         key=key, framework=framework, source=OPENRLHF_BENCH, version=OPENRLHF, model=model, hf_model=hf,
         gpu="a800-80gb", devices=devices, nodes=nodes, placement=placement, batch=1024, n=1, max_prompt=1024,
         max_response=1024, algorithm="ppo", reward=model, kl=True, tp=tp, published_step_s=step_s,
-        minibatches=1024 // 128, engine=engine, gen_batch=gen_batch, max_num_seqs=max_num_seqs, colocate=colocate,
+        minibatches=1024 // 128, engine=engine, optimizer_offload=optimizer_offload, gen_batch=gen_batch,
+        max_num_seqs=max_num_seqs, colocate=colocate,
         recompute="full",
         mean_response=1024,
         mean_prompt=256, response_sigma=0.0,
@@ -317,7 +321,7 @@ OPENRLHF_RUNS: tuple[PublishedRun, ...] = (
               step_s=9822.62, gen_s=7122.65, train_s=2699.97, max_num_seqs=8,
               note=("GPUs ref:reward:actor:critic:vLLM = 2:2:4:4:4, two vLLM engines of TP2 (as the repository's "
                     "70B script); micro rollout batch 4 per actor rank, two ranks per engine (max_num_seqs 8); "
-                    "ZeRO-3 with Adam offload")),
+                    "ZeRO-3 with Adam offload (--adam_offload: the Adam step on the CPU)"), optimizer_offload=1.0),
     _openrlhf("openrlhf-deepspeed-llama2-7b-8xa800", framework="OpenRLHF (DeepSpeed, no Ray)", model="llama-2-7b",
               hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, step_s=1177.78, gen_s=920.81,
               train_s=256.97, engine="static", gen_batch=8, colocate="resident",

@@ -38,7 +38,7 @@ def fields(cfg) -> dict:
             "max_response": cfg.max_response, "max_prompt": cfg.max_prompt, "truncate": cfg.truncate_prompt,
             "ppo_epochs": cfg.ppo_epochs, "minibatches": cfg.minibatches, "zero": cfg.train_memory.zero_stage,
             "recompute": cfg.train_memory.recompute, "trainer": (t.backend, t.tp, t.pp, t.vpp, t.cp, t.distributed_optimizer),
-            "ep": cfg.expert_parallel, "eager": cfg.engine.enforce_eager, "offload": cfg.offload_train_state if p.shared(p.generate) else None}
+            "ep": cfg.expert_parallel, "eager": cfg.engine.enforce_eager, "cpu_adam": t.optimizer_offload, "offload": cfg.offload_train_state if p.shared(p.generate) else None}
 
 
 def round_trip(tmp_path: Path, framework: str, argv: list[str], chosen: Chosen):
@@ -59,7 +59,8 @@ CASES = [  # (framework, run arguments of the planned configuration, what the pl
     ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "2", "--recompute", "none",
               "--ppo-epochs", "1"], Chosen("baseline", 2, "none")),
     ("verl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--train-backend", "megatron",
-              "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1"], Chosen("baseline", None, "full")),
+              "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1", "--optimizer-offload", "0.5"],
+     Chosen("baseline", None, "full")),
     ("verl", ["--placement", "gen-apart 4+4", *RULE, "--zero", "3", "--recompute", "full", "--ppo-epochs", "1"],
      Chosen("async(k=1)", 3, "full")),
     ("verl", ["--placement", "colocated", "--devices", "8", "--algorithm", "ppo", "--reward", "qwen2.5-1.5b",
@@ -70,13 +71,14 @@ CASES = [  # (framework, run arguments of the planned configuration, what the pl
      Chosen("baseline", 2, "full")),
     ("openrlhf", ["--placement", "split 8+6+2", "--nodes", "2", "--algorithm", "ppo", "--reward", "qwen2.5-7b",
                   "--batch", "32", "--minibatches", "2", "--zero", "3", "--recompute", "none", "--ppo-epochs", "1",
-                  "--truncate-prompt"], Chosen("baseline", 3, "none")),
+                  "--truncate-prompt", "--optimizer-offload", "1"], Chosen("baseline", 3, "none")),
     ("openrlhf", ["--placement", "gen-apart 4+4", *RULE, "--zero", "3", "--recompute", "full", "--ppo-epochs", "1",
                   "--truncate-prompt"], Chosen("async(k=2)", 3, "full")),
     ("nemo-rl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full",
                  "--ppo-epochs", "1", "--minibatches", "2", "--sp", "2", "--enforce-eager"], Chosen("baseline", 3, "full")),
     ("nemo-rl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--train-backend", "megatron",
-                 "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1"], Chosen("baseline", None, "full")),
+                 "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1", "--optimizer-offload", "1"],
+     Chosen("baseline", None, "full")),
     ("nemo-rl", ["--placement", "gen-apart 2+6", *RULE, "--zero", "3", "--recompute", "none", "--ppo-epochs", "1"],
      Chosen("async(k=1)", 3, "none")),
     ("nemo-rl", ["--placement", "gen-apart 8+8", "--nodes", "2", *RULE, "--train-backend", "megatron", "--pp", "2",

@@ -38,6 +38,9 @@ def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
                f"{_M}context_parallel_size={t.cp}", f"{_M}expert_model_parallel_size={cfg.expert_parallel}",
                f"{_M}use_distributed_optimizer={t.distributed_optimizer}"]
         out += [f"{_M}virtual_pipeline_model_parallel_size={t.vpp}"] if t.vpp > 1 else []
+        _O = "+actor_rollout_ref.actor.optim.override_optimizer_config."
+        out += [f"{_O}optimizer_cpu_offload=True", f"{_O}optimizer_offload_fraction={t.optimizer_offload:g}"] \
+            if t.optimizer_offload > 0 else []
         return out + [f"{_M}param_offload={off}", f"{_M}grad_offload={off}", f"{_M}optimizer_offload={off}",
                       f"actor_rollout_ref.ref.megatron.param_offload={off}"]
     out = ["actor_rollout_ref.actor.strategy=fsdp"]
@@ -48,6 +51,9 @@ def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
         out.append("actor_rollout_ref.actor.fsdp_config.reshard_after_forward=False  # ZeRO-2: FSDP SHARD_GRAD_OP")
     if cfg.expert_parallel > 1:
         out.append(f"# expert parallelism {cfg.expert_parallel} needs verl's Megatron trainer: FSDP shards the experts")
+    if t.optimizer_offload > 0:
+        out.append("# the plan steps Adam on the CPU: verl's FSDP trainer cannot (its Megatron trainer's "
+                   "override_optimizer_config.optimizer_cpu_offload can)")
     return out + [f"actor_rollout_ref.actor.fsdp_config.param_offload={off}",
                   f"actor_rollout_ref.actor.fsdp_config.optimizer_offload={off}",
                   f"actor_rollout_ref.ref.fsdp_config.param_offload={off}"]
@@ -161,7 +167,7 @@ def export_best(res, framework: str) -> str:
 
     row, base = res.best, res.request.base
     trainer = TrainerLayout(str(row["train_backend"]), int(row["train_tp"]), int(row["pp"]), int(row["vpp"]), int(row["cp"]),
-                            bool(row["distributed_optimizer"]), base.trainer.balance_batch)
+                            bool(row["distributed_optimizer"]), base.trainer.balance_batch, base.trainer.optimizer_offload)
     spec = PlacementSpec(row["layout"], int(row["gen_gpus"]), int(row["train_gpus"]), int(row["score_gpus"]),
                          int(row["tp"]), int(row["sp"]), trainer, int(row["ep"]))
     cfg = Candidate(spec, PolicySpec("baseline")).config(base)  # the planner's own placement rule, with its trainer

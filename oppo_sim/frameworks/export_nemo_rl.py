@@ -57,7 +57,9 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
         mcfg = {"enabled": True, "tensor_model_parallel_size": t.tp, "pipeline_model_parallel_size": t.pp,
                 "context_parallel_size": t.cp, "expert_model_parallel_size": cfg.expert_parallel,
                 "sequence_parallel": t.tp > 1, "activation_checkpointing": ckpt,
-                "optimizer": {"use_distributed_optimizer": t.distributed_optimizer}}
+                "optimizer": {"use_distributed_optimizer": t.distributed_optimizer,
+                              **({"optimizer_cpu_offload": True, "optimizer_offload_fraction": t.optimizer_offload}
+                                 if t.optimizer_offload > 0 else {})}}
         if t.vpp > 1:
             notes.append(f"virtual pipeline stages ({t.vpp}): set them in policy.megatron_cfg as your NeMo RL version "
                          "names them")
@@ -66,6 +68,8 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
         notes.append(f"the plan's trainer uses ZeRO-{chosen.zero_stage}; NeMo RL's DTensor FSDP2 shards fully (ZeRO-3)")
     if cfg.expert_parallel > 1:
         notes.append(f"expert parallelism {cfg.expert_parallel} needs policy.megatron_cfg: DTensor shards the experts")
+    if t.optimizer_offload > 0:
+        notes.append("the plan steps Adam on the CPU: DTensor cannot (policy.megatron_cfg.optimizer.optimizer_cpu_offload can)")
     return {"dtensor_cfg": {"enabled": True, "tensor_parallel_size": 1,
                             "context_parallel_size": cfg.train_memory.sequence_parallel,
                             "activation_checkpointing": ckpt},

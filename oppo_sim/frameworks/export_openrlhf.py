@@ -94,6 +94,10 @@ def _trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
     if cfg.expert_parallel > 1:
         out.append(f"# expert parallelism {cfg.expert_parallel}: OpenRLHF's DeepSpeed trainer has no setting for it")
     out += [f"--ds.zero_stage {zero}"] if zero is not None else []
+    f = cfg.trainer.optimizer_offload
+    if 0 < f < 1:
+        out.append(f"# the plan steps {f:.0%} of the Adam state on the CPU; DeepSpeed's offload_optimizer moves all of it")
+    out += ["--ds.adam_offload"] if f > 0 else []
     out += ["--actor.gradient_checkpointing_enable"] if chosen.recompute not in (None, "none") else []
     sp = cfg.train_memory.sequence_parallel
     return out + ([f"--ds.ring_attn_size {sp}", "--ds.packing_samples"] if sp > 1 else [])

@@ -18,7 +18,8 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
   ``--gpu-memory-utilization`` / ``--enforce-eager``;
 - the trainer: ``policy.megatron_cfg.enabled`` -> ``--train-backend megatron`` with
   ``tensor_model_parallel_size`` / ``pipeline_model_parallel_size`` / ``context_parallel_size`` /
-  ``expert_model_parallel_size`` / ``optimizer.use_distributed_optimizer`` -> ``--train-tp`` / ``--pp`` /
+  ``expert_model_parallel_size`` / ``optimizer.use_distributed_optimizer`` (``optimizer.optimizer_cpu_offload`` with
+  ``optimizer_offload_fraction`` -> ``--optimizer-offload``) -> ``--train-tp`` / ``--pp`` /
   ``--cp`` / ``--ep`` / ``--[no-]distributed-optimizer``; ``policy.dtensor_cfg.enabled`` -> ``--train-backend
   fsdp --zero 3`` (FSDP2 full shard) with ``context_parallel_size`` -> ``--sp``. DTensor's own
   ``tensor_parallel_size`` is not Megatron's and oppo-sim's FSDP trainer is data parallel only: it is echoed
@@ -52,6 +53,7 @@ composes to none of them is refused."""
 WATCHED: tuple[str, ...] = (*READ, "grpo.async_grpo.enabled", "grpo.async_grpo.max_trajectory_age_steps",
                             "grpo.use_dynamic_sampling", "grpo.batch_multiplier", "grpo.dynamic_sampling_max_gen_batches",
                             "loss_fn.reference_policy_kl_penalty", "grpo.adv_estimator.name", V + "async_engine", V + "enforce_eager",
+                            M + "optimizer.optimizer_cpu_offload", M + "optimizer.optimizer_offload_fraction",
                             M + "enabled", D + "enabled", M + "tensor_model_parallel_size", M + "pipeline_model_parallel_size",
                             M + "context_parallel_size", M + "expert_model_parallel_size", M + "activation_checkpointing",
                             M + "sequence_parallel", D + "tensor_parallel_size", D + "context_parallel_size",
@@ -244,6 +246,10 @@ def _trainer(g: _Get) -> None:
             g.use(M + "virtual_pipeline_model_parallel_size", "--vpp", vpp, v=vpp)
         g.use(M + "optimizer.use_distributed_optimizer", "--distributed-optimizer" if dist else
               "--no-distributed-optimizer", v=dist)
+        if as_bool(M + "optimizer.optimizer_cpu_offload", g(M + "optimizer.optimizer_cpu_offload", False)):
+            frac = as_float(M + "optimizer.optimizer_offload_fraction", g(M + "optimizer.optimizer_offload_fraction", 1.0))
+            g.use(M + "optimizer.optimizer_cpu_offload", "--optimizer-offload", frac, v=True,
+                  note=f"Megatron's hybrid optimizer: {frac:g} of the Adam state stepped on the CPU")
         sp = as_bool(M + "sequence_parallel", g(M + "sequence_parallel", False))
         g.use(M + "sequence_parallel", v=sp, note="" if sp or tp == 1 else
               "off: oppo-sim prices Megatron tp with sequence parallelism on (activations a little larger here)")

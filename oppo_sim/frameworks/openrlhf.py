@@ -79,7 +79,7 @@ ESTIMATORS: dict[str, str] = {"gae": "ppo", "group_norm": "grpo", "rloo": "rloo"
 FLAGS: frozenset[str] = frozenset({
     "colocate_all_models", "colocate_actor_ref", "colocate_critic_reward", "vllm_enable_sleep", "gradient_checkpointing",
     "use_kl_loss", "dynamic_filtering", "enable_prefix_caching", "async_train", "deepspeed_enable_sleep",
-    "partial_rollout", "enforce_eager"})
+    "partial_rollout", "enforce_eager", "adam_offload"})
 """The on/off flags the reader reads (flat names)."""
 READ: frozenset[str] = frozenset({*OPENRLHF_DEFAULTS, *SPLIT_LENGTHS, *TOTAL_LENGTHS, *FLAGS, "pretrain",
                                   "reward_pretrain", "remote_rm_url", "agent_func_path", "critic_pretrain"})
@@ -299,6 +299,8 @@ def _training(b: Builder, o: dict, d: dict, f: Names) -> None:
           default=d["vllm_gpu_memory_utilization"])
     if "enable_prefix_caching" in o:
         b.use(f("enable_prefix_caching"), True, "--enable-prefix-caching")
+    if "adam_offload" in o:
+        b.use(f("adam_offload"), True, "--optimizer-offload", 1, note="DeepSpeed offload_optimizer: the Adam step on the CPU")
     if "enforce_eager" in o:
         b.use(f("enforce_eager"), True, "--enforce-eager", note="no CUDA graphs: the host issues every kernel of a decode step")
     if "async_train" in o:

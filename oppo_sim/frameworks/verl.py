@@ -78,6 +78,7 @@ from oppo_sim.frameworks.translation import (
 from oppo_sim.frameworks.verl_keys import check_typos, is_known
 from oppo_sim.frameworks.verl_layout import (
     ASYNC_DEFAULTS,
+    CPU_OPTIMIZER,
     LAYOUT_KEYS,
     MEGATRON_DEFAULTS,
     entry,
@@ -147,8 +148,8 @@ _WHY = {"data.": "dataset plumbing", "trainer.": "logging, checkpoints, validati
         "reward_model.reward_kwargs.": "the rule reward's cost is --reward-cost-ms",
         "rollout.": "the rollout's own GPUs: only the one-step-off and fully-async entry points have them",
         "async_training.": "only the fully-async entry point reads it",
-        "actor_rollout_ref.actor.optim.override_optimizer_config.": "Megatron's CPU optimizer is not modelled: the "
-        "Adam step runs on the GPUs", "actor_rollout_ref.actor.megatron.override_transformer_config.": "Megatron's "
+        "actor_rollout_ref.actor.optim.override_optimizer_config.": "Megatron's optimizer settings other than its CPU "
+        "offload do not change a step's time", "actor_rollout_ref.actor.megatron.override_transformer_config.": "Megatron's "
         "kernel and pipeline-split settings are not modelled"}
 
 
@@ -325,6 +326,9 @@ def _trainer_state(b: Builder, cfg: dict, dflt: dict) -> str:
     b.use(ok, opt, "--offload-train-state" if param or opt else "--no-offload-train-state", default=dflt[ok],
           note="with param_offload: the trainer's state " + ("to host while vLLM generates" if param or opt else
                                                             "stays on the GPUs while vLLM generates"))
+    for key in CPU_OPTIMIZER:
+        if key in cfg:
+            b.ignore(key, cfg[key], "Megatron's hybrid CPU optimizer: verl's FSDP trainer steps Adam on the GPUs")
     rk = "actor_rollout_ref.ref.fsdp_config.param_offload"
     if rk in cfg:
         b.use(rk, cfg[rk], note="oppo-sim offloads frozen weights exactly when it offloads the trainer's state")

@@ -40,6 +40,10 @@ MEGATRON_DEFAULTS: dict[str, Any] = {
     M + "grad_offload": False, M + "optimizer_offload": False,
 }
 """verl's ``ppo_megatron_trainer`` defaults of the Megatron keys read."""
+O = A + "optim.override_optimizer_config."
+CPU_OPTIMIZER = (O + "optimizer_cpu_offload", O + "optimizer_offload_fraction")
+"""Megatron's hybrid CPU optimizer as verl passes it (``+...override_optimizer_config.*``; Megatron's defaults: off,
+fraction 1)."""
 ASYNC_DEFAULTS: dict[str, Any] = {
     "rollout.nnodes": 1, "rollout.n_gpus_per_node": 8, "async_training.staleness_threshold": 0.1,
     "async_training.trigger_parameter_sync_step": 4, "async_training.require_batches": 1,
@@ -48,7 +52,7 @@ ASYNC_DEFAULTS: dict[str, Any] = {
 """verl's one-step-off / fully-async config defaults of the keys read."""
 RM_POOL = ("reward_model.enable_resource_pool", "reward_model.n_gpus_per_node", "reward_model.nnodes")
 """verl's reward model on GPUs of its own (``main_ppo``'s ``reward_pool``); defaults False, 8, 0."""
-LAYOUT_KEYS: tuple[str, ...] = (*MEGATRON_DEFAULTS, *ASYNC_DEFAULTS, "actor_rollout_ref.hybrid_engine",
+LAYOUT_KEYS: tuple[str, ...] = (*MEGATRON_DEFAULTS, *ASYNC_DEFAULTS, *CPU_OPTIMIZER, "actor_rollout_ref.hybrid_engine",
                                 M + "override_transformer_config.recompute_granularity", *RM_POOL)
 
 SCHEDULES = ("sync", "one-step-off", "fully-async")
@@ -99,6 +103,7 @@ def megatron(b: Builder, cfg: dict, dflt: dict) -> None:
     b.use(M + "optimizer_offload", "optimizer_offload" in offload,
           "--offload-train-state" if offload else "--no-offload-train-state", default=dflt[M + "optimizer_offload"],
           note="the trainer's state " + ("to host while vLLM generates" if offload else "stays on the GPUs"))
+    _cpu_optimizer(b, cfg)
     rk = M + "override_transformer_config.recompute_granularity"
     gran = cfg.get(rk)
     gran = "none" if gran in (None, "null", "None") else str(gran).strip().lower()
@@ -115,6 +120,19 @@ def megatron(b: Builder, cfg: dict, dflt: dict) -> None:
                 other.append(f"{key}={cfg[key]}")
     if other:
         b.notes.append(f"{', '.join(other)}: oppo-sim lays the reference and the critic out as the actor")
+
+
+def _cpu_optimizer(b: Builder, cfg: dict) -> None:
+    """Megatron's hybrid optimizer: ``optimizer_offload_fraction`` of the Adam state stepped on the CPU where
+    ``optimizer_cpu_offload`` is on -> ``--optimizer-offload``."""
+    on_key, frac_key = CPU_OPTIMIZER
+    on = as_bool(on_key, cfg.get(on_key, False))
+    frac = as_float(frac_key, cfg.get(frac_key, 1.0))
+    if on_key in cfg:
+        b.use(on_key, on, *(("--optimizer-offload", frac) if on else ()),
+              note="the Adam step of that share on the host CPU" if on else "Adam on the GPUs")
+    if frac_key in cfg:
+        b.use(frac_key, frac, note="in --optimizer-offload" if on else "not used: optimizer_cpu_offload is off")
 
 
 def _pools(cfg: dict, dflt: dict) -> tuple[int, int, int, int]:

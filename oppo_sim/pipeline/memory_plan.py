@@ -78,22 +78,27 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
         raise ConfigError(f"sequence parallelism {sp} does not divide the {devices} training devices")
     tokens = max(train.micro_batch_tokens or seq, seq)  # packed sequences; a sequence is never split
     resp_in = min(tokens, resp * math.ceil(tokens / seq))
-    ep = cfg.expert_parallel
+    ep, on_gpu = cfg.expert_parallel, 1.0 - cfg.trainer.optimizer_offload  # the rest of the Adam state is on the host
     if cfg.trainer.megatron:
         return _megatron_train_role(cfg, devices, train, seq, tokens, resp_in, phase)
     weights = grads = optimizer = act = 0.0
     for _, model, scalar in cfg.trained():
         shared, experts = expert_split(model, model.params_scalar_head if scalar else model.params, ep if model.moe else 1)
         for s in (state_bytes(shared, devices, z), state_bytes(experts, devices // ep, z)):
-            weights, grads, optimizer = weights + s.weights, grads + s.grads, optimizer + s.optimizer
+            weights, grads, optimizer = weights + s.weights, grads + s.grads, optimizer + s.optimizer * on_gpu
         act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in, train.full_logits) / sp)
     label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
     return RoleMemory(
         "train", label, phase, weights=weights, grads=grads, optimizer=optimizer, activations=act,
         note=f"ZeRO-{z} over {devices} device{'s' if devices > 1 else ''}, recompute {rc}"
         + (f", sequence parallel {sp}" if sp > 1 else "") + (f", expert parallel {ep}" if ep > 1 else "")
-        + (", full logits" if train.full_logits else ""),
+        + (", full logits" if train.full_logits else "") + _offload_note(cfg),
     )
+
+
+def _offload_note(cfg: SimConfig) -> str:
+    f = cfg.trainer.optimizer_offload
+    return "" if f == 0 else f", Adam on the CPU" + ("" if f == 1 else f" for {f:.0%} of the state")
 
 
 def _megatron_train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int, tokens: int, resp_in: int,
@@ -105,7 +110,7 @@ def _megatron_train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig,
     weights = grads = optimizer = act = 0.0
     for _, model, scalar in cfg.trained():
         st = megatron_state_bytes(model, lay, ep, devices, scalar)
-        weights, grads, optimizer = weights + st.weights, grads + st.grads, optimizer + st.optimizer
+        weights, grads, optimizer = weights + st.weights, grads + st.grads, optimizer + st.optimizer * (1.0 - lay.optimizer_offload)
         act = max(act, megatron_activation_bytes(model, lay, tokens, seq, rc, m, train.flash_attention, scalar, resp_in,
                                                  train.full_logits))
     label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
@@ -113,7 +118,7 @@ def _megatron_train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig,
         "train", label, phase, weights=weights, grads=grads, optimizer=optimizer, activations=act,
         note=f"{lay.label()}" + (f" ep{ep}" if ep > 1 else "") + f" over {devices} devices (dp {lay.data_parallel(devices)}"
         + (", distributed optimizer" if lay.distributed_optimizer else "") + f"), recompute {rc}"
-        + (", full logits" if train.full_logits else ""),
+        + (", full logits" if train.full_logits else "") + _offload_note(cfg),
     )
 
 

@@ -51,6 +51,7 @@ def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
     return {
         p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan,
                           cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel, domain=block,
+                          host_gpus=-(-cfg.placement.total_devices // cfg.nodes),
                           **_trainer_fields(cfg, t, p.name == cfg.placement.train))
         for p in cfg.placement.pools
     }

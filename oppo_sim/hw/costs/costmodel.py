@@ -202,6 +202,7 @@ class CostModel:
     layout: TrainerLayout = TrainerLayout()  # the trainer's backend and parallelism (oppo_sim.hw.costs.trainer_cost)
     micro_batch_tokens: int | None = None  # the trainer's micro-batch, packed (TrainMemoryConfig's; None: one longest sequence)
     sequence_parallel: int = 1  # fsdp: Ulysses sequence parallelism of the trainer (TrainMemoryConfig's)
+    host_gpus: int = 0  # GPUs sharing one host's CPU (a CPU optimizer's step); 0: the scale-up domain's
 
     def __post_init__(self) -> None:
         if isinstance(self.zero_stage, bool) or self.zero_stage not in ZERO_STAGES:

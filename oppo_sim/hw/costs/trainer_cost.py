@@ -63,11 +63,28 @@ from oppo_sim.hw.devices.hardware import allreduce_seconds, collective_latency, 
 from oppo_sim.hw.models.model_spec import ModelSpec
 from oppo_sim.hw.memory.trainer_memory import expert_tp, stage_params
 
-__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "dp_partition", "RankLoads", "rank_loads", "group_bw", "group_nodes", "fsdp_train_seconds",
+__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "CPU_ADAM_PARAMS_PER_S", "cpu_optimizer_seconds", "dp_partition", "RankLoads", "rank_loads", "group_bw", "group_nodes", "fsdp_train_seconds",
            "megatron_train_seconds", "forward_ranks", "scorer_batch_scale", "forward_seconds"]
 
 OPTIMIZER_BYTES_PER_PARAM = 16
 """Adam in mixed precision touches ~16 bytes per parameter per optimizer step (fp32 master, m, v, grad)."""
+CPU_ADAM_PARAMS_PER_S = 2e9
+"""Parameters one node's host CPU steps with Adam per second, shared by the node's ranks: DeepSpeed's CPU Adam
+stepping a ZeRO-3 Qwen-72B over 4 A100 nodes (18B parameters a node) took ~10 s an optimizer step against 0.2 s
+on the GPUs (deepspeedai/DeepSpeed#6834); a memory-bound loop over ~30 bytes a parameter (fp32 master, m, v
+read and written, the gradient read, the bf16 copy written) at ~60 GB/s of a host's bandwidth agrees."""
+
+
+def cpu_optimizer_seconds(cost, params_rank: float, devices: int) -> float:
+    """Seconds one optimizer step spends on the host CPU (``layout.optimizer_offload`` of the state, module
+    notes of ``trainer_layout``): a rank whose optimizer holds ``params_rank`` parameters sends their bf16
+    gradients down and takes their bf16 weights back over its host link, and the node's CPU steps all its
+    ranks' shares (``cost.host_gpus`` of the pool's ``devices`` a node) at :data:`CPU_ADAM_PARAMS_PER_S`."""
+    f = cost.layout.optimizer_offload
+    if f <= 0:
+        return 0.0
+    per_node = min(devices, cost.host_gpus or cost.domain or devices)
+    return f * params_rank * (per_node / CPU_ADAM_PARAMS_PER_S + 2 * 2 / cost.hw.gpu.host_bw)
 
 
 def dp_partition(seq_tokens: np.ndarray, ranks: int, balance: bool) -> np.ndarray:
@@ -179,12 +196,14 @@ def fsdp_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, minibat
     ep = cost.expert_parallel if model.moe else 1
     shared, experts = (x * model.dtype_bytes for x in expert_split(model, params, ep))
     w_read = shared + experts  # per device: all the shared weights, 1 / ep of the experts
-    nbytes = minibatches * (3.0 * w_read + OPTIMIZER_BYTES_PER_PARAM * params / devices)
+    opt_rank = params / devices if cost.zero_stage >= 1 else params  # parameters whose Adam state a rank holds
+    f = cost.layout.optimizer_offload
+    nbytes = minibatches * (3.0 * w_read + OPTIMIZER_BYTES_PER_PARAM * opt_rank * (1.0 - f))
     compute = float(loads.flops.sum()) / (sp * g.peak_flops * op.eff_compute)
     micro = float(loads.micro_batches.sum())
     t = op.overhead_s * (micro + minibatches) + max(compute, nbytes / (g.mem_bw * op.eff_memory))
     sync = cost.gradient_sync(shared, devices) + (cost.gradient_sync(experts, devices // ep) if ep > 1 else 0.0)
-    t += minibatches * sync
+    t += minibatches * (sync + cpu_optimizer_seconds(cost, opt_rank, devices))
     tokens_dev = loads.tokens / sp  # each device's tokens of the slowest group, per optimizer step
     if ep > 1:
         per_token = alltoall_bytes_per_token(model, ep)
@@ -212,7 +231,7 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     w_rank = (dense_rank + routed_rank) * model.dtype_bytes
     opt = dense_rank / (dp * cp) + routed_rank / expert_dp if lay.distributed_optimizer else dense_rank + routed_rank
     compute = loads.flops / (tp * pp * cp * g.peak_flops * op.eff_compute)
-    memory = (3.0 * w_rank * m + OPTIMIZER_BYTES_PER_PARAM * opt) / (g.mem_bw * op.eff_memory)
+    memory = (3.0 * w_rank * m + OPTIMIZER_BYTES_PER_PARAM * opt * (1.0 - lay.optimizer_offload)) / (g.mem_bw * op.eff_memory)
     stage = np.maximum(compute, memory) + op.overhead_s * m
     layers = model.layers / pp
     tok_mb = loads.tokens / m / cp  # tokens of one micro-batch on one CP rank (the TP group's)
@@ -244,7 +263,7 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     sync = allreduce_seconds(coll, dense_rank * dt, dp * cp, bw, nodes)
     if ep > 1:
         sync += allreduce_seconds(coll, routed_rank * dt, expert_dp, bw, nodes)
-    return float(np.sum(stage)) + minibatches * (sync + op.overhead_s)
+    return float(np.sum(stage)) + minibatches * (sync + op.overhead_s + cpu_optimizer_seconds(cost, opt, devices))
 
 
 def forward_ranks(cost, devices: int) -> int:

@@ -10,6 +10,12 @@ pipeline rank, 1 = none), ``cp`` (``context_parallel_size``) and ``distributed_o
 expert parallelism (``expert_model_parallel_size``) is ``SimConfig.expert_parallel`` for both backends.
 The data-parallel degree is what is left: ``devices / (tp · pp · cp)``.
 
+``optimizer_offload`` (both backends) is the fraction of the optimizer's state whose Adam step runs on the host
+CPU: DeepSpeed's ``offload_optimizer`` (OpenRLHF ``--adam_offload``) is 1; Megatron's hybrid optimizer takes
+``optimizer_offload_fraction`` with ``optimizer_cpu_offload`` (verl ``actor.optim.override_optimizer_config``, NeMo
+RL ``megatron_cfg.optimizer``). Its state leaves the GPUs; its step is timed in
+:func:`oppo_sim.hw.costs.trainer_cost.cpu_optimizer_seconds`.
+
 ``balance_batch`` (verl ``trainer.balance_batch``, default on; both backends) says how a step's sequences
 are dealt to the data-parallel ranks: balanced by tokens (verl's Karmarkar-Karp partition with equal counts,
 approximated by a greedy longest-first partition with equal counts, :func:`oppo_sim.hw.costs.trainer_cost.dp_partition`) or in
@@ -44,6 +50,7 @@ class TrainerLayout:
     cp: int = 1
     distributed_optimizer: bool = True
     balance_batch: bool = True
+    optimizer_offload: float = 0.0  # share of the optimizer state and step on the host CPU (module notes)
 
     def __post_init__(self) -> None:
         if self.backend not in TRAIN_BACKENDS:
@@ -53,6 +60,9 @@ class TrainerLayout:
         for name in ("distributed_optimizer", "balance_batch"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        f = self.optimizer_offload
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 <= f <= 1.0:
+            raise ConfigError(f"optimizer offload must be a fraction in [0, 1] (1: every Adam step on the CPU), got {f!r}")
         if self.backend == "fsdp" and (self.model_parallel > 1 or self.vpp > 1):
             raise ConfigError(f"--train-tp/--pp/--vpp/--cp need --train-backend megatron (fsdp is data parallel; "
                               f"its sequence parallelism is --sp), got tp={self.tp} pp={self.pp} vpp={self.vpp} cp={self.cp}")
