@@ -132,5 +132,15 @@ CHANGES: tuple[Change, ...] = (
                  "is small at TP2 CP2 EP8 on 128 GPUs). The CPU rate is DeepSpeed's CPU Adam on a ZeRO-3 Qwen-72B over "
                  "4 A100 nodes (~10 s a step, deepspeedai/DeepSpeed#6834), read before the table was re-run; the "
                  "median moves because the 70B crosses it. Nothing was tuned.")),
+    Change("2026-11-26", "model",
+           "A frozen model (reference, reward) under a ZeRO-3 trainer is sharded over its own pool's GPUs wherever it "
+           "sits, not only on the training pool: OpenRLHF runs its reference and reward as DeepSpeed ZeRO-3 inference "
+           "engines on their own GPUs under --zero_stage 3, verl FSDP-wraps its reward model on its own pool; each "
+           "forward gathers the weights (as on the training pool)",
+           35.2, 35.2, 199.8, 199.8,
+           note=("One record changes status: OpenRLHF Llama-2-70B fits (its 70B reference and reward took 128 GiB a GPU "
+                 "unsharded on their 4 GPUs); its step time does not move (-34%): the scoring pool's forwards, with "
+                 "their gathers, finish before the training pool's actor and critic forwards. The module's docstring "
+                 "already said OpenRLHF shards them; the code did so only on the training pool.")),
 )
 """The changes, oldest first."""

@@ -127,17 +127,17 @@ FROZEN_ROLES: tuple[str, ...] = ("reward", "reference")
 
 def frozen_shards(cfg: SimConfig, role: str, zero_stage: int) -> int:
     """Devices the weights of scoring ``role`` are sharded over: for a frozen model (:data:`FROZEN_ROLES`),
-    all of its pool's where that pool trains and the trainer runs ZeRO-3 — verl's reference and reward workers are FSDP-wrapped
-    over the colocated worker group, OpenRLHF's run as DeepSpeed ZeRO-3 inference engines under
-    ``--zero_stage 3`` — else 1: a full copy on every device (data parallel; the paper placement's score
-    GPU). Sharded weights are all-gathered for each forward (``CostModel.param_gather``). Under a Megatron
+    all of its pool's where the trainer runs ZeRO-3 — verl's reference and reward workers are FSDP-wrapped
+    over their worker group (the colocated one, or the reward model's own pool), OpenRLHF's run as DeepSpeed
+    ZeRO-3 inference engines on their own GPUs under ``--zero_stage 3`` — else 1: a full copy on every device
+    (data parallel). Sharded weights are all-gathered for each forward (``CostModel.param_gather``). Under a Megatron
     trainer a frozen model on its pool holds its ``tp · pp`` shard (NeMo RL's and verl's Megatron reference
     runs with the policy's parallelism) and moves activations, never weights (:func:`frozen_gathers`)."""
     pl = cfg.placement
     pool = pl.pool_of(role)
     if cfg.trainer.megatron:
         return cfg.trainer.tp * cfg.trainer.pp if role in FROZEN_ROLES and pool == pl.train else 1
-    return pl.pool(pool).devices if role in FROZEN_ROLES and pool == pl.train and zero_stage == 3 else 1
+    return pl.pool(pool).devices if role in FROZEN_ROLES and zero_stage == 3 else 1
 
 
 def frozen_gathers(cfg: SimConfig) -> bool:
