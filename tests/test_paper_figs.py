@@ -212,7 +212,7 @@ def test_calibration_is_fitted_on_one_framework_and_reported_on_the_others(monke
 
 def test_a_run_the_memory_check_refuses_is_timed_past_it_and_marked(monkeypatch):
     mod = _load("published_runs", monkeypatch)
-    run = next(r for r in mod.RUNS if r.key == "openrlhf-ray-vllm-llama2-70b-16xa800")  # Adam offloaded to the CPU there
+    run = next(r for r in mod.RUNS if r.key == "openrlhf-ray-vllm-llama2-13b-8xa800")  # offload not stated: none assumed
     row = mod.simulate_run(run, steps=1)
     assert row["status"] == "ok, past the memory check" and "does not fit" in row["memory_check"]
     assert row["memory"].startswith("ZeRO-3") and row["predicted_step_s"] > 0
@@ -231,7 +231,7 @@ def test_the_openrlhf_record_agrees_with_the_openrlhf_reader(monkeypatch):
               "--vllm_num_engines 2 --vllm_tensor_parallel_size 2 --pretrain meta-llama/Llama-2-70b-hf "
               "--reward_pretrain meta-llama/Llama-2-70b-hf --train_batch_size 128 --micro_rollout_batch_size 4 "
               "--rollout_batch_size 1024 --max_epochs 1 --prompt_max_len 1024 --generate_max_len 1024 "
-              "--zero_stage 3 --gradient_checkpointing\n")  # a line break: the text is arguments, not a file name
+              "--zero_stage 3 --gradient_checkpointing --adam_offload\n")  # a line break: arguments, not a file name
     args = dict(zip(*[iter(a for a in translate_openrlhf(script).args if a not in ("--truncate-prompt",))] * 2))
     cfg = mod.sim_config(run, steps=1)
     assert int(args["--batch"]) == cfg.batch and int(args["--n"]) == cfg.algorithm.n
@@ -239,6 +239,7 @@ def test_the_openrlhf_record_agrees_with_the_openrlhf_reader(monkeypatch):
     assert int(args["--max-response"]) == cfg.max_response and int(args["--tp"]) == cfg.engine.tp
     assert args["--actor"] == run.model and args["--recompute"] == cfg.train_memory.recompute
     assert args["--placement"] == "split " + "+".join(str(p.devices) for p in cfg.placement.pools)
+    assert float(args["--optimizer-offload"]) == cfg.trainer.optimizer_offload == 1.0
 
 
 def test_a_verl_record_agrees_with_the_verl_reader(monkeypatch):
