@@ -142,5 +142,19 @@ CHANGES: tuple[Change, ...] = (
                  "unsharded on their 4 GPUs); its step time does not move (-34%): the scoring pool's forwards, with "
                  "their gathers, finish before the training pool's actor and critic forwards. The module's docstring "
                  "already said OpenRLHF shards them; the code did so only on the training pool.")),
+    Change("2026-11-26", "model",
+           "verl's balance_batch order within a rank: each data-parallel rank's share is ordered as verl's "
+           "ray_trainer._balance_batch orders it (ascending by length, the even places then the odd ones reversed) "
+           "before it is split into mini-batches, so mini-batch i holds sequences of about the same length on every "
+           "rank; the simulator split each share in batch order, so every optimizer step waited for a rank that "
+           "drew the long sequences",
+           35.2, 35.6, 199.8, 186.1,
+           note=("Found reading verl's _balance_batch for the 64 -> 128-GPU scaling question. Training falls on every run "
+                 "with several data-parallel ranks and mini-batches: verl's 7B DAPO runs on H20 by 7-31% (one-step-off "
+                 "+122% -> +112% and +200% -> +186%; fully-async 32/64/128 GPUs +56% -> +44%, +103% -> +77%, +36% -> "
+                 "+12%), verl Qwen3-30B-A3B -44% -> -48%; the NeMo RL runs (which the records run with the default "
+                 "balance_batch) 1-2 points lower. The median rises 0.4 points (the NeMo RL runs move away); without "
+                 "the contradicted runs it falls 34.6 -> 27.6%. verl's 64 -> 128 training speed-up: 1.69x -> 1.92x "
+                 "(published 1.17x): further off. Nothing was tuned.")),
 )
 """The changes, oldest first."""

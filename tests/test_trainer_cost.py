@@ -74,6 +74,16 @@ def test_slowest_rank_sets_each_optimizer_step():
     assert two.tokens.tolist() == [10.0, 9.0]
 
 
+def test_balanced_shares_are_split_into_mini_batches_in_verls_order():
+    # LPT with equal counts by hand: r0 = {8, 5, 4, 1}, r1 = {7, 6, 3, 2}; verl orders a share ascending, then the
+    # even places followed by the odd ones reversed: r0 1, 5 | 8, 4 and r1 2, 6 | 7, 3 (ray_trainer._balance_batch)
+    lengths = np.array([3, 8, 1, 6, 4, 7, 2, 5], dtype=float)  # any batch order: the order within a share is verl's
+    loads = rank_loads(lengths, lengths, lengths, 2, 2, True, None)
+    assert loads.tokens.tolist() == [8.0, 12.0]  # per mini-batch, the slowest rank: max(1+5, 2+6), max(8+4, 7+3)
+    plain = rank_loads(lengths, lengths, lengths, 2, 2, False, None)  # contiguous in batch order: 3 8 | 1 6, 4 7 | 2 5
+    assert plain.tokens.tolist() == [11.0, 7.0]
+
+
 def test_fsdp_equal_lengths_is_flops_over_devices_and_imbalance_costs_more():
     cost = CostModel(hw())
     eq = np.full(16, 1000.0)
