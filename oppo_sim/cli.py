@@ -76,6 +76,17 @@ def _gpu(cfg) -> str:
     return cfg.hardware_of(cfg.placement.generate).label
 
 
+def _engine(cfg) -> str:
+    """``continuous engine``, with vLLM's eager mode's host time a step where it is on (``hw/costs/eager.py``)."""
+    if not (cfg.engine.enforce_eager and cfg.engine_kind.value == "continuous"):
+        return f"{cfg.engine_kind.value} engine"
+    from oppo_sim.hw.costs.eager import eager_ops_per_step
+
+    ops = eager_ops_per_step(cfg.models()["generate"], cfg.engine.tp)
+    return (f"continuous engine, eager (no CUDA graphs: {ops:,} ops a step, "
+            f"{ops * cfg.eager_host_op_s * 1e3:.1f} ms of host time)")
+
+
 def _print_table(df: pd.DataFrame) -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 50, "display.float_format", "{:.3f}".format):
         print(df.to_string(index=False))
@@ -90,7 +101,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     res = simulate(trace, _policy(a.policy, a), cfg, progress=sys.stderr.isatty())
     s = res.summary
     print(f"trace {s['trace']} ({len(trace)} rows, cap {cfg.max_response}{limits_note(trace)}), {_gpu(cfg)}, placement {res.meta['placement']}, "
-          f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
+          f"{_engine(cfg)}, algorithm {cfg.algorithm.label()}")
     print(_memory_line(s, cfg))
     if cfg.hardware_of(cfg.placement.generate).ops is not None:  # --op-costs tables took effect: say what priced what
         print("priced by: " + "; ".join(f"{k}: {v}" for k, v in res.meta["priced_by"].items()))
@@ -139,7 +150,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     df.insert(4, "util_gain", df["util_overall"] / base["utilization_overall"])
     print(f"trace {trace.name} ({len(trace)} rows, cap {cfg.max_response}{limits_note(trace)}), {_gpu(cfg)}, B={cfg.batch} prompts x "
           f"n={cfg.algorithm.n}, {cfg.steps} steps, placement {results['baseline'].meta['placement']}, "
-          f"{cfg.engine_kind.value} engine, algorithm {cfg.algorithm.label()}")
+          f"{_engine(cfg)}, algorithm {cfg.algorithm.label()}")
     print(_memory_line(base, cfg))
     _print_table(df)
     if a.plot:

@@ -104,5 +104,8 @@ class TrainerLayout:
         return "megatron " + " ".join(parts)
 
     def state(self, zero_stage, ep: int = 1) -> str:
-        """How the trainer holds its state, for a report: its Megatron layout, or ``ZeRO-N``."""
-        return self.label(ep) if self.megatron else f"ZeRO-{zero_stage}"
+        """How the trainer holds its state, for a report: its Megatron layout, or ``ZeRO-N``, and where Adam steps
+        if not on the GPUs."""
+        f = self.optimizer_offload
+        cpu = "" if f == 0 else ", Adam on the CPU" if f == 1 else f", {f:.0%} of Adam on the CPU"
+        return (self.label(ep) if self.megatron else f"ZeRO-{zero_stage}") + cpu
