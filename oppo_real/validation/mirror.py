@@ -69,12 +69,15 @@ def mirror_trace(cfg: RealConfig, trace: Trace | None, rows: int, rollouts: pd.D
 
 
 def engine_config(cfg: RealConfig, kv_bytes_per_token: int) -> EngineConfig:
-    """The simulated engine with the real engine's settings (KV blocks = its KV byte budget / block bytes)."""
+    """The simulated engine with the real engine's settings (KV blocks = its KV byte budget / block bytes; the
+    executor's vLLM runs eagerly, ``VLLMActorConfig.enforce_eager``, so it holds no CUDA-graph memory — its host
+    time is in the measured profile, see :func:`mirror_config`)."""
     e = cfg.engine
     return EngineConfig(
         max_num_seqs=e.max_num_seqs, max_num_batched_tokens=e.batched_tokens(cfg.max_model_len), block_size=e.block_size,
         num_gpu_blocks_override=max(2, e.kv_cache_bytes // (e.block_size * kv_bytes_per_token)),
         enable_prefix_caching=e.enable_prefix_caching, enable_chunked_prefill=e.enable_chunked_prefill,
+        enforce_eager=cfg.backend == "vllm",
     )
 
 
@@ -106,7 +109,7 @@ def mirror_config(cfg: RealConfig, hw: Hardware, paths, steps: int | None = None
         reward=model_spec(Path(paths.reward), nb("score")), critic=model_spec(Path(paths.critic), nb("train")),
         placement=cfg.placement(), algorithm=cfg.algorithm, engine=engine, engine_kind=kind, static=static,
         static_cost=static_cost or StaticCostParams(), ppo_epochs=ppo.epochs, minibatches=ppo.minibatches,
-        max_response=None,
+        max_response=None, eager_host_op_s=0.0,  # priced from the engine's measured profile, which holds its host time
         # how the executor's torch code batches: the streamed chunks of one report in one padded forward,
         # whole-sequence scoring and PPO mini-batches padded to the longest sequence; the driver's own
         # time per round trip, step, sample and token (measured by oppo_real.profiling.driver_overheads)
