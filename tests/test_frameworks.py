@@ -83,6 +83,8 @@ def test_verl_yaml_file_with_interpolations_and_later_overrides():
     ("actor_rollout_ref.actor.fsdp_config.param_offload=True", "--offload-train-state", None),
     ("actor_rollout_ref.actor.fsdp_config.optimizer_offload=True", "--offload-train-state", None),
     ("data.train_batch_size=8", "--no-offload-train-state", None),  # verl's default: offload off
+    ("trainer.balance_batch=False", "--no-balance-batch", None),
+    ("data.train_batch_size=8", "--balance-batch", None),  # verl's default: balanced
 ])
 def test_verl_key_semantics(overrides, option, value):
     got = pairs(translate_verl(overrides).args)
@@ -343,3 +345,14 @@ def test_engine_and_trainer_memory_fractions_are_read_apart():
     assert train > 0 and main.need(GENERATE) == pytest.approx(0.6 * main.mem_bytes + sum(
         r.total for r in main.held(GENERATE) if r.role != "generate"))
     assert main.need(GENERATE) <= 0.9 * main.mem_bytes and main.capacity_of("other") == pytest.approx(0.9 * main.mem_bytes)
+
+
+def test_verl_balance_batch_round_trips(tmp_path):
+    cfg = config_of("--actor", "qwen2.5-7b", "--placement", "colocated", "--devices", "8", "--algorithm", "grpo",
+                    "--n", "4", "--reward", "rule", "--batch", "16", "--no-balance-batch")
+    assert not cfg.trainer.balance_batch
+    text = export(cfg, "verl", Chosen("baseline", 3, "full"))
+    assert "trainer.balance_batch=False" in text
+    path = tmp_path / "exported.verl"
+    path.write_text(text)
+    assert not config_of("--from-verl", str(path)).trainer.balance_batch

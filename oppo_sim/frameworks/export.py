@@ -109,7 +109,8 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
             f"actor_rollout_ref.rollout.max_num_batched_tokens={eng.max_num_batched_tokens}",
             f"actor_rollout_ref.rollout.enable_chunked_prefill={eng.enable_chunked_prefill}",
             f"actor_rollout_ref.rollout.enforce_eager={eng.enforce_eager}",
-            f"actor_rollout_ref.rollout.free_cache_engine={cfg.colocate == 'sleep'}"]
+            f"actor_rollout_ref.rollout.free_cache_engine={cfg.colocate == 'sleep'}",
+            f"trainer.balance_batch={cfg.trainer.balance_batch}"]
     if cfg.batch % cfg.minibatches:
         out.append(f"# {cfg.batch} prompts do not split into {cfg.minibatches} equal mini-batches; verl's are of {mini}")
     out += [f"actor_rollout_ref.actor.ppo_mini_batch_size={mini}", f"actor_rollout_ref.actor.ppo_epochs={cfg.ppo_epochs}",

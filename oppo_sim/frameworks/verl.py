@@ -51,6 +51,7 @@ verl's vLLM sharding manager:
 | ``trainer.n_gpus_per_node`` x ``trainer.nnodes`` | ``--placement colocated --devices N --nodes M``: verl's hybrid engine puts every role on every GPU |
 | ``reward_model.enable_resource_pool``, ``.n_gpus_per_node``, ``.nnodes`` | the reward model's own pool: ``--placement "shared N+R"`` (``split G+T+R`` off the hybrid engine) |
 | ``trainer.total_training_steps`` | ``--steps`` |
+| ``trainer.balance_batch`` | ``--[no-]balance-batch`` (verl's default on: each rank's share balanced by tokens, in verl's order) |
 
 (``actor.`` and ``rollout.`` stand for ``actor_rollout_ref.actor.`` and ``actor_rollout_ref.rollout.``.)
 Approximated, and said in the echo: verl's ``truncation: error`` (an overlong prompt stops the run)
@@ -97,7 +98,7 @@ VERL_DEFAULTS: dict[str, Any] = {
     A + "strategy": "fsdp", A + "fsdp_config.param_offload": False, A + "fsdp_config.optimizer_offload": False,
     "actor_rollout_ref.model.enable_gradient_checkpointing": True, "actor_rollout_ref.hybrid_engine": True,
     "algorithm.adv_estimator": "gae", "algorithm.use_kl_in_reward": False, "reward_model.enable": False,
-    "trainer.n_gpus_per_node": 8, "trainer.nnodes": 1,
+    "trainer.n_gpus_per_node": 8, "trainer.nnodes": 1, "trainer.balance_batch": True,
 }
 """verl's defaults of the keys oppo-sim reads, at release v0.7.0 (``ppo_trainer``; ``ppo_megatron_trainer`` adds
 :data:`~oppo_sim.frameworks.verl_layout.MEGATRON_DEFAULTS`, the async entry points
@@ -130,7 +131,7 @@ DAPO_ROUNDS: tuple[tuple[str, str], ...] = (("data.gen_batch_size", "--gen-batch
 """DAPO's rounds: verl key -> the option of oppo-sim's round-by-round DAPO (where this oppo-sim lacks it, the
 key is listed as ignored by the command's parser)."""
 _GROUPED = ("data.train_batch_size", "data.filter_overlong_prompts", "data.truncation", R + "enable_chunked_prefill",
-            R + "enforce_eager",
+            R + "enforce_eager", "trainer.balance_batch",
             R + "free_cache_engine", A + "ppo_mini_batch_size", A + "use_kl_loss", "algorithm.use_kl_in_reward",
             "actor_rollout_ref.model.enable_gradient_checkpointing", "actor_rollout_ref.model.path",
             "algorithm.adv_estimator", "algorithm.filter_groups.enable", "reward_model.enable",
@@ -273,6 +274,10 @@ def _engine(b: Builder, cfg: dict, dflt: dict, colocated: bool) -> None:
     k = R + "enable_chunked_prefill"
     on = as_bool(k, cfg[k])
     b.use(k, on, "--enable-chunked-prefill" if on else "--no-enable-chunked-prefill", default=dflt[k])
+    k = "trainer.balance_batch"
+    on = as_bool(k, cfg[k])
+    b.use(k, on, "--balance-batch" if on else "--no-balance-batch", default=dflt[k],
+          note="" if on else "each rank's sequences in batch order: every optimizer step waits for its slowest rank")
     k = R + "enforce_eager"
     on = as_bool(k, cfg[k])
     b.use(k, on, "--enforce-eager" if on else "--no-enforce-eager", default=dflt[k],
