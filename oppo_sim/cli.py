@@ -76,6 +76,16 @@ def _gpu(cfg) -> str:
     return cfg.hardware_of(cfg.placement.generate).label
 
 
+def _profile_eager(hardware: str) -> dict:
+    """``eager_host_op_s`` of a profile (``cli_setup.profile_eager_host_op_s``); nothing for a GPU id."""
+    if not str(hardware).lower().endswith(".json"):
+        return {}
+    from oppo_sim.cli_setup import profile_eager_host_op_s
+    from oppo_sim.hw.fitting.profiles import read_profile
+
+    return {"eager_host_op_s": profile_eager_host_op_s(read_profile(hardware)[1])}
+
+
 def _engine(cfg) -> str:
     """``continuous engine``, with vLLM's eager mode's host time a step where it is on (``hw/costs/eager.py``)."""
     if not (cfg.engine.enforce_eager and cfg.engine_kind.value == "continuous"):
@@ -83,8 +93,8 @@ def _engine(cfg) -> str:
     from oppo_sim.hw.costs.eager import eager_ops_per_step
 
     ops = eager_ops_per_step(cfg.models()["generate"], cfg.engine.tp)
-    return (f"continuous engine, eager (no CUDA graphs: {ops:,} ops a step, "
-            f"{ops * cfg.eager_host_op_s * 1e3:.1f} ms of host time)")
+    host = f"{ops * cfg.eager_host_op_s * 1e3:.1f} ms of host time" if cfg.eager_host_op_s else "host time in the profile"
+    return f"continuous engine, eager (no CUDA graphs: {ops:,} ops a step, {host})"
 
 
 def _print_table(df: pd.DataFrame) -> None:
@@ -201,9 +211,9 @@ def cmd_replay(a: argparse.Namespace) -> int:
                           num_gpu_blocks_override=a.num_gpu_blocks_override, enforce_eager=a.enforce_eager)
     from oppo_sim.hw.costs.op_cost import hardware_for
 
-    cfg = ReplayConfig(gpu=hardware_for(a.profile or a.gpu, a.op_costs), model=a.model, engine=engine, limit=a.limit or None,
-                       time_scale=a.time_scale, rate=a.rate, seed=a.seed,
-                       **({"eager_host_op_s": 0.0} if a.profile else {}))  # a profile's decode holds its host time
+    hardware = a.profile or a.gpu
+    cfg = ReplayConfig(gpu=hardware_for(hardware, a.op_costs), model=a.model, engine=engine, limit=a.limit or None,
+                       time_scale=a.time_scale, rate=a.rate, seed=a.seed, **_profile_eager(hardware))
     trace = load_trace(a.trace, max_response=a.max_response or None, seed=a.seed, max_prompt=None)  # serving: no RL cap
     res = replay(trace, cfg)
     s = res.summary

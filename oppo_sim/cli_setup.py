@@ -18,7 +18,7 @@ from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
 from oppo_sim.hw.costs.op_cost import add_op_costs_arg, hardware_for
 from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
-from oppo_sim.hw.costs.trainer_layout import TRAIN_BACKENDS, TrainerLayout
+from oppo_sim.hw.costs.trainer_layout import BALANCE_ORDERS, TRAIN_BACKENDS, TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
 ENGINES: tuple[str, ...] = tuple(k.value for k in EngineKind)
@@ -123,6 +123,10 @@ def add_trainer_layout_args(p) -> None:
     p.add_argument("--cp", type=positive(), default=1, help="megatron context_parallel_size (default %(default)s)")
     p.add_argument("--distributed-optimizer", action=argparse.BooleanOptionalAction, default=True,
                    help="megatron use_distributed_optimizer: Adam state sharded over the data-parallel ranks (default on)")
+    p.add_argument("--balance-order", choices=BALANCE_ORDERS, default="length",
+                   help="how --balance-batch orders each rank's share before the mini-batch split: length (verl from "
+                        "0.6.1: by length, short ones at both ends) or batch (earlier verl: batch order) "
+                        "(default %(default)s)")
     p.add_argument("--optimizer-offload", type=nonneg_float, default=0.0, metavar="FRACTION",
                    help="share of the optimizer state whose Adam step runs on the host CPU: 1 = DeepSpeed "
                         "offload_optimizer (OpenRLHF --adam_offload), Megatron optimizer_offload_fraction with "
@@ -138,7 +142,8 @@ def trainer_layout(a) -> TrainerLayout:
                          vpp=getattr(a, "vpp", 1), cp=getattr(a, "cp", 1),
                          distributed_optimizer=getattr(a, "distributed_optimizer", True),
                          balance_batch=getattr(a, "balance_batch", True),
-                         optimizer_offload=getattr(a, "optimizer_offload", 0.0))
+                         optimizer_offload=getattr(a, "optimizer_offload", 0.0),
+                         balance_order=getattr(a, "balance_order", "length"))
 
 
 def add_sleep_level_arg(p) -> None:
@@ -276,6 +281,16 @@ def check_engine_flags(a: argparse.Namespace) -> None:
                               f"engine); drop it or choose --engine {other}")
 
 
+def profile_eager_host_op_s(meta: dict | None) -> float:
+    """An eager engine's host seconds per op on a profile's hardware: what its fit assumed (``check --calibrate``
+    writes ``meta.eager_host_op_s`` when it fitted an eager run with the host's floor), else 0 — a measured
+    profile's decode already holds its engine's host time."""
+    v = (meta or {}).get("eager_host_op_s", 0.0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+        raise ConfigError(f"profile meta eager_host_op_s must be a number >= 0, got {v!r}")
+    return float(v)
+
+
 def engine_fields(a: argparse.Namespace, hardware: str) -> dict:
     """``SimConfig`` keywords of the engine and scoring options: only what was given, defaults otherwise.
     ``hardware``: the GPU id or profile the run uses (a profile's fitted static per-call overhead applies)."""
@@ -292,7 +307,7 @@ def engine_fields(a: argparse.Namespace, hardware: str) -> dict:
         from oppo_sim.hw.fitting.profiles import read_profile
 
         meta = read_profile(hardware)[1]
-        out["eager_host_op_s"] = 0.0  # the profile's fitted decode holds its engine's host time
+        out["eager_host_op_s"] = profile_eager_host_op_s(meta)
         if (meta or {}).get("overheads"):  # e.g. the per-step fixed cost `oppo-sim check --calibrate` fits
             from oppo_sim.hw.fitting.overheads import ExecutorOverheads
 

@@ -156,5 +156,19 @@ CHANGES: tuple[Change, ...] = (
                  "balance_batch) 1-2 points lower. The median rises 0.4 points (the NeMo RL runs move away); without "
                  "the contradicted runs it falls 34.6 -> 27.6%. verl's 64 -> 128 training speed-up: 1.69x -> 1.92x "
                  "(published 1.17x): further off. Nothing was tuned.")),
+    Change("2026-11-26", "record",
+           "verl's mini-batch order dated: the length order of the previous entry came with verl PR #3605 "
+           "(2025-10-23, release 0.6.1); before it each rank's share stayed in batch order. It is now its own setting "
+           "(--balance-order length|batch, TrainerLayout.balance_order; verl's reader, at release 0.7.0, keeps length) "
+           "and every record runs with batch order: verl's pages predate the PR (one-step-off 2025-07-17, fully-async "
+           "2025-10-17) and NeMo RL and OpenRLHF do not use verl's balancing",
+           35.6, 35.2, 186.1, 199.8,
+           note=("Found by a review of this session's changes: the previous entry applied verl's newer order to runs "
+                 "made before verl had it; the table is back to its values before that entry, to the digit. Two "
+                 "corrections to the day's other entries, found in the same review: the eager-mode entry's reason why "
+                 "the 7B dense runs do not move is wrong — at TP2 on H20 the GPU's part of a batch-1 step (~3.2 ms) is "
+                 "below the host's 3.9 ms, so tail steps do cost more (6.2 -> 6.9 ms), but the runs' tails are too "
+                 "short for it to show; and the optimizer entry also changed a ZeRO-0 trainer's GPU Adam traffic to a "
+                 "full copy's (16 bytes a parameter per rank, was 16 / devices), which no record uses.")),
 )
 """The changes, oldest first."""

@@ -87,6 +87,8 @@ class PublishedRun:
     pp: int = 1  # Megatron pipeline_model_parallel_size
     cp: int = 1  # Megatron context_parallel_size
     optimizer_offload: float = 0.0  # share of the Adam state stepped on the CPU (OpenRLHF --adam_offload, Megatron's fraction)
+    balance_order: str = "batch"  # a rank's share before the mini-batch split: every run here predates verl's length
+    #                               order (verl PR #3605, 2025-10-23, release 0.6.1); NeMo RL and OpenRLHF do not use it
     mean_response: float | None = None  # published mean response length (tokens)
     assumed_mean_response: float | None = None  # used when no mean is published
     mean_prompt: float | None = None  # published, derived (prompt_note says how) or assumed

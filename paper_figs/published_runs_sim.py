@@ -183,7 +183,8 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
         minibatches=run.minibatches, max_response=response_cap(run), nodes=run.nodes, expert_parallel=run.ep,
         colocate=run.colocate, sleep_level=run.sleep_level, max_prompt=run.max_prompt, truncate_prompt=True,
         train_memory=TrainMemoryConfig(recompute=run.recompute, sequence_parallel=run.sp),
-        trainer=TrainerLayout(run.train_backend, run.train_tp, run.pp, cp=run.cp, optimizer_offload=run.optimizer_offload),
+        trainer=TrainerLayout(run.train_backend, run.train_tp, run.pp, cp=run.cp, optimizer_offload=run.optimizer_offload,
+                              balance_order=run.balance_order),
         algorithm=Algorithm(name=run.algorithm, n=run.n, reward="rule" if rule else "model", kl=run.kl),
     )
 

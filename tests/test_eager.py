@@ -127,3 +127,13 @@ def test_eager_engine_keeps_no_cuda_graph_memory():
     assert eager.non_kv == pytest.approx(graphs.non_kv - graphs.cuda_graphs)
     mem = H20.gpu.mem_bytes
     assert kv_blocks_for(m, mem, EngineConfig(tp=2, enforce_eager=True), "h20") > kv_blocks_for(m, mem, EngineConfig(tp=2), "h20")
+
+
+def test_python_config_refuses_eager_on_the_static_engine_and_openrlhf_without_vllm_ignores_it():
+    from oppo_sim.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="continuous engine"):
+        SimConfig(engine=EngineConfig(enforce_eager=True), engine_kind="static")
+    static = translate_openrlhf("train_ppo_ray.py --pretrain meta-llama/Llama-2-7b-hf --enforce_eager")
+    assert "--enforce-eager" not in pairs(static.args)
+    assert any("no vLLM engines" in u.note for u in static.used)

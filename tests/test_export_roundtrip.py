@@ -57,7 +57,7 @@ CASES = [  # (framework, run arguments of the planned configuration, what the pl
     ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full",
               "--ppo-epochs", "2", "--minibatches", "2", "--truncate-prompt", "--enforce-eager"], Chosen("baseline", 3, "full")),
     ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "2", "--recompute", "none",
-              "--ppo-epochs", "1"], Chosen("baseline", 2, "none")),
+              "--ppo-epochs", "1", "--optimizer-offload", "1"], Chosen("baseline", 2, "none")),
     ("verl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--train-backend", "megatron",
               "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1", "--optimizer-offload", "0.5"],
      Chosen("baseline", None, "full")),

@@ -84,9 +84,13 @@ def test_settings_are_read_from_the_frameworks():
     o = "+actor_rollout_ref.actor.optim.override_optimizer_config."
     mega = f"actor_rollout_ref.actor.strategy=megatron {o}optimizer_cpu_offload=True {o}optimizer_offload_fraction=0.5"
     assert pairs(translate_verl(mega).args).get("--optimizer-offload") == "0.5"
+    alone = f"actor_rollout_ref.actor.strategy=megatron {o}optimizer_cpu_offload=True"  # Megatron's default fraction: 0
+    assert float(pairs(translate_verl(alone).args).get("--optimizer-offload")) == 0.0
     fsdp = translate_verl(f"{o}optimizer_cpu_offload=True data.train_batch_size=8")
     assert "--optimizer-offload" not in pairs(fsdp.args)
-    assert any("FSDP trainer steps Adam on the GPUs" in i.why for i in fsdp.ignored)
+    assert any("offload_policy" in i.why for i in fsdp.ignored)
+    fsdp2 = translate_verl("actor_rollout_ref.actor.fsdp_config.offload_policy=True data.train_batch_size=8")
+    assert pairs(fsdp2.args).get("--optimizer-offload") == "1"
     dpsk = translate_verl(str(FIX / "verl" / "grpo_deepseek671b_math_megatron_96gb.sh"))
     assert pairs(dpsk.args).get("--optimizer-offload") == "1.0"
     recipe = FIX / "nemo_rl" / "recipes" / "llm" / "performance" / "grpo-llama3.1-8b-instruct-2n8g.yaml"

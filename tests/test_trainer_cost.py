@@ -82,6 +82,10 @@ def test_balanced_shares_are_split_into_mini_batches_in_verls_order():
     assert loads.tokens.tolist() == [8.0, 12.0]  # per mini-batch, the slowest rank: max(1+5, 2+6), max(8+4, 7+3)
     plain = rank_loads(lengths, lengths, lengths, 2, 2, False, None)  # contiguous in batch order: 3 8 | 1 6, 4 7 | 2 5
     assert plain.tokens.tolist() == [11.0, 7.0]
+    # verl before 0.6.1 (--balance-order batch): the same partition, each share in batch order: 8 1 | 4 5, 3 6 | 7 2
+    assert rank_loads(lengths, lengths, lengths, 2, 2, True, None, by_length=False).tokens.tolist() == [9.0, 9.0]
+    with pytest.raises(ConfigError, match="balance order"):
+        TrainerLayout(balance_order="random")
 
 
 def test_fsdp_equal_lengths_is_flops_over_devices_and_imbalance_costs_more():

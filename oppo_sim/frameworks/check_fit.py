@@ -319,6 +319,8 @@ def write_profile(f: Fit, path: str, run: CheckRun, held_out: dict, given: dict 
             "overheads": _overheads(run, f.step_s)}
     if (given or {}).get("driver"):  # where the driver's costs were measured (oppo-real profile --driver)
         meta["driver"] = given["driver"]
+    if run.cfg.engine.enforce_eager and run.cfg.eager_host_op_s > 0:  # fitted with the eager host's floor: keep it
+        meta["eager_host_op_s"] = run.cfg.eager_host_op_s
     save_profile(f.hardware(), path, meta)
 
 

@@ -51,9 +51,10 @@ def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
         out.append("actor_rollout_ref.actor.fsdp_config.reshard_after_forward=False  # ZeRO-2: FSDP SHARD_GRAD_OP")
     if cfg.expert_parallel > 1:
         out.append(f"# expert parallelism {cfg.expert_parallel} needs verl's Megatron trainer: FSDP shards the experts")
-    if t.optimizer_offload > 0:
-        out.append("# the plan steps Adam on the CPU: verl's FSDP trainer cannot (its Megatron trainer's "
-                   "override_optimizer_config.optimizer_cpu_offload can)")
+    if 0 < t.optimizer_offload < 1:
+        out.append(f"# the plan steps {t.optimizer_offload:.0%} of the Adam state on the CPU; FSDP2's offload_policy "
+                   "moves all of it (and streams the parameters from the host)")
+    out += ["actor_rollout_ref.actor.fsdp_config.offload_policy=True"] if t.optimizer_offload > 0 else []
     return out + [f"actor_rollout_ref.actor.fsdp_config.param_offload={off}",
                   f"actor_rollout_ref.actor.fsdp_config.optimizer_offload={off}",
                   f"actor_rollout_ref.ref.fsdp_config.param_offload={off}"]
@@ -168,7 +169,8 @@ def export_best(res, framework: str) -> str:
 
     row, base = res.best, res.request.base
     trainer = TrainerLayout(str(row["train_backend"]), int(row["train_tp"]), int(row["pp"]), int(row["vpp"]), int(row["cp"]),
-                            bool(row["distributed_optimizer"]), base.trainer.balance_batch, base.trainer.optimizer_offload)
+                            bool(row["distributed_optimizer"]), base.trainer.balance_batch, base.trainer.optimizer_offload,
+                            base.trainer.balance_order)
     spec = PlacementSpec(row["layout"], int(row["gen_gpus"]), int(row["train_gpus"]), int(row["score_gpus"]),
                          int(row["tp"]), int(row["sp"]), trainer, int(row["ep"]))
     cfg = Candidate(spec, PolicySpec("baseline")).config(base)  # the planner's own placement rule, with its trainer

@@ -247,9 +247,10 @@ def _trainer(g: _Get) -> None:
         g.use(M + "optimizer.use_distributed_optimizer", "--distributed-optimizer" if dist else
               "--no-distributed-optimizer", v=dist)
         if as_bool(M + "optimizer.optimizer_cpu_offload", g(M + "optimizer.optimizer_cpu_offload", False)):
-            frac = as_float(M + "optimizer.optimizer_offload_fraction", g(M + "optimizer.optimizer_offload_fraction", 1.0))
+            frac = as_float(M + "optimizer.optimizer_offload_fraction", g(M + "optimizer.optimizer_offload_fraction", 0.0))
             g.use(M + "optimizer.optimizer_cpu_offload", "--optimizer-offload", frac, v=True,
-                  note=f"Megatron's hybrid optimizer: {frac:g} of the Adam state stepped on the CPU")
+                  note=f"Megatron's hybrid optimizer: {frac:g} of the Adam state stepped on the CPU (Megatron's default "
+                       f"fraction: 0)")
         sp = as_bool(M + "sequence_parallel", g(M + "sequence_parallel", False))
         g.use(M + "sequence_parallel", v=sp, note="" if sp or tp == 1 else
               "off: oppo-sim prices Megatron tp with sequence parallelism on (activations a little larger here)")

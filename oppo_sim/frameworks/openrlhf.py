@@ -302,7 +302,9 @@ def _training(b: Builder, o: dict, d: dict, f: Names) -> None:
     if "adam_offload" in o:
         b.use(f("adam_offload"), True, "--optimizer-offload", 1, note="DeepSpeed offload_optimizer: the Adam step on the CPU")
     if "enforce_eager" in o:
-        b.use(f("enforce_eager"), True, "--enforce-eager", note="no CUDA graphs: the host issues every kernel of a decode step")
+        vllm = o["vllm_num_engines"] is not None
+        b.use(f("enforce_eager"), True, *(("--enforce-eager",) if vllm else ()),
+              note="no CUDA graphs: the host issues every kernel of a decode step" if vllm else "no vLLM engines: unused")
     if "async_train" in o:
         q = as_int(f("async_queue_size"), o["async_queue_size"])
         if q < 1:

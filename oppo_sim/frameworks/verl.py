@@ -131,7 +131,7 @@ DAPO_ROUNDS: tuple[tuple[str, str], ...] = (("data.gen_batch_size", "--gen-batch
 """DAPO's rounds: verl key -> the option of oppo-sim's round-by-round DAPO (where this oppo-sim lacks it, the
 key is listed as ignored by the command's parser)."""
 _GROUPED = ("data.train_batch_size", "data.filter_overlong_prompts", "data.truncation", R + "enable_chunked_prefill",
-            R + "enforce_eager", "trainer.balance_batch",
+            R + "enforce_eager", "trainer.balance_batch", A + "fsdp_config.offload_policy",
             R + "free_cache_engine", A + "ppo_mini_batch_size", A + "use_kl_loss", "algorithm.use_kl_in_reward",
             "actor_rollout_ref.model.enable_gradient_checkpointing", "actor_rollout_ref.model.path",
             "algorithm.adv_estimator", "algorithm.filter_groups.enable", "reward_model.enable",
@@ -150,7 +150,7 @@ _WHY = {"data.": "dataset plumbing", "trainer.": "logging, checkpoints, validati
         "rollout.": "the rollout's own GPUs: only the one-step-off and fully-async entry points have them",
         "async_training.": "only the fully-async entry point reads it",
         "actor_rollout_ref.actor.optim.override_optimizer_config.": "Megatron's optimizer settings other than its CPU "
-        "offload do not change a step's time", "actor_rollout_ref.actor.megatron.override_transformer_config.": "Megatron's "
+        "offload are not modelled", "actor_rollout_ref.actor.megatron.override_transformer_config.": "Megatron's "
         "kernel and pipeline-split settings are not modelled"}
 
 
@@ -333,7 +333,12 @@ def _trainer_state(b: Builder, cfg: dict, dflt: dict) -> str:
                                                             "stays on the GPUs while vLLM generates"))
     for key in CPU_OPTIMIZER:
         if key in cfg:
-            b.ignore(key, cfg[key], "Megatron's hybrid CPU optimizer: verl's FSDP trainer steps Adam on the GPUs")
+            b.ignore(key, cfg[key], "Megatron's hybrid CPU optimizer: under FSDP, verl's is fsdp_config.offload_policy")
+    k = A + "fsdp_config.offload_policy"
+    if k in cfg:
+        on = as_bool(k, cfg[k])
+        b.use(k, on, *(("--optimizer-offload", 1) if on else ()), note="FSDP2's CPUOffloadPolicy: the Adam step on the "
+              "CPU (the parameters it also streams from the host every pass are not priced)" if on else "")
     rk = "actor_rollout_ref.ref.fsdp_config.param_offload"
     if rk in cfg:
         b.use(rk, cfg[rk], note="oppo-sim offloads frozen weights exactly when it offloads the trainer's state")

@@ -42,8 +42,8 @@ MEGATRON_DEFAULTS: dict[str, Any] = {
 """verl's ``ppo_megatron_trainer`` defaults of the Megatron keys read."""
 O = A + "optim.override_optimizer_config."
 CPU_OPTIMIZER = (O + "optimizer_cpu_offload", O + "optimizer_offload_fraction")
-"""Megatron's hybrid CPU optimizer as verl passes it (``+...override_optimizer_config.*``; Megatron's defaults: off,
-fraction 1)."""
+"""Megatron's hybrid CPU optimizer as verl passes it (``+...override_optimizer_config.*``; Megatron-Core's
+``OptimizerConfig`` defaults: off, fraction 0 — on alone leaves Adam on the GPUs)."""
 ASYNC_DEFAULTS: dict[str, Any] = {
     "rollout.nnodes": 1, "rollout.n_gpus_per_node": 8, "async_training.staleness_threshold": 0.1,
     "async_training.trigger_parameter_sync_step": 4, "async_training.require_batches": 1,
@@ -127,10 +127,11 @@ def _cpu_optimizer(b: Builder, cfg: dict) -> None:
     ``optimizer_cpu_offload`` is on -> ``--optimizer-offload``."""
     on_key, frac_key = CPU_OPTIMIZER
     on = as_bool(on_key, cfg.get(on_key, False))
-    frac = as_float(frac_key, cfg.get(frac_key, 1.0))
+    frac = as_float(frac_key, cfg.get(frac_key, 0.0))
     if on_key in cfg:
         b.use(on_key, on, *(("--optimizer-offload", frac) if on else ()),
-              note="the Adam step of that share on the host CPU" if on else "Adam on the GPUs")
+              note=("Adam on the GPUs" if not on else "the Adam step of that share on the host CPU" if frac > 0 else
+                    "no optimizer_offload_fraction: Megatron's default 0 keeps Adam on the GPUs"))
     if frac_key in cfg:
         b.use(frac_key, frac, note="in --optimizer-offload" if on else "not used: optimizer_cpu_offload is off")
 

@@ -109,6 +109,9 @@ class SimConfig:
                 raise ConfigError(msg)
         check_sleep_level(self.sleep_level)
         object.__setattr__(self, "engine_kind", EngineKind.parse(self.engine_kind))
+        if self.engine.enforce_eager and self.engine_kind == EngineKind.STATIC:
+            raise ConfigError("engine enforce_eager is vLLM's (the continuous engine); the static engine prices Hugging "
+                              "Face generate's eager host time itself")
         if self.reward_curve.seed is None:  # the synthetic rewards follow the run's seed
             object.__setattr__(self, "reward_curve", replace(self.reward_curve, seed=self.seed))
         gen = self.placement.pool(self.placement.generate)

@@ -12,13 +12,13 @@ Who holds what (bytes per device):
   (``gpu_memory_utilization``). A static engine (HF ``generate``: TRL, DeepSpeed-Chat's hybrid engine) profiles
   nothing and sizes nothing: its weights, and its KV cache is what the generate phase leaves of the device's
   ``gpu_memory_utilization``, every role counted;
-- ``train``: actor and critic training state (weights, gradients, Adam; ZeRO over the pool's devices, or
-  Megatron's layout) plus the larger of their activations (the trainer runs them one after the other) — the
+- ``train``: actor and critic training state (weights, gradients, Adam less the share on the CPU,
+  ``TrainerLayout.optimizer_offload``; ZeRO over the pool's devices, or Megatron's layout) plus the larger of their activations (the trainer runs them one after the other) — the
   critic only for an algorithm that has one (``ppo``; ``SimConfig.trained()``);
 - ``reward`` / ``reference``: frozen weights (their KV budget is what the pool has left) — only the roles
-  in ``SimConfig.scoring_roles()``. On the pool that trains, under a ZeRO-3 trainer, they are sharded with it
-  (:func:`frozen_shards`) and each forward all-gathers them; on a pool of their own every device holds a
-  full copy;
+  in ``SimConfig.scoring_roles()``. Under a ZeRO-3 trainer they are sharded over their pool's devices, the
+  training pool or one of their own (:func:`frozen_shards`), and each forward all-gathers them; under a Megatron
+  trainer, on its pool, each holds its ``tp · pp`` shard; otherwise every device holds a full copy;
 - ``critic`` / ``logprob`` forwards: nothing extra on the training pool (the training weights serve);
   a copy of the weights on any other pool.
 

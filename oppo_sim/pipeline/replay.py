@@ -37,7 +37,8 @@ class ReplayConfig:
     eager_host_op_s: float = EAGER_HOST_OP_S  # engine.enforce_eager: host seconds per issued op (0: a profile's)
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.eager_host_op_s, (int, float)) and 0 <= self.eager_host_op_s < float("inf")):
+        v = self.eager_host_op_s
+        if isinstance(v, bool) or not (isinstance(v, (int, float)) and 0 <= v < float("inf")):
             raise ConfigError(f"eager_host_op_s must be a finite number >= 0, got {self.eager_host_op_s!r}")
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"limit must be >= 1, got {self.limit}")

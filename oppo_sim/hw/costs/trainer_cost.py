@@ -5,9 +5,9 @@ the distributed optimizer), both on the slowest data-parallel rank of each optim
 **Data-parallel imbalance.** A step's sequences are dealt to the ``dp`` data-parallel ranks
 (:func:`dp_partition`): with ``TrainerLayout.balance_batch`` (verl's default ``trainer.balance_batch``) a
 partition with equal sequence counts balanced by tokens — verl uses Karmarkar-Karp, approximated here by
-the greedy longest-first (LPT) rule with equal counts, each share then in verl's order (ascending by length, the
-even places followed by the odd ones reversed: short sequences at both ends); without it, contiguous chunks in
-batch order. Each rank splits its share into the ``minibatches`` optimizer steps in that order (verl's per-rank
+the greedy longest-first (LPT) rule with equal counts, each share then in verl's order from 0.6.1
+(``TrainerLayout.balance_order``: ascending by length, the even places followed by the odd ones reversed, short
+sequences at both ends; earlier verl kept batch order); without it, contiguous chunks in batch order. Each rank splits its share into the ``minibatches`` optimizer steps in that order (verl's per-rank
 mini-batches), and every optimizer
 step waits for its slowest rank (the gradient collective is a barrier): the step's compute is the largest
 rank's FLOPs, not the mean. With equal lengths it is the mean, and the result is today's ``FLOPs /
@@ -126,22 +126,23 @@ class RankLoads:
 
 
 def rank_loads(seq_tokens: np.ndarray, flops: np.ndarray, attn_flops: np.ndarray, ranks: int, minibatches: int,
-               balance: bool, micro_batch_tokens: int | None) -> RankLoads:
+               balance: bool, micro_batch_tokens: int | None, by_length: bool = True) -> RankLoads:
     """Deal the sequences to ``ranks`` (:func:`dp_partition`), split each rank's share into ``minibatches``
-    in order, and take each optimizer step's slowest rank (module notes). Balanced, a rank's share is in verl's
-    order (``ray_trainer._balance_batch``: ascending by length, then the even places followed by the odd ones
-    reversed — short sequences at both ends, long ones in the middle), so mini-batch ``i`` holds sequences of the
-    same length ranks on every rank; unbalanced, in batch order."""
+    in order, and take each optimizer step's slowest rank (module notes). Balanced and ``by_length``, a rank's share
+    is in verl's order from 0.6.1 (``ray_trainer._balance_batch``: ascending by length, then the even places
+    followed by the odd ones reversed — short sequences at both ends, long ones in the middle), so mini-batch ``i``
+    holds sequences of the same length ranks on every rank; otherwise in batch order (earlier verl; unbalanced)."""
     seq = np.asarray(seq_tokens, dtype=np.float64)
     rank = dp_partition(seq, ranks, balance)
     counts = np.bincount(rank, minlength=ranks)
-    if balance and ranks > 1:  # verl orders each rank's share by length, the short ones at both ends
+    by_length = by_length and balance and ranks > 1
+    if by_length:  # verl orders each rank's share by length, the short ones at both ends
         order = np.lexsort((np.arange(len(seq)), seq, rank))
     else:  # each rank's share in batch order
         order = np.argsort(rank, kind="stable")
     k = np.arange(len(seq)) - np.repeat(np.cumsum(counts) - counts, counts)  # place within its rank, in that order
     c = np.repeat(counts, counts)
-    pos = np.where(k % 2 == 0, k // 2, c - 1 - k // 2) if balance and ranks > 1 else k
+    pos = np.where(k % 2 == 0, k // 2, c - 1 - k // 2) if by_length else k
     mb = np.empty(len(seq), dtype=np.int64)
     mb[order] = pos * minibatches // np.maximum(c, 1)
 
@@ -186,7 +187,8 @@ def _loads(cost, model: ModelSpec, ranks: int, seq_tokens, minibatches: int, sca
     flops = flops + _recompute(cost, model, n, scalar_head)
     attn = 3.0 * model.pair_flops * n * (n + 1.0) / 2.0
     layout = cost.layout
-    return rank_loads(n, flops, attn, ranks, minibatches, layout.balance_batch, cost.micro_batch_tokens)
+    return rank_loads(n, flops, attn, ranks, minibatches, layout.balance_batch, cost.micro_batch_tokens,
+                      layout.balance_order == "length")
 
 
 def _recompute(cost, model: ModelSpec, n: np.ndarray, scalar_head: bool) -> np.ndarray:

@@ -19,7 +19,10 @@ RL ``megatron_cfg.optimizer``). Its state leaves the GPUs; its step is timed in
 ``balance_batch`` (verl ``trainer.balance_batch``, default on; both backends) says how a step's sequences
 are dealt to the data-parallel ranks: balanced by tokens (verl's Karmarkar-Karp partition with equal counts,
 approximated by a greedy longest-first partition with equal counts, :func:`oppo_sim.hw.costs.trainer_cost.dp_partition`) or in
-contiguous chunks in batch order (``balance_batch=False``, OpenRLHF's and NeMo RL's plain split).
+contiguous chunks in batch order (``balance_batch=False``, OpenRLHF's and NeMo RL's plain split). ``balance_order``
+says how a balanced rank's share is ordered before it is split into mini-batches: ``length`` (verl from 0.6.1,
+PR #3605 of 2025-10-23: ascending by length, the even places then the odd ones reversed) or ``batch`` (earlier
+verl: in batch order).
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ from dataclasses import dataclass
 from oppo_sim.core.errors import ConfigError
 
 TRAIN_BACKENDS = ("fsdp", "megatron")
+BALANCE_ORDERS = ("length", "batch")
 
-__all__ = ["TRAIN_BACKENDS", "TrainerLayout"]
+__all__ = ["TRAIN_BACKENDS", "BALANCE_ORDERS", "TrainerLayout"]
 
 
 def _count(name: str, v) -> None:
@@ -51,6 +55,7 @@ class TrainerLayout:
     distributed_optimizer: bool = True
     balance_batch: bool = True
     optimizer_offload: float = 0.0  # share of the optimizer state and step on the host CPU (module notes)
+    balance_order: str = "length"  # a balanced rank's share before the mini-batch split: verl >= 0.6.1's, or batch order
 
     def __post_init__(self) -> None:
         if self.backend not in TRAIN_BACKENDS:
@@ -60,6 +65,8 @@ class TrainerLayout:
         for name in ("distributed_optimizer", "balance_batch"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.balance_order not in BALANCE_ORDERS:
+            raise ConfigError(f"balance order must be one of {', '.join(BALANCE_ORDERS)}, got {self.balance_order!r}")
         f = self.optimizer_offload
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 <= f <= 1.0:
             raise ConfigError(f"optimizer offload must be a fraction in [0, 1] (1: every Adam step on the CPU), got {f!r}")
@@ -106,6 +113,8 @@ class TrainerLayout:
     def state(self, zero_stage, ep: int = 1) -> str:
         """How the trainer holds its state, for a report: its Megatron layout, or ``ZeRO-N``, and where Adam steps
         if not on the GPUs."""
+        if self.balance_order not in BALANCE_ORDERS:
+            raise ConfigError(f"balance order must be one of {', '.join(BALANCE_ORDERS)}, got {self.balance_order!r}")
         f = self.optimizer_offload
         cpu = "" if f == 0 else ", Adam on the CPU" if f == 1 else f", {f:.0%} of Adam on the CPU"
         return (self.label(ep) if self.megatron else f"ZeRO-{zero_stage}") + cpu
