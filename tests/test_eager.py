@@ -115,6 +115,13 @@ def test_a_profile_given_to_run_prices_no_eager_host_time(tmp_path):
     assert sim_config(parse(["run", "--enforce-eager", "--profile", str(path)])).eager_host_op_s == 0.0
     cfg = sim_config(parse(["run", "--enforce-eager"]))
     assert cfg.engine.enforce_eager and cfg.eager_host_op_s == EAGER_HOST_OP_S
+    fitted = tmp_path / "fitted.json"  # check --calibrate fitted it on an eager run with the host's floor: kept
+    save_profile(resolve_hardware("h200"), fitted, meta={"eager_host_op_s": 7e-6})
+    assert sim_config(parse(["run", "--enforce-eager", "--gpu", str(fitted)])).eager_host_op_s == 7e-6
+    from oppo_sim.cli import _profile_eager
+
+    assert _profile_eager(str(fitted)) == {"eager_host_op_s": 7e-6} and _profile_eager(str(path)) == {"eager_host_op_s": 0.0}
+    assert _profile_eager("h200") == {}
 
 
 def test_eager_engine_keeps_no_cuda_graph_memory():
