@@ -33,7 +33,8 @@ flag at all is refused. Below, flat name / dotted name:
   (``critic_pretrain`` / ``critic.model_name_or_path``) -> ``--critic`` where it names a known model;
 - ``zero_stage`` / ``ds.zero_stage`` -> ``--zero``; gradient checkpointing -> ``--recompute full`` (absent:
   ``none``); ``ring_attn_size`` / ``ds.ring_attn_size`` -> ``--sp``; vLLM's tensor parallelism and memory
-  fraction -> ``--tp``, ``--gpu-memory-utilization``; prefix caching -> ``--enable-prefix-caching``;
+  fraction -> ``--tp``, ``--gpu-memory-utilization``; prefix caching, ``enforce_eager`` (with vLLM engines) and
+  ``adam_offload`` -> ``--enable-prefix-caching``, ``--enforce-eager``, ``--optimizer-offload 1``;
 - async: ``async_train`` / ``train.async_enable`` -> ``--policy async --staleness Q`` with Q the sampler ->
   trainer queue (``async_queue_size`` / ``train.async_queue_size``, default 1: one step ahead).
 
@@ -301,10 +302,9 @@ def _training(b: Builder, o: dict, d: dict, f: Names) -> None:
         b.use(f("enable_prefix_caching"), True, "--enable-prefix-caching")
     if "adam_offload" in o:
         b.use(f("adam_offload"), True, "--optimizer-offload", 1, note="DeepSpeed offload_optimizer: the Adam step on the CPU")
-    if "enforce_eager" in o:
-        vllm = o["vllm_num_engines"] is not None
-        b.use(f("enforce_eager"), True, *(("--enforce-eager",) if vllm else ()),
-              note="no CUDA graphs: the host issues every kernel of a decode step" if vllm else "no vLLM engines: unused")
+    if "enforce_eager" in o:  # vLLM's: without engines the static engine generates and it is unused
+        on = o["vllm_num_engines"] is not None
+        b.use(f("enforce_eager"), True, *(("--enforce-eager",) if on else ()), note="" if on else "no vLLM engines: unused")
     if "async_train" in o:
         q = as_int(f("async_queue_size"), o["async_queue_size"])
         if q < 1:
