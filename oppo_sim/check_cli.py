@@ -149,15 +149,6 @@ class Checked:
     policies: pd.DataFrame | None
 
 
-def _given_meta(hardware: str) -> dict | None:
-    """The ``meta`` of a ``--gpu``/``--profile`` JSON profile (None for a GPU id or a datasheet)."""
-    if not str(hardware).lower().endswith(".json"):
-        return None
-    from oppo_sim.hw.fitting.profiles import read_profile
-
-    return read_profile(hardware)[1]
-
-
 def cmd_check(a: argparse.Namespace) -> int:
     evaluate(a)
     return 0
@@ -220,10 +211,11 @@ def _outputs(a, run, f, table, policies) -> None:
     if a.write_profile:
         from oppo_sim.frameworks.check_run import summary
         from oppo_sim.frameworks.check_fit import write_profile
+        from oppo_sim.hw.fitting.profiles import profile_meta
 
         held = summary(table[table["part"] == "held-out"])
         write_profile(f, a.write_profile, run, dict(zip(held["stage"], held["median_abs_error_pct"].astype(float))),
-                      _given_meta(a.profile or a.gpu))
+                      profile_meta(a.profile or a.gpu))
         print(f"profile: {a.write_profile} (run/compare/plan --profile {a.write_profile})")
     if a.plot:
         from oppo_sim.frameworks.check_plot import plot_check

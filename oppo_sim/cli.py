@@ -78,12 +78,11 @@ def _gpu(cfg) -> str:
 
 def _profile_eager(hardware: str) -> dict:
     """``eager_host_op_s`` of a profile (``cli_setup.profile_eager_host_op_s``); nothing for a GPU id."""
-    if not str(hardware).lower().endswith(".json"):
-        return {}
     from oppo_sim.cli_setup import profile_eager_host_op_s
-    from oppo_sim.hw.fitting.profiles import read_profile
+    from oppo_sim.hw.fitting.profiles import profile_meta
 
-    return {"eager_host_op_s": profile_eager_host_op_s(read_profile(hardware)[1])}
+    meta = profile_meta(hardware)
+    return {} if meta is None else {"eager_host_op_s": profile_eager_host_op_s(meta)}
 
 
 def _engine(cfg) -> str:

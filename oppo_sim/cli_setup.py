@@ -285,10 +285,9 @@ def profile_eager_host_op_s(meta: dict | None) -> float:
     """An eager engine's host seconds per op on a profile's hardware: what its fit assumed (``check --calibrate``
     writes ``meta.eager_host_op_s`` when it fitted an eager run with the host's floor), else 0 — a measured
     profile's decode already holds its engine's host time."""
-    v = (meta or {}).get("eager_host_op_s", 0.0)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
-        raise ConfigError(f"profile meta eager_host_op_s must be a number >= 0, got {v!r}")
-    return float(v)
+    from oppo_sim.hw.costs.eager import check_host_op_s
+
+    return check_host_op_s((meta or {}).get("eager_host_op_s", 0.0), "profile meta eager_host_op_s")
 
 
 def engine_fields(a: argparse.Namespace, hardware: str) -> dict:
@@ -302,11 +301,10 @@ def engine_fields(a: argparse.Namespace, hardware: str) -> dict:
     static = _given(a, ("gen_batch", "call_tokens", "carry_kv"))
     out = {"engine": engine, "engine_kind": a.engine, "static": StaticConfig(**static),
            **_given(a, ("stream_batching", "scorer_max_tokens", "padded_batches"))}
-    meta = None
-    if str(hardware).lower().endswith(".json"):  # a profile: its fitted per-call overhead and per-step costs
-        from oppo_sim.hw.fitting.profiles import read_profile
+    from oppo_sim.hw.fitting.profiles import profile_meta
 
-        meta = read_profile(hardware)[1]
+    meta = profile_meta(hardware)
+    if meta is not None:  # a profile: its fitted per-call overhead, per-step costs and eager host time
         out["eager_host_op_s"] = profile_eager_host_op_s(meta)
         if (meta or {}).get("overheads"):  # e.g. the per-step fixed cost `oppo-sim check --calibrate` fits
             from oppo_sim.hw.fitting.overheads import ExecutorOverheads

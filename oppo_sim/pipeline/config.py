@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 from oppo_sim.core.algorithms import Algorithm
@@ -11,7 +10,7 @@ from oppo_sim.core.placement import Placement, paper_placement
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams
-from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
+from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S, check_host_op_s
 from oppo_sim.hw.costs.expert_parallel import check_expert_parallel
 from oppo_sim.hw.devices.hardware import Hardware, get_hardware
 from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
@@ -89,9 +88,6 @@ class SimConfig:
             (isinstance(self.offload_train_state, bool),
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
-            (isinstance(self.eager_host_op_s, (int, float)) and not isinstance(self.eager_host_op_s, bool)
-             and math.isfinite(self.eager_host_op_s) and self.eager_host_op_s >= 0,
-             f"eager_host_op_s must be a finite number >= 0, got {self.eager_host_op_s!r}"),
             (isinstance(self.train_memory_fraction, (int, float)) and 0 < self.train_memory_fraction <= 1,
              f"train_memory_fraction must be in (0, 1], got {self.train_memory_fraction!r}"),
             (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),
@@ -108,6 +104,7 @@ class SimConfig:
             if not ok:
                 raise ConfigError(msg)
         check_sleep_level(self.sleep_level)
+        check_host_op_s(self.eager_host_op_s)
         object.__setattr__(self, "engine_kind", EngineKind.parse(self.engine_kind))
         if self.engine.enforce_eager and self.engine_kind == EngineKind.STATIC:
             raise ConfigError("engine enforce_eager is vLLM's (the continuous engine); the static engine prices Hugging "

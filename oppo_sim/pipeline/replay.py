@@ -17,7 +17,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.continuous import EngineCore
 from oppo_sim.engine.request import FINISH, EngineConfig, Req, kv_blocks_for
 from oppo_sim.hw.costs.costmodel import CostModel
-from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
+from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S, check_host_op_s
 from oppo_sim.hw.devices.hardware import Hardware, get_hardware
 from oppo_sim.hw.models.lookup import ModelSpec, get_model
 from oppo_sim.pipeline.devices import DevicePool, Timeline
@@ -37,9 +37,7 @@ class ReplayConfig:
     eager_host_op_s: float = EAGER_HOST_OP_S  # engine.enforce_eager: host seconds per issued op (0: a profile's)
 
     def __post_init__(self) -> None:
-        v = self.eager_host_op_s
-        if isinstance(v, bool) or not (isinstance(v, (int, float)) and 0 <= v < float("inf")):
-            raise ConfigError(f"eager_host_op_s must be a finite number >= 0, got {self.eager_host_op_s!r}")
+        check_host_op_s(self.eager_host_op_s)
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"limit must be >= 1, got {self.limit}")
         if self.time_scale <= 0:

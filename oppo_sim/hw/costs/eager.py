@@ -22,9 +22,12 @@ A calibrated profile's fitted decode already holds its engine's host time, so it
 
 from __future__ import annotations
 
+import math
+
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.models.lookup import ModelSpec
 
-__all__ = ["EAGER_HOST_OP_S", "eager_ops_per_step", "eager_host_seconds"]
+__all__ = ["EAGER_HOST_OP_S", "check_host_op_s", "eager_ops_per_step", "eager_host_seconds"]
 
 EAGER_HOST_OP_S = 10e-6
 """Host seconds of one eager PyTorch op on a GPU (the Python module call, the dispatcher, the kernel launch):
@@ -49,6 +52,13 @@ GROUPED_TOPK_OPS = 2  # DeepSeek-V3's routing beyond plain top-k: the fused grou
 SHARED_EXPERT_OPS = 3  # the shared experts' gate-up GEMM, SiLU-and-mul, down GEMM (their add is fused)
 MIXER_OPS = 16  # a Mamba2 / linear-attention mixer layer (projections, conv, the scan, gating, norm): an estimate
 ALLREDUCES_PER_LAYER = 2  # tensor parallelism: after attention and after the MLP / MoE block
+
+
+def check_host_op_s(v, where: str = "eager_host_op_s") -> float:
+    """A host cost per op as given (seconds, finite, >= 0); else a one-line ``ConfigError`` naming ``where``."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ConfigError(f"{where} must be a finite number >= 0, got {v!r}")
+    return float(v)
 
 
 def eager_ops_per_step(model: ModelSpec, tp: int = 1) -> int:

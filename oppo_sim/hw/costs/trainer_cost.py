@@ -7,9 +7,9 @@ the distributed optimizer), both on the slowest data-parallel rank of each optim
 partition with equal sequence counts balanced by tokens — verl uses Karmarkar-Karp, approximated here by
 the greedy longest-first (LPT) rule with equal counts, each share then in verl's order from 0.6.1
 (``TrainerLayout.balance_order``: ascending by length, the even places followed by the odd ones reversed, short
-sequences at both ends; earlier verl kept batch order); without it, contiguous chunks in batch order. Each rank splits its share into the ``minibatches`` optimizer steps in that order (verl's per-rank
-mini-batches), and every optimizer
-step waits for its slowest rank (the gradient collective is a barrier): the step's compute is the largest
+sequences at both ends; earlier verl kept batch order); without it, contiguous chunks in batch order. Each rank
+splits its share into the ``minibatches`` optimizer steps in that order (verl's per-rank mini-batches), and every
+optimizer step waits for its slowest rank (the gradient collective is a barrier): the step's compute is the largest
 rank's FLOPs, not the mean. With equal lengths it is the mean, and the result is today's ``FLOPs /
 devices``.
 

@@ -139,6 +139,12 @@ def read_profile(path: str | PathLike) -> tuple[Hardware, dict]:
     return Hardware(gpu, CostParams(**ops), f"calibrated profile {path}"), meta
 
 
+def profile_meta(hardware: str | PathLike) -> dict | None:
+    """The ``meta`` of a ``--gpu``/``--profile`` argument that names a JSON profile; None for a GPU id or a
+    datasheet YAML (they carry none)."""
+    return read_profile(hardware)[1] if str(hardware).lower().endswith(".json") else None
+
+
 def load_profile(path: str | PathLike) -> Hardware:
     """Load a JSON profile written by ``save_profile``; a bad/missing file or field -> one-line
     ``ConfigError`` naming the file and the field."""
