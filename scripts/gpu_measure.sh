@@ -11,8 +11,9 @@
 # the torch-graph backend (decode replayed as CUDA graphs) on local workers. A device machine allows 10
 # minutes per command: each stage is cut at OPPO_STAGE_S (default 540 s) so that it and the collection fit
 # one call; a whole run is cut to OPPO_GPU_BUDGET_S (default 1500 s). Every process that decodes first
-# decodes throw-away requests for 45 s (--engine-warmup). Models are random-weight Qwen2.5 shapes in bf16,
-# built once into $OPPO_MODEL_CACHE (default /tmp/oppo-gpu-models; 7B: ~30 GB of disk for actor + reward);
+# decodes throw-away requests for 45 s (--engine-warmup; OPPO_ENGINE_WARMUP_S sets it for the profile stages).
+# OPPO_GPU_COLLECT=0: a --stage call skips the collection (run `--stage collect` later, on any machine).
+# Models are random-weight Qwen2.5 shapes in bf16, built once into $OPPO_MODEL_CACHE (default /tmp/oppo-gpu-models; 7B: ~30 GB of disk for actor + reward);
 # a profile or validate stage builds its shape's models if they are not there (a fresh machine has none).
 #
 # Stages (SHAPE: 1.5b, 3b, 7b, also 0.5b; moe = qwen3-moe-2.8b-a0.5b, 128 experts top-8; tiny or moe-tiny for
@@ -46,6 +47,8 @@ BUDGET="${OPPO_GPU_BUDGET_S:-1500}"
 STAGE_S="${OPPO_STAGE_S:-540}"
 DEVICE="${OPPO_GPU_DEVICE:-cuda}"          # cpu + a tiny shape + OPPO_GPU_QUICK=1: a smoke test of this script
 QUICK="${OPPO_GPU_QUICK:-0}"
+WARMUP="${OPPO_ENGINE_WARMUP_S:-}"         # seconds of throw-away decoding before a profile's decode (default: the CLI's)
+COLLECT="${OPPO_GPU_COLLECT:-1}"           # 0: --stage NAME does not collect after it (collect later, anywhere)
 mkdir -p "$OUT/stages"
 LOG="$OUT/gpu_measure.log"
 [ -n "$ONLY" ] || : > "$LOG"
@@ -79,6 +82,7 @@ shape_id() { case "$1" in tiny) echo tiny ;; moe) echo qwen3-moe-2.8b-a0.5b ;; m
 shape_args() { [ "$1" = tiny ] || echo --shape "$1"; }
 CLI=("$PY" -m oppo_real.cli)
 quick_args() { [ "$QUICK" = 1 ] && echo --quick --gpu h100-sxm; }
+warmup_args() { [ -n "$WARMUP" ] && echo --engine-warmup "$WARMUP"; }
 
 stage_env() {
     run env 120 "$PY" -c "
@@ -112,7 +116,7 @@ stage_profile() {  # profile-SHAPE-OP[-torch]
     [ "$backend" = torch ] && suffix=-torch
     # shellcheck disable=SC2046
     run "profile-$shape-$op$suffix" "$STAGE_S" "${CLI[@]}" profile --device "$DEVICE" --backend "$backend" $(shape_args "$id") \
-        --ops "$op" $(quick_args) --out "$OUT/stages/profile-$id--$op$suffix"
+        --ops "$op" $(quick_args) $(warmup_args) --out "$OUT/stages/profile-$id--$op$suffix"
 }
 
 stage_validate() {  # validate-SHAPE
@@ -159,7 +163,7 @@ fi
 [ -f "$OUT/stages/status.txt" ] || : > "$OUT/stages/status.txt"
 if [ -n "$ONLY" ]; then
     stage "$ONLY" || exit $?
-    [ "$ONLY" = collect ] || stage_collect
+    [ "$ONLY" = collect ] || [ "$COLLECT" = 0 ] || stage_collect
     exit 0
 fi
 : > "$OUT/stages/status.txt"
