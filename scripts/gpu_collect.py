@@ -14,6 +14,8 @@
                         h2d, d2d), leg, bytes, seconds, GiB/s, host memory (pinned), host buffers reused or not
     gpu_moves_fit.csv   fixed cost and GiB/s per model, set and direction (set "all": over the engine's and the
                         trainer's sets), r2, and the eff the GPU table's host_bw would need (eff_vs_host_bw)
+    gpu_decode_cut.csv  decode rows read from the console log (``profile.log``) of a decode stage cut before it
+                        wrote its table: median ms per grid point, kernel share and the profiled wall time
     gpu_summary.json    versions, device, stage status, per-op error medians, decode kernel shares per
                         model / backend / batch, suggested default parameters per model, the host-link fits
                         per direction (``host_moves``)
@@ -30,6 +32,7 @@ gpu_summary.json); nothing here needs a GPU.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from dataclasses import replace
@@ -102,6 +105,23 @@ def kernel_shares(table: pd.DataFrame) -> dict:
             for k, g in dec.groupby(keys)} if len(dec) else {}
 
 
+_DECODE_LINE = re.compile(r"decode b=\s*(\d+) kv=\s*(\d+):\s*([\d.]+) ms(?:, kernels\s*([\d.]+)% of ([\d.]+) ms)?")
+
+
+def decode_from_logs(stages: Path) -> pd.DataFrame | None:
+    """The decode grid points a stage cut before its table printed (``profile-<model>--<stage>/profile.log``)."""
+    rows = []
+    for log in sorted(stages.glob("profile-*--*/profile.log")):
+        if (log.parent / "measurements.csv").exists():
+            continue
+        for m in _DECODE_LINE.finditer(log.read_text()):
+            b, kv, ms, share, wall = m.groups()
+            rows.append({"model": model_of(log), "stage": log.parent.name.split("--", 1)[1], "batch": int(b), "kv": int(kv),
+                         "median_ms": float(ms), "kernel_share": float(share) / 100 if share else None,
+                         "kernel_wall_ms": float(wall) if wall else None})
+    return pd.DataFrame(rows) if rows else None
+
+
 def collect_moves(stages: Path, out: Path) -> dict:
     """gpu_moves.csv and gpu_moves_fit.csv from the ``moves-<model>--<move>`` stages; returns the fits per
     direction (over all the engine's and trainer's sets, or the weights' for sync) for the summary."""
@@ -142,6 +162,11 @@ def collect(out: Path) -> dict:
         if "--" not in p.parent.name:  # whole or merged profiles
             summary.setdefault("suggested_defaults", {})[model_of(p)] = _meta(p).get("suggested_defaults")
     summary["host_moves"] = collect_moves(stages, out)
+    cut = decode_from_logs(stages)
+    if cut is not None:
+        cut.to_csv(out / "gpu_decode_cut.csv", index=False)
+        summary["decode_kernel_share_cut"] = {f"{m}/{st}/{b}": round(float(g["kernel_share"].median()), 3)
+                                              for (m, st, b), g in cut.groupby(["model", "stage", "batch"])}
     val = _read(sorted(stages.glob("validate-*/validation.csv")))
     if val is not None:
         val.to_csv(out / "gpu_validation.csv", index=False)

@@ -50,3 +50,22 @@ def test_per_op_stages_merge_into_one_profile_per_model(tmp_path):
     assert set(held["split"]) == {"fit", "held-out"} and set(held["backend"]) == {"torch", "torch-graph"}
     assert (pd.read_csv(tmp_path / "gpu_profile.csv")["device"] == "NVIDIA H100 80GB HBM3").all()
     assert json.loads((tmp_path / "gpu_summary.json").read_text())["suggested_defaults"]["qwen2.5-1.5b"]["decode"] == {"eff_compute": 0.5}
+
+
+def test_a_decode_stage_cut_before_its_table_is_read_from_its_log(tmp_path):
+    cut = tmp_path / "stages" / "profile-qwen2.5-1.5b--decode-eager"
+    cut.mkdir(parents=True)
+    (cut / "profile.log").write_text("warming the engine for 5 s\n"
+                                     "decode b=  1 kv= 128:   20.38 ms, kernels  16.6% of 20.73 ms\n"
+                                     "decode b= 64 kv=2048:   28.19 ms, kernels  19.0% of 32.19 ms\n"
+                                     "decode b=128 kv= 128:   9.10 ms\n")
+    whole = tmp_path / "stages" / "profile-qwen2.5-3b--decode"  # wrote its table: its log is not read again
+    whole.mkdir(parents=True)
+    (whole / "profile.log").write_text("decode b=  1 kv= 128:   5.00 ms, kernels  90.0% of 5.00 ms\n")
+    (whole / "measurements.csv").write_text("op,seconds\n")
+    rows = _collect_module().decode_from_logs(tmp_path / "stages")
+    assert rows[["model", "stage", "batch", "kv"]].values.tolist() == [
+        ["qwen2.5-1.5b", "decode-eager", 1, 128], ["qwen2.5-1.5b", "decode-eager", 64, 2048], ["qwen2.5-1.5b", "decode-eager", 128, 128]]
+    assert rows["median_ms"].tolist() == [20.38, 28.19, 9.10]
+    assert rows["kernel_share"].iloc[0] == 0.166 and pd.isna(rows["kernel_share"].iloc[2])
+    assert rows["kernel_wall_ms"].iloc[1] == 32.19
