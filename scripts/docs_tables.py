@@ -98,25 +98,6 @@ def paper_vs_ours() -> str:
     return (OUT / "paper_vs_ours.md").read_text().strip()
 
 
-def gpu_validation() -> str:
-    """The H100 validation (``paper_figs/out/gpu_validation.csv``)."""
-    v = pd.read_csv(OUT / "gpu_validation.csv")
-    rows = [{"model": r.model, "policy": r.policy, "runs": r.runs, "predicted s/step": f"{r.pred_step_s:.2f}",
-             "measured s/step": f"{r.meas_step_s:.2f}", "error": _signed(r.step_err_pct),
-             "speedup pred / meas": f"{r.pred_speedup:.2f} / {r.meas_speedup:.2f}",
-             "decisions": f"{r.decision_agreement:.2f}"} for r in v.itertuples()]
-    return _md(pd.DataFrame(rows))
-
-
-def gpu_fit() -> str:
-    """The cost model fitted to the H100 profile (``paper_figs/out/gpu_fit.csv``)."""
-    f = pd.read_csv(OUT / "gpu_fit.csv")
-    rows = [{"model": r.model, "op": r.op, "calls": r.n, "MAPE": _pct(r.mape),
-             "r²": "" if pd.isna(r.r2) else f"{r.r2:.2f}", "fitted overhead": f"{r.overhead_s * 1e3:.1f} ms",
-             "note": "" if pd.isna(r.note) else r.note} for r in f.itertuples()]
-    return _md(pd.DataFrame(rows))
-
-
 def _plan_row(r, rank: str, note: str = "") -> dict:
     return {"rank": rank, "configuration": f"{r.config}{note}", "samples/s": f"{r.samples_per_s:.2f}",
             "speedup": _x(r.speedup), "mean staleness": f"{r.staleness_mean:.2f}",
@@ -364,7 +345,7 @@ def check_roundtrip() -> str:
 TABLES: dict[str, Callable[[], str]] = {
     "layout": layout, "models": model_table, "gpus": gpu_table, "algorithms": algorithms,
     "predictions": predictions, "parity": parity, "parity-run-a": parity_run_a, "paper-vs-ours": paper_vs_ours,
-    "gpu-validation": gpu_validation, "gpu-fit": gpu_fit, "plan-paper": plan_paper, "plan-32b": plan_32b,
+    "plan-paper": plan_paper, "plan-32b": plan_32b,
     "published-runs": published_runs, "published-changelog": published_changelog, "check-roundtrip": check_roundtrip,
     "scaling-series": scaling_series,
 }

@@ -27,7 +27,10 @@ for _p in (ROOT, ROOT / "scripts"):  # run as a script from anywhere
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from docs_tables import TABLES  # noqa: E402
+from docs_gpu_tables import GPU_TABLES  # noqa: E402
+from docs_tables import TABLES as _TABLES  # noqa: E402
+
+TABLES = {**_TABLES, **GPU_TABLES}
 
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S)
 PAGES = ("README.md", "docs/*.md", "benchmarks/README.md")

@@ -1,0 +1,88 @@
+"""The GPU measurements' tables in the docs (``docs/gpu.md``), each rendered from committed outputs:
+the H100 run of 2026-11-22 (``paper_figs/out/gpu_*``) and the H200 run of 2026-11-26
+(``paper_figs/out/gpu_h200/``). ``scripts/make_docs.py`` merges them with ``docs_tables.TABLES``."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+
+from docs_tables import OUT, _md, _pct, _signed
+
+H200 = OUT / "gpu_h200"
+
+
+def gpu_validation() -> str:
+    """The H100 validation (``paper_figs/out/gpu_validation.csv``)."""
+    v = pd.read_csv(OUT / "gpu_validation.csv")
+    rows = [{"model": r.model, "policy": r.policy, "runs": r.runs, "predicted s/step": f"{r.pred_step_s:.2f}",
+             "measured s/step": f"{r.meas_step_s:.2f}", "error": _signed(r.step_err_pct),
+             "speedup pred / meas": f"{r.pred_speedup:.2f} / {r.meas_speedup:.2f}",
+             "decisions": f"{r.decision_agreement:.2f}"} for r in v.itertuples()]
+    return _md(pd.DataFrame(rows))
+
+
+def gpu_fit() -> str:
+    """The cost model fitted to the H100 profile (``paper_figs/out/gpu_fit.csv``)."""
+    f = pd.read_csv(OUT / "gpu_fit.csv")
+    rows = [{"model": r.model, "op": r.op, "calls": r.n, "MAPE": _pct(r.mape),
+             "r²": "" if pd.isna(r.r2) else f"{r.r2:.2f}", "fitted overhead": f"{r.overhead_s * 1e3:.1f} ms",
+             "note": "" if pd.isna(r.note) else r.note} for r in f.itertuples()]
+    return _md(pd.DataFrame(rows))
+
+
+def _ms(v: float) -> str:
+    return f"{v * 1e3:.1f}"
+
+
+def h200_decode() -> str:
+    """Decode iterations on the H200 (``gpu_profile.csv``, ``gpu_decode_cut.csv``): ms per iteration over the
+    KV grid and the kernel share, replayed as CUDA graphs beside the same engine run eagerly."""
+    t = pd.read_csv(H200 / "gpu_profile.csv")
+    dec = t[t.op == "decode"]
+    rows = []
+    for (model, batch), g in dec.groupby(["model", "batch"], sort=False):
+        med = g.groupby("kv")["seconds"].median()
+        rows.append({"model": model, "engine": "torch-graph (CUDA graphs)", "batch": int(batch),
+                     **{f"ms, kv {int(kv)}": _ms(s) for kv, s in med.items()},
+                     "uncalibrated prediction, kv 512": _ms(g[g.kv == 512]["pred_default_s"].median()),
+                     "kernel share": _pct(g["kernel_share"].median())})
+    cut = pd.read_csv(H200 / "gpu_decode_cut.csv")
+    for (model, batch), g in cut.groupby(["model", "batch"], sort=False):
+        med = g.groupby("kv")["median_ms"].median()
+        rows.append({"model": model, "engine": "same, eager (no graphs)", "batch": int(batch),
+                     **{f"ms, kv {int(kv)}": f"{ms:.1f}" for kv, ms in med.items()},
+                     "uncalibrated prediction, kv 512": "", "kernel share": _pct(g["kernel_share"].median())})
+    return _md(pd.DataFrame(rows).fillna(""))
+
+
+def h200_fit() -> str:
+    """The cost model fitted per model and op on the H200 (``gpu_fit.csv``) and checked on held-out grid points
+    (``gpu_fit_heldout.csv``), beside the uncalibrated prediction's median error (``gpu_profile.csv``)."""
+    f = pd.read_csv(H200 / "gpu_fit.csv")
+    h = pd.read_csv(H200 / "gpu_fit_heldout.csv")
+    h = h[h.split == "held-out"].set_index(["model", "op"])
+    err = pd.read_csv(H200 / "gpu_profile.csv").groupby(["model", "op"])["err_pct"].median()
+    rows = [{"model": r.model, "op": r.op, "calls": r.n, "uncalibrated median error": _signed(err[(r.model, r.op)]),
+             "eff_compute": f"{r.eff_compute:.3f}", "eff_memory": f"{r.eff_memory:.3f}",
+             "overhead": f"{r.overhead_s * 1e3:.1f} ms", "r²": f"{r.r2:.2f}",
+             "held-out median / max error": f"{h.loc[(r.model, r.op), 'median_abs_err_pct']:.0f}% / "
+                                            f"{h.loc[(r.model, r.op), 'max_abs_err_pct']:.0f}%",
+             "held-out r²": f"{h.loc[(r.model, r.op), 'r2']:.2f}"} for r in f.itertuples()]
+    return _md(pd.DataFrame(rows))
+
+
+def h200_moves() -> str:
+    """Copies between the H200 and pinned host memory, and on the device (``gpu_moves_fit.csv``)."""
+    f = pd.read_csv(H200 / "gpu_moves_fit.csv")
+    rows = [{"model": r.model, "move": r.move, "set": r.set, "direction": r.direction, "copies": r.n,
+             "GiB/s": f"{r.gib_s:.1f}", "fixed": f"{r.fixed_s * 1e3:.2f} ms", "r²": f"{r.r2:.3f}",
+             "of the table's host link": "" if r.direction == "d2d" else _pct(r.eff_vs_host_bw)} for r in f.itertuples()]
+    return _md(pd.DataFrame(rows))
+
+
+GPU_TABLES: dict[str, Callable[[], str]] = {
+    "gpu-validation": gpu_validation, "gpu-fit": gpu_fit,
+    "gpu-h200-decode": h200_decode, "gpu-h200-fit": h200_fit, "gpu-h200-moves": h200_moves,
+}
