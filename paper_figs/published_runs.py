@@ -257,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         i = argv.index("--only")
         only = argv[i + 1] if i + 1 < len(argv) else ""
         del argv[i:i + 2]
-    if "--op-costs" in argv:  # roofline (the default) or tables: what prices the kernels (docs/op_costs.md)
+    if "--op-costs" in argv:  # roofline, tables (the default) or tables+arch: what prices the kernels (docs/op_costs.md)
         i = argv.index("--op-costs")
         use_op_costs(argv[i + 1] if i + 1 < len(argv) else "")
         del argv[i:i + 2]

@@ -164,7 +164,7 @@ OP_COSTS = {"mode": DEFAULT_OP_COSTS}
 
 
 def use_op_costs(mode: str) -> None:
-    """Price the following runs' kernels by ``mode`` ("roofline" or "tables")."""
+    """Price the following runs' kernels by ``mode`` (``op_cost.OP_COST_MODES``)."""
     with_op_costs(get_hardware("h100-sxm"), mode)  # a bad mode -> ConfigError before any run
     OP_COSTS["mode"] = mode
 

@@ -82,7 +82,18 @@ def h200_moves() -> str:
     return _md(pd.DataFrame(rows))
 
 
+def h200_op_costs() -> str:
+    """The H200 decode grid priced by the roofline and by the H200's table (``op_costs_check_summary.csv``)."""
+    s = pd.read_csv(H200 / "op_costs_check_summary.csv")
+    rows = [{"model": r.model, "pricing": r.pricing, "points": r.points, "median error": f"{r.median_abs_err_pct:.0f}%",
+             "r² of a linear map": f"{r.linear_r2:.2f}",
+             "batch 1 → 128, predicted / measured": f"{r.growth_pred:.2f}× / {r.growth_measured:.2f}×"} for r in s.itertuples()]
+    return _md(pd.DataFrame(rows))
+
+
 GPU_TABLES: dict[str, Callable[[], str]] = {
     "gpu-validation": gpu_validation, "gpu-fit": gpu_fit,
     "gpu-h200-decode": h200_decode, "gpu-h200-fit": h200_fit, "gpu-h200-moves": h200_moves,
+    "gpu-h200-op-costs": h200_op_costs,
 }
+

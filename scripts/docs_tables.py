@@ -210,7 +210,7 @@ def published_runs() -> str:
     if len(refused):
         text += f". Not simulated: {', '.join(f'`{k}`' for k in refused.key)}"
     if len(waiting):
-        text += (f". Waiting for table ids: "
+        text += (". Waiting for table ids: "
                  + "; ".join(f"`{r.key}` ({r.status.removeprefix('needs ')})" for r in waiting.itertuples()))
     return _md(pd.DataFrame(rows)) + "\n\n" + text + "."
 

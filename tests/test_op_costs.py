@@ -44,6 +44,13 @@ def test_tables_then_roofline_and_the_echo_says_which():
         hardware_for("h100-sxm", "measured")
 
 
+def test_the_command_line_default_is_a_gpus_own_table():
+    from oppo_sim.hw.costs.op_cost import DEFAULT_OP_COSTS
+
+    assert DEFAULT_OP_COSTS == "tables"
+    assert hardware_for("h200").ops.kind == "tables" and hardware_for("h20").ops is None
+
+
 def test_a_cpu_keeps_the_roofline():  # CPU validate is unaffected: no table, no architecture to borrow from
     from oppo_sim.hw.fitting.profiles import cpu_spec
 
@@ -55,7 +62,8 @@ def test_hopper_without_a_table_borrows_hopper_fractions_at_its_ridge():
     h20 = get_hardware("h20")
     ops = find_op_costs(h20)
     assert ops.kind == "derived" and [t.gpu for t in ops.tables] == ["h100-sxm", "h200"]
-    assert "hopper fractions" in priced_by(with_op_costs(h20, "tables"))["decode"]
+    assert "hopper fractions" in priced_by(with_op_costs(h20, "tables+arch"))["decode"]
+    assert with_op_costs(h20, "tables") == h20 and find_op_costs(h20, borrow=False) is None  # borrowing is opt-in
     ridge = h20.gpu.peak_flops / h20.gpu.mem_bw
     want = sum(t.gemm(256 * t.ridge / ridge) for t in ops.tables) / 2  # the same intensity relative to the ridge
     assert ops.gemm(256) == pytest.approx(want, rel=1e-12)
@@ -63,7 +71,7 @@ def test_hopper_without_a_table_borrows_hopper_fractions_at_its_ridge():
 
 
 def test_span_equals_iteration_sum_with_tables():
-    dc = DecodeCost(MOE, hardware_for("h20", "tables"), 4)
+    dc = DecodeCost(MOE, hardware_for("h20", "tables+arch"), 4)
     for b, kv0, m in ((1, 0.0, 7), (64, 90_000.0, 40), (256, 400_000.0, 123)):
         brute = sum(dc.iteration(b, kv0 + i * b) for i in range(m))
         assert dc.span(b, kv0, m) == pytest.approx(brute, rel=1e-9)
@@ -86,7 +94,7 @@ def test_moe_experts_priced_by_tokens_per_expert():
 
 
 def test_moe_decode_on_h20_tp4_costs_more_than_a_dense_7b_with_tables():
-    hw = hardware_for("h20", "tables")
+    hw = hardware_for("h20", "tables+arch")
     moe, dense = CostModel(hw).decode(MOE, 4), CostModel(hw).decode(DENSE, 4)
     assert moe.iteration(256, 256 * 1500.0) > dense.iteration(256, 256 * 1500.0)
 
@@ -149,7 +157,7 @@ def test_tables_are_read_once_per_gpu(monkeypatch):
     op_tables.shipped_table.cache_clear()
     try:
         for _ in range(3):
-            hw = hardware_for("h20", "tables")
+            hw = hardware_for("h20", "tables+arch")
             dc = CostModel(hw).decode(MOE, 4)
             dc.span(64, 1000.0, 50)
             dc.iteration(8, 100.0, 256, 256 * 257 / 2.0)

@@ -29,12 +29,16 @@ from statistics import median
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.devices.hardware import NCCL_HOP_S, CostParams, Hardware, OpParams
-from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.hw.costs.op_tables import OpTable, shipped_table
 
-OP_COST_MODES: tuple[str, ...] = ("roofline", "tables")
-DEFAULT_OP_COSTS = "roofline"
-"""The default of ``--op-costs``: the published table came out worse with the tables (docs/op_costs.md)."""
+OP_COST_MODES: tuple[str, ...] = ("roofline", "tables", "tables+arch")
+"""``roofline``: datasheet x default efficiencies; ``tables``: the GPU's own shipped table where there is one, else
+the roofline; ``tables+arch``: its own table, else its architecture's borrowed at its ridge point, else the roofline."""
+DEFAULT_OP_COSTS = "tables"
+"""The default of ``--op-costs`` on a command line: a GPU's own table where one ships, since the tables priced the
+one GPU measured with a kernel-bound engine (an H200, 2026-11-26) closer than the roofline; borrowing another
+GPU's table (``tables+arch``) has no such check and stays opt-in (docs/op_costs.md, "Does it help?"). A library
+caller's ``Hardware`` stays as built (roofline) unless :func:`with_op_costs` is applied."""
 
 ARCH: dict[str, str] = {"h100-sxm": "hopper", "h200": "hopper", "gh200": "hopper", "h20": "hopper", "h800": "hopper",
                         "a100-40gb": "ampere", "a100-80gb": "ampere", "a800-80gb": "ampere",
@@ -88,14 +92,14 @@ class OpCosts:
         return (sum(g[0] for g in got) / len(got), sum(g[1] for g in got) / len(got)) if got else None
 
 
-def find_op_costs(hw: Hardware) -> OpCosts | None:
-    """The measured fractions for ``hw``'s GPU: its own table, else its architecture's, else None."""
+def find_op_costs(hw: Hardware, borrow: bool = True) -> OpCosts | None:
+    """The measured fractions for ``hw``'s GPU: its own table, else (``borrow``) its architecture's, else None."""
     gpu = hw.gpu
     ridge = gpu.peak_flops / gpu.mem_bw
     own = shipped_table(gpu.id)
     if own is not None:
         return OpCosts((own,), "tables", ridge, f"tables ({own.label})")
-    arch = ARCH.get(gpu.id)
+    arch = ARCH.get(gpu.id) if borrow else None
     peers = tuple(t for t in (shipped_table(g) for g, a in sorted(ARCH.items()) if a == arch and arch) if t is not None)
     if not peers:
         return None
@@ -125,14 +129,15 @@ def compute_scale(ops: OpCosts) -> float:
 
 
 def with_op_costs(hw: Hardware, mode: str = DEFAULT_OP_COSTS) -> Hardware:
-    """``hw`` priced by ``mode``: "roofline" leaves it as it is; "tables" attaches the measured fractions
-    (its own table or its architecture's) unless its parameters come from a calibrated profile, which wins.
+    """``hw`` priced by ``mode``: "roofline" leaves it as it is; "tables" attaches the measured fractions of its
+    own table, "tables+arch" its own or its architecture's, unless its parameters come from a calibrated profile,
+    which wins.
     The result's ``params_source`` says what priced it (:func:`priced_by` per stage)."""
     if mode not in OP_COST_MODES:
         raise ConfigError(f"--op-costs must be one of {', '.join(OP_COST_MODES)}, got {mode!r}")
     if mode == "roofline" or hw.ops is not None or hw.params_source.startswith("calibrated profile"):
         return hw
-    ops = find_op_costs(hw)
+    ops = find_op_costs(hw, borrow=mode == "tables+arch")
     if ops is None:
         return hw
     p, s = hw.params, compute_scale(ops)
@@ -144,9 +149,10 @@ def with_op_costs(hw: Hardware, mode: str = DEFAULT_OP_COSTS) -> Hardware:
 def add_op_costs_arg(parser) -> None:
     """The ``--op-costs`` option of every command that prices a GPU."""
     parser.add_argument("--op-costs", dest="op_costs", choices=OP_COST_MODES, default=DEFAULT_OP_COSTS,
-                        help="what prices the kernels: 'tables' (the measured tables shipped for the GPU, or its "
-                             "architecture's; a --profile wins over them) or 'roofline' (datasheet x default "
-                             "efficiencies); see docs/op_costs.md (default %(default)s)")
+                        help="what prices the kernels: 'tables' (the measured table shipped for the GPU, else the "
+                             "roofline), 'tables+arch' (else its architecture's table too, at its ridge point) or "
+                             "'roofline' (datasheet x default efficiencies); a --profile wins over the tables; see "
+                             "docs/op_costs.md (default %(default)s)")
 
 
 def hardware_for(text, op_costs: str = DEFAULT_OP_COSTS) -> Hardware:
