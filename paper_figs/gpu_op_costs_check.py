@@ -53,6 +53,7 @@ def priced(profile: pd.DataFrame, gpu: str = "h200") -> pd.DataFrame:
 
 
 def _linear_r2(pred: np.ndarray, meas: np.ndarray) -> float:
+    """r² of the least-squares line ``meas ≈ a + b · pred``: how much of the measurements a prediction explains."""
     a = np.vstack([np.ones_like(pred), pred]).T
     fit = a @ np.linalg.lstsq(a, meas, rcond=None)[0]
     return float(1.0 - ((meas - fit) ** 2).sum() / ((meas - meas.mean()) ** 2).sum())

@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     df = compute(select(only), steps)
     show = df[["key", "gpu", "devices", "status", "published_step_s", "predicted_step_s", "error_pct"]]
     print_table(show.assign(status=show["status"].str.slice(0, 40)),
-                f"published runs vs oppo-sim (baseline policy, default cost parameters, {steps} step(s) each)",
+                f"published runs vs oppo-sim (baseline policy, uncalibrated, {steps} step(s) each)",
                 floatfmt="{:.1f}")
     s = summary(df)
     print(f"simulated {s['simulated']} of {s['runs']} runs ({s['past_memory_check']} timed past the memory check): "

@@ -32,7 +32,12 @@ def gpu_fit() -> str:
     return _md(pd.DataFrame(rows))
 
 
+CUT_ENGINES = {"decode-eager": "torch-graph, eager (no graphs)", "decode-torch": "torch (per request, eager)"}
+"""The engine of a cut decode stage (``gpu_decode_cut.csv``'s ``stage``), as the decode table names it."""
+
+
 def _ms(v: float) -> str:
+    """Seconds as milliseconds, one decimal."""
     return f"{v * 1e3:.1f}"
 
 
@@ -46,14 +51,14 @@ def h200_decode() -> str:
         med = g.groupby("kv")["seconds"].median()
         rows.append({"model": model, "engine": "torch-graph (CUDA graphs)", "batch": int(batch),
                      **{f"ms, kv {int(kv)}": _ms(s) for kv, s in med.items()},
-                     "uncalibrated prediction, kv 512": _ms(g[g.kv == 512]["pred_default_s"].median()),
+                     "uncalibrated roofline, kv 512": _ms(g[g.kv == 512]["pred_default_s"].median()),
                      "kernel share": _pct(g["kernel_share"].median())})
     cut = pd.read_csv(H200 / "gpu_decode_cut.csv")
-    for (model, batch), g in cut.groupby(["model", "batch"], sort=False):
+    for (model, stage, batch), g in cut.groupby(["model", "stage", "batch"], sort=False):
         med = g.groupby("kv")["median_ms"].median()
-        rows.append({"model": model, "engine": "same, eager (no graphs)", "batch": int(batch),
+        rows.append({"model": model, "engine": CUT_ENGINES.get(stage, stage), "batch": int(batch),
                      **{f"ms, kv {int(kv)}": f"{ms:.1f}" for kv, ms in med.items()},
-                     "uncalibrated prediction, kv 512": "", "kernel share": _pct(g["kernel_share"].median())})
+                     "uncalibrated roofline, kv 512": "", "kernel share": _pct(g["kernel_share"].median())})
     return _md(pd.DataFrame(rows).fillna(""))
 
 

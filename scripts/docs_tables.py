@@ -170,8 +170,8 @@ def published_runs() -> str:
     ok = p[p.status.str.startswith("ok")]
     stated = ok[ok.mean_response_published.astype(bool)]
     err = ok.error_pct.abs()
-    text = (f"{len(ok)} of {len(p)} runs simulated ({int(p.steps.iloc[0])} steps each, baseline policy, default "
-            f"cost parameters): median |step-time error| {err.median():.0f}%, worst {err.max():.0f}%")
+    text = (f"{len(ok)} of {len(p)} runs simulated ({int(p.steps.iloc[0])} steps each, baseline policy, uncalibrated: "
+            f"a GPU's own kernel table where one ships, else the default cost parameters): median |step-time error| {err.median():.0f}%, worst {err.max():.0f}%")
     past = ok[ok.memory_check != "fits"]
     if len(past):
         fits = ok[ok.memory_check == "fits"]

@@ -14,8 +14,9 @@
                         h2d, d2d), leg, bytes, seconds, GiB/s, host memory (pinned), host buffers reused or not
     gpu_moves_fit.csv   fixed cost and GiB/s per model, set and direction (set "all": over the engine's and the
                         trainer's sets), r2, and the eff the GPU table's host_bw would need (eff_vs_host_bw)
-    gpu_decode_cut.csv  decode rows read from the console log (``profile.log``) of a decode stage cut before it
-                        wrote its table: median ms per grid point, kernel share and the profiled wall time
+    gpu_decode_cut.csv  decode rows read from the console log (``profile.log``, which gpu_measure.sh keeps per
+                        profile stage) of a decode stage cut before it wrote its table: the stage (decode-torch,
+                        decode-eager, ...), median ms per grid point, kernel share and the profiled wall time
     gpu_summary.json    versions, device, stage status, per-op error medians, decode kernel shares per
                         model / backend / batch, suggested default parameters per model, the host-link fits
                         per direction (``host_moves``)
@@ -166,7 +167,8 @@ def collect(out: Path) -> dict:
     if cut is not None:
         cut.to_csv(out / "gpu_decode_cut.csv", index=False)
         summary["decode_kernel_share_cut"] = {f"{m}/{st}/{b}": round(float(g["kernel_share"].median()), 3)
-                                              for (m, st, b), g in cut.groupby(["model", "stage", "batch"])}
+                                              for (m, st, b), g in cut.groupby(["model", "stage", "batch"])
+                                              if g["kernel_share"].notna().any()}  # JSON has no NaN
     val = _read(sorted(stages.glob("validate-*/validation.csv")))
     if val is not None:
         val.to_csv(out / "gpu_validation.csv", index=False)

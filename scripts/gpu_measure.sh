@@ -24,6 +24,9 @@
 #                          prediction of the GPU table's entry, the fit, the held-out fit; decode rows with
 #                          their kernel share                             -> stages/profile-qwen2.5-SHAPE--OP/
 #   profile-SHAPE-decode-torch   the same decode grid on the per-request torch backend (kernel share before)
+#   profile-SHAPE-decode-eager   the same decode grid on torch-graph with --no-cuda-graphs (the same engine, eager)
+#                          (every profile stage's output is also kept in its folder's profile.log, so a stage cut
+#                          before it wrote its table still leaves its grid points for scripts/gpu_collect.py)
 #   sleepwake-SHAPE        the engine's weights and KV cache to pinned host memory and back, the trainer's
 #                          state (fp32 weights, grads, Adam; a stated shard where it does not fit) offloaded
 #                          and reloaded: GiB/s and fixed cost per direction   -> stages/moves-<id>--sleepwake/
@@ -65,14 +68,22 @@ if ! "$PY" -c "import simpy" 2>/dev/null; then
     done
 fi
 
-run() {  # run NAME SECONDS command...: run, log, record the status; never stops the script
+run() {  # run NAME SECONDS command...: run, log, record the status; never stops the script. With TEE_TO set,
+    # the command's output also goes to that file (a profile stage's profile.log: what a cut stage printed is kept)
     local name="$1" limit="$2"; shift 2
     local left=$(( BUDGET - $(elapsed) - 45 ))   # a stage ends in time for the collect stage
     if [ -z "$ONLY" ] && [ "$name" != collect ] && [ "$left" -lt "$limit" ]; then limit=$left; fi
     if [ "$limit" -le 0 ]; then say "SKIP $name (budget of ${BUDGET}s spent)"; echo "$name skipped" >> "$OUT/stages/status.txt"; return; fi
     say "START $name: $*"
-    timeout "$limit" "$@" >> "$LOG" 2>&1
-    local rc=$?
+    local rc
+    if [ -n "${TEE_TO:-}" ]; then
+        mkdir -p "$(dirname "$TEE_TO")"
+        timeout "$limit" "$@" 2>&1 | tee -a "$TEE_TO" >> "$LOG"
+        rc=${PIPESTATUS[0]}
+    else
+        timeout "$limit" "$@" >> "$LOG" 2>&1
+        rc=$?
+    fi
     say "END $name rc=$rc"
     echo "$name rc=$rc" >> "$OUT/stages/status.txt"
 }
@@ -110,13 +121,15 @@ from oppo_real.profiling.model_shape import profile_shape
 print(build_shaped_models(default_cache_dir(), profile_shape('$id'), device='$dev').root)"
 }
 
-stage_profile() {  # profile-SHAPE-OP[-torch]
-    local shape="$1" op="$2" backend="${3:-torch-graph}" id suffix=""
+stage_profile() {  # profile-SHAPE-OP[-torch|-eager]: torch-graph, the per-request torch engine, or torch-graph without graphs
+    local shape="$1" op="$2" backend="${3:-torch-graph}" id suffix="" graphs=()
     id=$(shape_id "$shape")
     [ "$backend" = torch ] && suffix=-torch
+    [ "$backend" = eager ] && { suffix=-eager; backend=torch-graph; graphs=(--no-cuda-graphs); }
+    local dir="$OUT/stages/profile-$id--$op$suffix"
     # shellcheck disable=SC2046
-    run "profile-$shape-$op$suffix" "$STAGE_S" "${CLI[@]}" profile --device "$DEVICE" --backend "$backend" $(shape_args "$id") \
-        --ops "$op" $(quick_args) $(warmup_args) --out "$OUT/stages/profile-$id--$op$suffix"
+    TEE_TO="$dir/profile.log" run "profile-$shape-$op$suffix" "$STAGE_S" "${CLI[@]}" profile --device "$DEVICE" --backend "$backend" \
+        "${graphs[@]}" $(shape_args "$id") --ops "$op" $(quick_args) $(warmup_args) --out "$dir"
 }
 
 stage_validate() {  # validate-SHAPE
@@ -146,6 +159,7 @@ stage() {  # stage NAME: dispatch one stage by name
         collect) stage_collect ;;
         models-*) stage_models "${1#models-}" ;;
         profile-*-decode-torch) local s="${1#profile-}"; stage_profile "${s%-decode-torch}" decode torch ;;
+        profile-*-decode-eager) local s="${1#profile-}"; stage_profile "${s%-decode-eager}" decode eager ;;
         profile-*-decode|profile-*-prefill|profile-*-train|profile-*-sync) local s="${1#profile-}"; stage_profile "${s%-*}" "${s##*-}" ;;
         validate-*) stage_validate "${1#validate-}" ;;
         sleepwake-*) stage_moves "${1#sleepwake-}" sleepwake ;;
@@ -156,7 +170,7 @@ stage() {  # stage NAME: dispatch one stage by name
 
 if [ "$ONLY" = list ]; then
     echo "env collect"
-    for s in 1.5b 3b 7b; do echo "models-$s profile-$s-decode profile-$s-prefill profile-$s-train profile-$s-sync profile-$s-decode-torch sleepwake-$s sync-$s validate-$s"; done
+    for s in 1.5b 3b 7b; do echo "models-$s profile-$s-decode profile-$s-prefill profile-$s-train profile-$s-sync profile-$s-decode-torch profile-$s-decode-eager sleepwake-$s sync-$s validate-$s"; done
     echo "models-moe profile-moe-decode profile-moe-prefill"
     exit 0
 fi

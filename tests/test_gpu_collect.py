@@ -4,10 +4,12 @@ fit tables gathered with the backend that was measured, and decode kernel shares
 
 import importlib.util
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from oppo_sim.hw.devices.hardware import DEFAULT_COST_PARAMS, Hardware, OpParams, get_gpu
 from oppo_sim.hw.fitting.profiles import load_profile, save_profile
@@ -69,3 +71,11 @@ def test_a_decode_stage_cut_before_its_table_is_read_from_its_log(tmp_path):
     assert rows["median_ms"].tolist() == [20.38, 28.19, 9.10]
     assert rows["kernel_share"].iloc[0] == 0.166 and pd.isna(rows["kernel_share"].iloc[2])
     assert rows["kernel_wall_ms"].iloc[1] == 32.19
+    shutil.rmtree(whole)  # (a stand-in table, not a whole profile)
+    cpu = tmp_path / "stages" / "profile-tiny--decode-torch"  # cut on a CPU: no kernel share at all
+    cpu.mkdir(parents=True)
+    (cpu / "profile.log").write_text("decode b=  4 kv=  16:   3.00 ms\n")
+    summary = _collect_module().collect(tmp_path)
+    assert len(pd.read_csv(tmp_path / "gpu_decode_cut.csv")) == 4
+    assert summary["decode_kernel_share_cut"] == {"qwen2.5-1.5b/decode-eager/1": 0.166, "qwen2.5-1.5b/decode-eager/64": 0.19}
+    json.loads((tmp_path / "gpu_summary.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))

@@ -60,14 +60,14 @@ def test_a_cpu_keeps_the_roofline():  # CPU validate is unaffected: no table, no
 
 def test_hopper_without_a_table_borrows_hopper_fractions_at_its_ridge():
     h20 = get_hardware("h20")
-    ops = find_op_costs(h20)
+    ops = find_op_costs(h20, borrow=True)
     assert ops.kind == "derived" and [t.gpu for t in ops.tables] == ["h100-sxm", "h200"]
     assert "hopper fractions" in priced_by(with_op_costs(h20, "tables+arch"))["decode"]
-    assert with_op_costs(h20, "tables") == h20 and find_op_costs(h20, borrow=False) is None  # borrowing is opt-in
+    assert with_op_costs(h20, "tables") == h20 and find_op_costs(h20) is None  # borrowing is opt-in
     ridge = h20.gpu.peak_flops / h20.gpu.mem_bw
     want = sum(t.gemm(256 * t.ridge / ridge) for t in ops.tables) / 2  # the same intensity relative to the ridge
     assert ops.gemm(256) == pytest.approx(want, rel=1e-12)
-    assert find_op_costs(get_hardware("mi300x")) is None  # no measured GPU of its architecture
+    assert find_op_costs(get_hardware("mi300x"), borrow=True) is None  # no measured GPU of its architecture
 
 
 def test_span_equals_iteration_sum_with_tables():

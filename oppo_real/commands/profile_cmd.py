@@ -52,6 +52,12 @@ _ALL_OPS = ("decode", "prefill", "train", "sync")  # oppo_real.profiling.engine_
 _ALL_MOVES = ("sleepwake", "sync")  # oppo_real.profiling.host_moves.MOVES
 
 
+def default_backend(device: str) -> str:
+    """The engine ``oppo-real profile`` times without ``--backend``: torch-graph on a GPU (decode replayed as CUDA
+    graphs: 84-90% of an iteration in kernels on an H200 against 15-24% eager, docs/gpu.md), vLLM elsewhere."""
+    return "torch-graph" if device.startswith("cuda") else "vllm"
+
+
 def _names(known: tuple[str, ...], what: str):
     """An argparse type: a comma-separated list of ``known`` names, in order, once each."""
     def parse(text: str) -> tuple[str, ...]:
@@ -117,7 +123,7 @@ def cmd_profile(a: argparse.Namespace) -> int:
 
     device = (a.device.gen if a.device else "cpu")
     cuda = device.startswith("cuda")
-    backend = a.backend or ("torch-graph" if cuda else "vllm")  # H200: 83-92% kernel share vs 14-26% eager (docs/gpu.md)
+    backend = a.backend or default_backend(device)
     cores = a.cores if a.cores is not None else (None if cuda else (0,))
     name, spec = _target(device, a.gpu)
     out = Path(a.out)

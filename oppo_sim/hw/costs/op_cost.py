@@ -3,10 +3,10 @@ roofline (docs/op_costs.md).
 
 Sources, first found wins: (1) the user's calibrated profile (``--profile``; its fitted efficiencies price
 everything, no table is applied over them); (2) the measured table shipped for that GPU
-(:mod:`oppo_sim.hw.costs.op_tables`); (3) the datasheet roofline — with the fractions of the measured GPUs of the
-same architecture where there are some (H20, H800, GH200 borrow Hopper's from the H100 and H200 tables;
-A800 Ampere's from A100's), else with the default per-operation efficiencies. ``--op-costs roofline``
-skips (2) and (3)'s borrowing.
+(:mod:`oppo_sim.hw.costs.op_tables`); (3) the datasheet roofline — under ``--op-costs tables+arch`` with the
+fractions of the measured GPUs of the same architecture where there are some (H20, H800, GH200 borrow Hopper's from
+the H100 and H200 tables; A800 Ampere's from A100's), else (and under ``tables``, the command line's default) with
+the default per-operation efficiencies. ``--op-costs roofline`` skips (2) and the borrowing.
 
 A borrowed fraction is read at the same arithmetic intensity *relative to the ridge point*: a GEMM of
 ``m`` tokens on a GPU of ridge ``r`` reads the measured GPU's curve at ``m * r_measured / r``, so an
@@ -92,7 +92,7 @@ class OpCosts:
         return (sum(g[0] for g in got) / len(got), sum(g[1] for g in got) / len(got)) if got else None
 
 
-def find_op_costs(hw: Hardware, borrow: bool = True) -> OpCosts | None:
+def find_op_costs(hw: Hardware, *, borrow: bool = False) -> OpCosts | None:
     """The measured fractions for ``hw``'s GPU: its own table, else (``borrow``) its architecture's, else None."""
     gpu = hw.gpu
     ridge = gpu.peak_flops / gpu.mem_bw
