@@ -31,7 +31,8 @@
 #                          state (fp32 weights, grads, Adam; a stated shard where it does not fit) offloaded
 #                          and reloaded: GiB/s and fixed cost per direction   -> stages/moves-<id>--sleepwake/
 #   sync-SHAPE             the weights device-to-device, to pinned host and back -> stages/moves-<id>--sync/
-#   validate-SHAPE         baseline,intra,inter,oppo on torch-graph with the merged profile of the shape,
+#   validate-SHAPE         baseline,intra,inter,oppo on torch-graph with the merged profile of the shape (this
+#                          run's, else OPPO_VALIDATE_PROFILE, a path in which {id} stands for the shape's id),
 #                          --repeat OPPO_VALIDATE_REPEAT (default 3) runs per policy, interleaved
 #   collect                scripts/gpu_collect.py: OUT/gpu_profile.csv (device name in every row, kernel_share),
 #                          gpu_fit.csv, gpu_fit_heldout.csv, gpu_profile.png, gpu_validation.csv, gpu_parity.png,
@@ -137,6 +138,8 @@ stage_validate() {  # validate-SHAPE
     local prof=() size="--batch 8 --steps 5 --warmup 1 --length-scale 0.2 --max-response 192 --repeat ${OPPO_VALIDATE_REPEAT:-3}"
     [ "$QUICK" = 1 ] && size="--batch 4 --steps 3 --length-scale 0.1 --max-response 32 --warmup 1"
     [ -f "$OUT/stages/profile-$id/profile.json" ] && prof=(--profile "$OUT/stages/profile-$id/profile.json")
+    # a profile measured earlier on this kind of GPU (e.g. paper_figs/out/gpu_h200/profile_<id>.json) when this run has none
+    [ ${#prof[@]} -eq 0 ] && [ -n "${OPPO_VALIDATE_PROFILE:-}" ] && prof=(--profile "${OPPO_VALIDATE_PROFILE//\{id\}/$id}")
     # shellcheck disable=SC2046,SC2086
     run "validate-$1" "$STAGE_S" "${CLI[@]}" validate --device "$DEVICE" --backend torch-graph --workers local \
         --policies baseline,intra,inter,oppo --no-checkpoint --trace oppo-longtail-default --chunk 64 --delta 4 \
