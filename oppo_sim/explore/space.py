@@ -183,8 +183,7 @@ def default_candidate(devices: int, base: SimConfig | None = None) -> Candidate:
     trainer = base.trainer if base is not None and (devices - 1) % base.trainer.model_parallel == 0 else TrainerLayout()
     ep = base.expert_parallel if base is not None and (devices - 1) % base.expert_parallel == 0 else 1
     if trainer.megatron and ((devices - 1) // trainer.pp) % ep:
-        trainer = TrainerLayout(balance_batch=trainer.balance_batch, optimizer_offload=trainer.optimizer_offload,
-                                balance_order=trainer.balance_order)
+        trainer = trainer.plain()
     return Candidate(PlacementSpec("shared", devices - 1, devices - 1, 1, tp, sp, trainer, ep), PolicySpec("baseline"))
 
 

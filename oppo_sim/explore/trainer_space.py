@@ -56,9 +56,7 @@ class TrainerOptions:
 def megatron_template(trainer: TrainerLayout) -> TrainerLayout:
     """The Megatron layout the search varies: the user's own where it is Megatron, else Megatron with the
     user's ``balance_batch`` and CPU optimizer share and the distributed optimizer on (the frameworks' recipes)."""
-    return trainer if trainer.megatron else TrainerLayout("megatron", balance_batch=trainer.balance_batch,
-                                                          optimizer_offload=trainer.optimizer_offload,
-                                                          balance_order=trainer.balance_order)
+    return trainer if trainer.megatron else trainer.plain("megatron")
 
 
 def _tp_ok(tp: int, heads: tuple[int, int], domain: int) -> bool:
@@ -78,9 +76,7 @@ def trainer_layouts(o: TrainerOptions, train: int, domain: int) -> tuple[tuple[T
     of them (module notes), FSDP first, in a fixed order."""
     out: list[tuple[TrainerLayout, int]] = []
     if "fsdp" in o.backends:
-        fsdp = o.trainer if not o.trainer.megatron else TrainerLayout(balance_batch=o.trainer.balance_batch,
-                                                                      optimizer_offload=o.trainer.optimizer_offload,
-                                                                      balance_order=o.trainer.balance_order)
+        fsdp = o.trainer if not o.trainer.megatron else o.trainer.plain()
         if train % o.ep == 0:
             out.append((fsdp, o.ep))
     if "megatron" not in o.backends:

@@ -80,6 +80,12 @@ class TrainerLayout:
     def megatron(self) -> bool:
         return self.backend == "megatron"
 
+    def plain(self, backend: str = "fsdp") -> "TrainerLayout":
+        """``backend`` without model parallelism, keeping this layout's trainer-wide settings (``balance_batch``,
+        ``balance_order``, ``optimizer_offload``): what a search or a fallback starts from when it changes the layout."""
+        return TrainerLayout(backend, balance_batch=self.balance_batch, optimizer_offload=self.optimizer_offload,
+                             balance_order=self.balance_order)
+
     @property
     def model_parallel(self) -> int:
         """Ranks one model replica spans: ``tp · pp · cp``."""
