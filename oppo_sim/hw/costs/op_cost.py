@@ -99,7 +99,9 @@ def find_op_costs(hw: Hardware, *, borrow: bool = False) -> OpCosts | None:
     own = shipped_table(gpu.id)
     if own is not None:
         return OpCosts((own,), "tables", ridge, f"tables ({own.label})")
-    arch = ARCH.get(gpu.id) if borrow else None
+    if not borrow:
+        return None
+    arch = ARCH.get(gpu.id)
     peers = tuple(t for t in (shipped_table(g) for g, a in sorted(ARCH.items()) if a == arch and arch) if t is not None)
     if not peers:
         return None
