@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from oppo_real.models.shaped import resolve_spec  # noqa: E402
+from oppo_real.profiling.engine_ops import decode_kv_tokens  # noqa: E402
 from oppo_real.profiling.gpu_model_error import gpu_grid  # noqa: E402
 from oppo_real.profiling.model_shape import profile_shape  # noqa: E402
 from oppo_sim.hw.costs.costmodel import DecodeCost  # noqa: E402
@@ -34,9 +35,8 @@ MODES = ("roofline", "tables")
 
 
 def priced(profile: pd.DataFrame, gpu: str = "h200") -> pd.DataFrame:
-    """Median measured seconds per (model, batch, kv) decode point beside each pricing's prediction. The cached
-    tokens are the profile's: the timed iterations run after the prefill, ``decode_warm`` iterations and half the
-    repeats (``engine_ops._decode_rows``)."""
+    """Median measured seconds per (model, batch, kv) decode point beside each pricing's prediction, at the cached
+    tokens the profile priced (``engine_ops.decode_kv_tokens``)."""
     grid = gpu_grid()
     pts = profile[profile.op == "decode"].groupby(["model", "batch", "kv"], as_index=False)["seconds"].median()
     hws = {m: with_op_costs(get_hardware(gpu), m) for m in MODES}
@@ -46,7 +46,7 @@ def priced(profile: pd.DataFrame, gpu: str = "h200") -> pd.DataFrame:
         cost = {m: DecodeCost(spec, hws[m]) for m in MODES}
         for r in g.itertuples():
             b = int(r.batch)
-            kv = b * (r.kv + 1 + grid.decode_warm + grid.repeats // 2)
+            kv = decode_kv_tokens(grid, b, int(r.kv))
             rows.append({"model": model, "batch": b, "kv": int(r.kv), "measured_s": r.seconds,
                          **{f"{m}_s": cost[m].iteration(b, kv) for m in MODES}})
     return pd.DataFrame(rows)

@@ -90,6 +90,12 @@ def make_generator(actor_dir: Path, backend: str, max_len: int, max_batch: int, 
                                        sampling=sampling, max_prefill_tokens=max_batch * max_len))
 
 
+def decode_kv_tokens(grid: ProfileGrid, batch: int, kv: int) -> int:
+    """Cached tokens a timed decode iteration of grid point (``batch``, ``kv``) reads, as the profile prices it: the
+    prompt, the prefill's token, the warm-up iterations and half the timed ones, per sequence."""
+    return batch * (kv + 1 + grid.decode_warm + grid.repeats // 2)
+
+
 def _decode_rows(gen, spec: ModelSpec, grid: ProfileGrid, log, device: str) -> list[dict]:
     """Decode iterations over the batch x KV grid; on CUDA each point's kernel share too."""
     from oppo_real.backends.api import GenRequest
@@ -116,7 +122,7 @@ def _decode_rows(gen, spec: ModelSpec, grid: ProfileGrid, log, device: str) -> l
             share = measure_kernel_share(gen.step, grid.repeats, device) if cuda else UNMEASURED
             while gen.has_unfinished():
                 gen.step()
-            flops, nbytes = CostModel.decode_work(spec, b, b * (kv + 1 + grid.decode_warm + grid.repeats // 2))
+            flops, nbytes = CostModel.decode_work(spec, b, decode_kv_tokens(grid, b, kv))
             rows += _rows("decode", flops, nbytes, times, batch=b, kv=kv, **share.columns(),
                           **expert_columns(spec, b, getattr(gen, "model", None)))
             extra = f", kernels {100 * share.share:5.1f}% of {1000 * share.wall_s:.2f} ms" if cuda else ""
