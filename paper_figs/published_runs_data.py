@@ -329,10 +329,12 @@ OPENRLHF_RUNS: tuple[PublishedRun, ...] = (
               train_s=256.97, engine="static", gen_batch=8, colocate="resident",
               note=("all models resident on the 8 GPUs (no sleep/wake); Hugging Face generate, micro rollout batch 8 "
                     "per GPU")),
-    _openrlhf("dschat-llama2-7b-8xa800", framework="DeepSpeed-Chat (hybrid engine, no offload)", model="llama-2-7b",
+    _openrlhf("dschat-llama2-7b-8xa800", framework="DeepSpeed-Chat (no offload, hybrid engine off)", model="llama-2-7b",
               hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, step_s=1184.31, gen_s=975.36,
               train_s=209.05, engine="static", gen_batch=4, colocate="resident",
-              note=("DeepSpeed-Chat as optimised by OpenRLHF's benchmark; hybrid-engine generate, 4 per GPU; every "
+              note=("DeepSpeed-Chat as optimised by OpenRLHF's benchmark, which turns DeepSpeed's hybrid engine off (its "
+                    "README: it does not work with ZeRO-3; its llama_7b.sh has no --enable_hybrid_engine): Hugging Face "
+                    "generate on the actor's own modules, 4 per GPU; every "
                     "model resident (no sleep/wake)")),
 )
 

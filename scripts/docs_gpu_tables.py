@@ -96,9 +96,18 @@ def h200_op_costs() -> str:
     return _md(pd.DataFrame(rows))
 
 
+def h200_eager_host() -> str:
+    """The host's seconds per eager op from the eager decode grid (``eager_host_op_summary.csv``)."""
+    s = pd.read_csv(H200 / "eager_host_op_summary.csv").iloc[0]
+    row = {"points": int(s.points), "ops an iteration": f"{int(s.ops_per_iteration):,}",
+           "host per op, median": f"{s.median_us:.1f} µs", "min – max": f"{s.min_us:.1f} – {s.max_us:.1f} µs",
+           "kernels' share of the wall time, at most": _pct(s.kernel_share_max)}
+    return _md(pd.DataFrame([row]))
+
+
 GPU_TABLES: dict[str, Callable[[], str]] = {
     "gpu-validation": gpu_validation, "gpu-fit": gpu_fit,
     "gpu-h200-decode": h200_decode, "gpu-h200-fit": h200_fit, "gpu-h200-moves": h200_moves,
-    "gpu-h200-op-costs": h200_op_costs,
+    "gpu-h200-op-costs": h200_op_costs, "gpu-h200-eager-host": h200_eager_host,
 }
 

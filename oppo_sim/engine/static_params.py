@@ -13,9 +13,9 @@ mul, cast, mul), the rotary embedding (~8: inverse frequencies, matmul, cat, cos
 application to q and k (~14: two slices, neg, cat, two muls, add each), two ``cat`` of the KV cache, the
 mask slice and ``contiguous`` calls (~4), the attention kernel, the output reshape (~2), two residual adds,
 SiLU and the gate product — take microseconds on the GPU and less than their launch, so a decode step
-costs the device's time *plus* ``ops x layers x`` :data:`HF_HOST_OP_S`. A first-principles estimate (no
-GPU run of ``generate`` is measured in this repository; the CPU profiles' fitted decode already includes
-the host, so a profile sets this term to 0), not derived from any published step time.
+costs the device's time *plus* ``ops x layers x`` :data:`HF_HOST_OP_S`. The op count is a first-principles
+estimate; the seconds per op are measured (eager PyTorch on an H200 host, ``oppo_sim.hw.costs.eager``). The CPU
+profiles' fitted decode already includes the host, so a profile sets this term to 0.
 
 **The ZeRO-3 gather.** Where the generating model is a ZeRO-3 trainer's (``gather_s`` > 0, set by the
 pipeline from the trainer's layout), its weights are sharded and must be gathered to generate:
@@ -48,7 +48,7 @@ decoder (``oppo_real.profiling.static_decoder``); the real number depends on the
 
 HF_HOST_OP_S = EAGER_HOST_OP_S
 """Host seconds of one eager PyTorch op on a GPU (the Python module call, the dispatcher, the kernel launch): the
-one constant vLLM's eager mode is priced with too (``oppo_sim.hw.costs.eager``). First principles, not a measurement."""
+one constant vLLM's eager mode is priced with too (``oppo_sim.hw.costs.eager``, where it is measured)."""
 
 HF_LAUNCH_BOUND_OPS_PER_LAYER = 50
 """Small ops of one eager decoder layer whose launch outlasts their kernel (see the module docstring)."""

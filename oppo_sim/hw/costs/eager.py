@@ -29,10 +29,13 @@ from oppo_sim.hw.models.lookup import ModelSpec
 
 __all__ = ["EAGER_HOST_OP_S", "check_host_op_s", "eager_ops_per_step", "eager_host_seconds"]
 
-EAGER_HOST_OP_S = 10e-6
-"""Host seconds of one eager PyTorch op on a GPU (the Python module call, the dispatcher, the kernel launch):
-the ~10 us order CUDA-graph write-ups quote for eager PyTorch. First principles, not a measurement; the same
-constant prices Hugging Face ``generate``'s eager forward (``static_params.HF_HOST_OP_S``)."""
+EAGER_HOST_OP_S = 22e-6
+"""Host seconds of one eager PyTorch op on a GPU (the Python module call, the dispatcher, the kernel launch),
+measured: the median of the H200's eager decode iterations (the project's decoder with CUDA graphs off, a
+Qwen2.5-1.5B shape, 14 points, host-bound: kernels 15-26% of the wall time) over the 1,281 ops one iteration issues —
+21.9 us, 15.9-34.1 over the points (``paper_figs/eager_host_op.py``, ``paper_figs/out/gpu_h200/eager_host_op*.csv``).
+One host CPU (the H200 machine's); an older or busier host is slower. The same constant prices Hugging Face
+``generate``'s eager forward (``static_params.HF_HOST_OP_S``)."""
 
 STEP_OPS = 30
 """Ops of a step outside the layers: the input copies (ids, positions, slot mapping, block table, start

@@ -1,0 +1,64 @@
+"""The host's seconds per eager op, measured: the H200's eager decode iterations (``gpu_decode_cut.csv``, stage
+``decode-eager``: the project's decoder with CUDA graphs off, Qwen2.5-1.5B shape, 14 points of batch 1-128 and
+128-2,048 cached tokens) over the ops one such iteration issues (``oppo_real.profiling.eager_ops``, counted here on
+the CPU from the same code).
+
+    python paper_figs/eager_host_op.py     # -> paper_figs/out/gpu_h200/eager_host_op.csv (+ _summary.csv)
+
+The iterations are host-bound (the kernels ran 15-26% of the wall time), so wall seconds over ops is the host's
+cost per op: the Python call, the dispatcher and the kernel launch, on that machine's host CPU. The simulator's
+``EAGER_HOST_OP_S`` (vLLM's eager mode, Hugging Face ``generate``) is this summary's median.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from oppo_real.models.shaped import hf_config, resolve_spec  # noqa: E402
+from oppo_real.profiling.eager_ops import slot_decoder_ops  # noqa: E402
+
+H200 = ROOT / "paper_figs" / "out" / "gpu_h200"
+STAGE = "decode-eager"
+
+
+def host_op_points(cut: pd.DataFrame) -> pd.DataFrame:
+    """Per measured eager point: the ops of its iteration and the host microseconds per op."""
+    rows = cut[cut["stage"] == STAGE].copy()
+    if rows.empty:
+        raise SystemExit(f"no '{STAGE}' rows in the decode cut table")
+    ops = {}
+    for model in sorted(rows["model"].unique()):
+        spec = resolve_spec(model)
+        per_layer, outside = slot_decoder_ops(hf_config(spec))
+        ops[model] = outside + spec.layers * per_layer
+    rows["ops"] = rows["model"].map(ops)
+    rows["host_us_per_op"] = rows["median_ms"] * 1e3 / rows["ops"]
+    return rows[["model", "batch", "kv", "median_ms", "kernel_share", "ops", "host_us_per_op"]]
+
+
+def summary(points: pd.DataFrame) -> pd.DataFrame:
+    us = points["host_us_per_op"]
+    return pd.DataFrame([{
+        "points": len(points), "ops_per_iteration": int(points["ops"].iloc[0]),
+        "median_us": round(float(us.median()), 1), "min_us": round(float(us.min()), 1), "max_us": round(float(us.max()), 1),
+        "kernel_share_max": round(float(points["kernel_share"].max()), 3),
+    }])
+
+
+def main() -> None:
+    points = host_op_points(pd.read_csv(H200 / "gpu_decode_cut.csv"))
+    points.round(3).to_csv(H200 / "eager_host_op.csv", index=False)
+    s = summary(points)
+    s.to_csv(H200 / "eager_host_op_summary.csv", index=False)
+    print(points.round(2).to_string(index=False))
+    print(s.to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
