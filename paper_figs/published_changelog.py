@@ -217,5 +217,17 @@ CHANGES: tuple[Change, ...] = (
                  "DeepSpeed-Inference layers issue ~14-20 a layer, Hugging Face's ~40-50); no number moved. The script "
                  "also trains the actor under ZeRO-2 (the critic ZeRO-3); the simulator plans one stage for the pool "
                  "(ZeRO-3 here), which makes generate gather the actor's weights once per call — left.")),
+    Change("2026-11-26", "model",
+           "A MoE's routed experts in training and scorer forwards priced at the GPU's measured grouped-GEMM fraction "
+           "(where the GPU has a table): their share of the matmul FLOPs costs dense-large-GEMM fraction / grouped "
+           "fraction more, at the tokens an expert receives from a micro-batch (ep x micro-batch tokens x top-k / "
+           "experts); generation already priced them so",
+           27.5, 27.5, 199.7, 199.7,
+           note=("Issue 23 item 2 (the op-cost layer between the trainer and the roofline) for the grouped MoE GEMM class: "
+                 "the kernel class was priced for generation only. Decided from the tables (H100: a 768-wide expert 0.43-0.45 "
+                 "of its roofline from 256 tokens an expert, a large dense GEMM 0.77) before the table was run. Moved, all "
+                 "NeMo RL on H100 (the only MoE runs on GPUs with tables): Qwen3-30B-A3B -43.9 -> -40.3% (training 19.6 -> "
+                 "24.5 s, scoring 6.0 -> 8.1 s), Qwen3-235B-A22B -38.9 -> -38.2%, DeepSeek-V3 -47.5 -> -46.9%. Nothing "
+                 "was tuned.")),
 )
 """The changes, oldest first."""

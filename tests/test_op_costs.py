@@ -176,3 +176,26 @@ def test_mla_decode_attention_priced_absorbed():
     assert k.attention(64)[1] == pytest.approx(want, rel=1e-9)
     gqa = DecodeKernels(hw.ops, DENSE, 1, False, hw.gpu).attention(64)[1]  # a GQA model keeps the paged-attention line
     assert gqa == pytest.approx(DENSE.kv_bytes_per_token() / (3.35e12 * shipped_table("h100-sxm").decode_attention(64)[1]))
+
+
+def test_a_moes_routed_experts_train_and_score_at_the_measured_grouped_gemms():
+    import numpy as np
+    from dataclasses import replace
+
+    from oppo_sim.hw.costs.op_cost import expert_flop_excess
+
+    hw = hardware_for("h100-sxm", "tables")
+    ops, table = hw.ops, shipped_table("h100-sxm")
+    # by hand: the routed experts' share of the matmul FLOPs x (dense large-GEMM fraction / grouped fraction - 1)
+    share = MOE.moe_layers * MOE.experts_per_token * MOE.expert_params / (MOE.flop_coeffs()[0] / 2)
+    want = share * (table.gemm(8192) / table.moe(2048, MOE.moe_intermediate) - 1)
+    assert 0.2 < share < 0.8 and want > 0.1
+    assert expert_flop_excess(ops, MOE, 2048, MOE.moe_intermediate) == pytest.approx(want)
+    assert expert_flop_excess(ops, DENSE, 2048, 1) == 0.0 and expert_flop_excess(None, MOE, 2048, 768) == 0.0
+    seqs = np.full(64, 2048.0)
+    for model, longer in ((MOE, True), (DENSE, False)):  # the same hardware without the tables' grouped GEMMs
+        with_t, without = CostModel(hw, expert_parallel=8 if model.moe else 1), CostModel(replace(hw, ops=None), expert_parallel=8 if model.moe else 1)
+        train = with_t.train(model, 8, seqs, 2), without.train(model, 8, seqs, 2)
+        score = with_t.prefill(model, 8, seqs, np.zeros(64)), without.prefill(model, 8, seqs, np.zeros(64))
+        assert (train[0] > train[1] and score[0] > score[1]) if longer else (train[0] == train[1] and score[0] == score[1])
+    assert "grouped GEMMs" in priced_by(hw)["train"]

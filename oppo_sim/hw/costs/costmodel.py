@@ -45,7 +45,7 @@ from oppo_sim.hw.devices.hardware import Hardware, OpParams, allreduce_seconds, 
 from oppo_sim.hw.memory.train_memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.hw.costs.sync import SyncPlan, sync_seconds
-from oppo_sim.hw.costs.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, forward_ranks, forward_seconds, fsdp_train_seconds, group_bw, group_nodes,
+from oppo_sim.hw.costs.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, expert_excess, forward_ranks, forward_seconds, fsdp_train_seconds, group_bw, group_nodes,
                                      megatron_train_seconds, scorer_batch_scale)
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 
@@ -234,10 +234,13 @@ class CostModel:
         per_seq = [lin * n + att * (n * c + n * (n + 1) / 2.0) for n, c in zip(new_tokens, context)]
         flops = sum(per_seq)
         nbytes = model.weight_bytes_read(sum(new_tokens), scalar_head) + sum(map(sum, zip(new_tokens, context))) * model.kv_bytes_per_token()
+        micro = max([float(self.micro_batch_tokens or 0), *map(float, new_tokens)], default=0.0)
+        excess = expert_excess(self, model, micro, scalar_head)  # a MoE's experts at the measured grouped GEMMs
+        timed = [f + excess * lin * n for f, n in zip(per_seq, new_tokens)] if excess else per_seq
         if len(per_seq) <= 1 and forward_ranks(self, devices) == devices:  # one sequence on one GPU: plain arithmetic
             op, g = self.hw.params.prefill, self.hw.gpu
-            return op.overhead_s + max(flops / (g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory)), flops
-        return forward_seconds(self, model, devices, np.asarray(new_tokens, dtype=np.float64), np.asarray(per_seq), nbytes), flops
+            return op.overhead_s + max(sum(timed) / (g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory)), flops
+        return forward_seconds(self, model, devices, np.asarray(new_tokens, dtype=np.float64), np.asarray(timed), nbytes), flops
 
     def scorer_batch_scale(self, devices: int) -> int:
         """``scorer_max_tokens`` batches per scorer forward on ``devices`` GPUs (``trainer_cost.scorer_batch_scale``)."""

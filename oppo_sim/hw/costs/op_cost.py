@@ -18,7 +18,8 @@ iteration as the sum of its kernels — dense GEMMs at the iteration's tokens, g
 tokens per expert, paged decode attention (a fixed cost per layer call plus the KV reads), prefill
 attention — plus the decode op's fixed per-iteration overhead. Scorer forwards and training keep the
 roofline with their compute efficiency scaled by the GPU's measured large-GEMM fraction relative to the
-H100's (the defaults are taken as H100 figures); collectives take the measured in-node latency and bus
+H100's (the defaults are taken as H100 figures), and a MoE model's routed-expert FLOPs priced at the measured
+grouped-GEMM fraction over the dense one (:func:`expert_flop_excess`); collectives take the measured in-node latency and bus
 bandwidth. Elementwise kernels (norms, activations, rotary, sampling) are not in the tables.
 """
 
@@ -30,6 +31,7 @@ from statistics import median
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.devices.hardware import NCCL_HOP_S, CostParams, Hardware, OpParams
 from oppo_sim.hw.costs.op_tables import OpTable, shipped_table
+from oppo_sim.hw.models.model_spec import ModelSpec
 
 OP_COST_MODES: tuple[str, ...] = ("roofline", "tables", "tables+arch")
 """``roofline``: datasheet x default efficiencies; ``tables``: the GPU's own shipped table where there is one, else
@@ -130,6 +132,21 @@ def compute_scale(ops: OpCosts) -> float:
     return ops.gemm(_LARGE_M) / ref.gemm(_LARGE_M) if ref is not None else 1.0
 
 
+def expert_flop_excess(ops: OpCosts | None, model: ModelSpec, tokens_per_expert: float, width: float,
+                       scalar_head: bool = False) -> float:
+    """The extra matmul FLOPs, as a fraction of a MoE model's matmul FLOPs, that price its routed experts' grouped
+    GEMMs at the measured grouped fraction (``tokens_per_expert``, per-GPU expert ``width``) where the dense
+    large-GEMM fraction prices the rest: ``share x (dense / grouped - 1)``, ``share`` the routed experts' part of
+    the matmul FLOPs per token. 0 for a dense model, without tables, or where grouped GEMMs measure no slower."""
+    if ops is None or not model.moe:
+        return 0.0
+    grouped = ops.moe(tokens_per_expert, width)
+    if not grouped:
+        return 0.0
+    share = model.moe_layers * model.experts_per_token * model.expert_params / (model.flop_coeffs(scalar_head)[0] / 2.0)
+    return share * max(0.0, ops.gemm(_LARGE_M) / grouped - 1.0)
+
+
 def with_op_costs(hw: Hardware, mode: str = DEFAULT_OP_COSTS) -> Hardware:
     """``hw`` priced by ``mode``: "roofline" leaves it as it is; "tables" attaches the measured fractions of its
     own table, "tables+arch" its own or its architecture's, unless its parameters come from a calibrated profile,
@@ -171,7 +188,8 @@ def priced_by(hw: Hardware) -> dict[str, str]:
     ops = hw.ops
     if ops is None:
         return dict.fromkeys(("decode", "prefill", "train", "collectives"), f"roofline ({hw.params_source})")
-    scaled = f"roofline, compute efficiency x{compute_scale(ops):.2f} by the measured GEMMs ({ops.label})"
+    scaled = (f"roofline, compute efficiency x{compute_scale(ops):.2f} by the measured GEMMs, a MoE's experts at the "
+              f"measured grouped GEMMs ({ops.label})")
     return {"decode": ops.label, "prefill": scaled, "train": scaled,
             "collectives": ops.label if any(t.collectives for t in ops.tables) else f"roofline ({hw.params_source})"}
 

@@ -61,12 +61,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from oppo_sim.hw.costs.expert_parallel import alltoall_bytes_per_token, expert_split
+from oppo_sim.hw.costs.op_cost import expert_flop_excess
 from oppo_sim.hw.devices.hardware import allreduce_seconds, collective_latency, collective_seconds, nodes_spanned
 from oppo_sim.hw.models.model_spec import ModelSpec
 from oppo_sim.hw.memory.trainer_memory import expert_tp, stage_params
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "CPU_ADAM_PARAMS_PER_S", "cpu_optimizer_seconds", "dp_partition", "RankLoads", "rank_loads", "group_bw", "group_nodes", "fsdp_train_seconds",
-           "megatron_train_seconds", "forward_ranks", "scorer_batch_scale", "forward_seconds"]
+           "megatron_train_seconds", "forward_ranks", "scorer_batch_scale", "forward_seconds", "expert_excess"]
 
 OPTIMIZER_BYTES_PER_PARAM = 16
 """Adam in mixed precision touches ~16 bytes per parameter per optimizer step (fp32 master, m, v, grad)."""
@@ -181,10 +182,28 @@ def _lat(cost, kind: str, span: int, devices: int) -> float:
     return collective_latency(cost.hw.params.collective, kind, span, group_nodes(cost, span, devices))
 
 
+def expert_excess(cost, model: ModelSpec, micro_tokens: float, scalar_head: bool = False) -> float:
+    """The extra share of a MoE model's matmul FLOPs that prices its routed experts at the GPU's measured grouped
+    GEMMs (``op_cost.expert_flop_excess``; 0 without tables) for micro-batches of ``micro_tokens`` tokens a rank:
+    each expert receives ``ep x micro_tokens x top-k / experts`` of them, ``moe_intermediate`` wide (divided by the
+    layout's expert tensor parallelism under Megatron)."""
+    if not model.moe or cost.hw.ops is None:
+        return 0.0
+    ep = cost.expert_parallel
+    width = model.moe_intermediate / (expert_tp(cost.layout, ep) if cost.layout.megatron else 1)
+    tpe = micro_tokens * ep * model.experts_per_token / model.experts
+    return expert_flop_excess(cost.hw.ops, model, tpe, width, scalar_head)
+
+
 def _loads(cost, model: ModelSpec, ranks: int, seq_tokens, minibatches: int, scalar_head: bool) -> RankLoads:
     n = np.asarray(seq_tokens, dtype=np.float64)
     flops = 3.0 * np.asarray(model.forward_flops(n, 0, scalar_head=scalar_head), dtype=np.float64).reshape(n.shape)
     flops = flops + _recompute(cost, model, n, scalar_head)
+    micro = max(float(cost.micro_batch_tokens or 0), float(n.max()) if len(n) else 0.0)
+    excess = expert_excess(cost, model, micro, scalar_head)
+    if excess:  # the routed experts' grouped GEMMs, forward and backward (and the recomputed forward)
+        passes = 4.0 if cost.recompute == "full" else 3.0
+        flops = flops + excess * passes * model.flop_coeffs(scalar_head)[0] * n
     attn = 3.0 * model.pair_flops * n * (n + 1.0) / 2.0
     layout = cost.layout
     return rank_loads(n, flops, attn, ranks, minibatches, layout.balance_batch, cost.micro_batch_tokens,
