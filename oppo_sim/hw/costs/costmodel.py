@@ -234,8 +234,9 @@ class CostModel:
         per_seq = [lin * n + att * (n * c + n * (n + 1) / 2.0) for n, c in zip(new_tokens, context)]
         flops = sum(per_seq)
         nbytes = model.weight_bytes_read(sum(new_tokens), scalar_head) + sum(map(sum, zip(new_tokens, context))) * model.kv_bytes_per_token()
-        micro = max([float(self.micro_batch_tokens or 0), *map(float, new_tokens)], default=0.0)
-        excess = expert_excess(self, model, micro, scalar_head)  # a MoE's experts at the measured grouped GEMMs
+        excess = 0.0
+        if model.moe and self.hw.ops is not None:  # a MoE's experts at the measured grouped GEMMs
+            excess = expert_excess(self, model, max([float(self.micro_batch_tokens or 0), *map(float, new_tokens)]), scalar_head)
         timed = [f + excess * lin * n for f, n in zip(per_seq, new_tokens)] if excess else per_seq
         if len(per_seq) <= 1 and forward_ranks(self, devices) == devices:  # one sequence on one GPU: plain arithmetic
             op, g = self.hw.params.prefill, self.hw.gpu
