@@ -22,8 +22,9 @@ import pandas as pd
 from oppo_sim.cli_limits import limits_note
 from oppo_sim.cli_policy import add_policy_args, check_policy_flags, policy_options
 from oppo_sim.cli_setup import add_engine_args, add_setup_args, sim_config
+from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
 from oppo_sim.hw.costs.op_cost import add_op_costs_arg
-from oppo_sim.cliargs import Parser, int_list, nonneg_int, on_off, output, positive, run_command, str_list
+from oppo_sim.cliargs import Parser, int_list, nonneg_float, nonneg_int, on_off, output, positive, run_command, str_list
 from oppo_sim.core.errors import ConfigError, OppoError
 
 DEFAULT_COMPARE = ("baseline", "stream", "intra", "inter", "oppo")
@@ -212,7 +213,8 @@ def cmd_replay(a: argparse.Namespace) -> int:
 
     hardware = a.profile or a.gpu
     cfg = ReplayConfig(gpu=hardware_for(hardware, a.op_costs), model=a.model, engine=engine, limit=a.limit or None,
-                       time_scale=a.time_scale, rate=a.rate, seed=a.seed, **_profile_eager(hardware))
+                       time_scale=a.time_scale, rate=a.rate, seed=a.seed,
+                       **(_profile_eager(hardware) if a.host_op_us is None else {"eager_host_op_s": a.host_op_us * 1e-6}))
     trace = load_trace(a.trace, max_response=a.max_response or None, seed=a.seed, max_prompt=None)  # serving: no RL cap
     res = replay(trace, cfg)
     s = res.summary
@@ -328,6 +330,9 @@ def _add_replay_parser(sub) -> None:
                     help=f"reuse cached full KV blocks (default {on_off(E.enable_prefix_caching)})")
     rp.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=E.enforce_eager,
                     help=f"no CUDA graphs: the host issues every kernel of a step (default {on_off(E.enforce_eager)})")
+    rp.add_argument("--host-op-us", dest="host_op_us", type=nonneg_float, default=None, metavar="US",
+                    help=f"with --enforce-eager: host microseconds per issued op; it depends on the host CPU (default "
+                         f"{EAGER_HOST_OP_S * 1e6:g}, measured on an H200 machine; a profile's own where it has one)")
     rp.add_argument("--long-prefill-token-threshold", type=nonneg_int, default=E.long_prefill_token_threshold,
                     help="most prefill tokens of one request per iteration (default %(default)s = off)")
     rp.add_argument("--num-gpu-blocks-override", type=positive(), default=None,

@@ -9,6 +9,7 @@ each default, and an engine setting given for the engine that does not have it i
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from oppo_sim.cli_limits import add_limit_args, add_logits_arg, limit_fields
 from oppo_sim.cliargs import flag_name, nonneg_float, nonneg_int, on_off, positive
@@ -16,6 +17,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
+from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
 from oppo_sim.hw.costs.op_cost import add_op_costs_arg, hardware_for
 from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
 from oppo_sim.hw.costs.trainer_layout import BALANCE_ORDERS, TRAIN_BACKENDS, TrainerLayout
@@ -242,6 +244,10 @@ def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
     g.add_argument("--enforce-eager", action=BOOL, default=None,
                    help=f"continuous engine: vLLM enforce_eager, no CUDA graphs: the host issues every kernel of a "
                         f"step (default {on_off(e.enforce_eager)})")
+    g.add_argument("--host-op-us", dest="host_op_us", type=nonneg_float, default=None, metavar="US",
+                   help=f"host microseconds per eagerly issued op: a --enforce-eager step's kernels and Hugging Face "
+                        f"generate's launch-bound ops in the static engine; it depends on the host CPU (default "
+                        f"{EAGER_HOST_OP_S * 1e6:g}, measured on an H200 machine; a profile's own where it has one)")
     g.add_argument("--long-prefill-token-threshold", type=nonneg_int, default=None,
                    help=f"continuous engine: most prefill tokens of one request per iteration "
                         f"(default {e.long_prefill_token_threshold} = off)")
@@ -315,6 +321,10 @@ def engine_fields(a: argparse.Namespace, hardware: str) -> dict:
             out["static_cost"] = StaticCostParams.from_meta(meta)
         if a.call_overhead is not None:
             out["static_cost"] = StaticCostParams(call_overhead_s=a.call_overhead)
+    if getattr(a, "host_op_us", None) is not None:  # the host's cost per eager op, both engines
+        out["eager_host_op_s"] = a.host_op_us * 1e-6
+        if a.engine == EngineKind.STATIC.value:
+            out["static_cost"] = replace(out.get("static_cost", StaticCostParams()), host_op_s=a.host_op_us * 1e-6)
     return out
 
 

@@ -41,3 +41,21 @@ def test_the_simulator_prices_eager_ops_at_the_measured_median():
     assert points["kernel_share"].max() < 0.5  # host-bound: wall time over ops is the host's
     assert EAGER_HOST_OP_S == pytest.approx(round(float(summary["median_us"])) * 1e-6)
     assert HF_HOST_OP_S == EAGER_HOST_OP_S
+
+
+def test_the_host_cost_per_op_is_a_command_line_setting_for_both_engines(tmp_path):
+    from oppo_sim.cli import build_parser
+    from oppo_sim.cli_setup import sim_config
+    from oppo_sim.hw.fitting.profiles import resolve_hardware, save_profile
+
+    parse = build_parser().parse_args
+    cfg = sim_config(parse(["run", "--enforce-eager", "--host-op-us", "35"]))
+    assert cfg.eager_host_op_s == pytest.approx(35e-6)
+    static = sim_config(parse(["run", "--engine", "static", "--call-overhead", "0.5", "--host-op-us", "5"]))
+    assert static.static_cost.host_op_s == pytest.approx(5e-6) and static.static_cost.call_overhead_s == 0.5
+    assert sim_config(parse(["run", "--engine", "static"])).static_cost.host_op_s == HF_HOST_OP_S
+    path = tmp_path / "p.json"  # a measured profile holds its host time; the flag still overrides it
+    save_profile(resolve_hardware("h200"), path)
+    assert sim_config(parse(["run", "--enforce-eager", "--profile", str(path), "--host-op-us", "30"])).eager_host_op_s == pytest.approx(30e-6)
+    with pytest.raises(SystemExit):
+        parse(["run", "--host-op-us", "-1"])
