@@ -229,5 +229,18 @@ CHANGES: tuple[Change, ...] = (
                  "NeMo RL on H100 (the only MoE runs on GPUs with tables): Qwen3-30B-A3B -43.9 -> -40.3% (training 19.6 -> "
                  "24.5 s, scoring 6.0 -> 8.1 s), Qwen3-235B-A22B -38.9 -> -38.2%, DeepSeek-V3 -47.5 -> -46.9%. Nothing "
                  "was tuned.")),
+    Change("2026-11-26", "model",
+           "Hugging Face generate priced by vLLM's eager rule: a forward costs the larger of the host's time issuing its "
+           "ops and the GPU's (it was the GPU's plus the host's for 50 'launch-bound' small ops a layer), the host's time "
+           "(50 ops a layer + 46 a token) x the measured 22 us, the ops counted on transformers 4.38.2's Llama (SDPA) with "
+           "oppo_real.profiling.eager_ops.count_ops — the release OpenRLHF's benchmark ran",
+           27.5, 26.9, 199.7, 199.7,
+           note=("One rule in one place: generate syncs once a token, as vLLM once a step, so the host runs ahead of the GPU "
+                 "within a forward and the two overlap; the additive form charged a host-bound forward its GPU time on top. "
+                 "Made for that reason after the previous entries; its effect on the table was seen only after. Moved: "
+                 "DeepSpeed-Chat +52.9 -> +25.9% (gen 1,663 -> 1,343 s, published 975), OpenRLHF without Ray -12.4 -> "
+                 "-27.9% (gen 884 -> 701 s, published 921), the OPPO paper's TRL baseline +12.4 -> -15.8%. With a published "
+                 "mean response 16.9 -> 20.7% (worst 52.9 -> 46.9%); without the contradicted runs 20.6 -> 23.3%; the "
+                 "calibration check's held-out runs 35.6 -> 34.4% uncalibrated, 35.2 -> 32.6% calibrated.")),
 )
 """The changes, oldest first."""

@@ -13,6 +13,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import make_policy
 from oppo_sim.engine.request import EngineConfig, Req
 from oppo_sim.engine.static import StaticConfig, StaticCostParams, StaticEngineCore
+from oppo_sim.engine.static_params import HF_OPS_PER_LAYER, HF_STEP_OPS
 from oppo_sim.hw.costs.costmodel import DecodeCost
 from oppo_sim.hw.devices.hardware import OpParams, allreduce_seconds, collective_latency, get_hardware, nodes_spanned
 from oppo_sim.hw.models.lookup import get_model
@@ -77,9 +78,14 @@ def _one_call(params: StaticCostParams, gather: str = "call", response: int = 64
 def test_hf_generate_host_time_and_zero3_gather():
     bare = StaticCostParams(call_overhead_s=0.0, host_op_s=0.0)
     base = _one_call(bare)
-    hf = _one_call(replace(bare, host_op_s=10e-6))  # 50 launch-bound ops x 32 layers x 10 us = 16 ms a forward
     forwards = 1 + base.decode_iters  # the prefill, then one forward per further token
-    assert hf.seconds - base.seconds == pytest.approx(forwards * 50 * 32 * 10e-6, rel=1e-9)
+    # the host issues (50 ops x 32 layers + 46) ops a forward; at 100 us an op (165 ms) every forward of a 7B at
+    # batch 1 is host-bound: it costs the decode op's fixed overhead plus the host's time, not the GPU's
+    host = (HF_OPS_PER_LAYER * 32 + HF_STEP_OPS) * 100e-6
+    hf = _one_call(replace(bare, host_op_s=100e-6))
+    overhead = get_hardware("a800-80gb").params.decode.overhead_s
+    assert hf.seconds == pytest.approx(forwards * (overhead + host), rel=1e-9) and host > base.seconds / forwards
+    assert _one_call(replace(bare, host_op_s=1e-9)).seconds == pytest.approx(base.seconds, rel=1e-12)  # the GPU's hides it
     # a ZeRO-3 trainer generating: gathered once per call (TRL, DeepSpeed's hybrid engine) ...
     once = _one_call(replace(bare, gather_s=0.07))
     assert once.seconds - base.seconds == pytest.approx(0.07, rel=1e-9)

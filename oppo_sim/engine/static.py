@@ -20,8 +20,8 @@ call the chunk of every live row goes to the reward model and the next call star
   ``min(C, tokens to its target or pause mark)`` tokens; ``m`` is the most any row needs. Rows that are
   done early keep decoding padding until the call ends (TRL/HF semantics);
 - a call costs ``call_overhead_s`` (the switch between ``generate`` calls and the reward model's turn,
-  :class:`StaticCostParams`) + the prefill forward + the ``m`` decode iterations, each forward with HF
-  ``generate``'s host time (its eager ops' launches) and, where a ZeRO-3 trainer generates, the gather of
+  :class:`StaticCostParams`) + the prefill forward + the ``m`` decode iterations, each forward the larger of
+  HF ``generate``'s host time (issuing its eager ops) and the GPU's, and, where a ZeRO-3 trainer generates, the gather of
   its weights once per call or per forward (``oppo_sim.engine.static_params``). The decode iterations
   all have the same shape (``rows`` sequences over ``rows x width`` cached tokens, growing by ``rows``)
   so they are summed in closed form with :meth:`DecodeCost.span`; nothing is simulated per token;
@@ -59,7 +59,7 @@ a result's useful FLOPs (``flops - recompute_flops``) stay comparable with the c
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Chain, EngineConfig, Plan, Req
@@ -119,10 +119,11 @@ class StaticEngineCore:
                  params: StaticCostParams | None = None):
         if kv_blocks < 1:
             raise ConfigError("no KV-cache blocks left for the generation engine")
-        self.cost = cost
         self.cfg = cfg
         self.static = static or StaticConfig()
         self.params = params or StaticCostParams()
+        # HF generate's host time per forward is the floor under its GPU time, as an eager vLLM step's (static_params)
+        self.cost = replace(cost, host_s=max(cost.host_s, self.params.host_forward_s(cost.model.layers)))
         self.capacity_tokens = kv_blocks * cfg.block_size
         self.waiting: deque[Req] = deque()
         self.groups: list[_Group] = []
@@ -275,17 +276,12 @@ class StaticEngineCore:
         )
 
     def _host_and_gather(self, pre_s: float, dec_s: float, m: int, prefill: bool) -> tuple[float, float, float]:
-        """(prefill, decode, call overhead) seconds of a call with HF ``generate``'s host time per forward and
-        a ZeRO-3 trainer's gather (see ``static_params``): the host time adds to every forward; the gather
-        adds once to the call (``"call"``), or each forward costs the larger of its work and the gather
-        (``"forward"``: prefetched while the layers compute; for the ``m`` decode forwards, the larger of the
-        two sums)."""
+        """(prefill, decode, call overhead) seconds of a call with a ZeRO-3 trainer's gather (see ``static_params``;
+        HF ``generate``'s host time is already each forward's floor, in ``self.cost``): the gather adds once to the
+        call (``"call"``), or each forward costs the larger of its work and the gather (``"forward"``: prefetched
+        while the layers compute; for the ``m`` decode forwards, the larger of the two sums)."""
         prm = self.params
-        host = prm.host_forward_s(self.cost.model.layers)
         ovh = prm.call_overhead_s
-        if prefill:
-            pre_s += host
-        dec_s += m * host
         if prm.gather_s > 0:
             if self.static.zero3_gather == "call":
                 ovh += prm.gather_s

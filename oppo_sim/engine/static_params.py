@@ -5,17 +5,17 @@ overhead, Hugging Face ``generate``'s host time per forward, the gather's second
 engine so configs and profiles can name them without importing the engine.
 
 **HF ``generate``'s host time per forward.** ``generate`` runs the model eagerly: every op of every layer
-is a Python call, a dispatch and a kernel launch, and the loop synchronises once per token (the stopping
-check), so the host cannot run ahead of a step. The GEMMs take longer on the GPU than their launch and
-hide it; the small ops — an eager ``LlamaDecoderLayer`` (transformers 4.38, SDPA) runs about
-:data:`HF_LAUNCH_BOUND_OPS_PER_LAYER` of them: two RMSNorms of 8 ops each (cast, pow, mean, add, rsqrt,
-mul, cast, mul), the rotary embedding (~8: inverse frequencies, matmul, cat, cos, sin, casts) and its
-application to q and k (~14: two slices, neg, cat, two muls, add each), two ``cat`` of the KV cache, the
-mask slice and ``contiguous`` calls (~4), the attention kernel, the output reshape (~2), two residual adds,
-SiLU and the gate product — take microseconds on the GPU and less than their launch, so a decode step
-costs the device's time *plus* ``ops x layers x`` :data:`HF_HOST_OP_S`. The op count is a first-principles
-estimate; the seconds per op are measured (eager PyTorch on an H200 host, ``oppo_sim.hw.costs.eager``). The CPU
-profiles' fitted decode already includes the host, so a profile sets this term to 0.
+is a Python call, a dispatch and a kernel launch, and the loop synchronises once per token (its stopping
+checks read the device), so the host issues a forward's ops while the GPU runs the earlier ones and a forward
+costs the *larger* of the host's issue time and the GPU's — the rule vLLM's eager mode is priced with
+(``oppo_sim.hw.costs.eager``; the engine's ``DecodeCost`` carries the host's time as its floor). The host's
+time is ``(ops_per_layer x layers +`` :data:`HF_STEP_OPS` ``) x`` :data:`HF_HOST_OP_S`: the ops counted with
+``oppo_real.profiling.eager_ops.count_ops`` on transformers 4.38.2's Llama (SDPA), the release OpenRLHF's and
+DeepSpeed-Chat's benchmark ran — 49 a decoder layer on the CPU, one more on a GPU (the query's contiguous copy
+before SDPA's memory-efficient kernel), and 46 a token outside the layers (the embedding, the rotary tables'
+gather, the mask, the final norm and head, ``generate``'s sampling and stopping checks). The seconds per op are
+measured (eager PyTorch on an H200 host); the CPU profiles' fitted decode already includes the host, so a
+profile sets this term to 0.
 
 **The ZeRO-3 gather.** Where the generating model is a ZeRO-3 trainer's (``gather_s`` > 0, set by the
 pipeline from the trainer's layout), its weights are sharded and must be gathered to generate:
@@ -37,8 +37,8 @@ from typing import Any
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
 
-__all__ = ["StaticConfig", "StaticCostParams", "DEFAULT_CALL_OVERHEAD_S", "HF_HOST_OP_S", "HF_LAUNCH_BOUND_OPS_PER_LAYER",
-           "ZERO3_GATHER"]
+__all__ = ["StaticConfig", "StaticCostParams", "DEFAULT_CALL_OVERHEAD_S", "HF_HOST_OP_S", "HF_OPS_PER_LAYER",
+           "HF_STEP_OPS", "ZERO3_GATHER"]
 
 DEFAULT_CALL_OVERHEAD_S = 0.02
 """Default seconds per ``generate`` call beyond its forwards (HF ``generate`` set-up, the host-side
@@ -50,8 +50,12 @@ HF_HOST_OP_S = EAGER_HOST_OP_S
 """Host seconds of one eager PyTorch op on a GPU (the Python module call, the dispatcher, the kernel launch): the
 one constant vLLM's eager mode is priced with too (``oppo_sim.hw.costs.eager``, where it is measured)."""
 
-HF_LAUNCH_BOUND_OPS_PER_LAYER = 50
-"""Small ops of one eager decoder layer whose launch outlasts their kernel (see the module docstring)."""
+HF_OPS_PER_LAYER = 50
+"""Ops one eager decoder layer issues per forward (transformers 4.38.2's ``LlamaDecoderLayer`` with SDPA, counted;
+see the module docstring)."""
+
+HF_STEP_OPS = 46
+"""Ops one ``generate`` token issues outside the layers (counted with the layers', same release)."""
 
 ZERO3_GATHER: tuple[str, ...] = ("call", "forward")
 """When a ZeRO-3 trainer's weights are gathered to generate: once per ``generate`` call, or every forward."""
@@ -87,14 +91,14 @@ class StaticConfig:
 class StaticCostParams:
     """Cost terms of the static engine that the roofline's per-op parameters do not hold: the fixed seconds
     of one ``generate`` call beyond its forwards; HF ``generate``'s host seconds per op
-    (``host_op_s``) over ``ops_per_layer`` launch-bound ops of each layer, every forward; the seconds of one
+    (``host_op_s``) over the ``ops_per_layer`` ops of each layer and :data:`HF_STEP_OPS`, every forward; the seconds of one
     gather of a ZeRO-3 trainer's weights (``gather_s``, 0 where the weights are not sharded: the pipeline
     sets it). The call overhead is fitted by ``oppo_real.profiling.static_decoder.fit_static`` and kept in a
     profile's ``meta["static"]`` (:meth:`to_meta` / :meth:`from_meta`)."""
 
     call_overhead_s: float = DEFAULT_CALL_OVERHEAD_S
     host_op_s: float = HF_HOST_OP_S
-    ops_per_layer: int = HF_LAUNCH_BOUND_OPS_PER_LAYER
+    ops_per_layer: int = HF_OPS_PER_LAYER
     gather_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -107,8 +111,9 @@ class StaticCostParams:
             raise ConfigError(f"static ops_per_layer must be an integer >= 0, got {v!r}")
 
     def host_forward_s(self, layers: int) -> float:
-        """Host seconds one forward adds: ``ops_per_layer x layers x host_op_s``."""
-        return self.ops_per_layer * layers * self.host_op_s
+        """Host seconds one forward's ops take to issue: ``(ops_per_layer x layers + HF_STEP_OPS) x host_op_s``,
+        the floor under the forward's GPU time."""
+        return (self.ops_per_layer * layers + HF_STEP_OPS) * self.host_op_s
 
     def to_meta(self) -> dict[str, float]:
         return {"call_overhead_s": float(self.call_overhead_s), "host_op_s": float(self.host_op_s),
