@@ -21,42 +21,32 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from oppo_real.models.shaped import hf_config, resolve_spec  # noqa: E402
-from oppo_real.profiling.eager_ops import slot_decoder_ops  # noqa: E402
+from oppo_real.profiling.eager_ops import host_op_points, host_op_summary, slot_decoder_ops  # noqa: E402
 
 H200 = ROOT / "paper_figs" / "out" / "gpu_h200"
 STAGE = "decode-eager"
 
 
-def host_op_points(cut: pd.DataFrame) -> pd.DataFrame:
-    """Per measured eager point: the ops of its iteration and the host microseconds per op."""
-    rows = cut[cut["stage"] == STAGE].copy()
+def points(cut: pd.DataFrame) -> pd.DataFrame:
+    """Per measured eager point: the ops of its iteration and the host microseconds per op (``eager_ops``)."""
+    rows = cut[cut["stage"] == STAGE].rename(columns={"median_ms": "seconds"})
     if rows.empty:
         raise SystemExit(f"no '{STAGE}' rows in the decode cut table")
-    ops = {}
-    for model in sorted(rows["model"].unique()):
+    out = []
+    for model, group in rows.groupby("model", sort=True):
         spec = resolve_spec(model)
         per_layer, outside = slot_decoder_ops(hf_config(spec))
-        ops[model] = outside + spec.layers * per_layer
-    rows["ops"] = rows["model"].map(ops)
-    rows["host_us_per_op"] = rows["median_ms"] * 1e3 / rows["ops"]
-    return rows[["model", "batch", "kv", "median_ms", "kernel_share", "ops", "host_us_per_op"]]
-
-
-def summary(points: pd.DataFrame) -> pd.DataFrame:
-    us = points["host_us_per_op"]
-    return pd.DataFrame([{
-        "points": len(points), "ops_per_iteration": int(points["ops"].iloc[0]),
-        "median_us": round(float(us.median()), 1), "min_us": round(float(us.min()), 1), "max_us": round(float(us.max()), 1),
-        "kernel_share_max": round(float(points["kernel_share"].max()), 3),
-    }])
+        got = host_op_points(group.assign(seconds=group["seconds"] / 1e3), outside + spec.layers * per_layer)
+        out.append(got.assign(median_ms=got["seconds"] * 1e3))
+    return pd.concat(out)[["model", "batch", "kv", "median_ms", "kernel_share", "ops", "host_us_per_op"]]
 
 
 def main() -> None:
-    points = host_op_points(pd.read_csv(H200 / "gpu_decode_cut.csv"))
-    points.round(3).to_csv(H200 / "eager_host_op.csv", index=False)
-    s = summary(points)
+    table = points(pd.read_csv(H200 / "gpu_decode_cut.csv"))
+    table.round(3).to_csv(H200 / "eager_host_op.csv", index=False)
+    s = pd.DataFrame([host_op_summary(table)])
     s.to_csv(H200 / "eager_host_op_summary.csv", index=False)
-    print(points.round(2).to_string(index=False))
+    print(table.round(2).to_string(index=False))
     print(s.to_string(index=False))
 
 

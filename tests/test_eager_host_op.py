@@ -59,3 +59,24 @@ def test_the_host_cost_per_op_is_a_command_line_setting_for_both_engines(tmp_pat
     assert sim_config(parse(["run", "--enforce-eager", "--profile", str(path), "--host-op-us", "30"])).eager_host_op_s == pytest.approx(30e-6)
     with pytest.raises(SystemExit):
         parse(["run", "--host-op-us", "-1"])
+
+
+def test_a_gpu_profile_without_graphs_reports_the_hosts_cost_per_op(tmp_path):
+    from types import SimpleNamespace
+
+    from oppo_real.commands.profile_cmd import _host_op
+    from oppo_real.profiling.eager_ops import profile_host_op
+
+    cfg = TinyModelConfig().qwen2_config()
+    cfg.save_pretrained(tmp_path / "actor")
+    per_layer, outside = slot_decoder_ops(cfg)
+    ops = outside + cfg.num_hidden_layers * per_layer
+    table = pd.DataFrame({"op": ["decode"] * 4 + ["prefill"], "seconds": [ops * 20e-6, ops * 30e-6, ops * 25e-6, 1.0, 1.0],
+                          "kernel_share": [0.2, 0.1, 0.3, 0.9, 0.1]})  # the 0.9 row is GPU-bound: not the host's
+    points, summary = profile_host_op(table, cfg)
+    assert len(points) == 3 and summary["median_us"] == 25.0 and summary["min_us"] == 20.0 and summary["ops_per_iteration"] == ops
+    lines = []
+    assert _host_op(table, SimpleNamespace(actor=tmp_path / "actor"), tmp_path, lines.append) == {"host_op_us": 25.0}
+    assert "--host-op-us 25" in lines[0] and len(pd.read_csv(tmp_path / "host_op.csv")) == 3
+    busy = table.assign(kernel_share=0.8)
+    assert _host_op(busy, SimpleNamespace(actor=tmp_path / "actor"), tmp_path, lines.append) == {} and "not measured" in lines[-1]

@@ -151,6 +151,8 @@ def cmd_profile(a: argparse.Namespace) -> int:
                 "cuda_graphs": bool(a.cuda_graphs and backend == "torch-graph" and cuda)}
         if cuda:
             meta["suggested_defaults"] = suggested_defaults(hw)
+            if not meta["cuda_graphs"] and backend == "torch-graph" and "decode" in a.ops:
+                meta.update(_host_op(table, paths, out, con.print))
         save_profile(hw, out / "profile.json", meta={**meta, **_driver(a, out, con.print)})
         with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
             if spec is not None:
@@ -163,6 +165,24 @@ def cmd_profile(a: argparse.Namespace) -> int:
         con.print(f"wrote {out}/measurements.csv, fit.csv, heldout.csv, profile.json" + (", profile.png" if spec is not None else "")
                   + f"  (use: oppo-sim run --profile {out}/profile.json)")
     return 0
+
+
+def _host_op(table, paths, out: Path, log) -> dict:
+    """The host's microseconds per eager op from the eager decode rows (``eager_ops.profile_host_op``):
+    ``host_op.csv`` and a line saying what to pass as ``oppo-sim --host-op-us``; ``{"host_op_us": median}``."""
+    from transformers import AutoConfig
+
+    from oppo_real.profiling.eager_ops import profile_host_op
+
+    points, summary = profile_host_op(table, AutoConfig.from_pretrained(paths.actor))
+    points.to_csv(out / "host_op.csv", index=False)
+    if not summary:
+        log("host per eager op: not measured (no host-bound decode iteration: kernels ran half the wall time or more)")
+        return {}
+    log(f"host per eager op: {summary['median_us']:g} us median ({summary['min_us']:g}-{summary['max_us']:g} over "
+        f"{summary['points']} iterations of {summary['ops_per_iteration']:,} ops); price this host with "
+        f"oppo-sim ... --host-op-us {summary['median_us']:g}  (wrote {out}/host_op.csv)")
+    return {"host_op_us": summary["median_us"]}
 
 
 def _no_driver(a: argparse.Namespace) -> None:

@@ -12,6 +12,12 @@ the same code issues.
 (``oppo_real.backends.graph_decoder.SlotDecoder`` with CUDA graphs off — the ``decode-eager`` rows of a GPU
 profile): ops per layer and ops outside the layers, from models of the same shape with two and three layers
 (random weights; the counts do not depend on the weights or the layer count), extrapolated to the shape's layers.
+
+:func:`host_op_points` / :func:`host_op_summary` turn eager decode iterations measured on a GPU into the host's
+microseconds per op — wall time over ops, for the host-bound iterations only (kernels under
+:data:`HOST_BOUND_SHARE` of the wall time) — what ``oppo-sim --host-op-us`` takes. ``oppo-real profile
+--no-cuda-graphs`` on a GPU reports it (``host_op.csv``); ``paper_figs/eager_host_op.py`` made the default from
+the H200's.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
-__all__ = ["VIEW_OPS", "count_ops", "slot_decoder_ops"]
+__all__ = ["VIEW_OPS", "HOST_BOUND_SHARE", "count_ops", "slot_decoder_ops", "host_op_points", "host_op_summary",
+           "profile_host_op"]
 
 VIEW_OPS = frozenset({
     "view", "_unsafe_view", "reshape", "_reshape_alias", "transpose", "t", "permute", "expand", "expand_as",
@@ -27,6 +34,9 @@ VIEW_OPS = frozenset({
     "chunk", "view_as", "lift_fresh",
 })
 """ATen ops that only make a new view of a tensor's storage: dispatched, but no kernel."""
+
+HOST_BOUND_SHARE = 0.5
+"""An eager iteration whose kernels ran under this share of its wall time is host-bound: its wall time is the host's."""
 
 
 def count_ops(fn: Callable[[], Any]) -> Counter:
@@ -75,3 +85,34 @@ def slot_decoder_ops(config, batch: int = 8, kv: int = 128) -> tuple[int, int]:
     two, three = total(2), total(3)
     per_layer = three - two
     return per_layer, two - 2 * per_layer
+
+
+def host_op_points(rows, ops: int):
+    """Per measured eager decode iteration (a frame with ``seconds`` and ``kernel_share``): the host microseconds per
+    op, ``seconds / ops``; only the host-bound rows (``kernel_share`` under :data:`HOST_BOUND_SHARE`)."""
+    if ops < 1:
+        raise ValueError(f"ops per iteration must be >= 1, got {ops}")
+    bound = rows[rows["kernel_share"] < HOST_BOUND_SHARE].copy()
+    bound["ops"] = ops
+    bound["host_us_per_op"] = bound["seconds"] * 1e6 / ops
+    return bound
+
+
+def host_op_summary(points) -> dict:
+    """The median, min and max host microseconds per op over :func:`host_op_points` (empty: no host-bound point)."""
+    us = points["host_us_per_op"]
+    if us.empty:
+        return {}
+    return {"points": int(len(us)), "ops_per_iteration": int(points["ops"].iloc[0]), "median_us": round(float(us.median()), 1),
+            "min_us": round(float(us.min()), 1), "max_us": round(float(us.max()), 1),
+            "kernel_share_max": round(float(points["kernel_share"].max()), 3)}
+
+
+def profile_host_op(table, config):
+    """(points, summary) of a GPU profile's eager decode rows (``oppo-real profile --no-cuda-graphs``: ``op``
+    "decode", ``seconds``, ``kernel_share``) for the decoder of transformers ``config``; the summary is empty
+    where no row is host-bound."""
+    rows = table[(table["op"] == "decode") & table["kernel_share"].notna()]
+    per_layer, outside = slot_decoder_ops(config)
+    points = host_op_points(rows, outside + config.num_hidden_layers * per_layer)
+    return points, host_op_summary(points)
