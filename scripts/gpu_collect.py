@@ -19,7 +19,8 @@
                         decode-eager, ...), median ms per grid point, kernel share and the profiled wall time
     gpu_summary.json    versions, device, stage status, per-op error medians, decode kernel shares per
                         model / backend / batch, suggested default parameters per model, the host-link fits
-                        per direction (``host_moves``)
+                        per direction (``host_moves``), the host's microseconds per eager op of each eager decode
+                        stage (``host_op_us``: ``oppo-real profile --no-cuda-graphs``'s, the ``--host-op-us`` to pass)
 
     python scripts/gpu_collect.py OUT
 
@@ -162,6 +163,8 @@ def collect(out: Path) -> dict:
     for p in sorted(stages.glob("profile-*/profile.json")):
         if "--" not in p.parent.name:  # whole or merged profiles
             summary.setdefault("suggested_defaults", {})[model_of(p)] = _meta(p).get("suggested_defaults")
+        if _meta(p).get("host_op_us") is not None:  # an eager decode stage's host cost per op (oppo-real profile)
+            summary.setdefault("host_op_us", {})[p.parent.name.removeprefix("profile-")] = _meta(p)["host_op_us"]
     summary["host_moves"] = collect_moves(stages, out)
     cut = decode_from_logs(stages)
     if cut is not None:

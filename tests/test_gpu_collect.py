@@ -79,3 +79,14 @@ def test_a_decode_stage_cut_before_its_table_is_read_from_its_log(tmp_path):
     assert len(pd.read_csv(tmp_path / "gpu_decode_cut.csv")) == 4
     assert summary["decode_kernel_share_cut"] == {"qwen2.5-1.5b/decode-eager/1": 0.166, "qwen2.5-1.5b/decode-eager/64": 0.19}
     json.loads((tmp_path / "gpu_summary.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+
+
+def test_an_eager_decode_stages_host_cost_per_op_is_collected(tmp_path):
+    _stage(tmp_path, "profile-qwen2.5-1.5b--decode", "torch-graph", "decode", 0.5, share=0.85)
+    eager = tmp_path / "stages" / "profile-qwen2.5-1.5b--decode-eager"
+    _stage(tmp_path, eager.name, "torch-graph", "decode", 0.05, share=0.2)
+    hw = load_profile(eager / "profile.json")
+    save_profile(hw, eager / "profile.json", meta={"backend": "torch-graph", "ops": ["decode"], "host_op_us": 21.9})
+    summary = _collect_module().collect(tmp_path)
+    assert summary["host_op_us"] == {"qwen2.5-1.5b--decode-eager": 21.9}
+    assert json.loads((tmp_path / "gpu_summary.json").read_text())["host_op_us"] == {"qwen2.5-1.5b--decode-eager": 21.9}
