@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from oppo_real.models.shaped import hf_config, resolve_spec  # noqa: E402
-from oppo_real.profiling.eager_ops import host_op_points, host_op_summary, slot_decoder_ops  # noqa: E402
+from oppo_real.profiling.eager_ops import host_op_summary, profile_host_op  # noqa: E402
 
 H200 = ROOT / "paper_figs" / "out" / "gpu_h200"
 STAGE = "decode-eager"
@@ -34,9 +34,7 @@ def points(cut: pd.DataFrame) -> pd.DataFrame:
         raise SystemExit(f"no '{STAGE}' rows in the decode cut table")
     out = []
     for model, group in rows.groupby("model", sort=True):
-        spec = resolve_spec(model)
-        per_layer, outside = slot_decoder_ops(hf_config(spec))
-        got = host_op_points(group.assign(seconds=group["seconds"] / 1e3), outside + spec.layers * per_layer)
+        got, _ = profile_host_op(group.assign(op="decode", seconds=group["seconds"] / 1e3), hf_config(resolve_spec(model)))
         out.append(got.assign(median_ms=got["seconds"] * 1e3))
     return pd.concat(out)[["model", "batch", "kv", "median_ms", "kernel_share", "ops", "host_us_per_op"]]
 

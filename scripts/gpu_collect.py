@@ -161,10 +161,11 @@ def collect(out: Path) -> dict:
         if df is not None:
             df.to_csv(out / dst, index=False)
     for p in sorted(stages.glob("profile-*/profile.json")):
+        meta = _meta(p)
         if "--" not in p.parent.name:  # whole or merged profiles
-            summary.setdefault("suggested_defaults", {})[model_of(p)] = _meta(p).get("suggested_defaults")
-        if _meta(p).get("host_op_us") is not None:  # an eager decode stage's host cost per op (oppo-real profile)
-            summary.setdefault("host_op_us", {})[p.parent.name.removeprefix("profile-")] = _meta(p)["host_op_us"]
+            summary.setdefault("suggested_defaults", {})[model_of(p)] = meta.get("suggested_defaults")
+        if meta.get("host_op_us") is not None:  # an eager decode stage's host cost per op (oppo-real profile)
+            summary.setdefault("host_op_us", {})[p.parent.name.removeprefix("profile-")] = meta["host_op_us"]
     summary["host_moves"] = collect_moves(stages, out)
     cut = decode_from_logs(stages)
     if cut is not None:
