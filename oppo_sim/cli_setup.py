@@ -20,6 +20,7 @@ from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
 from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
 from oppo_sim.hw.costs.op_cost import add_op_costs_arg, hardware_for
 from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
+from oppo_sim.hw.costs.sync import SYNC_MECHANISMS
 from oppo_sim.hw.costs.trainer_layout import BALANCE_ORDERS, TRAIN_BACKENDS, TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
@@ -85,9 +86,10 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     add_sleep_level_arg(m)
     add_offload_arg(m)
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
-    m.add_argument("--sync", choices=("auto", "nvlink", "network", "host"), default="auto",
-                   help="weight sync path (default %(default)s: nvlink within a scale-up domain - a node, or a "
-                        "GB200 NVL72 rack - network across them)")
+    m.add_argument("--sync", choices=("auto", *SYNC_MECHANISMS), default="auto",
+                   help="weight sync path after the trainer's export (default %(default)s: ipc when generation runs "
+                        "on the training pool, nvlink within a scale-up domain - a node, or a GB200 NVL72 rack - "
+                        "network across them)")
     m.add_argument("--ep", type=positive(), default=1,
                    help="expert parallelism of a MoE actor: the trainer shards the experts over N ranks (Megatron/verl "
                         "expert_model_parallel_size) and N > 1 shards them over each generation replica's tp GPUs (vLLM "

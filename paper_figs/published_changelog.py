@@ -242,5 +242,25 @@ CHANGES: tuple[Change, ...] = (
                  "-27.9% (gen 884 -> 701 s, published 921), the OPPO paper's TRL baseline +12.4 -> -15.8%. With a published "
                  "mean response 16.9 -> 20.7% (worst 52.9 -> 46.9%); without the contradicted runs 20.6 -> 23.3%; the "
                  "calibration check's held-out runs 35.6 -> 34.4% uncalibrated, 35.2 -> 32.6% calibrated.")),
+    Change("2026-11-26", "model",
+           "A weight sync is the trainer's export plus the hand-off: every framework materialises each whole tensor on "
+           "every trainer rank before the engines load it (verl's FSDP full_tensor() and Megatron per_tensor_generator, "
+           "OpenRLHF's GatheredParameters, NeMo RL through Megatron-Bridge's export_hf_weights: a pipeline broadcast, "
+           "then TP and EP all-gathers), priced by the trainer's layout and where each group sits "
+           "(oppo_sim.hw.costs.weight_export); the engines then take it in place when colocated ('ipc': their share "
+           "copied in device memory) or receive every whole tensor over the link (was: W / tp over the pool's path)",
+           26.9, 24.2, 199.7, 199.7,
+           note=("Read from the frameworks' source (verl megatron_utils.per_tensor_generator at b178a3cd; NeMo RL's "
+                 "megatron_policy_worker at the v0.5 commit 9dbd9adc, whose Megatron-Bridge export 'does PP/TP/EP gathers "
+                 "to materialize full unsharded tensors'), not from the table: a MoE trained with EP across two nodes "
+                 "gathers almost all its experts over the network every step. Predicted refit: NeMo RL DeepSeek-V3 on "
+                 "256 H100 8.7 -> 41.4 s (EP16 over two nodes: 1.2 TB a rank, 31.6 s; the PP16 broadcast 3.0 s); an "
+                 "independent figure, NeMo RL PR #638's ~55 s measured for DeepSeek-V3 in July 2025 (an earlier "
+                 "release), was not used to set anything. Moved: NeMo RL DeepSeek-V3 -46.9 -> -22.5%, Qwen3-235B-A22B "
+                 "-38.2 -> -35.7% (sync 7.0 -> 17.5 s), OpenRLHF Llama-2-70B -34.4 -> -34.3% (sync 4.8 -> 15.4 s: every "
+                 "vLLM rank receives the whole 138 GB over the network), verl DeepSeek-V3 -43.9 -> -43.6%; the rest within "
+                 "0.5 points. With a published mean response 20.7 -> 20.7% (worst 46.9 -> 43.6%); without the "
+                 "contradicted runs 23.3 -> 21.6%; the calibration check's held-out runs 34.4 -> 34.3% uncalibrated, "
+                 "32.6 -> 32.1% calibrated.")),
 )
 """The changes, oldest first."""

@@ -35,7 +35,7 @@ def test_tensor_count_from_the_layer_structure():
     assert get_model("llama-2-7b").param_tensors == 32 * 9 + 3  # no biases, no q/k norms
 
 
-@pytest.mark.parametrize("mechanism", ["nvlink", "network", "host"])
+@pytest.mark.parametrize("mechanism", ["ipc", "nvlink", "network", "host"])
 def test_every_sync_path_pays_per_tensor_and_grows_with_the_count(mechanism):
     hw = get_hardware("h100-sxm")
     dense = get_model("qwen3-32b")

@@ -69,10 +69,17 @@ TRACE = generate_longtail(LongTailSpec(), 2000, seed=11)
 # 107.4472 (+4.09%), partial-rollout 29.8061 -> 30.4310 (+2.10%), async 59.0790 -> 59.2413 (+0.27%).
 # async +0.000002 s more when the ZeRO-3 parameter all-gather's latency started growing with its ranks as the
 # all-reduce's does (hardware.collective_latency, 'all-gather' kind; was the base latency alone).
+# All five moved when a weight sync became the trainer's export plus the hand-off (oppo_sim.hw.costs.weight_export,
+# oppo_sim.hw.costs.sync): on the paper placement generation runs on the training pool, so the engine takes the
+# exported tensors in place ('ipc': its share copied in device memory, no NCCL call a tensor) and ZeRO-2 gathers
+# nothing -- the 7B sync 0.160 -> 0.106 s, baseline 73.0003 -> 72.9467 s (-0.07%), oppo 32.7963 -> 32.7427
+# (-0.16%), inter 107.4472 -> 107.3691 (-0.07%), partial-rollout 30.4310 -> 30.3774 (-0.18%); async (ZeRO-3 on the
+# 3-GPU training pool: every tensor gathered there before the NVLink broadcast, two syncs a step) 59.2413 ->
+# 59.2723 (+0.05%). Generation is unchanged (same iteration counts).
 GOLDEN = [
     # baseline +2.0265 s (+2.89%, 70.2115 -> 72.2380 s): the sleep hides under the reward and reference
     # scoring of the whole batch on the score GPU; the wake does not.
-    ("baseline", SimConfig(steps=5), 73.00031072788148, {"main": 0.580862902333181, "score": 0.07346215446441544}, 112106),
+    ("baseline", SimConfig(steps=5), 72.9467465762963, {"main": 0.5805551336651033, "score": 0.07351609707545965}, 112106),
     # oppo and inter moved (+0.046% / +0.089% step time, 28.2903 -> 28.3033 s and 86.6171 -> 86.6948 s) when
     # the step machine made three rules one for simulator and executor: the deferral order (paused, then
     # unfinished in launch order; was per replica, running then waiting), generation stops without
@@ -80,23 +87,23 @@ GOLDEN = [
     # step is planned after its staleness gate (a synchronous step's plan sees the step before it).
     # oppo +4.0529 s (+14.14%, 28.6673 -> 32.7202 s): it has streamed to the score GPU already, so nothing there
     # hides the sleep: both switches are exposed.
-    ("oppo", SimConfig(steps=5), 32.796267096877806, {"main": 0.9823960790983357, "score": 0.17803605554144158}, 69542),
+    ("oppo", SimConfig(steps=5), 32.742702945292635, {"main": 0.9823672806485179, "score": 0.17832730670303878}, 69542),
     # inter and async moved when the memory check started choosing the trainer's setting: 8B actor + 8B critic
     # on 7 x A100-80GB with sequences up to 8,892 tokens fit only with ZeRO-3 and full recomputation (+14.9%
     # step time: one more forward per training pass); 7B + 7B on the 3-GPU training pool of the
     # disaggregated placement needs full recomputation (+3.0%; async hides most of it): 86.6948 -> 99.6462 s
     # and 58.7321 -> 60.5023 s. Generation is unchanged (same iteration counts).
     # inter +4.1730 s (+4.17%, 100.0459 -> 104.2189 s): the A100's PCIe 4 link, one switch exposed (the wake).
-    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 107.44724471816082,
-     {"main": 0.888686360186632, "score": 0.15253672761583206}, 69862),
+    ("inter", SimConfig(steps=5, gpu="a100-80gb", actor="llama-3.1-8b", reward="llama-3.1-8b"), 107.36905217027638,
+     {"main": 0.8886052949547486, "score": 0.15264781395903007}, 69862),
     # partial-rollout +2.1128 s (+7.49%, 28.2161 -> 30.3289 s): the wake, and 0.09 s of the sleep the scoring of
     # its smaller batch (B=64) leaves exposed.
-    ("partial-rollout", SimConfig(steps=5, batch=64), 30.430995206983443, {"main": 0.7214639794550847, "score": 0.08204139654648109}, 52437),
+    ("partial-rollout", SimConfig(steps=5, batch=64), 30.37743105539826, {"main": 0.720972840306445, "score": 0.0821860591347316}, 52437),
     # async moved again (+0.3%, 60.5023 -> 60.6821 s) when the simulated engine started resetting its prefix
     # cache at each weight sync, as the real vLLM executor does: the requests generating while the new weights
     # arrive are recomputed. (The other goldens generate nothing during a sync: unchanged.)
-    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.241272235954725,
-     {"gen": 0.559592912683956, "train": 0.5349449786766393, "score": 0.09052405359024648}, 85488),
+    ("async", SimConfig(steps=5, placement=disaggregated_placement()), 59.27227852645841,
+     {"gen": 0.5600299756256869, "train": 0.5346651402795894, "score": 0.09047669898919235}, 85488),
 ]
 
 

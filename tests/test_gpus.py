@@ -95,12 +95,12 @@ def _cfg(gpu, devices=16, nodes=4, **kw):
 
 
 def test_sync_uses_nvlink_across_trays_of_one_nvl72_rack():
-    assert sync_plan(_cfg("gb200")).mechanism is SyncMechanism.NVLINK
-    assert sync_plan(_cfg("b200")).mechanism is SyncMechanism.NETWORK  # 4 HGX nodes: the network
+    assert sync_plan(_cfg("gb200")).mechanism is SyncMechanism.IPC  # generation on the training pool: in place
     dis = disaggregated_placement(8, 6, 2)  # gen on trays 0-1, train on trays 2-3
     assert sync_plan(_cfg("gb200", placement=dis)).mechanism is SyncMechanism.NVLINK
     assert sync_plan(_cfg("b200", devices=16, nodes=2, placement=dis)).mechanism is SyncMechanism.NETWORK
-    assert sync_plan(_cfg("gb200", devices=144, nodes=36)).mechanism is SyncMechanism.NETWORK  # two racks
+    two_racks = disaggregated_placement(72, 64, 8)  # gen fills rack 0, train sits on rack 1
+    assert sync_plan(_cfg("gb200", placement=two_racks, nodes=36)).mechanism is SyncMechanism.NETWORK
 
 
 def test_gradient_allreduce_stays_on_nvlink_inside_the_rack():

@@ -250,7 +250,7 @@ def test_simulate_reports_memory_and_charges_recompute():
     assert s["memory_gib"]["main"]["train"] > s["memory_gib"]["main"]["generate"] > 0
     engine = engine_memory(get_model("qwen2.5-1.5b"), 1, 256, 16384)  # weights and what vLLM's profiling takes
     assert s["memory_gib"]["main"]["generate"] == pytest.approx(engine.non_kv / 2**30)
-    assert s["sync_mechanism"] == "nvlink"
+    assert s["sync_mechanism"] == "ipc"  # generation on the training pool: the engines take the weights in place
     assert runs["full"].steps["training_s"].sum() > 1.2 * runs["none"].steps["training_s"].sum()
 
 
@@ -271,10 +271,14 @@ def test_sync_time_by_mechanism_ordered(gpu):
 def test_network_sync_takes_the_documented_bandwidth():
     op = H200.params.sync
     assert H200.gpu.net_bw == 50e9  # 400 Gb/s NDR InfiniBand per GPU (DGX H200)
-    for tp in (1, 2):
+    for tp in (1, 2):  # every engine rank receives every whole tensor (its loader slices it): W whatever the TP
         t = sync_seconds(M7, H200, SyncPlan("network", tp))
         per_tensor = 339 * (SYNC_PER_TENSOR_S + 6.6e-6 + 2.7e-6)  # a broadcast's base latency + one network hop
-        assert t == pytest.approx(op.overhead_s + 2 * PSI / tp / (50e9 * op.eff_memory) + per_tensor, rel=1e-12)
+        assert t == pytest.approx(op.overhead_s + 2 * PSI / (50e9 * op.eff_memory) + per_tensor, rel=1e-12)
+    # in place (ipc): each engine rank copies its share in device memory (H200: 4.8e12 B/s), no NCCL call a tensor
+    for tp in (1, 4):
+        t = sync_seconds(M7, H200, SyncPlan("ipc", tp))
+        assert t == pytest.approx(op.overhead_s + 2 * PSI / tp / (4.8e12 * op.eff_memory) + 339 * SYNC_PER_TENSOR_S, rel=1e-12)
     # 15.2e9 bytes at 30e9 B/s effective: about half a second, against ~106 ms over NVLink (450e9 B/s each way),
     # each + 339 tensors x ~0.16 ms
     assert sync_seconds(M7, H200, SyncPlan("network")) == pytest.approx(0.558 + 0.054, abs=0.001)
@@ -298,15 +302,18 @@ def test_default_sync_is_the_historical_formula_plus_its_tensors():
 
 
 def test_sync_mechanism_follows_the_placement():
-    assert sync_plan(SimConfig()).mechanism is SyncMechanism.NVLINK
-    # pool 'main' (generate + train) spans both nodes of 4: its ZeRO shards are gathered across them
-    assert sync_plan(SimConfig(nodes=2)).mechanism is SyncMechanism.NETWORK
+    # generation on the training pool ('main'): the engines take the exported tensors in place, on one node or
+    # two (the trainer's gathers across the nodes are the export's: oppo_sim.hw.costs.weight_export)
+    assert sync_plan(SimConfig()).mechanism is SyncMechanism.IPC
+    assert sync_plan(SimConfig(nodes=2)).mechanism is SyncMechanism.IPC
     dis = SimConfig(placement=disaggregated_placement())  # gen[4] train[3] score[1]
     assert sync_plan(dis).mechanism is SyncMechanism.NVLINK
     assert sync_plan(dataclasses.replace(dis, nodes=2)).mechanism is SyncMechanism.NETWORK  # gen on node 0, train on 1
     assert sync_plan(SimConfig(sync="host", engine=dataclasses.replace(SimConfig().engine, tp=7))) == SyncPlan("host", 7)
     with pytest.raises(ConfigError, match="nodes must be"):
         SimConfig(nodes=9)
+    with pytest.raises(ConfigError, match="sync ipc hands weights over on the trainer's own GPUs"):
+        SimConfig(placement=disaggregated_placement(), sync="ipc")
 
 
 def test_sync_mechanism_reaches_the_simulation():

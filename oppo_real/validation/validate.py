@@ -34,7 +34,9 @@ from oppo_sim.engine.static_params import StaticCostParams
 from oppo_sim.hw.fitting.calibration import with_sync_seconds
 from oppo_sim.hw.devices.hardware import Hardware
 from oppo_sim.hw.fitting.overheads import ExecutorOverheads
+from oppo_sim.pipeline.fit_check import check_fits
 from oppo_sim.pipeline.simulate import simulate
+from oppo_sim.pipeline.topology import sync_terms
 from oppo_sim.traces.trace import Trace
 
 VALIDATION_COLUMNS = [
@@ -140,8 +142,9 @@ def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: 
 
         sync_s = measure_sync(cfg)
         log(f"weight sync end to end (export, transfer, load): {1e3 * sync_s:.1f} ms")
-    actor = mirror_config(cfg, hw, paths).models()["generate"]
-    hw = with_sync_seconds(hw, actor.weight_bytes(), hw.gpu.link_bw, sync_s, actor.param_tensors)
+    base = mirror_config(cfg, hw, paths)
+    nbytes, bw, mechanism, export = sync_terms(base, check_fits(base))  # fitted in the terms it is predicted in
+    hw = with_sync_seconds(hw, nbytes, bw, sync_s, base.models()["train"].param_tensors, mechanism, export)
     sim_cfg = mirror_config(cfg, hw, paths, overheads=overheads, static_cost=static_cost)
     rows = len(trace) if trace is not None else 4096
     names = list(policies)

@@ -99,6 +99,9 @@ class SimConfig:
              and 1 <= self.nodes <= self.placement.total_devices,
              f"nodes must be an integer in [1, {self.placement.total_devices}] (the devices), got {self.nodes!r}"),
             (self.sync in ("auto", *SYNC_MECHANISMS), f"sync must be one of auto, {', '.join(SYNC_MECHANISMS)}, got {self.sync!r}"),
+            (self.sync != "ipc" or self.placement.generate == self.placement.train,
+             f"sync ipc hands weights over on the trainer's own GPUs: generation (pool {self.placement.generate!r}) "
+             f"must run on the training pool ({self.placement.train!r})"),
         ]
         for ok, msg in checks:
             if not ok:

@@ -45,6 +45,7 @@ from oppo_sim.engine.factory import EngineKind, make_engine
 from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Req
 from oppo_sim.engine.static import StaticEngineCore
 from oppo_sim.hw.costs.costmodel import CostModel, train_jobs
+from oppo_sim.hw.costs.weight_export import export_seconds
 from oppo_sim.hw.memory.pool_memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
@@ -341,7 +342,8 @@ class Pipeline:
                 yield self._switch("wake", t)
                 rec.sleep_wake_s = self.sleepwake.step_s
             rec.sync_start = self.env.now
-            job = gpool.submit(gpool.all, gcost.weight_sync(actor), activity="sync", role="sync", step=t)
+            sync_s = export_seconds(tcost, actor, tpool.n) + gcost.weight_sync(actor)  # the trainer's gathers, the hand-off
+            job = gpool.submit(gpool.all, sync_s, activity="sync", role="sync", step=t)
             yield job.done
             for r in self.replicas:
                 r.reset()

@@ -8,7 +8,8 @@ from oppo_sim.hw.costs.costmodel import CostModel
 from oppo_sim.hw.devices.gpu_table import domain_gpus
 from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
 from oppo_sim.hw.memory.pool_memory import MemoryReport
-from oppo_sim.hw.costs.sync import SyncMechanism, SyncPlan
+from oppo_sim.hw.costs.sync import SyncMechanism, SyncPlan, push_terms
+from oppo_sim.hw.costs.weight_export import export_seconds
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
@@ -33,13 +34,16 @@ def pool_domains(cfg: SimConfig) -> dict[str, frozenset[int]]:
 
 
 def sync_plan(cfg: SimConfig) -> SyncPlan:
-    """``cfg.sync``, or for ``auto``: NVLink when the generation and training pools sit in one scale-up
-    domain (one node, or one rack-scale NVLink domain such as GB200 NVL72's), the network otherwise (a
-    pool spanning domains gathers its weights across them)."""
+    """``cfg.sync``, or for ``auto``: ``ipc`` when generation runs on the training pool (colocated: the engines
+    take the exported tensors on the same GPUs), else NVLink when the two pools sit in one scale-up domain (one
+    node, or one rack-scale NVLink domain such as GB200 NVL72's), the network otherwise."""
+    pl = cfg.placement
     if cfg.sync != "auto":
         return SyncPlan(SyncMechanism(cfg.sync), cfg.engine.tp)
+    if pl.generate == pl.train:
+        return SyncPlan(SyncMechanism.IPC, cfg.engine.tp)
     domains = pool_domains(cfg)
-    one = len(domains[cfg.placement.generate] | domains[cfg.placement.train]) == 1
+    one = len(domains[pl.generate] | domains[pl.train]) == 1
     return SyncPlan(SyncMechanism.NVLINK if one else SyncMechanism.NETWORK, cfg.engine.tp)
 
 
@@ -64,3 +68,19 @@ def _trainer_fields(cfg: SimConfig, t: TrainMemoryConfig, trains: bool) -> dict:
     if trains:
         return {"layout": cfg.trainer, "micro_batch_tokens": t.micro_batch_tokens, "sequence_parallel": t.sequence_parallel}
     return {"layout": TrainerLayout(balance_batch=cfg.trainer.balance_batch), "micro_batch_tokens": t.micro_batch_tokens}
+
+
+def sync_terms(cfg: SimConfig, report: MemoryReport) -> tuple[float, float, SyncMechanism, float]:
+    """What a measured end-to-end weight sync of ``cfg``'s actor is fitted on (``calibration.with_sync_seconds``),
+    in the terms the simulation prices it: (bytes each generator GPU takes, the bandwidth it takes them at, the
+    mechanism, the trainer's export seconds — ``weight_export`` — which the fit leaves as they are). On the host
+    path both legs' bytes cross the host link."""
+    plan, pl = sync_plan(cfg), cfg.placement
+    actor = cfg.models()["train"]
+    tcost, gcost = (cost_models(cfg, report)[p] for p in (pl.train, pl.generate))
+    export = export_seconds(tcost, actor, pl.pool(pl.train).devices)
+    if plan.mechanism is SyncMechanism.HOST:
+        w = float(actor.weight_bytes())
+        return w + w / plan.gen_tp, gcost.hw.gpu.host_bw, plan.mechanism, export
+    nbytes, bw = push_terms(actor, gcost.hw, plan)
+    return nbytes, bw, plan.mechanism, export

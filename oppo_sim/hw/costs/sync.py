@@ -1,17 +1,20 @@
 """Weight sync by mechanism: how the trained actor's weights reach the generation engines.
 
-After each PPO update every generator GPU needs the new actor weights (its tensor-parallel share
-``W / tp`` of the ``W`` weight bytes; all of them — a mixture-of-experts model sends every expert, and
-its share is the same whether the replica slices or shards the experts). RLHF frameworks move them one of three ways:
+After each PPO update every generator GPU needs the new actor weights. The trainer first exports them tensor by
+tensor as whole tensors on its ranks (the gathers its layout needs: :mod:`oppo_sim.hw.costs.weight_export`), then
+hands them over one of four ways:
 
-- ``nvlink`` — trainer and generators in one scale-up domain (one node, or one rack-scale NVLink
-  domain such as GB200 NVL72's 72 GPUs: ``gpu_table.domain_gpus``). The trainer ranks broadcast the
-  weights in large buckets with NCCL over the GPU interconnect (``link_bw``: NVLink, Infinity Fabric, or
-  PCIe peer-to-peer on PCIe cards), every GPU's link busy at once; when generation shares the trainer's
-  GPUs this is the all-gather of ZeRO-3 shards plus CUDA-IPC handles (OpenRLHF, verl ``update_weights``).
-- ``network`` — generators in another scale-up domain (on other nodes): the same bucketed broadcast
-  over each GPU's own NIC (``net_bw``: 400 Gb/s NDR InfiniBand per H100/H200 in a DGX, 200 Gb/s HDR
-  per A100).
+- ``ipc`` — the engines share the trainer's GPUs (colocated: verl's hybrid engine, NeMo RL and OpenRLHF
+  colocated): each engine rank takes the full tensor through a CUDA IPC handle (or in the same process) and its
+  loader copies its tensor-parallel share ``W / tp`` of the ``W`` weight bytes in device memory (``mem_bw``).
+- ``nvlink`` — generators on other GPUs of the trainer's scale-up domain (one node, or one rack-scale NVLink
+  domain such as GB200 NVL72's 72 GPUs: ``gpu_table.domain_gpus``): the trainer broadcasts each full tensor
+  with NCCL over the GPU interconnect (``link_bw``: NVLink, Infinity Fabric, or PCIe peer-to-peer on PCIe cards)
+  to every engine rank, whose loader slices it — so every generator GPU receives all ``W`` bytes whatever its
+  tensor parallelism (verl's one-step-off and fully-async ``sync_rollout_weights``, OpenRLHF's
+  ``_broadcast_to_vllm``, NeMo RL's ``packed_broadcast_producer``: a whole tensor to every rank).
+- ``network`` — generators in another scale-up domain (on other nodes): the same broadcast over each GPU's own
+  NIC (``net_bw``: 400 Gb/s NDR InfiniBand per H100/H200 in a DGX, 200 Gb/s HDR per A100).
 - ``host`` — staged through host memory: the full weights are gathered on one trainer rank, copied to
   its host over that rank's one PCIe link, then loaded into each generator GPU from host memory tensor
   by tensor (a state dict handed over by RPC or a file, as simple integrations and engine "refit" APIs
@@ -20,10 +23,11 @@ its share is the same whether the replica slices or shards the experts). RLHF fr
 Cost, with ``eff`` and ``overhead_s`` the calibrated ``sync`` parameters (defaults 0.6 and 50 ms), every
 bandwidth one direction per GPU (``oppo_sim.hw.devices.hardware``'s convention: H100 NVLink 450e9 B/s) and ``T`` the
 model's parameter tensors (:attr:`ModelSpec.param_tensors`: 339 for a 7B Qwen2.5, 18,867 for Qwen3-30B-A3B,
-45,395 for DeepSeek-V3)::
+45,395 for DeepSeek-V3), after the trainer's export::
 
-    nvlink:   overhead_s + (W / tp) / (link_bw * eff) + T * (SYNC_PER_TENSOR_S + latency of one NCCL call, NVLink)
-    network:  overhead_s + (W / tp) / (net_bw * eff)  + T * (SYNC_PER_TENSOR_S + latency of one NCCL call, network)
+    ipc:      overhead_s + (W / tp) / (mem_bw * eff) + T * SYNC_PER_TENSOR_S
+    nvlink:   overhead_s + W / (link_bw * eff) + T * (SYNC_PER_TENSOR_S + latency of one NCCL call, NVLink)
+    network:  overhead_s + W / (net_bw * eff)  + T * (SYNC_PER_TENSOR_S + latency of one NCCL call, network)
     host:     overhead_s + W / (host_bw * eff) + (W / tp) / (host_bw * eff) + T * HOST_PER_TENSOR_S
 
 Every framework moves the weights **tensor by tensor**, even over NCCL: OpenRLHF gathers each ZeRO-3
@@ -63,7 +67,7 @@ from oppo_sim.hw.devices.hardware import Hardware, collective_latency
 from oppo_sim.hw.models.lookup import ModelSpec
 
 __all__ = ["SyncMechanism", "SYNC_MECHANISMS", "HOST_PER_TENSOR_S", "SYNC_PER_TENSOR_S", "SyncPlan", "param_tensors",
-           "per_tensor_seconds", "sync_legs", "sync_seconds"]
+           "per_tensor_seconds", "push_terms", "sync_legs", "sync_seconds"]
 
 HOST_PER_TENSOR_S = 2e-3
 """Fixed seconds per parameter tensor on the host path: a Python-level call per tensor, its
@@ -84,6 +88,7 @@ absorbs what it misses."""
 class SyncMechanism(str, Enum):
     """The path the actor's weights take from the trainer to the generators."""
 
+    IPC = "ipc"
     NVLINK = "nvlink"
     NETWORK = "network"
     HOST = "host"
@@ -124,10 +129,9 @@ def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> dict[str, float
     w = float(model.weight_bytes())
     share = w / plan.gen_tp
     legs = {"overhead": op.overhead_s}
-    if plan.mechanism is SyncMechanism.NVLINK:
-        legs["transfer"] = share / (g.link_bw * op.eff_memory)
-    elif plan.mechanism is SyncMechanism.NETWORK:
-        legs["transfer"] = share / (g.net_bw * op.eff_memory)
+    if plan.mechanism is not SyncMechanism.HOST:
+        nbytes, bw = push_terms(model, hw, plan)
+        legs["transfer"] = nbytes / (bw * op.eff_memory)
     else:
         legs["to_host"] = w / (g.host_bw * op.eff_memory)  # whole model through one rank's host link
         legs["from_host"] = share / (g.host_bw * op.eff_memory)  # every generator GPU over its own link
@@ -135,11 +139,26 @@ def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> dict[str, float
     return legs
 
 
+def push_terms(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> tuple[float, float]:
+    """(bytes each generator GPU takes, the bandwidth it takes them at) on the ``ipc``, ``nvlink`` and
+    ``network`` paths (module notes): its share from device memory, or every whole tensor over the link."""
+    w, g = float(model.weight_bytes()), hw.gpu
+    if plan.mechanism is SyncMechanism.IPC:
+        return w / plan.gen_tp, g.mem_bw
+    if plan.mechanism is SyncMechanism.NVLINK:
+        return w, g.link_bw
+    if plan.mechanism is SyncMechanism.NETWORK:
+        return w, g.net_bw
+    raise ConfigError("push_terms: the host path has two legs (sync_legs)")
+
+
 def per_tensor_seconds(hw: Hardware, mechanism: SyncMechanism) -> float:
-    """Fixed seconds per parameter tensor of a sync along ``mechanism``: :data:`SYNC_PER_TENSOR_S` plus one
-    two-party NCCL call's latency on the NVLink or network path; :data:`HOST_PER_TENSOR_S` on the host path."""
+    """Fixed seconds per parameter tensor of a sync along ``mechanism``: :data:`SYNC_PER_TENSOR_S` (and on the
+    NVLink or network path one two-party NCCL call's latency); :data:`HOST_PER_TENSOR_S` on the host path."""
     if mechanism is SyncMechanism.HOST:
         return HOST_PER_TENSOR_S
+    if mechanism is SyncMechanism.IPC:
+        return SYNC_PER_TENSOR_S
     nodes = 2 if mechanism is SyncMechanism.NETWORK else 1
     return SYNC_PER_TENSOR_S + collective_latency(hw.params.collective, "broadcast", 2, nodes)
 

@@ -323,15 +323,17 @@ def with_transfer_seconds(hw: Hardware, op: str, transfer_bytes: float, bw: floa
                    params_source=f"{hw.params_source}; {op} from a measured time")
 
 
-def with_sync_seconds(hw: Hardware, transfer_bytes: float, link_bw: float, seconds: float, tensors: int = 0) -> Hardware:
+def with_sync_seconds(hw: Hardware, transfer_bytes: float, link_bw: float, seconds: float, tensors: int = 0,
+                      mechanism: str = "nvlink", other_s: float = 0.0) -> Hardware:
     """``hw`` whose weight-sync op takes ``seconds`` to move ``transfer_bytes`` of ``tensors`` parameter tensors
-    over ``link_bw`` (a measured end-to-end sync on the NVLink path; see :func:`with_transfer_seconds`): the
-    per-tensor part ``oppo_sim.hw.costs.sync`` charges comes off the measured time first (where that leaves nothing,
-    the sync is fitted to a bare transfer at full efficiency and predicts more than measured: the per-tensor
-    estimate is then too high for this machine)."""
+    over ``link_bw`` along ``mechanism`` (a measured end-to-end sync; see :func:`with_transfer_seconds`): the
+    per-tensor part ``oppo_sim.hw.costs.sync`` charges on that path and ``other_s`` (the trainer's export, priced
+    by its own collectives: ``oppo_sim.pipeline.topology.sync_terms``) come off the measured time first (where
+    that leaves nothing, the sync is fitted to a bare transfer at full efficiency and predicts more than
+    measured: the per-tensor estimate is then too high for this machine)."""
     from oppo_sim.hw.costs.sync import SyncMechanism, per_tensor_seconds  # the sync's own rule: one place
 
-    fixed = tensors * per_tensor_seconds(hw, SyncMechanism.NVLINK)
+    fixed = tensors * per_tensor_seconds(hw, SyncMechanism(mechanism)) + other_s
     return with_transfer_seconds(hw, "sync", transfer_bytes, link_bw, max(seconds - fixed, min(seconds, 1e-6)))
 
 
