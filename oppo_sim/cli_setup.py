@@ -87,9 +87,8 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     add_offload_arg(m)
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", *SYNC_MECHANISMS), default="auto",
-                   help="weight sync path after the trainer's export (default %(default)s: ipc when generation runs "
-                        "on the training pool, nvlink within a scale-up domain - a node, or a GB200 NVL72 rack - "
-                        "network across them)")
+                   help="weight sync path after the trainer's export (default %(default)s: ipc when generation runs on "
+                        "the training pool, nvlink in a scale-up domain - a node, a GB200 NVL72 rack - network across)")
     m.add_argument("--ep", type=positive(), default=1,
                    help="expert parallelism of a MoE actor: the trainer shards the experts over N ranks (Megatron/verl "
                         "expert_model_parallel_size) and N > 1 shards them over each generation replica's tp GPUs (vLLM "
