@@ -66,7 +66,7 @@ class SimConfig:
     #                                   the engine generates (verl param/optimizer_offload, OpenRLHF --deepspeed_enable_sleep)
     nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): with the GPU's
     #                 scale-up domain (gpu_table.domain_gpus) it picks the sync path
-    sync: str = "auto"  # weight sync: auto (nvlink in a scale-up domain, network across), nvlink, network, host
+    sync: str = "auto"  # weight sync: auto (ipc colocated, nvlink in a scale-up domain, network across), ipc, nvlink, network, host
     algorithm: Algorithm = field(default_factory=Algorithm)  # ppo (critic, reward model, KL) unless told otherwise
     expert_parallel: int = 1  # training: a MoE actor's experts over this many ranks (Megatron/verl expert_model_parallel_size)
     trainer: TrainerLayout = field(default_factory=TrainerLayout)  # fsdp or megatron, and its tp/pp/vpp/cp
