@@ -262,5 +262,21 @@ CHANGES: tuple[Change, ...] = (
                  "0.5 points. With a published mean response 20.7 -> 20.7% (worst 46.9 -> 43.6%); without the "
                  "contradicted runs 23.3 -> 21.6%; the calibration check's held-out runs 34.4 -> 34.3% uncalibrated, "
                  "32.6 -> 32.1% calibrated.")),
+    Change("2026-11-26", "record",
+           "OpenRLHF's three benchmark rows run Adam on the CPU (--adam_offload), as every PPO script of the repository "
+           "at the benchmark's commit passes it (train_ppo_llama.sh, train_ppo_llama_ray.sh, _34b.sh, _70b.sh; the "
+           "benchmark lists no flags, and only the 70B record had it); DeepSpeed-Chat's row (no offload) unchanged",
+           24.2, 21.6, 199.7, 199.7,
+           note=("Found while reading the repository's scripts for the DeepSpeed-Chat / OpenRLHF-without-Ray pair: the 13B "
+                 "row did not fit its 4-GPU training pool without it (it was timed past the memory check) and fits with "
+                 "it; the effect on the table was computed before the records were changed and is reported as it came "
+                 "out. Training (the CPU's Adam step: 7 s a step for 7B actor + critic on one node) moves toward the "
+                 "published training time on all three, the step time away on two: OpenRLHF Ray 7B +8.4 -> +14.8% "
+                 "(training -28 -> -14%), 13B +0.5 -> +5.0% (training -42 -> -31%; ZeRO-2 now, was refused), without "
+                 "Ray -27.9 -> -20.1% (training -42 -> -21%, generation -24 -> -20%: ZeRO-2 with the Adam state on the "
+                 "host, generate gathers no ZeRO-3 shards). Every run now fits the memory check. With a published mean "
+                 "response 20.7 -> 20.1%; without the contradicted runs 21.6 -> 20.6%; the calibration check's held-out "
+                 "runs 34.3% uncalibrated either way, 32.1 -> 38.1% calibrated (the NeMo RL factor, 1.20, now pushes "
+                 "two over-predicted rows further).")),
 )
 """The changes, oldest first."""

@@ -3,6 +3,7 @@ with the expected columns; ``make_all`` finds the scripts and knows which need t
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -213,8 +214,9 @@ def test_calibration_is_fitted_on_one_framework_and_reported_on_the_others(monke
 
 def test_a_run_the_memory_check_refuses_is_timed_past_it_and_marked(monkeypatch):
     mod = _load("published_runs", monkeypatch)
-    run = next(r for r in mod.RUNS if r.key == "openrlhf-ray-vllm-llama2-13b-8xa800")  # offload not stated: none assumed
-    row = mod.simulate_run(run, steps=1)
+    run = next(r for r in mod.RUNS if r.key == "openrlhf-ray-vllm-llama2-13b-8xa800")
+    assert run.optimizer_offload == 1.0  # --adam_offload, as the repository's scripts: it fits
+    row = mod.simulate_run(dataclasses.replace(run, optimizer_offload=0.0), steps=1)  # without it, it does not
     assert row["status"] == "ok, past the memory check" and "does not fit" in row["memory_check"]
     assert row["memory"].startswith("ZeRO-3") and row["predicted_step_s"] > 0
     fits = mod.simulate_run(next(r for r in mod.RUNS if r.key == RUNNABLE[0]), steps=1)
