@@ -69,7 +69,12 @@ def _memory_line(s: dict, cfg=None) -> str:
               if s.get("sleep_level") else "")
     state = cfg.trainer.state(s["zero_stage"], cfg.expert_parallel) if cfg is not None else f"ZeRO-{s['zero_stage']}"
     return (f"memory headroom per device: {pools}; trainer {state}, recompute {s['recompute']} "
-            f"(longest sequence {s['max_seq_tokens']:,} tokens); weight sync over {s['sync_mechanism']}{sleeps}")
+            f"(longest sequence {s['max_seq_tokens']:,} tokens); weight sync {_sync_words(s['sync_mechanism'])}{sleeps}")
+
+
+def _sync_words(mechanism: str) -> str:
+    """How the echo names the weight sync's path (``oppo_sim.hw.costs.sync``)."""
+    return "in place (ipc: generation on the training GPUs)" if mechanism == "ipc" else f"over {mechanism}"
 
 
 def _gpu(cfg) -> str:
@@ -92,9 +97,9 @@ def _engine(cfg) -> str:
         return f"{cfg.engine_kind.value} engine"
     from oppo_sim.hw.costs.eager import eager_ops_per_step
 
-    ops = eager_ops_per_step(cfg.models()["generate"], cfg.engine.tp)
+    ops = eager_ops_per_step(cfg.models()["generate"], cfg.engine.tp, cfg.engine.vllm_version)
     host = f"{ops * cfg.eager_host_op_s * 1e3:.1f} ms of host time" if cfg.eager_host_op_s else "host time in the profile"
-    return f"continuous engine, eager (no CUDA graphs: {ops:,} ops a step, {host})"
+    return f"continuous engine, eager (no CUDA graphs: {ops:,} ops a step in vLLM {cfg.engine.vllm_version}, {host})"
 
 
 def _print_table(df: pd.DataFrame) -> None:

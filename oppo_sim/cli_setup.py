@@ -17,7 +17,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
-from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
+from oppo_sim.hw.costs.eager import DEFAULT_VLLM_RELEASE, EAGER_HOST_OP_S, VLLM_RELEASES
 from oppo_sim.hw.costs.op_cost import add_op_costs_arg, hardware_for
 from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
 from oppo_sim.hw.costs.sync import SYNC_MECHANISMS
@@ -28,7 +28,7 @@ ENGINES: tuple[str, ...] = tuple(k.value for k in EngineKind)
 BOOL = argparse.BooleanOptionalAction
 
 CONTINUOUS_ONLY: tuple[str, ...] = ("max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
-                                    "enable_prefix_caching", "long_prefill_token_threshold", "enforce_eager")
+                                    "enable_prefix_caching", "long_prefill_token_threshold", "enforce_eager", "vllm_version")
 """``EngineConfig`` settings only the continuous (vLLM-style) engine uses; the static engine runs padded batches."""
 STATIC_ONLY: tuple[str, ...] = ("gen_batch", "call_tokens", "carry_kv", "call_overhead")
 """Settings of the static (TRL-style) engine only."""
@@ -245,6 +245,9 @@ def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
     g.add_argument("--enforce-eager", action=BOOL, default=None,
                    help=f"continuous engine: vLLM enforce_eager, no CUDA graphs: the host issues every kernel of a "
                         f"step (default {on_off(e.enforce_eager)})")
+    g.add_argument("--vllm-version", choices=tuple(VLLM_RELEASES), default=None,
+                   help=f"continuous engine: the vLLM release whose ops an --enforce-eager step issues, counted from "
+                        f"its source (default {DEFAULT_VLLM_RELEASE})")
     g.add_argument("--host-op-us", dest="host_op_us", type=nonneg_float, default=None, metavar="US",
                    help=f"host microseconds per eagerly issued op: a --enforce-eager step's kernels and Hugging Face "
                         f"generate's ops in the static engine (each step or forward costs the larger of the host's time and the GPU's); it depends on the host CPU (default "

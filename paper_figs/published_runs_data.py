@@ -76,6 +76,7 @@ class PublishedRun:
     max_num_seqs: int | None = None  # continuous engine (vLLM): sequences per iteration (None: oppo-sim's default)
     max_num_batched_tokens: int | None = None  # continuous engine (vLLM): tokens per iteration (None: default)
     enforce_eager: bool = False  # vLLM without CUDA graphs, where the script (or its framework's default then) says so
+    vllm_version: str = "0.11.0"  # the vLLM release whose eager ops price enforce_eager, where the source names one
     colocate: str = "sleep"  # generation sharing GPUs: "sleep" (vLLM sleep/wake, trainer offloaded) or "resident"
     sleep_level: int = 1  # vLLM sleep level where the engine sleeps (verl, OpenRLHF and NeMo RL call level 1)
     total_cap: bool = False  # max_response caps prompt + response together (a response gets the cap less its prompt)
@@ -263,13 +264,14 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full", ep=8,
         train_backend="megatron", train_tp=8, pp=12,
         max_num_seqs=1024, max_num_batched_tokens=2048 + 9632, enforce_eager=True, optimizer_offload=1.0,
-        mean_response=1960, mean_prompt=150,
+        vllm_version="0.8.5", mean_response=1960, mean_prompt=150,
         stages=Stages(generation_s=1050, timers="verl-0.7", definition="rollout time (s): verl's gen"),
         prompt_note="not published; assumed a 150-token mean (math prompts)",
         response_note="mean response 1,960 published; lognormal spread 0.7, capped at 9,632 (1204 x 8, as the script)",
         notes=("Megatron TP8 PP12 EP8 (ETP1) with the optimizer on the CPU (optimizer_offload_fraction 1 with "
                "optimizer_cpu_offload; 1.5 TB CPU memory per node); GRPO with a KL loss; rule reward; vLLM without CUDA graphs (the script's "
-               "rollout.enforce_eager=True)")),
+               "rollout.enforce_eager=True), vLLM 0.8.5 (the page's recommended image, "
+               "verlai/verl:app-verl0.4-vllm0.8.5-mcore0.13.0-preview)")),
 )
 
 

@@ -156,7 +156,7 @@ def engine_config(run: PublishedRun) -> EngineConfig:
     given = {k: v for k, v in (("max_num_seqs", run.max_num_seqs), ("max_num_batched_tokens", run.max_num_batched_tokens))
              if v is not None}
     return EngineConfig(tp=run.tp, gpu_memory_utilization=run.gpu_memory_utilization, enforce_eager=run.enforce_eager,
-                        **given)
+                        vllm_version=run.vllm_version, **given)
 
 
 OP_COSTS = {"mode": DEFAULT_OP_COSTS}

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oppo_sim.cli import main
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.frameworks.nemo_rl import translate_nemo_rl
 from oppo_sim.frameworks.openrlhf import translate_openrlhf
@@ -44,6 +45,33 @@ H20 = get_hardware("h20")
 def test_ops_per_step_by_hand(model, tp, ops):
     assert eager_ops_per_step(get_model(model), tp) == ops
     assert eager_host_seconds(get_model(model), tp) == pytest.approx(ops * EAGER_HOST_OP_S)
+
+
+@pytest.mark.parametrize("model, tp, ops", [
+    # vLLM 0.8.5: no zero fill (attention 6); Qwen3's q/k norms native (16); the MoE alignment's fill and zeros (13)
+    ("llama-3.1-8b", 1, 30 + 32 * (6 + 4)),
+    ("qwen3-30b-a3b", 4, 30 + 48 * (6 + 16) + 48 * 13 + 48 * 2),
+    # DeepSeek-V3: MLA 32; grouped top-k compiled by Inductor (7)
+    ("deepseek-v3", 32, 30 + 61 * 32 + 3 * 4 + 58 * (13 + 7 + 3) + 61 * 2),
+])
+def test_ops_per_step_of_vllm_0_8_5_by_hand(model, tp, ops):
+    assert eager_ops_per_step(get_model(model), tp, "0.8.5") == ops
+
+
+def test_the_vllm_release_reaches_the_engine_and_an_unknown_one_is_refused(capsys):
+    trace = generate_longtail(LongTailSpec(cap=2048), 32, seed=2)
+    base = SimConfig(batch=8, steps=1, gpu="h100-sxm", actor="qwen3-8b", reward="qwen3-8b")
+    gen = {v: simulate(trace, "baseline", replace(base, engine=EngineConfig(enforce_eager=True, vllm_version=v)))
+           .steps["generation_s"].sum() for v in ("0.11.0", "0.8.5")}
+    assert gen["0.8.5"] > gen["0.11.0"]  # Qwen3's native q/k norms: 1,038 ops a step against 642
+    with pytest.raises(ConfigError, match="engine vllm_version must be one of 0.11.0, 0.8.5"):
+        EngineConfig(vllm_version="0.9")
+    with pytest.raises(SystemExit):  # argparse's choices
+        main(["run", "--steps", "1", "--batch", "8", "--vllm-version", "0.9"])
+    assert "--vllm-version" in capsys.readouterr().err
+    assert main(["run", "--engine", "static", "--vllm-version", "0.8.5", "--steps", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--vllm-version" in err[0] and "continuous" in err[0]
 
 
 @given(st.floats(0, 5), st.floats(0, 0.1), st.floats(0, 5), st.floats(0, 0.1), st.floats(-1, 8), st.integers(0, 300))

@@ -11,6 +11,7 @@ from typing import Any
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.kvpool import NO_HITS, Hits
+from oppo_sim.hw.costs.eager import DEFAULT_VLLM_RELEASE, check_vllm_release
 from oppo_sim.hw.memory.engine_memory import engine_memory, kv_blocks
 from oppo_sim.hw.devices.hardware import GiB
 from oppo_sim.hw.models.lookup import ModelSpec
@@ -35,6 +36,7 @@ class EngineConfig:
     num_gpu_blocks_override: int | None = None  # vLLM's num_gpu_blocks instead of sizing it from memory
     enable_expert_parallel: bool = False  # a MoE model's experts sharded over the tp GPUs, not sliced
     enforce_eager: bool = False  # no CUDA graphs: the host issues every kernel of a step (oppo_sim.hw.costs.eager)
+    vllm_version: str = DEFAULT_VLLM_RELEASE  # the release whose eager op counts price enforce_eager (eager.VLLM_RELEASES)
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "tp"):
@@ -48,6 +50,7 @@ class EngineConfig:
         for name in ("enable_prefix_caching", "enable_chunked_prefill", "enable_expert_parallel", "enforce_eager"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"engine {name} must be a bool, got {getattr(self, name)!r}")
+        check_vllm_release(self.vllm_version, "engine vllm_version")
         thr = self.long_prefill_token_threshold
         if isinstance(thr, bool) or not isinstance(thr, numbers.Integral) or thr < 0:
             raise ConfigError(f"engine long_prefill_token_threshold must be an integer >= 0, got {thr!r}")

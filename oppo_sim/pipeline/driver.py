@@ -138,7 +138,8 @@ class Pipeline:
         cfg, name = self.cfg, self.cfg.placement.generate
         pool, cost, model, tp = self.pools[name], self.cost_of[name], self.models["generate"], self.cfg.engine.tp
         blocks = generation_kv_blocks(cfg, self.memory)  # the engine's share less its weights and profiled memory
-        dc = cost.decode(model, tp, cfg.engine.enable_expert_parallel, cfg.eager_host_op_s if cfg.engine.enforce_eager else 0.0)
+        dc = cost.decode(model, tp, cfg.engine.enable_expert_parallel, cfg.eager_host_op_s if cfg.engine.enforce_eager else 0.0,
+                         cfg.engine.vllm_version)
         zero3 = cfg.engine_kind == EngineKind.STATIC and name == cfg.placement.train and self.memory.train.zero_stage == 3
         static_cost = replace(cfg.static_cost, gather_s=cost.param_gather(model.weight_bytes(), pool.n)) if zero3 else cfg.static_cost
         self.replicas = [

@@ -38,7 +38,7 @@ import numpy as np
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.costs.decode_kernels import DecodeKernels
-from oppo_sim.hw.costs.eager import eager_host_seconds
+from oppo_sim.hw.costs.eager import DEFAULT_VLLM_RELEASE, eager_host_seconds
 from oppo_sim.hw.costs.expert_parallel import decode_comm_coeffs
 from oppo_sim.hw.costs.spans import sum_max_lines_floor
 from oppo_sim.hw.devices.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds, nodes_spanned
@@ -214,13 +214,15 @@ class CostModel:
         if not isinstance(self.sync, SyncPlan):
             raise ConfigError(f"CostModel: sync must be a SyncPlan, got {type(self.sync).__name__}")
 
-    def decode(self, model: ModelSpec, tp: int = 1, expert_parallel: bool = False, host_op_s: float = 0.0) -> DecodeCost:
+    def decode(self, model: ModelSpec, tp: int = 1, expert_parallel: bool = False, host_op_s: float = 0.0,
+               vllm_version: str = DEFAULT_VLLM_RELEASE) -> DecodeCost:
         """The generation cost of a ``tp``-GPU replica; its collectives cross the network where ``tp`` exceeds
         the scale-up domain (``domain``), as a TP group over several nodes does. ``host_op_s`` > 0: the engine
-        runs eagerly (vLLM ``enforce_eager``), each op it issues costs the host that long (``oppo_sim.hw.costs.eager``)."""
+        runs eagerly (vLLM ``enforce_eager``), each op it issues costs the host that long (``oppo_sim.hw.costs.eager``; the ops
+        of vLLM release ``vllm_version``)."""
         across = self.domain > 0 and tp > self.domain
         return DecodeCost(model, self.hw, tp, expert_parallel, self.hw.gpu.net_bw if across else None,
-                          nodes_spanned(tp, self.domain), eager_host_seconds(model, tp, host_op_s))
+                          nodes_spanned(tp, self.domain), eager_host_seconds(model, tp, host_op_s, vllm_version))
 
     def prefill_flops(self, model: ModelSpec, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool) -> float:
         return float(np.sum(model.forward_flops(new_tokens, context, scalar_head=scalar_head)))
