@@ -69,12 +69,20 @@ def _memory_line(s: dict, cfg=None) -> str:
               if s.get("sleep_level") else "")
     state = cfg.trainer.state(s["zero_stage"], cfg.expert_parallel) if cfg is not None else f"ZeRO-{s['zero_stage']}"
     return (f"memory headroom per device: {pools}; trainer {state}, recompute {s['recompute']} "
-            f"(longest sequence {s['max_seq_tokens']:,} tokens); weight sync {_sync_words(s['sync_mechanism'])}{sleeps}")
+            f"(longest sequence {s['max_seq_tokens']:,} tokens); {_sync_words(s)}{sleeps}")
 
 
-def _sync_words(mechanism: str) -> str:
-    """How the echo names the weight sync's path (``oppo_sim.hw.costs.sync``)."""
-    return "in place (ipc: generation on the training GPUs)" if mechanism == "ipc" else f"over {mechanism}"
+def _sync_words(s: dict) -> str:
+    """The weight sync: its path (``oppo_sim.hw.costs.sync``), its seconds and its largest parts (the trainer's
+    export, ``oppo_sim.hw.costs.weight_export``, and the hand-off)."""
+    m = s["sync_mechanism"]
+    where = "in place (ipc: generation on the training GPUs)" if m == "ipc" else f"over {m}"
+    legs = s.get("sync_legs_s") or {}
+    if not legs:
+        return f"weight sync {where}"
+    top = sorted(legs.items(), key=lambda kv: -kv[1])[:3]
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in top if v > 0)
+    return f"weight sync {where}: {sum(legs.values()):.2f} s a step ({parts})"
 
 
 def _gpu(cfg) -> str:

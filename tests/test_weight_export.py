@@ -114,3 +114,6 @@ def test_a_simulated_sync_is_the_export_plus_the_hand_off():
         if mech == "ipc":
             assert export > 0  # Megatron TP2: the tensor shards gathered
         assert res.steps["sync_s"].iloc[0] == pytest.approx(export + gcost.weight_sync(actor), rel=1e-9)
+        legs = res.summary["sync_legs_s"]  # what the run's echo itemises: the export's collectives, then the hand-off's
+        assert sum(legs.values()) == pytest.approx(res.steps["sync_s"].iloc[0], rel=1e-9)
+        assert ("export tensor all-gather" in legs) is (mech == "ipc") and legs["hand-off per_tensor"] > 0

@@ -45,14 +45,13 @@ from oppo_sim.engine.factory import EngineKind, make_engine
 from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Req
 from oppo_sim.engine.static import StaticEngineCore
 from oppo_sim.hw.costs.costmodel import CostModel, train_jobs
-from oppo_sim.hw.costs.weight_export import export_seconds
 from oppo_sim.hw.memory.pool_memory import MemoryReport
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
 from oppo_sim.pipeline.generation import GenReplica
 from oppo_sim.pipeline.fit_check import fit_for_policy, sleep_wake_of
 from oppo_sim.pipeline.memory_plan import frozen_gathers, frozen_shards, generation_kv_blocks, longest
-from oppo_sim.pipeline.topology import cost_models
+from oppo_sim.pipeline.topology import cost_models, weight_sync_legs
 from oppo_sim.pipeline.samples import SimSample
 from oppo_sim.pipeline.scoring import RULE_WORKERS, RuleScorer, Scorer
 from oppo_sim.traces.rowmap import TraceReplay
@@ -322,8 +321,8 @@ class Pipeline:
     def trainer(self):
         cfg, pl = self.cfg, self.cfg.placement
         tpool, tcost = self.pools[pl.train], self.cost_of[pl.train]
-        gpool, gcost = self.pools[pl.generate], self.cost_of[pl.generate]
-        actor = self.models["train"]
+        gpool = self.pools[pl.generate]
+        sync_s = sum(weight_sync_legs(cfg, self.cost_of).values())  # the trainer's export, then the hand-off
         for t in range(cfg.steps):
             yield self._train_event(t)
             asleep = self.asleep.pop(t, None)
@@ -343,7 +342,6 @@ class Pipeline:
                 yield self._switch("wake", t)
                 rec.sleep_wake_s = self.sleepwake.step_s
             rec.sync_start = self.env.now
-            sync_s = export_seconds(tcost, actor, tpool.n) + gcost.weight_sync(actor)  # the trainer's gathers, the hand-off
             job = gpool.submit(gpool.all, sync_s, activity="sync", role="sync", step=t)
             yield job.done
             for r in self.replicas:

@@ -8,8 +8,8 @@ from oppo_sim.hw.costs.costmodel import CostModel
 from oppo_sim.hw.devices.gpu_table import domain_gpus
 from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
 from oppo_sim.hw.memory.pool_memory import MemoryReport
-from oppo_sim.hw.costs.sync import SyncMechanism, SyncPlan, push_terms
-from oppo_sim.hw.costs.weight_export import export_seconds
+from oppo_sim.hw.costs.sync import SyncMechanism, SyncPlan, push_terms, sync_legs
+from oppo_sim.hw.costs.weight_export import export_legs, export_seconds
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
@@ -84,3 +84,15 @@ def sync_terms(cfg: SimConfig, report: MemoryReport) -> tuple[float, float, Sync
         return w + w / plan.gen_tp, gcost.hw.gpu.host_bw, plan.mechanism, export
     nbytes, bw = push_terms(actor, gcost.hw, plan)
     return nbytes, bw, plan.mechanism, export
+
+
+def weight_sync_legs(cfg: SimConfig, costs: dict[str, CostModel]) -> dict[str, float]:
+    """Seconds of each part of one weight sync of ``cfg``'s actor with the pools' ``costs`` (:func:`cost_models`):
+    the trainer's export (``export <collective>``: ``weight_export``), then the hand-off to the engines
+    (``hand-off <leg>``: ``sync``). Their sum is what a simulated step's sync takes."""
+    pl = cfg.placement
+    actor = cfg.models()["train"]
+    train, gen = costs[pl.train], costs[pl.generate]
+    legs = {f"export {k}": v for k, v in export_legs(train, actor, pl.pool(pl.train).devices).items()}
+    legs.update({f"hand-off {k}": v for k, v in sync_legs(actor, gen.hw, gen.sync).items()})
+    return legs
