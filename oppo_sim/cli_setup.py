@@ -134,6 +134,9 @@ def add_trainer_layout_args(p) -> None:
                    help="share of the optimizer state whose Adam step runs on the host CPU: 1 = DeepSpeed "
                         "offload_optimizer (OpenRLHF --adam_offload), Megatron optimizer_offload_fraction with "
                         "optimizer_cpu_offload (default %(default)s: Adam on the GPUs)")
+    p.add_argument("--fsdp-size", type=int, default=0, metavar="N",
+                   help="fsdp: verl fsdp_config.fsdp_size, ranks of one shard group - hybrid sharding, the state "
+                        "sharded inside groups of N and replicated across them (default %(default)s: -1 / 0, the whole pool)")
     p.add_argument("--balance-batch", action=argparse.BooleanOptionalAction, default=True,
                    help="verl trainer.balance_batch: deal each step's sequences to the data-parallel ranks balanced by "
                         "tokens (default on, verl's); --no-balance-batch: contiguous chunks in batch order")
@@ -146,7 +149,7 @@ def trainer_layout(a) -> TrainerLayout:
                          distributed_optimizer=getattr(a, "distributed_optimizer", True),
                          balance_batch=getattr(a, "balance_batch", True),
                          optimizer_offload=getattr(a, "optimizer_offload", 0.0),
-                         balance_order=getattr(a, "balance_order", "length"))
+                         balance_order=getattr(a, "balance_order", "length"), fsdp_size=getattr(a, "fsdp_size", 0))
 
 
 def add_sleep_level_arg(p) -> None:

@@ -84,6 +84,8 @@ class PublishedRun:
     sp: int = 1  # trainer sequence parallelism (verl ulysses_sequence_parallel_size)
     ep: int = 1  # trainer expert parallelism (Megatron expert_model_parallel_size); generation keeps vLLM's TP
     train_backend: str = "fsdp"  # the trainer: fsdp or megatron (with train_tp / pp / cp where the source states them)
+    zero: int | None = None  # fsdp: the ZeRO stage the source states (verl's FSDP full-shard: 3); None: the memory plan's
+    fsdp_size: int = 0  # fsdp: verl's fsdp_config.fsdp_size where the script sets it (hybrid sharding; 0: the whole pool)
     train_tp: int = 1  # Megatron tensor_model_parallel_size (as the source states it)
     pp: int = 1  # Megatron pipeline_model_parallel_size
     cp: int = 1  # Megatron context_parallel_size
@@ -201,9 +203,11 @@ _EAGER_THEN = ("vLLM without CUDA graphs: the page's numbers date from 2025-07-1
 
 def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_response: int, tp: int, sp: int,
              step_s: float, gen_s: float, score_s: float, train_s: float, script: str, note: str,
-             megatron: tuple[int, int] | None = None, enforce_eager: bool = False) -> PublishedRun:
-    """``megatron``: the script's (train_tp, train_pp) where it trains with Megatron (else FSDP)."""
-    layout = {"train_backend": "megatron", "train_tp": megatron[0], "pp": megatron[1]} if megatron else {}
+             megatron: tuple[int, int] | None = None, enforce_eager: bool = False, fsdp_size: int = 8) -> PublishedRun:
+    """``megatron``: the script's (train_tp, train_pp) where it trains with Megatron (else FSDP, full-shard, with
+    the script's ``fsdp_size``)."""
+    layout = ({"train_backend": "megatron", "train_tp": megatron[0], "pp": megatron[1]} if megatron
+              else {"zero": 3, "fsdp_size": fsdp_size})  # FSDP2 full-shard (verl's default), the script's fsdp_size
     return PublishedRun(
         key=key, framework="verl (colocated, synchronous)", source=source, version=f"{VERL[:12]} (script {script})",
         model="qwen2.5-math-7b", hf_model="Qwen/Qwen2.5-Math-7B (max_position_embeddings raised to 32768)",
@@ -221,7 +225,7 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
              max_response=20480, tp=2, sp=4, step_s=749, gen_s=321, score_s=88, train_s=286,
              script="verl/experimental/one_step_off_policy/shell/dapo_7b_math_fsdp2_colocate.sh",
              note="FSDP2 with parameter and optimizer offload (the page states max response 20,480 for FSDP2; "
-                  "the script at this commit has 8,192); " + _EAGER_THEN, enforce_eager=True),
+                  "the script at this commit has 8,192); fsdp_size 2; " + _EAGER_THEN, enforce_eager=True, fsdp_size=2),
     _verl_7b("verl-onestep-colocate-megatron-16xh20", source=VERL_ONE_STEP, devices=16, nodes=2, n=16,
              max_response=8192, tp=2, sp=1, step_s=699, gen_s=207, score_s=119, train_s=344,
              script="verl/experimental/one_step_off_policy/shell/dapo_7b_math_megatron_colocate.sh",
@@ -230,15 +234,15 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
     _verl_7b("verl-fullyasync-colocate-32xh20", source=VERL_FULLY_ASYNC, devices=32, nodes=4, n=16,
              max_response=28672, tp=4, sp=4, step_s=790.10, gen_s=357.41, score_s=107.71, train_s=269.80,
              script="verl/experimental/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh (colocate sync row)",
-             note="FSDP2; step averaged over 400 steps while response lengths drift"),
+             note="FSDP2 (fsdp_size 8: hybrid sharding); step averaged over 400 steps while response lengths drift"),
     _verl_7b("verl-fullyasync-colocate-64xh20", source=VERL_FULLY_ASYNC, devices=64, nodes=8, n=16,
              max_response=28672, tp=4, sp=4, step_s=365.28, gen_s=150.72, score_s=70.26, train_s=133.41,
              script="verl/experimental/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh (colocate sync row)",
-             note="FSDP2; step averaged over 400 steps while response lengths drift"),
+             note="FSDP2 (fsdp_size 8: hybrid sharding); step averaged over 400 steps while response lengths drift"),
     _verl_7b("verl-fullyasync-colocate-128xh20", source=VERL_FULLY_ASYNC, devices=128, nodes=16, n=16,
              max_response=28672, tp=4, sp=4, step_s=356.30, gen_s=177.85, score_s=53.92, train_s=113.81,
              script="verl/experimental/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh (colocate sync row)",
-             note="FSDP2; step averaged over 400 steps while response lengths drift"),
+             note="FSDP2 (fsdp_size 8: hybrid sharding); step averaged over 400 steps while response lengths drift"),
     PublishedRun(
         key="verl-fullyasync-colocate-qwen3-30b-a3b-128xh20", framework="verl (colocated, synchronous)",
         source=VERL_FULLY_ASYNC,

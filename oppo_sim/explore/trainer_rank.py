@@ -92,7 +92,7 @@ def _forward_seconds(cfg: SimConfig, report: MemoryReport, cost, role: str, devi
     gather = 0.0
     shards = frozen_shards(cfg, role, report.train.zero_stage) if role in FROZEN_ROLES else 1
     if shards > 1 and frozen_gathers(cfg):
-        gather = cost.param_gather(model.weight_bytes(scalar_head=scalar), shards)
+        gather = cost.param_gather(model.weight_bytes(scalar_head=scalar), shards, devices)
     budget = cfg.scorer_max_tokens * (devices if gather > 0 else cost.scorer_batch_scale(devices))
     batch = np.floor(np.cumsum(seqs) / budget)  # contiguous batches of about `budget` tokens
     total = 0.0

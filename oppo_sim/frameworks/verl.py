@@ -76,13 +76,13 @@ from oppo_sim.frameworks.translation import (
     load_source,
     resolve,
 )
-from oppo_sim.frameworks.verl_keys import check_typos, is_known
+from oppo_sim.frameworks.verl_keys import check_typos
 from oppo_sim.frameworks.verl_layout import (
     ASYNC_DEFAULTS,
-    CPU_OPTIMIZER,
     LAYOUT_KEYS,
     MEGATRON_DEFAULTS,
     entry,
+    fsdp,
     megatron,
     placement_and_policy,
 )
@@ -315,30 +315,7 @@ def _trainer_state(b: Builder, cfg: dict, dflt: dict) -> str:
         b.use(k, strategy, default=dflt[k])
         megatron(b, cfg, dflt)
         return "megatron"
-    if strategy not in ("fsdp", "fsdp2"):
-        raise ConfigError(f"{k}: expected fsdp, fsdp2 or megatron, got {cfg[k]!r}")
-    zk = A + "fsdp_config.reshard_after_forward"
-    reshard = cfg.get(zk) is None or as_bool(zk, cfg[zk])
-    b.use(k, strategy, "--zero", 3 if reshard else 2, default=dflt[k],
-          note="FSDP full-shard: ZeRO-3 (the reference sharded with it)" if reshard else "FSDP SHARD_GRAD_OP: ZeRO-2")
-    if cfg.get(zk) is not None:
-        b.use(zk, reshard, note="False: parameters stay gathered after the forward (SHARD_GRAD_OP, verl's ZeRO-2)")
-    sk = A + "ulysses_sequence_parallel_size"
-    b.use(sk, cfg[sk], "--sp", as_int(sk, cfg[sk]), default=dflt[sk])
-    pk, ok = A + "fsdp_config.param_offload", A + "fsdp_config.optimizer_offload"
-    param, opt = as_bool(pk, cfg[pk]), as_bool(ok, cfg[ok])
-    b.use(pk, param, default=dflt[pk])
-    b.use(ok, opt, "--offload-train-state" if param or opt else "--no-offload-train-state", default=dflt[ok],
-          note="with param_offload: the trainer's state " + ("to host while vLLM generates" if param or opt else
-                                                            "stays on the GPUs while vLLM generates"))
-    for key in CPU_OPTIMIZER:
-        if key in cfg:
-            b.ignore(key, cfg[key], "Megatron's hybrid CPU optimizer: under FSDP, verl's is fsdp_config.offload_policy")
-    k = A + "fsdp_config.offload_policy"
-    if k in cfg:
-        on = as_bool(k, cfg[k])
-        b.use(k, on, *(("--optimizer-offload", 1) if on else ()), note="FSDP2's CPUOffloadPolicy: the Adam step on the "
-              "CPU (the parameters it also streams from the host every pass are not priced)" if on else "")
+    fsdp(b, cfg, dflt, k, strategy)
     rk = "actor_rollout_ref.ref.fsdp_config.param_offload"
     if rk in cfg:
         b.use(rk, cfg[rk], note="oppo-sim offloads frozen weights exactly when it offloads the trainer's state")

@@ -241,3 +241,37 @@ def _fully_async(b: Builder, cfg: dict, dflt: dict) -> None:
         b.use(keys[2], thr, default=dflt[keys[2]], note="0: synchronous between parameter versions")
         b.notes.append("verl's fully-async trainer with staleness_threshold=0 trains each version's samples as they "
                        "arrive; oppo-sim's baseline on the two pools trains them after the version is generated")
+
+
+def fsdp(b: Builder, cfg: dict, dflt: dict, k: str, strategy: str) -> None:
+    """The FSDP actor (``actor.strategy`` ``k`` = ``fsdp`` / ``fsdp2``): full-shard = ZeRO-3 (SHARD_GRAD_OP =
+    ZeRO-2), hybrid sharding (``fsdp_size``), ``--sp``, its offload switches."""
+    if strategy not in ("fsdp", "fsdp2"):
+        raise ConfigError(f"{k}: expected fsdp, fsdp2 or megatron, got {cfg[k]!r}")
+    zk = A + "fsdp_config.reshard_after_forward"
+    reshard = cfg.get(zk) is None or as_bool(zk, cfg[zk])
+    b.use(k, strategy, "--zero", 3 if reshard else 2, default=dflt[k],
+          note="FSDP full-shard: ZeRO-3 (the reference sharded with it)" if reshard else "FSDP SHARD_GRAD_OP: ZeRO-2")
+    if cfg.get(zk) is not None:
+        b.use(zk, reshard, note="False: parameters stay gathered after the forward (SHARD_GRAD_OP, verl's ZeRO-2)")
+    sk = A + "ulysses_sequence_parallel_size"
+    b.use(sk, cfg[sk], "--sp", as_int(sk, cfg[sk]), default=dflt[sk])
+    fk = A + "fsdp_config.fsdp_size"
+    if fk in cfg:
+        n = as_int(fk, cfg[fk])
+        b.use(fk, n, *(("--fsdp-size", n) if n > 0 else ()),
+              note="hybrid sharding: the state sharded in groups of N, replicated across them" if n > 0 else "the whole pool")
+    pk, ok = A + "fsdp_config.param_offload", A + "fsdp_config.optimizer_offload"
+    param, opt = as_bool(pk, cfg[pk]), as_bool(ok, cfg[ok])
+    b.use(pk, param, default=dflt[pk])
+    b.use(ok, opt, "--offload-train-state" if param or opt else "--no-offload-train-state", default=dflt[ok],
+          note="with param_offload: the trainer's state " + ("to host while vLLM generates" if param or opt else
+                                                            "stays on the GPUs while vLLM generates"))
+    for key in CPU_OPTIMIZER:
+        if key in cfg:
+            b.ignore(key, cfg[key], "Megatron's hybrid CPU optimizer: under FSDP, verl's is fsdp_config.offload_policy")
+    k = A + "fsdp_config.offload_policy"
+    if k in cfg:
+        on = as_bool(k, cfg[k])
+        b.use(k, on, *(("--optimizer-offload", 1) if on else ()), note="FSDP2's CPUOffloadPolicy: the Adam step on the "
+              "CPU (the parameters it also streams from the host every pass are not priced)" if on else "")

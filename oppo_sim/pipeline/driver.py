@@ -140,7 +140,8 @@ class Pipeline:
         dc = cost.decode(model, tp, cfg.engine.enable_expert_parallel, cfg.eager_host_op_s if cfg.engine.enforce_eager else 0.0,
                          cfg.engine.vllm_version)
         zero3 = cfg.engine_kind == EngineKind.STATIC and name == cfg.placement.train and self.memory.train.zero_stage == 3
-        static_cost = replace(cfg.static_cost, gather_s=cost.param_gather(model.weight_bytes(), pool.n)) if zero3 else cfg.static_cost
+        gather_s = cost.param_gather(model.weight_bytes(), cfg.trainer.shard_ranks(pool.n), pool.n) if zero3 else 0.0
+        static_cost = replace(cfg.static_cost, gather_s=gather_s) if zero3 else cfg.static_cost
         self.replicas = [
             GenReplica(self.env, i, make_engine(cfg.engine_kind, dc, cfg.engine, blocks, cfg.static, static_cost), pool,
                        tuple(range(i * tp, (i + 1) * tp)), self._on_gen)
@@ -162,7 +163,7 @@ class Pipeline:
             model, cost = self.models[role], self.cost_of[name]
             shards = frozen_shards(self.cfg, role, self.memory.train.zero_stage)  # ZeRO-3 shards: gathered per forward
             w = model.weight_bytes(scalar_head=role in ("reward", "critic"))
-            gather = cost.param_gather(w, shards) if frozen_gathers(self.cfg) else 0.0  # Megatron: never
+            gather = cost.param_gather(w, shards, pool.n) if frozen_gathers(self.cfg) else 0.0  # Megatron: never
             self.scorers[role] = Scorer(self.env, role, model, pool, cost, self.cfg,
                                         free / model.kv_bytes_per_token(), self.on_scored, gather)
         if "rule" in self.roles:  # CPU workers, off the GPU pools (in the timeline, in no utilization)

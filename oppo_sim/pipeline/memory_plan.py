@@ -84,16 +84,22 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     weights = grads = optimizer = act = 0.0
     for _, model, scalar in cfg.trained():
         shared, experts = expert_split(model, model.params_scalar_head if scalar else model.params, ep if model.moe else 1)
-        for s in (state_bytes(shared, devices, z), state_bytes(experts, devices // ep, z)):
+        for s in (state_bytes(shared, cfg.trainer.shard_ranks(devices), z), state_bytes(experts, devices // ep, z)):
             weights, grads, optimizer = weights + s.weights, grads + s.grads, optimizer + s.optimizer * on_gpu
         act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in, train.full_logits) / sp)
     label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
     return RoleMemory(
         "train", label, phase, weights=weights, grads=grads, optimizer=optimizer, activations=act,
-        note=f"ZeRO-{z} over {devices} device{'s' if devices > 1 else ''}, recompute {rc}"
+        note=f"ZeRO-{z} over {_shard_words(cfg, devices)}, recompute {rc}"
         + (f", sequence parallel {sp}" if sp > 1 else "") + (f", expert parallel {ep}" if ep > 1 else "")
         + (", full logits" if train.full_logits else "") + _offload_note(cfg),
     )
+
+
+def _shard_words(cfg: SimConfig, devices: int) -> str:
+    """``8 devices``, or under hybrid sharding ``groups of 8 of 32 devices``."""
+    s = cfg.trainer.shard_ranks(devices)
+    return f"{devices} device{'s' if devices > 1 else ''}" if s == devices else f"groups of {s} of {devices} devices"
 
 
 def _offload_note(cfg: SimConfig) -> str:
@@ -137,7 +143,7 @@ def frozen_shards(cfg: SimConfig, role: str, zero_stage: int) -> int:
     pool = pl.pool_of(role)
     if cfg.trainer.megatron:
         return cfg.trainer.tp * cfg.trainer.pp if role in FROZEN_ROLES and pool == pl.train else 1
-    return pl.pool(pool).devices if role in FROZEN_ROLES and zero_stage == 3 else 1
+    return cfg.trainer.shard_ranks(pl.pool(pool).devices) if role in FROZEN_ROLES and zero_stage == 3 else 1
 
 
 def frozen_gathers(cfg: SimConfig) -> bool:

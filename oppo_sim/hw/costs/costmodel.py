@@ -282,20 +282,27 @@ class CostModel:
         """Seconds of one optimizer step's collectives over ``devices`` data-parallel ranks: the gradient
         all-reduce (ZeRO-2's reduce-scatter + all-gather move the same bus bytes), and under ZeRO-3 also
         the parameter all-gather, half an all-reduce's bytes (the ZeRO paper's 1.5x). Over ``net_bw`` when
-        the pool spans scale-up domains: a ring runs at its slowest link."""
-        t = allreduce_seconds(self.hw.params.collective, weight_bytes, devices, group_bw(self, devices, devices),
-                              group_nodes(self, devices, devices))
-        return t + (self.param_gather(weight_bytes, devices) if self.zero_stage == 3 else 0.0)
+        the pool spans scale-up domains: a ring runs at its slowest link. With hybrid sharding (the layout's
+        ``fsdp_size``) those run inside each shard group, and the ``1 / fsdp_size`` of the gradients a rank
+        holds is all-reduced across the groups."""
+        coll, s = self.hw.params.collective, self.layout.shard_ranks(devices)
+        t = allreduce_seconds(coll, weight_bytes, s, group_bw(self, s, devices), group_nodes(self, s, devices))
+        if s < devices:
+            t += allreduce_seconds(coll, weight_bytes / s, devices // s, group_bw(self, devices, devices),
+                                   group_nodes(self, devices, devices))
+        return t + (self.param_gather(weight_bytes, s, devices) if self.zero_stage == 3 else 0.0)
 
-    def param_gather(self, weight_bytes: float, devices: int) -> float:
+    def param_gather(self, weight_bytes: float, devices: int, pool: int | None = None) -> float:
         """Seconds of one all-gather of ``weight_bytes`` of weights sharded over ``devices`` ranks (ZeRO-3 /
-        FSDP full-shard): each rank receives the ``(n-1)/n`` it lacks, as a ``collective``. ZeRO-3 training
-        pays it once per optimizer step (:meth:`gradient_sync`); a frozen model sharded with the trainer
-        (``memory_plan.frozen_shards``) once per forward. 0 on one device."""
+        FSDP full-shard; a shard group of a ``pool``-GPU pool under hybrid sharding, default the whole pool): each
+        rank receives the ``(n-1)/n`` it lacks, as a ``collective``. ZeRO-3 training pays it once per optimizer step
+        (:meth:`gradient_sync`); a frozen model sharded with the trainer (``memory_plan.frozen_shards``) once per
+        forward. 0 on one device."""
         if devices <= 1:
             return 0.0
+        pool = devices if pool is None else pool
         return collective_seconds(self.hw.params.collective, (devices - 1) / devices * weight_bytes,
-                                  group_bw(self, devices, devices), "all-gather", devices, group_nodes(self, devices, devices))
+                                  group_bw(self, devices, pool), "all-gather", devices, group_nodes(self, devices, pool))
 
     def recompute_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:
         """FLOPs one training pass over sequences of ``seq_tokens`` tokens spends recomputing activations:

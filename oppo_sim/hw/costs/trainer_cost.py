@@ -227,7 +227,7 @@ def fsdp_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, minibat
     ep = cost.expert_parallel if model.moe else 1
     shared, experts = (x * model.dtype_bytes for x in expert_split(model, params, ep))
     w_read = shared + experts  # per device: all the shared weights, 1 / ep of the experts
-    opt_rank = params / devices if cost.zero_stage >= 1 else params  # parameters whose Adam state a rank holds
+    opt_rank = params / cost.layout.shard_ranks(devices) if cost.zero_stage >= 1 else params  # whose Adam state a rank holds
     f = cost.layout.optimizer_offload
     nbytes = minibatches * (3.0 * w_read + OPTIMIZER_BYTES_PER_PARAM * opt_rank * (1.0 - f))
     compute = float(loads.flops.sum()) / (sp * g.peak_flops * op.eff_compute)

@@ -16,6 +16,11 @@ CPU: DeepSpeed's ``offload_optimizer`` (OpenRLHF ``--adam_offload``) is 1; Megat
 RL ``megatron_cfg.optimizer``). Its state leaves the GPUs; its step is timed in
 :func:`oppo_sim.hw.costs.trainer_cost.cpu_optimizer_seconds`.
 
+``fsdp_size`` (``fsdp`` only; verl ``actor.fsdp_config.fsdp_size``, whose ``-1`` is 0 here) is FSDP's shard group:
+0 shards the state over every rank of the training pool (full shard); ``N`` is hybrid sharding (HSDP): the state
+sharded over groups of ``N`` consecutive ranks and replicated across the groups — a ZeRO-3 gather runs inside a
+group (over NVLink where it fits in a node), the gradients are reduced inside it and all-reduced across groups.
+
 ``balance_batch`` (verl ``trainer.balance_batch``, default on; both backends) says how a step's sequences
 are dealt to the data-parallel ranks: balanced by tokens (verl's Karmarkar-Karp partition with equal counts,
 approximated by a greedy longest-first partition with equal counts, :func:`oppo_sim.hw.costs.trainer_cost.dp_partition`) or in
@@ -56,6 +61,7 @@ class TrainerLayout:
     balance_batch: bool = True
     optimizer_offload: float = 0.0  # share of the optimizer state and step on the host CPU (module notes)
     balance_order: str = "length"  # a balanced rank's share before the mini-batch split: verl >= 0.6.1's, or batch order
+    fsdp_size: int = 0  # fsdp: ranks of one shard group (0: the whole pool; N: hybrid sharding, module notes)
 
     def __post_init__(self) -> None:
         if self.backend not in TRAIN_BACKENDS:
@@ -73,6 +79,13 @@ class TrainerLayout:
         if self.backend == "fsdp" and (self.model_parallel > 1 or self.vpp > 1):
             raise ConfigError(f"--train-tp/--pp/--vpp/--cp need --train-backend megatron (fsdp is data parallel; "
                               f"its sequence parallelism is --sp), got tp={self.tp} pp={self.pp} vpp={self.vpp} cp={self.cp}")
+        fs = self.fsdp_size
+        if isinstance(fs, bool) or not isinstance(fs, int) or fs < -1:
+            raise ConfigError(f"fsdp_size must be an integer >= 1, or 0 / -1 for the whole pool, got {fs!r}")
+        object.__setattr__(self, "fsdp_size", max(fs, 0))
+        if self.megatron and self.fsdp_size:
+            raise ConfigError(f"--fsdp-size {self.fsdp_size} is FSDP's shard group; --train-backend megatron shards by "
+                              "its own layout (--train-tp, --pp, --ep, the distributed optimizer)")
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError(f"virtual pipeline stages (--vpp {self.vpp}) need pipeline parallelism (--pp > 1)")
 
@@ -84,7 +97,7 @@ class TrainerLayout:
         """``backend`` without model parallelism, keeping this layout's trainer-wide settings (``balance_batch``,
         ``balance_order``, ``optimizer_offload``): what a search or a fallback starts from when it changes the layout."""
         return TrainerLayout(backend, balance_batch=self.balance_batch, optimizer_offload=self.optimizer_offload,
-                             balance_order=self.balance_order)
+                             balance_order=self.balance_order, fsdp_size=self.fsdp_size if backend == "fsdp" else 0)
 
     @property
     def model_parallel(self) -> int:
@@ -96,7 +109,15 @@ class TrainerLayout:
         self.check_devices(devices)
         return devices // self.model_parallel
 
+    def shard_ranks(self, devices: int) -> int:
+        """Ranks an FSDP / ZeRO trainer's state is sharded over on a ``devices``-GPU pool: ``fsdp_size`` (hybrid
+        sharding) where it is smaller, else all of them."""
+        return self.fsdp_size if 0 < self.fsdp_size < devices else devices
+
     def check_devices(self, devices: int) -> None:
+        if 0 < self.fsdp_size < devices and devices % self.fsdp_size:  # verl: one at or over the pool is a full shard
+            raise ConfigError(f"--fsdp-size {self.fsdp_size} must divide the trainer's {devices} devices (FSDP's "
+                              f"hybrid sharding replicates whole shard groups)")
         if devices % self.model_parallel:
             raise ConfigError(f"the trainer's tp x pp x cp = {self.tp} x {self.pp} x {self.cp} = {self.model_parallel} "
                               f"must divide its {devices} devices")
@@ -123,4 +144,5 @@ class TrainerLayout:
             raise ConfigError(f"balance order must be one of {', '.join(BALANCE_ORDERS)}, got {self.balance_order!r}")
         f = self.optimizer_offload
         cpu = "" if f == 0 else ", Adam on the CPU" if f == 1 else f", {f:.0%} of Adam on the CPU"
-        return (self.label(ep) if self.megatron else f"ZeRO-{zero_stage}") + cpu
+        hybrid = f" in groups of {self.fsdp_size}" if self.fsdp_size and not self.megatron else ""
+        return (self.label(ep) if self.megatron else f"ZeRO-{zero_stage}{hybrid}") + cpu

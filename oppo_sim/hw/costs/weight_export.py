@@ -6,7 +6,8 @@ whole tensor on every trainer rank — the engines' loaders then take their tens
 
 - FSDP / DeepSpeed ZeRO-3 (verl's FSDP ``per_tensor_generator`` with ``full_tensor()``; OpenRLHF's
   ``deepspeed.zero.GatheredParameters`` per parameter): one all-gather of each tensor over the sharded group
-  (every rank of the pool) — each rank receives ``(n - 1) / n`` of the weights. ZeRO-0/1/2 keep whole weights on
+  (every rank of the pool, or ``fsdp_size`` of them under hybrid sharding) — each rank receives ``(n - 1) / n``
+  of the weights. ZeRO-0/1/2 keep whole weights on
   every rank: nothing to gather (with expert parallelism, the routed experts over their group).
 - Megatron-Core (verl's ``megatron_utils.per_tensor_generator``; NeMo RL through Megatron-Bridge's
   ``export_hf_weights``, whose own comment says it "does PP/TP/EP gathers to materialize full unsharded tensors"):
@@ -63,8 +64,9 @@ def export_legs(cost, model: ModelSpec, devices: int) -> dict[str, float]:
         return calls * collective_latency(coll, kind, span, n) + nbytes / (group_bw(cost, span, devices) * coll.eff_memory)
 
     if not lay.megatron:
-        if cost.zero_stage >= 3:
-            return {"all-gather": leg((devices - 1) / devices * w, devices, model.param_tensors)}
+        if cost.zero_stage >= 3:  # over the shard group (the pool, or fsdp_size ranks under hybrid sharding)
+            s = lay.shard_ranks(devices)
+            return {"all-gather": leg((s - 1) / s * w, s, model.param_tensors)} if s > 1 else {}
         return {"expert all-gather": leg((ep - 1) / ep * routed, ep, routed_tensors / ep)} if ep > 1 else {}
     out: dict[str, float] = {}
     egroup = ep * expert_tp(lay, ep) if model.moe else 1
