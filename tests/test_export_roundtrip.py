@@ -63,6 +63,8 @@ CASES = [  # (framework, run arguments of the planned configuration, what the pl
      Chosen("baseline", None, "full")),
     ("verl", ["--placement", "gen-apart 4+4", *RULE, "--zero", "3", "--recompute", "full", "--ppo-epochs", "1"],
      Chosen("async(k=1)", 3, "full")),
+    ("verl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--zero", "3", "--fsdp-size", "8",
+              "--recompute", "full", "--ppo-epochs", "1"], Chosen("baseline", 3, "full")),
     ("verl", ["--placement", "colocated", "--devices", "8", "--algorithm", "ppo", "--reward", "qwen2.5-1.5b",
               "--critic", "qwen2.5-3b", "--batch", "16", "--zero", "3", "--recompute", "full", "--ppo-epochs", "1"],
      Chosen("baseline", 3, "full")),
@@ -105,6 +107,8 @@ def test_verl_exports_its_zero2_megatron_and_one_step_off_keys(tmp_path, framewo
     text = export(original, framework, chosen)
     if chosen.zero_stage == 2:
         assert "actor_rollout_ref.actor.fsdp_config.reshard_after_forward=False" in text
+    if original.trainer.fsdp_size:
+        assert "actor_rollout_ref.actor.fsdp_config.fsdp_size=8" in text
     if original.trainer.megatron:
         assert "--config-name=ppo_megatron_trainer" in text and "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2" in text
         assert "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full" in text

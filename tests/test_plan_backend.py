@@ -188,6 +188,8 @@ def test_expert_parallelism_is_searched_for_a_moe_actor_under_megatron():
     o = TrainerOptions(backends=BOTH, heads=(32, 4), layers=48, experts=128)
     pairs = trainer_layouts(o, 16, 8)
     assert pairs[0] == (TrainerLayout(), 1)  # fsdp first, its EP the user's
+    assert pairs[1] == (TrainerLayout(fsdp_size=8), 1)  # then hybrid sharding by node: the pool spans two
+    assert not any(t.fsdp_size for t, _ in trainer_layouts(o, 8, 8))  # one node: nothing to split
     mega = [(t.tp, t.pp, ep) for t, ep in pairs if t.megatron]
     assert (1, 1, 16) in mega and (4, 2, 8) in mega and (8, 2, 8) in mega and (2, 4, 2) in mega
     assert all(16 // pp % ep == 0 and 128 % ep == 0 and 16 % (tp * pp) == 0 for tp, pp, ep in mega)

@@ -136,7 +136,7 @@ def identity(c: Candidate) -> dict[str, Any]:
         "config": c.label(), "placement": p.label(), "layout": p.layout, "gen_gpus": p.gen, "train_gpus": p.train,
         "score_gpus": p.score, "tp": p.tp, "sp": p.sp, "replicas": p.replicas, "trainer": t.label(p.ep),
         "train_backend": t.backend, "train_tp": t.tp, "pp": t.pp, "vpp": t.vpp, "cp": t.cp, "ep": p.ep,
-        "distributed_optimizer": t.distributed_optimizer, "policy": q.name,
+        "distributed_optimizer": t.distributed_optimizer, "fsdp_size": t.fsdp_size, "policy": q.name,
         "policy_label": q.label(), "chunk": q.chunk, "delta": q.delta, "delta_rule": q.rule, "budget": q.budget, "staleness_bound": q.staleness,
     }
 

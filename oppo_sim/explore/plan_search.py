@@ -64,7 +64,7 @@ class _Space:
 
     @staticmethod
     def placement_key(p: PlacementSpec) -> str:
-        return f"{p.label()} tp{p.tp} sp{p.sp}" + (f" {p.trainer.label(p.ep)}" if p.trainer.megatron else "")
+        return f"{p.label()} tp{p.tp} sp{p.sp}" + (f" {p.trainer.label(p.ep)}" if p.trainer.named else "")
 
     def suggest(self, trial) -> Candidate:
         s = self.space

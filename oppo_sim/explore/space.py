@@ -171,7 +171,7 @@ class Candidate:
 
     def label(self) -> str:
         p = self.placement
-        trainer = f" ({p.trainer.label(p.ep)})" if p.trainer.megatron else ""
+        trainer = f" ({p.trainer.label(p.ep)})" if p.trainer.named else ""
         return f"{p.label()} tp{p.tp}{f' sp{p.sp}' if p.sp > 1 else ''}{trainer} {self.policy.label()}"
 
 

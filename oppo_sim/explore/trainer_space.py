@@ -3,7 +3,9 @@ frameworks' own terms (:class:`~oppo_sim.hw.costs.trainer_layout.TrainerLayout`,
 MoE actor trains with), enumerated from what is structurally possible — before memory and cost decide
 (:mod:`oppo_sim.explore.trainer_rank`).
 
-- ``fsdp`` (verl ``actor.strategy=fsdp``, OpenRLHF's DeepSpeed): one layout; its ZeRO stage and
+- ``fsdp`` (verl ``actor.strategy=fsdp``, OpenRLHF's DeepSpeed): the user's layout, and on a pool larger than
+  one scale-up domain hybrid sharding by domain as well (``fsdp_size`` = the domain's GPUs: the state sharded
+  inside a node, its gathers and most of its gradient traffic on NVLink, at more memory a rank); its ZeRO stage and
   recomputation are the cheapest that fit (``fit_check.check_fits``) and its Ulysses sequence
   parallelism the smallest that fits (``fit_check.smallest_sp``), both chosen later; expert parallelism
   is the user's (``--ep``: verl's FSDP has none of its own).
@@ -79,6 +81,8 @@ def trainer_layouts(o: TrainerOptions, train: int, domain: int) -> tuple[tuple[T
         fsdp = o.trainer if not o.trainer.megatron else o.trainer.plain()
         if train % o.ep == 0:
             out.append((fsdp, o.ep))
+            if not fsdp.fsdp_size and domain < train and train % domain == 0:
+                out.append((replace(fsdp, fsdp_size=domain), o.ep))
     if "megatron" not in o.backends:
         return tuple(out)
     t = megatron_template(o.trainer)

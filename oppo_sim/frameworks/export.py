@@ -49,6 +49,9 @@ def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
             out.append(f"# the plan's trainer uses ZeRO-{chosen.zero_stage}; verl's FSDP shards at least gradients and "
                        f"optimizer state: ZeRO-2 (SHARD_GRAD_OP)")
         out.append("actor_rollout_ref.actor.fsdp_config.reshard_after_forward=False  # ZeRO-2: FSDP SHARD_GRAD_OP")
+    if t.fsdp_size:
+        out += [f"actor_rollout_ref.actor.fsdp_config.fsdp_size={t.fsdp_size}  # hybrid sharding",
+                f"actor_rollout_ref.ref.fsdp_config.fsdp_size={t.fsdp_size}"]
     if cfg.expert_parallel > 1:
         out.append(f"# expert parallelism {cfg.expert_parallel} needs verl's Megatron trainer: FSDP shards the experts")
     if 0 < t.optimizer_offload < 1:
@@ -170,7 +173,7 @@ def export_best(res, framework: str) -> str:
     row, base = res.best, res.request.base
     trainer = TrainerLayout(str(row["train_backend"]), int(row["train_tp"]), int(row["pp"]), int(row["vpp"]), int(row["cp"]),
                             bool(row["distributed_optimizer"]), base.trainer.balance_batch, base.trainer.optimizer_offload,
-                            base.trainer.balance_order)
+                            base.trainer.balance_order, int(row.get("fsdp_size", 0) or 0))
     spec = PlacementSpec(row["layout"], int(row["gen_gpus"]), int(row["train_gpus"]), int(row["score_gpus"]),
                          int(row["tp"]), int(row["sp"]), trainer, int(row["ep"]))
     cfg = Candidate(spec, PolicySpec("baseline")).config(base)  # the planner's own placement rule, with its trainer

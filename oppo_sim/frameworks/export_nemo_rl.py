@@ -68,6 +68,9 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
         notes.append(f"the plan's trainer uses ZeRO-{chosen.zero_stage}; NeMo RL's DTensor FSDP2 shards fully (ZeRO-3)")
     if cfg.expert_parallel > 1:
         notes.append(f"expert parallelism {cfg.expert_parallel} needs policy.megatron_cfg: DTensor shards the experts")
+    if t.fsdp_size:
+        notes.append(f"the plan shards the trainer's state in groups of {t.fsdp_size} (hybrid); DTensor FSDP2 here "
+                     "shards it over every rank")
     if t.optimizer_offload > 0:
         notes.append("the plan steps Adam on the CPU: DTensor cannot (policy.megatron_cfg.optimizer.optimizer_cpu_offload can)")
     return {"dtensor_cfg": {"enabled": True, "tensor_parallel_size": 1,

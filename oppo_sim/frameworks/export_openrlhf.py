@@ -93,6 +93,9 @@ def _trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
         zero = 3
     if cfg.expert_parallel > 1:
         out.append(f"# expert parallelism {cfg.expert_parallel}: OpenRLHF's DeepSpeed trainer has no setting for it")
+    if cfg.trainer.fsdp_size and not cfg.trainer.megatron:
+        out.append(f"# the plan shards the trainer's state in groups of {cfg.trainer.fsdp_size} (hybrid); DeepSpeed "
+                   "shards it over every rank (ZeRO++'s --zpg partitions only the weights)")
     out += [f"--ds.zero_stage {zero}"] if zero is not None else []
     f = cfg.trainer.optimizer_offload
     if 0 < f < 1:

@@ -129,10 +129,17 @@ class TrainerLayout:
             raise ConfigError(f"expert parallelism (--ep {ep}) must divide the {devices // self.pp} ranks of one "
                               f"pipeline stage ({devices} devices / pp {self.pp})")
 
+    @property
+    def named(self) -> bool:
+        """Whether the layout is more than plain FSDP over the whole pool (Megatron, or hybrid sharding): what a
+        plan's configuration label names."""
+        return self.megatron or self.fsdp_size > 0
+
     def label(self, ep: int = 1) -> str:
-        """``fsdp``, or ``megatron tp4 pp2 (vpp2) (cp2) (ep8)`` style, for tables (``ep``: expert parallelism)."""
+        """``fsdp`` (``fsdp hybrid 8`` with hybrid sharding), or ``megatron tp4 pp2 (vpp2) (cp2) (ep8)`` style, for
+        tables (``ep``: expert parallelism)."""
         if not self.megatron:
-            return "fsdp"
+            return f"fsdp hybrid {self.fsdp_size}" if self.fsdp_size else "fsdp"
         parts = [f"tp{self.tp}", f"pp{self.pp}"] + ([f"vpp{self.vpp}"] if self.vpp > 1 else []) + (
             [f"cp{self.cp}"] if self.cp > 1 else []) + ([f"ep{ep}"] if ep > 1 else [])
         return "megatron " + " ".join(parts)
