@@ -200,7 +200,7 @@ def pareto_front(df: pd.DataFrame, maximize: str = "samples_per_s", minimize: st
 
 COLUMN_ORDER = (
     "rank", "config", "status", "reason", "placement", "layout", "gen_gpus", "train_gpus", "score_gpus", "tp",
-    "sp", "replicas", "trainer", "train_backend", "train_tp", "pp", "vpp", "cp", "ep", "distributed_optimizer",
+    "sp", "replicas", "trainer", "train_backend", "train_tp", "pp", "vpp", "cp", "ep", "distributed_optimizer", "fsdp_size",
     "train_phase_s", "policy", "policy_label", "chunk", "delta", "delta_rule", "budget", "staleness_bound",
     "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "step_time_median_s", "tokens_per_s",
     "util_gen", "util_train", "util_score", "util_overall", "flop_util", "staleness_mean", "staleness_max",
