@@ -224,9 +224,9 @@ def _report(res, top: int) -> None:
     if n_ok:
         best = res.best
         sp = f", sequence parallel {best['sp']}" if best["sp"] > 1 else ""
-        state = best["trainer"] if best["train_backend"] == "megatron" else f"fsdp ZeRO-{best['zero_stage']}"
+        state = best["trainer"] if best["train_backend"] == "megatron" else f"{best['trainer']} ZeRO-{best['zero_stage']}"
         print(f"\nbest: {best['config']} ({best['placement']}, {best['replicas']} generation replica(s) of tp {best['tp']}, "
-              f"trainer {state}{sp}, recompute {best['recompute']}, sync over {best['sync']}): "
+              f"trainer {state}{sp}, recompute {best['recompute']}, sync {'in place (ipc)' if best['sync'] == 'ipc' else 'over ' + str(best['sync'])}): "
               f"{best['samples_per_s']:.3f} samples/s" + (f", {best['speedup']:.2f}x the reference" if ref is not None else ""))
     refused = t[t["status"] != "ok"]
     if len(refused):
