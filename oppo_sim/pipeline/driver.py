@@ -140,8 +140,9 @@ class Pipeline:
         dc = cost.decode(model, tp, cfg.engine.enable_expert_parallel, cfg.eager_host_op_s if cfg.engine.enforce_eager else 0.0,
                          cfg.engine.vllm_version)
         zero3 = cfg.engine_kind == EngineKind.STATIC and name == cfg.placement.train and self.memory.train.zero_stage == 3
-        gather_s = cost.param_gather(model.weight_bytes(), cfg.trainer.shard_ranks(pool.n), pool.n) if zero3 else 0.0
-        static_cost = replace(cfg.static_cost, gather_s=gather_s) if zero3 else cfg.static_cost
+        static_cost = cfg.static_cost
+        if zero3:  # the trainer's ZeRO-3 shards, gathered for generate (inside a shard group under hybrid sharding)
+            static_cost = replace(static_cost, gather_s=cost.param_gather(model.weight_bytes(), cfg.trainer.shard_ranks(pool.n), pool.n))
         self.replicas = [
             GenReplica(self.env, i, make_engine(cfg.engine_kind, dc, cfg.engine, blocks, cfg.static, static_cost), pool,
                        tuple(range(i * tp, (i + 1) * tp)), self._on_gen)

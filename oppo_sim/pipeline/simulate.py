@@ -15,7 +15,7 @@ from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
 from oppo_sim.pipeline.fit_check import fit_for_policy, sleep_wake_of
 from oppo_sim.pipeline.memory_plan import longest
-from oppo_sim.pipeline.topology import cost_models, sync_plan, weight_sync_legs
+from oppo_sim.pipeline.topology import sync_plan, weight_sync_legs
 from oppo_sim.traces.catalog import load_trace
 from oppo_sim.traces.trace import Trace
 
@@ -49,7 +49,7 @@ def simulate(
     res = _result(p)
     sw = sleep_wake_of(cfg, report)
     extra = {**report.summary(), "sync_mechanism": sync_plan(cfg).mechanism.value,
-             "sync_legs_s": weight_sync_legs(cfg, cost_models(cfg, report)),
+             "sync_legs_s": weight_sync_legs(cfg, p.cost_of),  # the run's own cost models
              "sleep_level": sw.level if sw is not None else None, "sleep_wake_s": sw.step_s if sw is not None else 0.0}
     return replace(res, summary={**res.summary, **extra})
 

@@ -77,7 +77,8 @@ def sync_terms(cfg: SimConfig, report: MemoryReport) -> tuple[float, float, Sync
     path both legs' bytes cross the host link."""
     plan, pl = sync_plan(cfg), cfg.placement
     actor = cfg.models()["train"]
-    tcost, gcost = (cost_models(cfg, report)[p] for p in (pl.train, pl.generate))
+    costs = cost_models(cfg, report)
+    tcost, gcost = costs[pl.train], costs[pl.generate]
     export = export_seconds(tcost, actor, pl.pool(pl.train).devices)
     if plan.mechanism is SyncMechanism.HOST:
         w = float(actor.weight_bytes())
