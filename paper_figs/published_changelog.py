@@ -300,5 +300,19 @@ CHANGES: tuple[Change, ...] = (
                  "+54.4%, +103.0 -> +100.6%, +35.6 -> +33.1%; one-step-off FSDP2 +130.7 -> +130.2%. Median and worst "
                  "unchanged; the calibration check's held-out runs 34.3 -> 33.1% uncalibrated, 38.1% calibrated either "
                  "way. verl's 64 -> 128 training speed-up 1.69x -> 1.71x (published 1.17x).")),
+    Change("2026-11-26", "record",
+           "OpenRLHF's Llama-2-70B row: an engine decodes one actor rank's micro rollout batch at a time (max_num_seqs "
+           "8 -> 4). The vLLM engine is a synchronous Ray actor (LLMRayActor at the benchmark's commit: no "
+           "max_concurrency, so one method call at a time) and LLM.generate returns when its call's requests are done; "
+           "the 70B script's four actor ranks share two engines, so two ranks' calls of 4 run one after the other, "
+           "never as one batch of 8 (the 7B and 13B rows have one rank per engine and are unchanged)",
+           21.6, 20.6, 199.7, 199.7,
+           note=("Found while looking for the 70B row's missing generation time (the largest miss among the runs with a "
+                 "published mean response), by reading openrlhf/trainer/ray/vllm_engine.py and "
+                 "ppo_utils/experience_maker.py (make_experience: one blocking generate call per micro rollout batch) "
+                 "at dbdd43b0; the record's batch was set from the Ray semantics, not from the published time. Moved: "
+                 "OpenRLHF Llama-2-70B -34.3 -> +0.7% (make_experience -42.6 -> +5.8%, training -12.7% either way). "
+                 "With a published mean response 20.1 -> 16.9%; without the contradicted runs 20.6 -> 20.3%; the "
+                 "calibration check's held-out runs 33.1 -> 25.9% uncalibrated, 38.1% calibrated either way.")),
 )
 """The changes, oldest first."""

@@ -332,10 +332,12 @@ OPENRLHF_RUNS: tuple[PublishedRun, ...] = (
                     "per engine (max_num_seqs 8)")),
     _openrlhf("openrlhf-ray-vllm-llama2-70b-16xa800", framework="OpenRLHF (Ray + vLLM)", model="llama-2-70b",
               hf="meta-llama/Llama-2-70b-hf", devices=16, nodes=2, placement="pools:gen=4,train=8,score=4", tp=2,
-              step_s=9822.62, gen_s=7122.65, train_s=2699.97, max_num_seqs=8,
+              step_s=9822.62, gen_s=7122.65, train_s=2699.97, max_num_seqs=4,
               note=("GPUs ref:reward:actor:critic:vLLM = 2:2:4:4:4, two vLLM engines of TP2 (as the repository's "
-                    "70B script); micro rollout batch 4 per actor rank, two ranks per engine (max_num_seqs 8); "
-                    "ZeRO-3 (the 70B script's --zero_stage 3)")),
+                    "70B script); micro rollout batch 4 per actor rank, two ranks per engine, whose calls run one "
+                    "after the other: the engine is a synchronous Ray actor (LLMRayActor, one method call at a time) "
+                    "and LLM.generate returns when its call's requests are done, so an engine decodes one rank's 4 "
+                    "at a time (max_num_seqs 4); ZeRO-3 (the 70B script's --zero_stage 3)")),
     _openrlhf("openrlhf-deepspeed-llama2-7b-8xa800", framework="OpenRLHF (DeepSpeed, no Ray)", model="llama-2-7b",
               hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, step_s=1177.78, gen_s=920.81,
               train_s=256.97, engine="static", gen_batch=8, colocate="resident",
