@@ -18,7 +18,7 @@ from oppo_sim.engine.request import EngineConfig
 from oppo_sim.frameworks.nemo_rl import translate_nemo_rl
 from oppo_sim.frameworks.openrlhf import translate_openrlhf
 from oppo_sim.frameworks.verl import translate_verl
-from oppo_sim.hw.costs.costmodel import CostModel, DecodeCost
+from oppo_sim.hw.costs.costmodel import CostModel
 from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S, eager_host_seconds, eager_ops_per_step
 from oppo_sim.hw.costs.op_cost import hardware_for
 from oppo_sim.hw.costs.spans import sum_max_lines_floor

@@ -14,7 +14,6 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.hw.costs.costmodel import CostModel, DecodeCost
 from oppo_sim.hw.devices.hardware import get_hardware
-from oppo_sim.hw.memory.train_memory import layer_activation_bytes_per_token
 from oppo_sim.hw.models.lookup import MODELS, get_model, model_from_hf_config
 from oppo_sim.hw.costs.sync import param_tensors
 from oppo_sim.pipeline.config import SimConfig

@@ -16,7 +16,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import paper_placement
 from oppo_sim.explore.plan import PlanRequest, run_plan
 from oppo_sim.explore.space import Candidate, PlacementSpec, PolicySpec, space_for
-from oppo_sim.explore.trainer_rank import fitted, phase_seconds, prune_trainers, representative_batch
+from oppo_sim.explore.trainer_rank import fitted, phase_seconds, representative_batch
 from oppo_sim.frameworks.export import export_best
 from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
 from oppo_sim.hw.models.lookup import get_model

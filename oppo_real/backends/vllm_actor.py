@@ -23,6 +23,7 @@ Untested here: ``multiprocessing=True`` (weight sync then ships tensors to the e
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -90,7 +91,7 @@ def vllm_available() -> tuple[bool, str]:
     """(True, version) if `from vllm import LLMEngine` works here, else (False, reason)."""
     try:
         import vllm
-        from vllm.v1.engine.llm_engine import LLMEngine  # noqa: F401
+        importlib.import_module("vllm.v1.engine.llm_engine")  # the engine this backend drives
     except Exception as exc:  # ImportError, or torchvision operator errors from a broken install
         return False, f"vllm not importable: {type(exc).__name__}: {exc}".splitlines()[0]
     return True, vllm.__version__

@@ -9,6 +9,8 @@ still runs (matched by pid *and* start time, so a reused pid is never hit), then
 
 from __future__ import annotations
 
+import importlib.util
+
 import os
 import subprocess
 import sys
@@ -68,9 +70,7 @@ def watch(driver_pid: int, interval: float = 1.0) -> None:
 
 def start_reaper() -> subprocess.Popen | None:
     """Watch this process's descendants from a detached process; None if psutil is missing."""
-    try:
-        import psutil  # noqa: F401
-    except ImportError:  # pragma: no cover - Ray installs psutil
+    if importlib.util.find_spec("psutil") is None:  # pragma: no cover - Ray installs psutil
         return None
     return subprocess.Popen(
         [sys.executable, "-m", "oppo_real.workers.reaper", str(os.getpid())],

@@ -59,7 +59,7 @@ import pandas as pd
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.check_run import CheckRun, compare, predicted_timers, run_trace
 from oppo_sim.frameworks.stages import ACTOR, CRITIC, FRAMEWORK_TIMERS, GEN, LOGPROB, REF, REWARD, RULE, STEP, SYNC, VALUES
-from oppo_sim.hw.devices.hardware import CostParams, Hardware, OpParams
+from oppo_sim.hw.devices.hardware import CostParams, Hardware
 from oppo_sim.hw.fitting.profiles import save_profile
 
 PARAMS: dict[str, tuple[str, tuple]] = {  # parameter -> (op kind, the timeline pieces whose timers pin it)

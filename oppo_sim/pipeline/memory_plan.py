@@ -104,7 +104,7 @@ def _shard_words(cfg: SimConfig, devices: int) -> str:
 
 def _offload_note(cfg: SimConfig) -> str:
     f = cfg.trainer.optimizer_offload
-    return "" if f == 0 else f", Adam on the CPU" + ("" if f == 1 else f" for {f:.0%} of the state")
+    return "" if f == 0 else ", Adam on the CPU" + ("" if f == 1 else f" for {f:.0%} of the state")
 
 
 def _megatron_train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int, tokens: int, resp_in: int,

@@ -8,7 +8,6 @@ import argparse
 import math
 from types import SimpleNamespace
 
-import numpy as np
 import pandas as pd
 import pytest
 
