@@ -314,5 +314,21 @@ CHANGES: tuple[Change, ...] = (
                  "OpenRLHF Llama-2-70B -34.3 -> +0.7% (make_experience -42.6 -> +5.8%, training -12.7% either way). "
                  "With a published mean response 20.1 -> 16.9%; without the contradicted runs 20.6 -> 20.3%; the "
                  "calibration check's held-out runs 33.1 -> 25.9% uncalibrated, 38.1% calibrated either way.")),
+    Change("2026-11-26", "model",
+           "NeMo RL's reference is held on the host (--reference-on-host, SimConfig.reference_on_host; the NeMo RL "
+           "reader sets it wherever the loss has a KL term): its weights stay in pinned host memory and, for its pass, "
+           "the policy's weights are copied out, the reference's in, and the policy's back (one copy to the host, two "
+           "from it, at the pinned-copy rate); it takes no GPU memory of its own. The NeMo RL records set it",
+           20.6, 20.5, 199.7, 199.7,
+           note=("Read from NeMo RL's megatron_policy_worker.use_reference_model and setup_reference_model_state "
+                 "(pin_memory=True) at the v0.5 commit 9dbd9adc; made because NeMo RL's own 1-step-off Llama-3.1-8B "
+                 "recipe (8 training H100s, the reference beside the trainer) was refused by the memory check with the "
+                 "reference's 15 GiB held on the GPUs. Moved: the swap adds 0.3-1.1 s a step; with the reference's GPU "
+                 "memory freed, the memory plan now runs the Qwen3-32B recipes without recomputation, as their "
+                 "activation_checkpointing: false says (it had chosen full recomputation on GB200 to fit): GB200 "
+                 "Qwen3-32B +4.2 -> -5.7%; the rest within 0.4 points. GB200/H100 step-time ratio per GPU on NeMo RL's "
+                 "pairs (published 2.04x Llama-8B, 1.97x Qwen3-32B): 2.49x / 1.67x -> 2.49x / 1.84x. With a published "
+                 "mean response 16.9 -> 16.8%; without the contradicted runs 20.3 -> 20.2%; the calibration check's "
+                 "held-out runs 25.9% uncalibrated either way, 38.1 -> 38.0% calibrated.")),
 )
 """The changes, oldest first."""

@@ -90,6 +90,7 @@ class PublishedRun:
     pp: int = 1  # Megatron pipeline_model_parallel_size
     cp: int = 1  # Megatron context_parallel_size
     optimizer_offload: float = 0.0  # share of the Adam state stepped on the CPU (OpenRLHF --adam_offload, Megatron's fraction)
+    reference_on_host: bool = False  # NeMo RL: the reference in pinned host memory, swapped in for its pass
     balance_order: str = "batch"  # a rank's share before the mini-batch split: every run here predates verl's length
     #                               order (verl PR #3605, 2025-10-23, release 0.6.1); NeMo RL and OpenRLHF do not use it
     mean_response: float | None = None  # published mean response length (tokens)
@@ -109,6 +110,8 @@ class PublishedRun:
 
 
 _NEMO_NOTES = ("colocated vLLM put to sleep (level 1) while the trainer, offloaded during generation, runs; "
+               "the reference's weights in pinned host memory, swapped with the policy's for its pass "
+               "(megatron_policy_worker.use_reference_model); "
                "Megatron-core trainer with the table's Training [TP,CP,EP,PP] (no VPP); on-policy GRPO with NeMo RL's leave-one-out baseline (cost as grpo); k3 KL to the "
                "reference (coef 0.01); rule reward (math environment); step = generation + log-probs + training + "
                "refit, mean of 5 steps")
@@ -130,7 +133,7 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         tp=tp,
         published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.6,
         recompute=recompute, ep=ep, train_backend="megatron", train_tp=train_tp, pp=pp, cp=cp,
-        mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu,
+        mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True,
         stages=Stages(timers="nemo-rl", definition="only the step time is published"), prompt_note=_NEMO_PROMPT,
         response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
                        f"the tokens/s/GPU column); responses capped at max_total_sequence_length {max_total} minus "

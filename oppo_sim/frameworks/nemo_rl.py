@@ -9,7 +9,8 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
   ``--ppo-epochs 1`` (a step's samples are trained once); ``grpo.adv_estimator.name`` grpo /
   reinforce_plus_plus -> ``--algorithm grpo`` / ``reinforce++``; ``grpo.use_dynamic_sampling`` -> ``dapo``
   (``grpo.batch_multiplier`` -> ``--gen-batch-size``, ``grpo.dynamic_sampling_max_gen_batches`` ->
-  ``--max-gen-batches``); ``loss_fn.reference_policy_kl_penalty`` 0 -> ``--no-reference``; the reward is an
+  ``--max-gen-batches``); ``loss_fn.reference_policy_kl_penalty`` 0 -> ``--no-reference``, else
+  ``--reference-on-host`` (the policy worker keeps the reference in pinned host memory); the reward is an
   environment (``env.*``, off the GPUs) -> ``--reward rule``;
 - ``policy.model_name`` -> ``--actor``; ``data.max_input_seq_length`` -> ``--max-prompt`` (a longer prompt
   becomes a 4-token stub trained with weight 0: filtered here); ``policy.generation.max_new_tokens`` ->
@@ -166,8 +167,9 @@ def _batches(g: _Get) -> None:
     else:
         g.use("grpo.adv_estimator.name", "--algorithm", name, v=est)
     kl = as_float("loss_fn.reference_policy_kl_penalty", g("loss_fn.reference_policy_kl_penalty", 0.01))
-    g.use("loss_fn.reference_policy_kl_penalty", *(() if kl > 0 else ("--no-reference",)), v=kl,
-          note="KL in the loss: a reference model" if kl > 0 else "no reference model")
+    g.use("loss_fn.reference_policy_kl_penalty", *(("--reference-on-host",) if kl > 0 else ("--no-reference",)), v=kl,
+          note="KL in the loss: a reference model, held in pinned host memory and swapped with the policy's weights "
+               "for its pass (use_reference_model)" if kl > 0 else "no reference model")
     g.b.use("env", "", "--reward", "rule", note="NeMo RL's environments score off the GPUs")
     model = g(P + "model_name")
     if model is not None:

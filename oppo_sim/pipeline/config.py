@@ -72,6 +72,8 @@ class SimConfig:
     trainer: TrainerLayout = field(default_factory=TrainerLayout)  # fsdp or megatron, and its tp/pp/vpp/cp
     train_memory_fraction: float = 0.9  # share of a GPU the trainer and scorers may use where the engine is not
     #                                     running (the rest: CUDA context, NCCL buffers, fragmentation)
+    reference_on_host: bool = False  # NeMo RL: the reference's weights stay in pinned host memory and are swapped
+    #                                  with the policy's for each reference pass (memory_plan.reference_swapped)
 
     def __post_init__(self) -> None:
         checks = [
@@ -87,6 +89,7 @@ class SimConfig:
             (isinstance(self.truncate_prompt, bool), f"truncate_prompt must be a bool, got {self.truncate_prompt!r}"),
             (isinstance(self.offload_train_state, bool),
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
+            (isinstance(self.reference_on_host, bool), f"reference_on_host must be a bool, got {self.reference_on_host!r}"),
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
             (isinstance(self.train_memory_fraction, (int, float)) and 0 < self.train_memory_fraction <= 1,
              f"train_memory_fraction must be in (0, 1], got {self.train_memory_fraction!r}"),
@@ -114,14 +117,10 @@ class SimConfig:
                               "Face generate's eager host time itself")
         if self.reward_curve.seed is None:  # the synthetic rewards follow the run's seed
             object.__setattr__(self, "reward_curve", replace(self.reward_curve, seed=self.seed))
-        gen = self.placement.pool(self.placement.generate)
-        if gen.devices % self.engine.tp:
-            raise ConfigError(
-                f"generation pool '{gen.name}' has {gen.devices} devices, not a multiple of tensor parallelism {self.engine.tp}"
-            )
+        self._check_pools()
         # resolve names now so a typo fails at construction with a one-line error
         actor = self.models()["train"]
-        self.hardware_of(gen.name)
+        self.hardware_of(self.placement.generate)
         check_expert_parallel(actor, self.expert_parallel, self.placement.pool(self.placement.train).devices)
         if not isinstance(self.trainer, TrainerLayout):
             raise ConfigError(f"trainer must be a TrainerLayout, got {type(self.trainer).__name__}")
@@ -132,6 +131,16 @@ class SimConfig:
                               f"under --train-backend megatron sequences are split with --cp")
         if self.engine.enable_expert_parallel and not actor.moe:
             raise ConfigError(f"expert parallelism (--ep) needs a mixture-of-experts model; '{actor.id}' is dense")
+
+    def _check_pools(self) -> None:
+        gen = self.placement.pool(self.placement.generate)
+        if gen.devices % self.engine.tp:
+            raise ConfigError(
+                f"generation pool '{gen.name}' has {gen.devices} devices, not a multiple of tensor parallelism {self.engine.tp}"
+            )
+        if self.reference_on_host and self.placement.pool_of("reference") != self.placement.train:
+            raise ConfigError("reference_on_host swaps the reference with the policy on the trainer's GPUs (NeMo RL's "
+                              "policy worker): the reference must run on the training pool")
 
     def trace_limits(self) -> dict:
         """The caps every trace of this run gets (``load_trace`` / ``Trace.limited`` keywords)."""

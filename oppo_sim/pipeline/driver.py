@@ -46,11 +46,13 @@ from oppo_sim.engine.request import EMIT, FINISH, PAUSE, Req
 from oppo_sim.engine.static import StaticEngineCore
 from oppo_sim.hw.costs.costmodel import CostModel, train_jobs
 from oppo_sim.hw.memory.pool_memory import MemoryReport
+from oppo_sim.hw.costs.sleepwake import swap_seconds
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool, Timeline
 from oppo_sim.pipeline.generation import GenReplica
 from oppo_sim.pipeline.fit_check import fit_for_policy, sleep_wake_of
-from oppo_sim.pipeline.memory_plan import frozen_gathers, frozen_shards, generation_kv_blocks, longest
+from oppo_sim.pipeline.memory_plan import (frozen_gathers, frozen_shards, generation_kv_blocks, longest, reference_swapped,
+                                           scorer_weights)
 from oppo_sim.pipeline.topology import cost_models, weight_sync_legs
 from oppo_sim.pipeline.samples import SimSample
 from oppo_sim.pipeline.scoring import RULE_WORKERS, RuleScorer, Scorer
@@ -165,8 +167,10 @@ class Pipeline:
             shards = frozen_shards(self.cfg, role, self.memory.train.zero_stage)  # ZeRO-3 shards: gathered per forward
             w = model.weight_bytes(scalar_head=role in ("reward", "critic"))
             gather = cost.param_gather(w, shards, pool.n) if frozen_gathers(self.cfg) else 0.0  # Megatron: never
+            swap = swap_seconds(scorer_weights(self.cfg, role, pool.n, self.memory.train.zero_stage)[0],
+                                self.cfg.hardware_of(name).gpu.host_bw) if reference_swapped(self.cfg, role) else 0.0
             self.scorers[role] = Scorer(self.env, role, model, pool, cost, self.cfg,
-                                        free / model.kv_bytes_per_token(), self.on_scored, gather)
+                                        free / model.kv_bytes_per_token(), self.on_scored, gather, swap)
         if "rule" in self.roles:  # CPU workers, off the GPU pools (in the timeline, in no utilization)
             cpu = DevicePool(self.env, "cpu", RULE_WORKERS, 0.0, 0.0, self.timeline)
             self.scorers["rule"] = RuleScorer(self.env, cpu, self.algorithm.reward_cost_ms, self.on_scored)

@@ -43,6 +43,7 @@ from oppo_sim.core.placement import ROLES, Pool
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.hw.memory.engine_memory import engine_memory, kv_blocks
 from oppo_sim.hw.costs.expert_parallel import expert_split
+from oppo_sim.hw.devices.hardware import GiB
 from oppo_sim.hw.memory.train_memory import TrainMemoryConfig, activation_bytes, state_bytes
 from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.hw.memory.pool_memory import ALWAYS, GENERATE, OTHER, MemoryReport, PoolMemory, RoleMemory
@@ -146,6 +147,26 @@ def frozen_shards(cfg: SimConfig, role: str, zero_stage: int) -> int:
     return cfg.trainer.shard_ranks(pl.pool(pool).devices) if role in FROZEN_ROLES and zero_stage == 3 else 1
 
 
+def scorer_weights(cfg: SimConfig, role: str, devices: int, zero_stage: int) -> tuple[float, str]:
+    """(bytes per device, note) of scoring ``role``'s weights on its pool of ``devices``: under a Megatron
+    trainer a frozen model on the training pool holds its shard (the largest stage's tp slice, the routed
+    experts over ep), else the weights over :func:`frozen_shards`."""
+    m, scalar = cfg.models()[role], role in ("reward", "critic")
+    if cfg.trainer.megatron and role in FROZEN_ROLES and cfg.placement.pool_of(role) == cfg.placement.train:
+        w = megatron_state_bytes(m, cfg.trainer, cfg.expert_parallel, devices, scalar).weights
+        return w, cfg.trainer.label(cfg.expert_parallel if m.moe else 1)
+    shards = frozen_shards(cfg, role, zero_stage)
+    return m.weight_bytes(scalar_head=scalar) / shards, f"sharded over {shards}" if shards > 1 else ""
+
+
+def reference_swapped(cfg: SimConfig, role: str) -> bool:
+    """Whether ``role``'s weights live on the host and are swapped with the policy's for its pass: the reference
+    under ``SimConfig.reference_on_host`` (NeMo RL's policy workers keep it in pinned host memory and, in
+    ``use_reference_model``, copy the policy's weights out, load the reference's, and copy the policy's back —
+    :func:`oppo_sim.hw.costs.sleepwake.swap_seconds`). It takes no GPU memory of its own."""
+    return cfg.reference_on_host and role == "reference"
+
+
 def frozen_gathers(cfg: SimConfig) -> bool:
     """Whether a sharded frozen model (:func:`frozen_shards` > 1) all-gathers its weights for each forward:
     under FSDP / ZeRO-3, yes; under Megatron, never (its shard computes, activations move)."""
@@ -182,14 +203,10 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
     for role in cfg.scoring_roles():  # only the forwards the algorithm runs hold weights
         if pl.pool_of(role) != pool.name or (role in ("critic", "logprob") and pl.train == pool.name):
             continue
-        m, shards, scalar = models[role], frozen_shards(cfg, role, train.zero_stage), role in ("reward", "critic")
-        if cfg.trainer.megatron and role in FROZEN_ROLES and pool.name == pl.train:
-            # its Megatron shard: the largest stage's tp slice, the routed experts over ep
-            w = megatron_state_bytes(m, cfg.trainer, cfg.expert_parallel, pool.devices, scalar).weights
-            note = cfg.trainer.label(cfg.expert_parallel if m.moe else 1)
-        else:
-            w, note = m.weight_bytes(scalar_head=scalar) / shards, f"sharded over {shards}" if shards > 1 else ""
-        roles.append(RoleMemory(role, m.id, rest, weights=w, note=note))
+        w, note = scorer_weights(cfg, role, pool.devices, train.zero_stage)
+        if reference_swapped(cfg, role):
+            w, note = 0.0, f"on the host, swapped in place of the policy's weights for its pass ({w / GiB:.1f} GiB a device)"
+        roles.append(RoleMemory(role, models[role].id, rest, weights=w, note=note))
     gpu = cfg.hardware_of(pool.name).gpu
     return PoolMemory(
         pool.name, gpu.id, pool.devices, gpu.mem_bytes, cfg.engine.gpu_memory_utilization, tuple(roles),

@@ -8,7 +8,10 @@ A frozen model sharded with a ZeRO-3 trainer (``memory_plan.frozen_shards``) gat
 forward, as FSDP and DeepSpeed ZeRO-3 do: each rank runs its own micro-batch of up to
 ``scorer_max_tokens`` tokens (so a forward over the pool takes ``scorer_max_tokens`` x devices tokens, not
 the pool-wide batch of an unsharded scorer), and the gather overlaps the forward's compute (FSDP and
-ZeRO-3 prefetch the next layer's parameters while one computes): a forward costs the longer of the two."""
+ZeRO-3 prefetch the next layer's parameters while one computes): a forward costs the longer of the two.
+
+A reference held on the host (``memory_plan.reference_swapped``) pays its swap with the policy's weights
+(``swap_s``) once per step, with the first forward of that step's work."""
 
 from __future__ import annotations
 
@@ -28,9 +31,12 @@ class Scorer:
     """One scoring role on its pool: batches ready work, keeps per-sequence KV for streamed chunks (LRU)."""
 
     def __init__(self, env: simpy.Environment, role: str, model: ModelSpec, pool: DevicePool, cost: CostModel,
-                 cfg: SimConfig, kv_tokens: float, on_scored: Callable[[str, list[int]], None], gather_s: float = 0.0):
+                 cfg: SimConfig, kv_tokens: float, on_scored: Callable[[str, list[int]], None], gather_s: float = 0.0,
+                 swap_s: float = 0.0):
         self.env = env
         self.gather_s = gather_s  # each forward's all-gather of weights sharded with the trainer (0: a full copy)
+        self.swap_s = swap_s  # once a step: a host-held reference swapped with the policy's weights (0: none)
+        self._swapped_step = -1
         # tokens per forward over the pool: up to scorer_max_tokens on each data-parallel rank (and pipeline stage)
         self.budget = cfg.scorer_max_tokens * (pool.n if gather_s > 0 else cost.scorer_batch_scale(pool.n))
         self.role = role
@@ -72,6 +78,8 @@ class Scorer:
                 new_tok = [width - c for c in ctx_tok]
             secs, flops = cost.prefill_cost(self.model, self.pool.n, new_tok, ctx_tok, scalar_head=self.scalar)
             secs = max(secs, self.gather_s)  # prefetched layer by layer beside the compute (0 unsharded)
+            if self.swap_s and items[0][3] != self._swapped_step:
+                secs, self._swapped_step = secs + self.swap_s, items[0][3]
             if one_by_one:  # each streamed chunk is its own remote call to the scorer process
                 secs += self.cfg.overheads.call_s
             job = self.pool.submit(

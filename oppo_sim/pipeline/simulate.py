@@ -50,7 +50,8 @@ def simulate(
     sw = sleep_wake_of(cfg, report)
     extra = {**report.summary(), "sync_mechanism": sync_plan(cfg).mechanism.value,
              "sync_legs_s": weight_sync_legs(cfg, p.cost_of),  # the run's own cost models
-             "sleep_level": sw.level if sw is not None else None, "sleep_wake_s": sw.step_s if sw is not None else 0.0}
+             "sleep_level": sw.level if sw is not None else None, "sleep_wake_s": sw.step_s if sw is not None else 0.0,
+             "reference_swap_s": getattr(p.scorers.get("reference"), "swap_s", 0.0)}  # 0 unless held on the host
     return replace(res, summary={**res.summary, **extra})
 
 

@@ -64,7 +64,7 @@ from oppo_sim.hw.devices.hardware import GiB, Hardware
 from oppo_sim.hw.memory.pool_memory import GENERATE, OTHER, PoolMemory
 
 __all__ = ["SLEEP_LEVELS", "DEFAULT_SLEEP_LEVEL", "check_sleep_level", "HostCopy", "PINNED_COPY", "MEMORY_SAVER_COPY",
-           "SWITCH_FIXED_S", "SleepWake", "sleep_wake"]
+           "SWITCH_FIXED_S", "SleepWake", "sleep_wake", "swap_seconds"]
 
 SLEEP_LEVELS: tuple[int, ...] = (1, 2)
 DEFAULT_SLEEP_LEVEL = 1
@@ -192,3 +192,15 @@ def sleep_wake(pool: PoolMemory, hw: Hardware, level: int, engine_copy: HostCopy
         state_bytes=sum(r.weights + r.grads + r.optimizer for r in pool.roles if r.phase == OTHER),
         host_bw=hw.gpu.host_bw, engine_copy=engine_copy,
     )
+
+
+def swap_seconds(nbytes: float, host_bw: float, copy: HostCopy = PINNED_COPY) -> float:
+    """Seconds of one swap of a frozen model held on the host with the policy's weights of the same size
+    (``nbytes`` a device): NeMo RL's ``use_reference_model`` copies the policy's weights to the host, loads the
+    reference's from pinned host memory, runs the pass, and copies the policy's back — one copy to the host and
+    two from it, each a leg at ``copy``'s rate with its fixed cost (the policy's copy lands in pageable memory,
+    which can be slower: not modelled, as for verl's FSDP offload). 0 where nothing moves."""
+    if nbytes <= 0:
+        return 0.0
+    legs = (("to_host", 1), ("from_host", 2))
+    return sum(k * (copy.fixed_s + nbytes / copy.rate(d, host_bw)) for d, k in legs)
