@@ -53,14 +53,15 @@ try:
     from published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from published_runs_data import RUNS, PublishedRun
     from published_runs_sim import (baseline_steps, capped_lognormal_mean, derived_prompt_mean, median_for_mean,
-                                    missing_ids, response_cap, run_trace, sim_config, trace_name, use_op_costs)
+                                    missing_ids, response_cap, run_policy, run_trace, sim_config, sim_steps,
+                                    step_seconds, trace_name, use_op_costs)
 except ImportError:  # imported as paper_figs.published_runs
     from paper_figs.common import parse_args, print_table, save
     from paper_figs.published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from paper_figs.published_runs_data import RUNS, PublishedRun
     from paper_figs.published_runs_sim import (baseline_steps, capped_lognormal_mean, derived_prompt_mean,
-                                               median_for_mean, missing_ids, response_cap, run_trace, sim_config,
-                                               trace_name, use_op_costs)
+                                               median_for_mean, missing_ids, response_cap, run_policy, run_trace,
+                                               sim_config, sim_steps, step_seconds, trace_name, use_op_costs)
 
 NAME = "published_runs"
 __all__ = ["capped_lognormal_mean", "median_for_mean", "derived_prompt_mean", "response_cap", "run_trace", "sim_config",
@@ -93,7 +94,7 @@ def _err(pred: float | None, pub: float | None) -> float:
 def simulate_run(run: PublishedRun, steps: int) -> dict:
     """One row of the table: the run's setup, the published times, the prediction and its error."""
     row = {"key": run.key, "framework": run.framework, "model": run.model, "hf_model": run.hf_model, "gpu": run.gpu,
-           "devices": run.devices, "nodes": run.nodes, "placement": run.placement, "batch": run.batch, "n": run.n,
+           "devices": run.devices, "nodes": run.nodes, "placement": run.placement, "policy": run.policy, "batch": run.batch, "n": run.n,
            "max_prompt": run.max_prompt, "max_response": run.max_response, "algorithm": run.algorithm,
            "reward": run.reward, "kl": run.kl, "tp": run.tp, "ppo_epochs": run.ppo_epochs,
            "minibatches": run.minibatches, "gpu_memory_utilization": run.gpu_memory_utilization,
@@ -111,19 +112,20 @@ def simulate_run(run: PublishedRun, steps: int) -> dict:
         row["status"] = "needs " + ", ".join(missing)
     else:
         try:
-            cfg = sim_config(run, steps)
-            trace = run_trace(run, run.batch * run.n * steps)
-            res, memory = baseline_steps(cfg, trace)
+            n_sim = sim_steps(run, steps)
+            cfg = sim_config(run, n_sim)
+            trace = run_trace(run, run.batch * run.n * n_sim)
+            res, memory = baseline_steps(cfg, trace, run_policy(run))
             s = res.steps
         except OppoError as e:
             row["status"] = f"refused: {e}"
         else:
             if memory.startswith("refused"):
                 row["status"], row["memory_check"] = "ok, past the memory check", memory
-            row["predicted_step_s"] = float(s["step_time_s"].median())
+            row["predicted_step_s"] = step_seconds(run, s["step_time_s"])
             row["predicted_sync_s"] = float(s["sync_s"].median())
             row["memory"] = memory.removeprefix("refused; timed with ")
-            peak = implied_peak_pct(run, trace.prompt_tokens + trace.response_tokens, cfg.scoring_roles(), steps)
+            peak = implied_peak_pct(run, trace.prompt_tokens + trace.response_tokens, cfg.scoring_roles(), n_sim)
             row.update(implied_training_peak_pct=peak["training"], implied_scoring_peak_pct=peak["scoring"],
                        contradicted=bool(max(peak.values(), default=math.nan) > PEAK_LIMIT_PCT))
             row["predicted_step_low_s"], row["predicted_step_high_s"] = assumed_range(run, steps)

@@ -16,11 +16,14 @@ reported as needing it (the ``status`` column of the table).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+try:
+    from published_runs_nemo import NEMO_RUNS
+    from published_runs_record import PublishedRun, Stages
+except ImportError:  # imported as paper_figs.published_runs_data
+    from paper_figs.published_runs_nemo import NEMO_RUNS
+    from paper_figs.published_runs_record import PublishedRun, Stages
 
-NEMO_RL = "https://github.com/NVIDIA-NeMo/RL/blob/{commit}/docs/about/performance-summary.md"
-NEMO_V05 = "9dbd9adc95a10f5946cceb36e1d5b31e2429e470"  # v0.5 table (after the DeepSeek step-time fix, #1890)
-NEMO_V04 = "cff17f83bf30c4f9c757b5fe707b2c32db606411"  # the page's first version: the v0.4 table (#1560)
+__all__ = ["PublishedRun", "Stages", "NEMO_RUNS", "VERL_RUNS", "OPENRLHF_RUNS", "PAPER_RUNS", "RUNS"]
 VERL = "b178a3cd56f58b2d502255daba591e92833930a7"  # volcengine/verl main, 2026-01-29
 VERL_ONE_STEP = f"https://github.com/volcengine/verl/blob/{VERL}/verl/experimental/one_step_off_policy/README.md"
 VERL_FULLY_ASYNC = f"https://github.com/volcengine/verl/blob/{VERL}/docs/advance/fully_async.md"
@@ -28,159 +31,6 @@ VERL_DPSK = f"https://github.com/volcengine/verl/blob/{VERL}/docs/perf/dpsk.md"
 OPENRLHF = "dbdd43b0899b069a276fbc8813c6769011975806"  # OpenRLHF benchmark/README.md, 2024-03-26
 OPENRLHF_BENCH = f"https://github.com/OpenRLHF/OpenRLHF/blob/{OPENRLHF}/benchmark/README.md"
 OPPO_PAPER = "https://arxiv.org/abs/2509.25762"
-
-
-@dataclass(frozen=True)
-class Stages:
-    """Published per-stage times of one step (None: not published), the framework whose timers published them
-    (``timers``: a key of ``oppo_sim.frameworks.stages.FRAMEWORK_TIMERS``, which says what each timer covers
-    and which timers make the generation / scoring / training columns) and what the source calls them."""
-
-    generation_s: float | None = None
-    scoring_s: float | None = None
-    training_s: float | None = None
-    timers: str = "trl"
-    definition: str = ""
-
-
-@dataclass(frozen=True)
-class PublishedRun:
-    """One published run, as its framework ran it. ``placement``: ``colocated`` (every role time-shares all
-    devices), ``paper`` (N-1 generate+train, 1 scores) or ``pools:gen=G,train=T,score=S`` (generation on G
-    devices, actor/critic training and the actor's log-probs on T, the frozen reward and reference on S)."""
-
-    key: str
-    framework: str
-    source: str
-    version: str
-    model: str
-    hf_model: str
-    gpu: str
-    devices: int
-    nodes: int
-    placement: str
-    batch: int  # prompts per step
-    n: int  # responses per prompt
-    max_prompt: int
-    max_response: int  # with total_cap: the cap on prompt + response (NeMo RL's max_total_sequence_length)
-    algorithm: str
-    reward: str  # "rule" (a verifier) or the reward model's table id
-    kl: bool  # a frozen reference model for a KL term
-    tp: int  # tensor parallelism of each generation replica
-    published_step_s: float
-    ppo_epochs: int = 1
-    minibatches: int = 1  # optimizer steps per epoch (samples per step / the trainer's global batch)
-    gpu_memory_utilization: float = 0.9
-    engine: str = "continuous"  # continuous (vLLM/SGLang) or static (Hugging Face generate)
-    gen_batch: int | None = None  # static engine: rows per generate call
-    max_num_seqs: int | None = None  # continuous engine (vLLM): sequences per iteration (None: oppo-sim's default)
-    max_num_batched_tokens: int | None = None  # continuous engine (vLLM): tokens per iteration (None: default)
-    enforce_eager: bool = False  # vLLM without CUDA graphs, where the script (or its framework's default then) says so
-    vllm_version: str = "0.11.0"  # the vLLM release whose eager ops price enforce_eager, where the source names one
-    colocate: str = "sleep"  # generation sharing GPUs: "sleep" (vLLM sleep/wake, trainer offloaded) or "resident"
-    sleep_level: int = 1  # vLLM sleep level where the engine sleeps (verl, OpenRLHF and NeMo RL call level 1)
-    total_cap: bool = False  # max_response caps prompt + response together (a response gets the cap less its prompt)
-    recompute: str | None = None  # "full" where the source turns activation/gradient checkpointing on
-    sp: int = 1  # trainer sequence parallelism (verl ulysses_sequence_parallel_size)
-    ep: int = 1  # trainer expert parallelism (Megatron expert_model_parallel_size); generation keeps vLLM's TP
-    train_backend: str = "fsdp"  # the trainer: fsdp or megatron (with train_tp / pp / cp where the source states them)
-    zero: int | None = None  # fsdp: the ZeRO stage the source states (verl's FSDP full-shard: 3); None: the memory plan's
-    fsdp_size: int = 0  # fsdp: verl's fsdp_config.fsdp_size where the script sets it (hybrid sharding; 0: the whole pool)
-    train_tp: int = 1  # Megatron tensor_model_parallel_size (as the source states it)
-    pp: int = 1  # Megatron pipeline_model_parallel_size
-    cp: int = 1  # Megatron context_parallel_size
-    optimizer_offload: float = 0.0  # share of the Adam state stepped on the CPU (OpenRLHF --adam_offload, Megatron's fraction)
-    reference_on_host: bool = False  # NeMo RL: the reference in pinned host memory, swapped in for its pass
-    balance_order: str = "batch"  # a rank's share before the mini-batch split: every run here predates verl's length
-    #                               order (verl PR #3605, 2025-10-23, release 0.6.1); NeMo RL and OpenRLHF do not use it
-    mean_response: float | None = None  # published mean response length (tokens)
-    assumed_mean_response: float | None = None  # used when no mean is published
-    mean_prompt: float | None = None  # published, derived (prompt_note says how) or assumed
-    response_sigma: float = 0.7  # log-space spread of the synthetic response lengths
-    trace: tuple[str, ...] | None = None  # named traces (the first found is used) instead of the synthetic one
-    tokens_per_s_per_gpu: float | None = None  # NeMo RL: published throughput, for the prompt length
-    stages: Stages = field(default_factory=Stages)
-    prompt_note: str = ""
-    response_note: str = ""
-    notes: str = ""
-
-
-# --------------------------------------------------------------------------------------------------
-# NeMo RL performance summary: GRPO on OpenMathInstruct-2, Megatron-core trainer, vLLM generation, colocated
-
-
-_NEMO_NOTES = ("colocated vLLM put to sleep (level 1) while the trainer, offloaded during generation, runs; "
-               "the reference's weights in pinned host memory, swapped with the policy's for its pass "
-               "(megatron_policy_worker.use_reference_model); "
-               "Megatron-core trainer with the table's Training [TP,CP,EP,PP] (no VPP); on-policy GRPO with NeMo RL's leave-one-out baseline (cost as grpo); k3 KL to the "
-               "reference (coef 0.01); rule reward (math environment); step = generation + log-probs + training + "
-               "refit, mean of 5 steps")
-_NEMO_PROMPT = ("derived from the table: tokens/s/GPU x GPUs x step time / (prompts x n) - mean response "
-                "(the table's numbers are 5-step means, so this is approximate)")
-
-
-def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str, devices: int, nodes: int,
-          prompts: int, n: int, train_gbs: int, max_total: int, mean_response: float, tp: int, tok_s_gpu: float,
-          step_s: float, recipe: str, recompute: str | None = None, train: tuple[int, int, int, int] = (1, 1, 1, 1),
-          note: str = "") -> PublishedRun:
-    """``train``: the table's 'Training [TP,CP,EP,PP,VPP]' column (VPP n/a)."""
-    train_tp, cp, ep, pp = train
-    return PublishedRun(
-        key=key, framework=f"NeMo RL {version}", source=NEMO_RL.format(commit=commit),
-        version=f"{commit[:12]} (recipe examples/configs/recipes/llm/performance/{recipe}.yaml)",
-        model=model, hf_model=hf, gpu=gpu, devices=devices, nodes=nodes, placement="colocated", batch=prompts,
-        n=n, max_prompt=max_total, max_response=max_total, total_cap=True, algorithm="grpo", reward="rule", kl=True,
-        tp=tp,
-        published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.6,
-        recompute=recompute, ep=ep, train_backend="megatron", train_tp=train_tp, pp=pp, cp=cp,
-        mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True,
-        stages=Stages(timers="nemo-rl", definition="only the step time is published"), prompt_note=_NEMO_PROMPT,
-        response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
-                       f"the tokens/s/GPU column); responses capped at max_total_sequence_length {max_total} minus "
-                       f"the prompt"),
-        notes=f"{_NEMO_NOTES}{'; ' + note if note else ''}")
-
-
-NEMO_RUNS: tuple[PublishedRun, ...] = (
-    _nemo("nemo-v0.5-llama3.1-8b-16xh100", version="v0.5", commit=NEMO_V05, model="llama-3.1-8b",
-          hf="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm", devices=16, nodes=2, prompts=64, n=32,
-          train_gbs=512, max_total=4096, mean_response=1019, tp=1, tok_s_gpu=1581, step_s=92.8,
-          recipe="grpo-llama3.1-8b-instruct-2n8g", recompute="full", train=(1, 1, 1, 2),
-          note="training PP2 (the row's column has seven entries, [1,1,1,1,1,2,n/a]; the 2 read as PP)"),
-    _nemo("nemo-v0.5-qwen3-32b-32xh100", version="v0.5", commit=NEMO_V05, model="qwen3-32b", hf="Qwen/Qwen3-32B",
-          gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3251,
-          tp=4, tok_s_gpu=571, step_s=376, recipe="grpo-qwen3-32b-4n8g", train=(4, 1, 1, 4), note="training TP4 PP4"),
-    _nemo("nemo-v0.5-qwen3-30b-a3b-32xh100", version="v0.5", commit=NEMO_V05, model="qwen3-30b-a3b",
-          hf="Qwen/Qwen3-30B-A3B", gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512,
-          max_total=4096, mean_response=3196, tp=2, tok_s_gpu=1066, step_s=198, recipe="grpo-qwen3-30ba3b-4n8g",
-          train=(1, 1, 8, 1), note="token-dropless MoE"),
-    _nemo("nemo-v0.5-qwen3-235b-a22b-128xh100", version="v0.5", commit=NEMO_V05, model="qwen3-235b-a22b",
-          hf="Qwen/Qwen3-235B-A22B", gpu="h100-sxm", devices=128, nodes=16, prompts=16, n=32, train_gbs=512,
-          max_total=8192, mean_response=5700, tp=16, tok_s_gpu=54.1, step_s=431, recipe="grpo-qwen3-235b-16n8g",
-          recompute="full", train=(2, 2, 16, 8), note="training TP2 CP2 EP16 PP8; async vLLM engine"),
-    _nemo("nemo-v0.5-deepseek-v3-256xh100", version="v0.5", commit=NEMO_V05, model="deepseek-v3",
-          hf="unsloth/DeepSeek-V3-0324-BF16", gpu="h100-sxm", devices=256, nodes=32, prompts=32, n=16,
-          train_gbs=512, max_total=1536, mean_response=744, tp=32, tok_s_gpu=12.7, step_s=134,
-          recipe="grpo-deepseek-v3-32n8g", recompute="full", train=(1, 1, 16, 16),
-          note="training EP16 PP16; async vLLM engine"),
-    _nemo("nemo-v0.5-llama3.1-8b-8xgb200", version="v0.5", commit=NEMO_V05, model="llama-3.1-8b",
-          hf="meta-llama/Llama-3.1-8B-Instruct", gpu="gb200", devices=8, nodes=2, prompts=64, n=32, train_gbs=512,
-          max_total=4096, mean_response=1066, tp=1, tok_s_gpu=3359, step_s=91.0,
-          recipe="grpo-llama3.1-8b-instruct-2n4g", recompute="full", note="GB200-NVL72, 4 GPUs per node"),
-    _nemo("nemo-v0.5-qwen3-32b-16xgb200", version="v0.5", commit=NEMO_V05, model="qwen3-32b", hf="Qwen/Qwen3-32B",
-          gpu="gb200", devices=16, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3253,
-          tp=1, tok_s_gpu=1127, step_s=381, recipe="grpo-qwen3-32b-4n4g", train=(2, 1, 1, 1),
-          note="GB200-NVL72, 4 GPUs per node; training TP2"),
-    _nemo("nemo-v0.4-llama3.1-8b-16xh100", version="v0.4", commit=NEMO_V04, model="llama-3.1-8b",
-          hf="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm", devices=16, nodes=2, prompts=64, n=32,
-          train_gbs=512, max_total=4096, mean_response=1060, tp=1, tok_s_gpu=1562, step_s=97.7,
-          recipe="grpo-llama3.1-8b-instruct-2n8g", recompute="full", train=(1, 1, 1, 2),
-          note="same recipe as the v0.5 row, an earlier release's software"),
-    _nemo("nemo-v0.4-qwen3-32b-32xh100", version="v0.4", commit=NEMO_V04, model="qwen3-32b", hf="Qwen/Qwen3-32B",
-          gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3206,
-          tp=4, tok_s_gpu=540, step_s=393, recipe="grpo-qwen3-32b-4n8g", train=(4, 1, 1, 4),
-          note="training TP4 PP4; same recipe as the v0.5 row, an earlier release's software"),
-)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pandas as pd
 from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError, TraceError
 from oppo_sim.core.placement import Placement, Pool, colocated_placement, paper_placement
-from oppo_sim.core.policies import Baseline
+from oppo_sim.core.policies import Baseline, Policy, make_policy
 from oppo_sim.core.results import TIMELINE_COLUMNS, SimResult
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import StaticConfig
@@ -128,10 +128,11 @@ def placement(run: PublishedRun) -> Placement:
         return paper_placement(run.devices)
     if spec.startswith("pools:"):
         sizes = dict(part.split("=") for part in spec.removeprefix("pools:").split(","))
-        pools = tuple(Pool(name, int(sizes[name])) for name in ("gen", "train", "score"))
+        pools = tuple(Pool(name, int(sizes[name])) for name in ("gen", "train", "score") if name in sizes)
         if sum(p.devices for p in pools) != run.devices:
             raise ConfigError(f"{run.key}: pools {spec} do not add up to {run.devices} devices")
-        return Placement(pools, generate="gen", reward="score", reference="score", critic="train",
+        frozen = "score" if "score" in sizes else "train"  # without a scoring pool the trainer's GPUs score
+        return Placement(pools, generate="gen", reward=frozen, reference=frozen, critic="train",
                          logprob="train", train="train")
     raise ConfigError(f"{run.key}: unknown placement '{run.placement}'")
 
@@ -190,20 +191,39 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
     )
 
 
-def baseline_steps(cfg: SimConfig, trace: Trace) -> tuple[SimResult, str]:
-    """The baseline policy's result (per-step table and timeline) and the training setup it ran with. Where the
+def run_policy(run: PublishedRun) -> Policy:
+    """The framework's own schedule of ``run``: the synchronous baseline, or async with the run's staleness."""
+    return make_policy(run.policy, staleness=run.staleness) if run.policy == "async" else Baseline()
+
+
+def sim_steps(run: PublishedRun, steps: int) -> int:
+    """Steps to simulate for ``steps`` timed ones: an async run's first step has nothing to overlap and is not timed."""
+    return steps + 1 if run.policy == "async" else steps
+
+
+def step_seconds(run: PublishedRun, step_times: pd.Series) -> float:
+    """The predicted step time of ``run`` from its simulated steps: the median (baseline), or the mean of the steps
+    after the first (async: its steady state, whose steps alternate around their mean as generation and training
+    take turns being the longer; the sources publish a mean over steps)."""
+    return float(step_times.iloc[1:].mean()) if run.policy == "async" and len(step_times) > 1 else float(step_times.median())
+
+
+def baseline_steps(cfg: SimConfig, trace: Trace, policy: Policy | None = None) -> tuple[SimResult, str]:
+    """The result of the framework's schedule (per-step table and timeline; ``policy``, default the baseline) and
+    the training setup it ran with. Where the
     memory check refuses the configuration (the framework ran it, so it fit there), the steps are timed past
     the check with the most frugal setup (ZeRO-3, the run's recomputation or full) and the setup says
     ``refused; ...``: the prediction is then of the time, not of the memory."""
+    policy = policy if policy is not None else Baseline()
     try:
-        res = simulate(trace, "baseline", cfg)
+        res = simulate(trace, policy, cfg)
         return res, f"{cfg.trainer.state(res.summary['zero_stage'], cfg.expert_parallel)}, recompute {res.summary['recompute']}"
     except ConfigError as e:
         if "does not fit" not in str(e):
             raise
         refusal = str(e)
     train = replace(cfg.train_memory, zero_stage=3, recompute=cfg.train_memory.recompute or "full")
-    p = Pipeline(cfg, trace, Baseline(), memory=memory_report(cfg, *longest(trace, cfg.max_response), train=train))
+    p = Pipeline(cfg, trace, policy, memory=memory_report(cfg, *longest(trace, cfg.max_response), train=train))
     p.run()
     rows = [{"step": r.step, "start": r.start, "end": r.end, "step_time_s": r.step_time_s,
              "generation_s": r.gen_end - r.start, "scoring_s": max(0.0, r.score_end - r.gen_end),

@@ -170,7 +170,7 @@ def published_runs() -> str:
     ok = p[p.status.str.startswith("ok")]
     stated = ok[ok.mean_response_published.astype(bool)]
     err = ok.error_pct.abs()
-    text = (f"{len(ok)} of {len(p)} runs simulated ({int(p.steps.iloc[0])} steps each, baseline policy, uncalibrated: "
+    text = (f"{len(ok)} of {len(p)} runs simulated ({int(p.steps.iloc[0])} timed steps each, under the framework's schedule — the synchronous baseline, or async for NeMo RL's one-step-off rows —, uncalibrated: "
             f"a GPU's own kernel table where one ships, else the default cost parameters): median |step-time error| {err.median():.0f}%, worst {err.max():.0f}%")
     past = ok[ok.memory_check != "fits"]
     if len(past):
@@ -296,6 +296,43 @@ def scaling_series() -> str:
     return _md(pd.DataFrame(rows))
 
 
+OVERLAP_PAIRS = (("nemo-v0.5-llama3.1-8b-16xh100", "nemo-v0.5-llama3.1-8b-16xh100-1off"),
+                 ("nemo-v0.5-qwen3-30b-a3b-32xh100", "nemo-v0.5-qwen3-30b-a3b-32xh100-1off"),
+                 ("nemo-v0.5-llama3.1-8b-8xgb200", "nemo-v0.5-llama3.1-8b-8xgb200-1off"))
+"""NeMo RL's on-policy and one-step-off rows of one recipe on the same GPUs: what overlapping bought, published."""
+
+GB200_PAIRS = (("nemo-v0.5-llama3.1-8b-16xh100", "nemo-v0.5-llama3.1-8b-8xgb200"),
+               ("nemo-v0.5-qwen3-32b-32xh100", "nemo-v0.5-qwen3-32b-16xgb200"),
+               ("nemo-v0.5-qwen3-30b-a3b-32xh100", "nemo-v0.5-qwen3-30b-a3b-16xgb200"),
+               ("nemo-v0.5-qwen3-235b-a22b-128xh100", "nemo-v0.5-qwen3-235b-a22b-64xgb200"),
+               ("nemo-v0.5-deepseek-v3-256xh100", "nemo-v0.5-deepseek-v3-128xgb200"))
+"""NeMo RL's on-policy rows of one recipe on H100 and on GB200-NVL72."""
+
+
+def _pair_rows(pairs, label, ratio) -> str:
+    p = pd.read_csv(OUT / "published_runs.csv").set_index("key")
+    rows = []
+    for a, b in pairs:
+        x, y = p.loc[a], p.loc[b]
+        pub, pred = ratio(x, y, "published_step_s"), ratio(x, y, "predicted_step_s")
+        rows.append({"recipe": f"{x.model}, {label(x, y)}", "published": f"{pub:.2f}×", "predicted": f"{pred:.2f}×",
+                     "predicted / published − 1": _signed(100.0 * (pred / pub - 1.0))})
+    return _md(pd.DataFrame(rows))
+
+
+def overlap_pairs() -> str:
+    """Step-time speed-up of NeMo RL's one-step-off rows over its on-policy rows on the same GPUs, published beside
+    predicted (``published_runs.csv``): the gain from overlapping generation with training."""
+    return _pair_rows(OVERLAP_PAIRS, lambda x, y: f"{int(x.devices)}× {x.gpu}",
+                      lambda x, y, c: x[c] / y[c])
+
+
+def gb200_pairs() -> str:
+    """Per-GPU speed of GB200 over H100 on NeMo RL's on-policy recipes: H100 step x GPUs over GB200 step x GPUs."""
+    return _pair_rows(GB200_PAIRS, lambda x, y: f"{int(x.devices)} H100 / {int(y.devices)} GB200",
+                      lambda x, y, c: (x[c] * x.devices) / (y[c] * y.devices))
+
+
 def _roundtrip_rows(tag: str) -> tuple[list[dict], str]:
     import json
 
@@ -347,5 +384,5 @@ TABLES: dict[str, Callable[[], str]] = {
     "predictions": predictions, "parity": parity, "parity-run-a": parity_run_a, "paper-vs-ours": paper_vs_ours,
     "plan-paper": plan_paper, "plan-32b": plan_32b,
     "published-runs": published_runs, "published-changelog": published_changelog, "check-roundtrip": check_roundtrip,
-    "scaling-series": scaling_series,
+    "scaling-series": scaling_series, "overlap-pairs": overlap_pairs, "gb200-pairs": gb200_pairs,
 }

@@ -307,3 +307,40 @@ def test_the_changelog_ends_at_the_committed_table(monkeypatch):
     assert round(float(ok["error_pct"].abs().median()), 1) == last.median_after
     assert round(float(ok["error_pct"].abs().max()), 1) == last.worst_after
     assert all(c.kind in ("model", "record", "comparison") and c.date >= "2026-11-25" for c in log.CHANGES)
+
+
+def test_a_nemo_rl_one_step_off_record_agrees_with_the_nemo_rl_reader(monkeypatch):
+    """NeMo RL's one-step-off Llama-3.1-8B row against ``--from-nemo-rl`` on the test recipe modelled on the same
+    recipe (its trainer's global batch set to the table's T-GBS, 512): the async schedule, its staleness, the pools,
+    the engine's memory fraction and the host-held reference."""
+    from framework_helpers import config_of
+
+    mod = _load("published_runs", monkeypatch)
+    run = next(r for r in mod.RUNS if r.key == "nemo-v0.5-llama3.1-8b-16xh100-1off")
+    recipe = (Path(__file__).parent / "fixtures" / "frameworks" / "nemo_rl" / "recipes" / "llm" / "performance"
+              / "grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml")
+    read = config_of("--from-nemo-rl", str(recipe), "--from-nemo-rl", "policy.train_global_batch_size=512")
+    cfg = mod.sim_config(run, steps=1)
+    assert (run.policy, run.staleness) == ("async", 1) and mod.run_policy(run).label() == "async(k=1)"
+    assert [(p.name, p.devices) for p in cfg.placement.pools] == [("gen", 8), ("train", 8)]
+    assert [p.devices for p in read.placement.pools] == [8, 8]
+    assert cfg.placement.pool_of("reference") == cfg.placement.train == "train"
+    for field in ("batch", "minibatches", "reference_on_host", "nodes"):
+        assert getattr(cfg, field) == getattr(read, field), field
+    assert (cfg.algorithm.n, cfg.engine.tp, cfg.engine.gpu_memory_utilization) == (
+        read.algorithm.n, read.engine.tp, read.engine.gpu_memory_utilization)
+    assert (cfg.trainer.backend, cfg.trainer.tp, cfg.trainer.pp) == (read.trainer.backend, read.trainer.tp, read.trainer.pp)
+
+
+def test_an_async_run_is_timed_at_its_steady_state(monkeypatch):
+    """A baseline run's step is the median of its steps; an async run's, the mean of those after the first (which
+    has nothing to overlap), simulated one step longer."""
+    mod = _load("published_runs", monkeypatch)
+    sync = next(r for r in mod.RUNS if r.key == "nemo-v0.5-llama3.1-8b-16xh100")
+    off = next(r for r in mod.RUNS if r.key == "nemo-v0.5-llama3.1-8b-16xh100-1off")
+    steps = pd.Series([150.0, 50.0, 90.0, 52.0])
+    assert mod.step_seconds(sync, steps) == pytest.approx(71.0)
+    assert mod.step_seconds(off, steps) == pytest.approx(64.0)
+    assert (mod.sim_steps(sync, 3), mod.sim_steps(off, 3)) == (3, 4)
+    row = mod.simulate_run(off, steps=1)
+    assert row["status"] == "ok" and row["policy"] == "async" and row["predicted_step_s"] > 0
