@@ -84,7 +84,7 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                    help="generation sharing GPUs: engine and trainer take turns (sleep) or both stay resident "
                         "(default %(default)s; async on a shared pool is always resident)")
     add_sleep_level_arg(m)
-    add_offload_arg(m), add_reference_arg(m)
+    add_offload_arg(m), add_weight_moves_args(m)
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", *SYNC_MECHANISMS), default="auto",
                    help="weight sync path after the trainer's export (default %(default)s: ipc when generation runs on "
@@ -172,13 +172,18 @@ def add_offload_arg(p) -> None:
                         "offload off; the KV cache gets what they leave, only the engine sleeps) (default on)")
 
 
-def add_reference_arg(p) -> None:
-    """``--reference-on-host`` (``SimConfig.reference_on_host``)."""
+def add_weight_moves_args(p) -> None:
+    """How the framework moves weights besides the trainer's state: ``--reference-on-host``
+    (``SimConfig.reference_on_host``) and ``--refit-buffers`` (``SimConfig.refit_buffers``)."""
     p.add_argument("--reference-on-host", action="store_true",
                    help="the reference model's weights stay in pinned host memory and are swapped with the policy's "
                         "on the training GPUs for each reference pass, as NeMo RL's policy workers do "
                         "(use_reference_model): no GPU memory of its own, three weight copies over the host link a "
                         "step (default off: the reference holds its weights on its pool)")
+    p.add_argument("--refit-buffers", type=int, choices=(1, 2), default=1,
+                   help="weight sync: 1 exports and hands over tensor by tensor (verl, OpenRLHF); 2 packs tensors into "
+                        "two buffers in flight so each one's export overlaps the previous one's hand-off, one NCCL call "
+                        "a buffer (NeMo RL's refit, NRL_REFIT_NUM_BUFFERS=2) (default %(default)s)")
 
 
 def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
@@ -375,7 +380,7 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
             flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
             full_logits=a.full_logits,
         ), **limit_fields(a),
-        critic=critic_field(a), colocate=a.colocate, train_memory_fraction=getattr(a, "train_memory_fraction", 0.9), sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, reference_on_host=getattr(a, "reference_on_host", False), nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
+        critic=critic_field(a), colocate=a.colocate, train_memory_fraction=getattr(a, "train_memory_fraction", 0.9), sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, reference_on_host=getattr(a, "reference_on_host", False), refit_buffers=getattr(a, "refit_buffers", 1), nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 

@@ -19,7 +19,8 @@ NEMO_V04 = "cff17f83bf30c4f9c757b5fe707b2c32db606411"  # the page's first versio
 
 _NEMO_NOTES = ("colocated vLLM put to sleep (level 1) while the trainer, offloaded during generation, runs; "
                "the reference's weights in pinned host memory, swapped with the policy's for its pass "
-               "(megatron_policy_worker.use_reference_model); "
+               "(megatron_policy_worker.use_reference_model); refit double-buffered (packed tensors, two buffers in "
+               "flight: the export overlaps the hand-off); "
                "Megatron-core trainer with the table's Training [TP,CP,EP,PP] (no VPP); on-policy GRPO with NeMo RL's leave-one-out baseline (cost as grpo); k3 KL to the "
                "reference (coef 0.01); rule reward (math environment); step = generation + log-probs + training + "
                "refit, mean of 5 steps")
@@ -53,7 +54,7 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         tp=tp, colocate="resident" if off else "sleep", policy="async" if off else "baseline", staleness=max(off, 1),
         published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.8 if off else 0.6,
         recompute=recompute, ep=ep, train_backend="megatron", train_tp=train_tp, pp=pp, cp=cp,
-        mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True,
+        mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True, refit_buffers=2,
         stages=Stages(timers="nemo-rl", definition="only the step time is published"), prompt_note=_NEMO_PROMPT,
         response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
                        f"the tokens/s/GPU column); responses capped at max_total_sequence_length {max_total} minus "

@@ -85,7 +85,7 @@ def test_nemo_rl_recipes_hold_the_reference_on_the_host():
     from oppo_sim.frameworks.nemo_rl import translate_nemo_rl
 
     got = pairs(translate_nemo_rl([str(name)]).args)
-    assert "--reference-on-host" in got
+    assert "--reference-on-host" in got and got["--refit-buffers"] == "2"  # NeMo RL's double-buffered refit too
     no_kl = pairs(translate_nemo_rl([str(name), "loss_fn.reference_policy_kl_penalty=0"]).args)
     assert "--no-reference" in no_kl and "--reference-on-host" not in no_kl
 

@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from oppo_sim.core.algorithms import Algorithm
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import colocated_placement, disaggregated_placement
 from oppo_sim.hw.costs.costmodel import CostModel
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
@@ -117,3 +119,25 @@ def test_a_simulated_sync_is_the_export_plus_the_hand_off():
         legs = res.summary["sync_legs_s"]  # what the run's echo itemises: the export's collectives, then the hand-off's
         assert sum(legs.values()) == pytest.approx(res.steps["sync_s"].iloc[0], rel=1e-9)
         assert ("export tensor all-gather" in legs) is (mech == "ipc") and legs["hand-off per_tensor"] > 0
+
+
+def test_a_double_buffered_refit_overlaps_the_export_with_the_hand_off():
+    """NeMo RL's refit (``refit_buffers=2``): the sync takes the longer of the export and the hand-off's transfer,
+    and the per-tensor NCCL latency becomes one a buffer; tensor by tensor (1) adds them."""
+    from oppo_sim.hw.costs.sync import SYNC_PER_TENSOR_S
+    from oppo_sim.pipeline.topology import weight_sync_legs
+
+    cfg = SimConfig(batch=8, steps=1, actor="qwen2.5-1.5b", gpu="h100-sxm", placement=disaggregated_placement(4, 4, 1),
+                    trainer=TrainerLayout("megatron", tp=2), algorithm=Algorithm("grpo", n=2, reward="rule"))
+    one = weight_sync_legs(cfg, cost_models(cfg, check_fits(cfg)))
+    two_cfg = replace(cfg, refit_buffers=2)
+    two = weight_sync_legs(two_cfg, cost_models(two_cfg, check_fits(two_cfg)))
+    export = sum(v for k, v in one.items() if k.startswith("export "))
+    assert export > 0 and "overlap (double-buffered)" not in one
+    assert two["overlap (double-buffered)"] == pytest.approx(-min(export, one["hand-off transfer"]))
+    assert two["hand-off per_tensor"] == pytest.approx(get_model("qwen2.5-1.5b").param_tensors * SYNC_PER_TENSOR_S)
+    assert one["hand-off per_tensor"] > two["hand-off per_tensor"]  # each tensor's NCCL call latency, gone
+    total = max(export, one["hand-off transfer"]) + two["hand-off overhead"] + two["hand-off per_tensor"]
+    assert sum(two.values()) == pytest.approx(total)
+    with pytest.raises(ConfigError, match="refit_buffers must be 1"):
+        replace(cfg, refit_buffers=3)

@@ -10,7 +10,8 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
   reinforce_plus_plus -> ``--algorithm grpo`` / ``reinforce++``; ``grpo.use_dynamic_sampling`` -> ``dapo``
   (``grpo.batch_multiplier`` -> ``--gen-batch-size``, ``grpo.dynamic_sampling_max_gen_batches`` ->
   ``--max-gen-batches``); ``loss_fn.reference_policy_kl_penalty`` 0 -> ``--no-reference``, else
-  ``--reference-on-host`` (the policy worker keeps the reference in pinned host memory); the reward is an
+  ``--reference-on-host`` (the policy worker keeps the reference in pinned host memory); NeMo RL's refit is
+  double-buffered (``NRL_REFIT_NUM_BUFFERS``, 2 by default) -> ``--refit-buffers 2``; the reward is an
   environment (``env.*``, off the GPUs) -> ``--reward rule``;
 - ``policy.model_name`` -> ``--actor``; ``data.max_input_seq_length`` -> ``--max-prompt`` (a longer prompt
   becomes a 4-token stub trained with weight 0: filtered here); ``policy.generation.max_new_tokens`` ->
@@ -170,6 +171,8 @@ def _batches(g: _Get) -> None:
     g.use("loss_fn.reference_policy_kl_penalty", *(("--reference-on-host",) if kl > 0 else ("--no-reference",)), v=kl,
           note="KL in the loss: a reference model, held in pinned host memory and swapped with the policy's weights "
                "for its pass (use_reference_model)" if kl > 0 else "no reference model")
+    g.b.use("NRL_REFIT_NUM_BUFFERS", 2, "--refit-buffers", 2, default=True,
+            note="NeMo RL's refit packs tensors into buffers, two in flight (an environment variable, not the recipe's)")
     g.b.use("env", "", "--reward", "rule", note="NeMo RL's environments score off the GPUs")
     model = g(P + "model_name")
     if model is not None:

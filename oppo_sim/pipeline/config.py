@@ -72,6 +72,7 @@ class SimConfig:
     trainer: TrainerLayout = field(default_factory=TrainerLayout)  # fsdp or megatron, and its tp/pp/vpp/cp
     train_memory_fraction: float = 0.9  # share of a GPU the trainer and scorers may use where the engine is not
     #                                     running (the rest: CUDA context, NCCL buffers, fragmentation)
+    refit_buffers: int = 1  # weight sync: 1 tensor by tensor (verl, OpenRLHF), 2 NeMo RL's double-buffered refit
     reference_on_host: bool = False  # NeMo RL: the reference's weights stay in pinned host memory and are swapped
     #                                  with the policy's for each reference pass (memory_plan.reference_swapped)
 
@@ -138,6 +139,8 @@ class SimConfig:
             raise ConfigError(
                 f"generation pool '{gen.name}' has {gen.devices} devices, not a multiple of tensor parallelism {self.engine.tp}"
             )
+        if self.refit_buffers not in (1, 2):
+            raise ConfigError(f"refit_buffers must be 1 (tensor by tensor) or 2 (double-buffered), got {self.refit_buffers!r}")
         if self.reference_on_host and self.placement.pool_of("reference") != self.placement.train:
             raise ConfigError("reference_on_host swaps the reference with the policy on the trainer's GPUs (NeMo RL's "
                               "policy worker): the reference must run on the training pool")

@@ -39,12 +39,12 @@ def sync_plan(cfg: SimConfig) -> SyncPlan:
     node, or one rack-scale NVLink domain such as GB200 NVL72's), the network otherwise."""
     pl = cfg.placement
     if cfg.sync != "auto":
-        return SyncPlan(SyncMechanism(cfg.sync), cfg.engine.tp)
+        return SyncPlan(SyncMechanism(cfg.sync), cfg.engine.tp, cfg.refit_buffers)
     if pl.generate == pl.train:
-        return SyncPlan(SyncMechanism.IPC, cfg.engine.tp)
+        return SyncPlan(SyncMechanism.IPC, cfg.engine.tp, cfg.refit_buffers)
     domains = pool_domains(cfg)
     one = len(domains[pl.generate] | domains[pl.train]) == 1
-    return SyncPlan(SyncMechanism.NVLINK if one else SyncMechanism.NETWORK, cfg.engine.tp)
+    return SyncPlan(SyncMechanism.NVLINK if one else SyncMechanism.NETWORK, cfg.engine.tp, cfg.refit_buffers)
 
 
 def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
@@ -96,4 +96,7 @@ def weight_sync_legs(cfg: SimConfig, costs: dict[str, CostModel]) -> dict[str, f
     train, gen = costs[pl.train], costs[pl.generate]
     legs = {f"export {k}": v for k, v in export_legs(train, actor, pl.pool(pl.train).devices).items()}
     legs.update({f"hand-off {k}": v for k, v in sync_legs(actor, gen.hw, gen.sync).items()})
+    if gen.sync.buffers > 1:  # double-buffered: each buffer's export beside the previous one's hand-off
+        exported = sum(v for k, v in legs.items() if k.startswith("export "))
+        legs["overlap (double-buffered)"] = -min(exported, legs.get("hand-off transfer", 0.0))
     return legs

@@ -40,6 +40,15 @@ engine's weight loader (name lookup, the TP slice, the copy) — :data:`SYNC_PER
 the collective it waits for (:func:`oppo_sim.hw.devices.hardware.collective_latency` of a two-party call on the
 sync's path). The transfer itself is bandwidth-bound and counted once.
 
+**Double-buffered refit** (``SyncPlan.buffers = 2``; ``--refit-buffers 2``, NeMo RL's): NeMo RL packs the exported
+tensors into buffers and keeps two in flight — ``packed_broadcast_producer`` (``nemo_rl/utils/packed_tensor.py``,
+``NRL_REFIT_NUM_BUFFERS`` = 2, each buffer 2% of the GPU's memory up to 5 GB, one NCCL broadcast per buffer) and the
+colocated ``stream_weights_via_ipc_zmq_impl`` ("ping-pong double buffering to enable overlapping communication") at
+the v0.5 commit 9dbd9adc — so the export of one buffer overlaps the hand-off of the previous: the sync takes the
+longer of the export and the hand-off's transfer (``topology.weight_sync_legs`` adds a negative ``overlap`` leg of
+the shorter), and the per-tensor NCCL latency becomes one per buffer (``T x SYNC_PER_TENSOR_S`` stays: vLLM still
+loads tensor by tensor).
+
 The sync keeps its own efficiency rather than the ``collective`` one the all-reduces inside a pool use:
 a sync is measured end to end (``oppo-real``'s ``weight_sync_s``, fitted by
 ``calibration.with_sync_seconds``), and besides the NCCL broadcast it packs buckets and loads them into
@@ -104,8 +113,11 @@ class SyncPlan:
 
     mechanism: SyncMechanism = SyncMechanism.NVLINK
     gen_tp: int = 1
+    buffers: int = 1  # 1: tensor by tensor (verl, OpenRLHF); 2: NeMo RL's packed ping-pong buffers (module notes)
 
     def __post_init__(self) -> None:
+        if self.buffers not in (1, 2):
+            raise ConfigError(f"sync: refit buffers must be 1 (tensor by tensor) or 2 (double-buffered), got {self.buffers!r}")
         if not isinstance(self.mechanism, SyncMechanism):
             try:
                 object.__setattr__(self, "mechanism", SyncMechanism(str(self.mechanism).strip().lower()))
@@ -135,7 +147,8 @@ def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> dict[str, float
     else:
         legs["to_host"] = w / (g.host_bw * op.eff_memory)  # whole model through one rank's host link
         legs["from_host"] = share / (g.host_bw * op.eff_memory)  # every generator GPU over its own link
-    legs["per_tensor"] = model.param_tensors * per_tensor_seconds(hw, plan.mechanism)
+    packed = plan.buffers > 1 and plan.mechanism is not SyncMechanism.HOST  # one call per buffer, not per tensor
+    legs["per_tensor"] = model.param_tensors * (SYNC_PER_TENSOR_S if packed else per_tensor_seconds(hw, plan.mechanism))
     return legs
 
 
