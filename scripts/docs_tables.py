@@ -170,7 +170,7 @@ def published_runs() -> str:
     ok = p[p.status.str.startswith("ok")]
     stated = ok[ok.mean_response_published.astype(bool)]
     err = ok.error_pct.abs()
-    text = (f"{len(ok)} of {len(p)} runs simulated ({int(p.steps.iloc[0])} timed steps each, under the framework's schedule — the synchronous baseline, or async for NeMo RL's one-step-off rows —, uncalibrated: "
+    text = (f"{len(ok)} of {len(p)} runs simulated ({int(p.steps.iloc[0])} timed steps each under the framework's schedule, the synchronous baseline or, for NeMo RL's one-step-off rows, async; uncalibrated: "
             f"a GPU's own kernel table where one ships, else the default cost parameters): median |step-time error| {err.median():.0f}%, worst {err.max():.0f}%")
     past = ok[ok.memory_check != "fits"]
     if len(past):
