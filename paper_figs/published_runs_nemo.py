@@ -31,7 +31,8 @@ _NEMO_ASYNC_NOTES = ("generation on its own GPUs (vLLM's async engine, gpu_memor
                      "the new weights; oppo-sim's async policy keeps it on the version it started with); Megatron-core "
                      "trainer with the table's Training [TP,CP,EP,PP]; k3 KL (coef 0.01), importance-sampling correction "
                      "(no extra pass); rule reward; published step = mean of 5 steps, predicted = the mean of the "
-                     "simulated steps after the first (which has nothing to overlap yet)")
+                     "simulated steady state (the steps between the first, with nothing to overlap yet, and the "
+                     "last, with nothing left to overlap with)")
 _NEMO_PROMPT = ("derived from the table: tokens/s/GPU x GPUs x step time / (prompts x n) - mean response "
                 "(the table's numbers are 5-step means, so this is approximate)")
 

@@ -197,15 +197,19 @@ def run_policy(run: PublishedRun) -> Policy:
 
 
 def sim_steps(run: PublishedRun, steps: int) -> int:
-    """Steps to simulate for ``steps`` timed ones: an async run's first step has nothing to overlap and is not timed."""
-    return steps + 1 if run.policy == "async" else steps
+    """Steps to simulate for ``steps`` timed ones. An async run's first step has nothing to overlap yet and its last
+    nothing left to overlap with (the pipeline drains): neither is timed, and the steps between are an even number
+    (the steady state can alternate between a generation-bound and a training-bound step)."""
+    return steps + 2 + steps % 2 if run.policy == "async" else steps
 
 
 def step_seconds(run: PublishedRun, step_times: pd.Series) -> float:
-    """The predicted step time of ``run`` from its simulated steps: the median (baseline), or the mean of the steps
-    after the first (async: its steady state, whose steps alternate around their mean as generation and training
-    take turns being the longer; the sources publish a mean over steps)."""
-    return float(step_times.iloc[1:].mean()) if run.policy == "async" and len(step_times) > 1 else float(step_times.median())
+    """The predicted step time of ``run`` from its simulated steps: the median (baseline), or for an async run the mean
+    of its steady state, the steps between the first and the last (:func:`sim_steps`; the sources publish a mean
+    over steps)."""
+    if run.policy == "async" and len(step_times) > 2:
+        return float(step_times.iloc[1:-1].mean())
+    return float(step_times.median())
 
 
 def baseline_steps(cfg: SimConfig, trace: Trace, policy: Policy | None = None) -> tuple[SimResult, str]:

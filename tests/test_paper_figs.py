@@ -333,14 +333,14 @@ def test_a_nemo_rl_one_step_off_record_agrees_with_the_nemo_rl_reader(monkeypatc
 
 
 def test_an_async_run_is_timed_at_its_steady_state(monkeypatch):
-    """A baseline run's step is the median of its steps; an async run's, the mean of those after the first (which
-    has nothing to overlap), simulated one step longer."""
+    """A baseline run's step is the median of its steps; an async run's, the mean of its steady state: an even number
+    of steps between the first (nothing to overlap yet) and the last (the pipeline drains)."""
     mod = _load("published_runs", monkeypatch)
     sync = next(r for r in mod.RUNS if r.key == "nemo-v0.5-llama3.1-8b-16xh100")
     off = next(r for r in mod.RUNS if r.key == "nemo-v0.5-llama3.1-8b-16xh100-1off")
-    steps = pd.Series([150.0, 50.0, 90.0, 52.0])
-    assert mod.step_seconds(sync, steps) == pytest.approx(71.0)
-    assert mod.step_seconds(off, steps) == pytest.approx(64.0)
-    assert (mod.sim_steps(sync, 3), mod.sim_steps(off, 3)) == (3, 4)
+    steps = pd.Series([150.0, 50.0, 90.0, 52.0, 88.0, 40.0])
+    assert mod.step_seconds(sync, steps) == pytest.approx(70.0)
+    assert mod.step_seconds(off, steps) == pytest.approx(70.0)  # (50 + 90 + 52 + 88) / 4: not the first, not the last
+    assert (mod.sim_steps(sync, 3), mod.sim_steps(off, 3), mod.sim_steps(off, 4), mod.sim_steps(off, 1)) == (3, 6, 6, 4)
     row = mod.simulate_run(off, steps=1)
     assert row["status"] == "ok" and row["policy"] == "async" and row["predicted_step_s"] > 0
