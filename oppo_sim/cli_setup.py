@@ -64,8 +64,7 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     add_limit_args(g)
     g.add_argument("--ppo-epochs", type=positive(), default=4, help="PPO epochs per step (default %(default)s, as TRL)")
     g.add_argument("--minibatches", type=positive(), default=1, help="mini-batches per epoch (default %(default)s, as TRL)")
-    g.add_argument("--contention", type=float, default=0.0,
-                   help="slowdown factor when jobs share a device (default %(default)s)")
+    g.add_argument("--contention", type=float, default=0.0, help="slowdown factor when jobs share a device (default %(default)s)")
     g.add_argument("--seed", type=nonneg_int, default=0,
                    help="seed of every random choice: synthetic rewards, synthetic traces (default %(default)s)")
     add_algorithm_args(p)
@@ -84,7 +83,8 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                    help="generation sharing GPUs: engine and trainer take turns (sleep) or both stay resident "
                         "(default %(default)s; async on a shared pool is always resident)")
     add_sleep_level_arg(m)
-    add_offload_arg(m), add_weight_moves_args(m)
+    add_offload_arg(m)
+    add_weight_moves_args(m)
     m.add_argument("--nodes", type=positive(), default=1, help="nodes the devices are spread over (default %(default)s)")
     m.add_argument("--sync", choices=("auto", *SYNC_MECHANISMS), default="auto",
                    help="weight sync path after the trainer's export (default %(default)s: ipc when generation runs on "
