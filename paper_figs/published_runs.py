@@ -52,14 +52,14 @@ try:
     from common import parse_args, print_table, save
     from published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from published_runs_data import RUNS, PublishedRun
-    from published_runs_sim import (baseline_steps, capped_lognormal_mean, derived_prompt_mean, median_for_mean,
+    from published_runs_sim import (schedule_steps, capped_lognormal_mean, derived_prompt_mean, median_for_mean,
                                     missing_ids, response_cap, run_policy, run_trace, sim_config, sim_steps,
                                     step_seconds, trace_name, use_op_costs)
 except ImportError:  # imported as paper_figs.published_runs
     from paper_figs.common import parse_args, print_table, save
     from paper_figs.published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from paper_figs.published_runs_data import RUNS, PublishedRun
-    from paper_figs.published_runs_sim import (baseline_steps, capped_lognormal_mean, derived_prompt_mean,
+    from paper_figs.published_runs_sim import (schedule_steps, capped_lognormal_mean, derived_prompt_mean,
                                                median_for_mean, missing_ids, response_cap, run_policy, run_trace,
                                                sim_config, sim_steps, step_seconds, trace_name, use_op_costs)
 
@@ -115,7 +115,7 @@ def simulate_run(run: PublishedRun, steps: int) -> dict:
             n_sim = sim_steps(run, steps)
             cfg = sim_config(run, n_sim)
             trace = run_trace(run, run.batch * run.n * n_sim)
-            res, memory = baseline_steps(cfg, trace, run_policy(run))
+            res, memory = schedule_steps(cfg, trace, run_policy(run))
             s = res.steps
         except OppoError as e:
             row["status"] = f"refused: {e}"

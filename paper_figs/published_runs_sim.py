@@ -212,13 +212,12 @@ def step_seconds(run: PublishedRun, step_times: pd.Series) -> float:
     return float(step_times.median())
 
 
-def baseline_steps(cfg: SimConfig, trace: Trace, policy: Policy | None = None) -> tuple[SimResult, str]:
-    """The result of the framework's schedule (per-step table and timeline; ``policy``, default the baseline) and
-    the training setup it ran with. Where the
+def schedule_steps(cfg: SimConfig, trace: Trace, policy: Policy) -> tuple[SimResult, str]:
+    """The result of the framework's schedule ``policy`` (:func:`run_policy`: per-step table and timeline) and the
+    training setup it ran with. Where the
     memory check refuses the configuration (the framework ran it, so it fit there), the steps are timed past
     the check with the most frugal setup (ZeRO-3, the run's recomputation or full) and the setup says
     ``refused; ...``: the prediction is then of the time, not of the memory."""
-    policy = policy if policy is not None else Baseline()
     try:
         res = simulate(trace, policy, cfg)
         return res, f"{cfg.trainer.state(res.summary['zero_stage'], cfg.expert_parallel)}, recompute {res.summary['recompute']}"

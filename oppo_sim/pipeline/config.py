@@ -18,7 +18,7 @@ from oppo_sim.hw.memory.pool_memory import COLOCATE_MODES
 from oppo_sim.hw.models.lookup import ModelSpec, get_model
 from oppo_sim.hw.fitting.overheads import ExecutorOverheads
 from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, check_sleep_level
-from oppo_sim.hw.costs.sync import SYNC_MECHANISMS
+from oppo_sim.hw.costs.sync import SYNC_MECHANISMS, check_refit_buffers
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.traces.synthetic import RewardCurve
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT, DEFAULT_MAX_RESPONSE, Trace
@@ -139,8 +139,7 @@ class SimConfig:
             raise ConfigError(
                 f"generation pool '{gen.name}' has {gen.devices} devices, not a multiple of tensor parallelism {self.engine.tp}"
             )
-        if self.refit_buffers not in (1, 2):
-            raise ConfigError(f"refit_buffers must be 1 (tensor by tensor) or 2 (double-buffered), got {self.refit_buffers!r}")
+        check_refit_buffers(self.refit_buffers)
         if self.reference_on_host and self.placement.pool_of("reference") != self.placement.train:
             raise ConfigError("reference_on_host swaps the reference with the policy on the trainer's GPUs (NeMo RL's "
                               "policy worker): the reference must run on the training pool")

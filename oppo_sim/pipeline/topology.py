@@ -96,7 +96,8 @@ def weight_sync_legs(cfg: SimConfig, costs: dict[str, CostModel]) -> dict[str, f
     train, gen = costs[pl.train], costs[pl.generate]
     legs = {f"export {k}": v for k, v in export_legs(train, actor, pl.pool(pl.train).devices).items()}
     legs.update({f"hand-off {k}": v for k, v in sync_legs(actor, gen.hw, gen.sync).items()})
-    if gen.sync.buffers > 1:  # double-buffered: each buffer's export beside the previous one's hand-off
-        exported = sum(v for k, v in legs.items() if k.startswith("export "))
-        legs["overlap (double-buffered)"] = -min(exported, legs.get("hand-off transfer", 0.0))
+    exported = sum(v for k, v in legs.items() if k.startswith("export "))
+    overlap = min(exported, legs.get("hand-off transfer", 0.0)) if gen.sync.buffers > 1 else 0.0
+    if overlap > 0:  # double-buffered: each buffer's export beside the previous one's hand-off
+        legs["overlap (double-buffered)"] = -overlap
     return legs

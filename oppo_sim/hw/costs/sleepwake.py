@@ -114,6 +114,11 @@ class HostCopy:
         pinned = getattr(PINNED_COPY, f"{direction}_fraction") * host_bw
         return frac * host_bw if frac is not None else min(bps, pinned)
 
+    def leg(self, nbytes: float, direction: str, host_bw: float) -> float:
+        """Seconds of one copy of ``nbytes`` ``to_host`` or ``from_host``: the fixed cost and the bytes at :meth:`rate`
+        (0 where nothing moves)."""
+        return self.fixed_s + nbytes / self.rate(direction, host_bw) if nbytes > 0 else 0.0
+
 
 PINNED_COPY = HostCopy(
     "pinned copy", "a plain pinned Tensor.copy_ of 4 GiB on an L20 (PCIe Gen4 x16): 24.43 GiB/s to the host, 23.54 "
@@ -142,7 +147,7 @@ class SleepWake:
     state_copy: HostCopy = PINNED_COPY
 
     def _leg(self, nbytes: float, copy: HostCopy, direction: str) -> float:
-        return copy.fixed_s + nbytes / copy.rate(direction, self.host_bw) if nbytes > 0 else 0.0
+        return copy.leg(nbytes, direction, self.host_bw)
 
     def legs(self) -> dict[str, float]:
         """Seconds of each leg of a step (they add up to :attr:`step_s`); a leg that moves nothing costs 0."""
@@ -200,7 +205,4 @@ def swap_seconds(nbytes: float, host_bw: float, copy: HostCopy = PINNED_COPY) ->
     reference's from pinned host memory, runs the pass, and copies the policy's back — one copy to the host and
     two from it, each a leg at ``copy``'s rate with its fixed cost (the policy's copy lands in pageable memory,
     which can be slower: not modelled, as for verl's FSDP offload). 0 where nothing moves."""
-    if nbytes <= 0:
-        return 0.0
-    legs = (("to_host", 1), ("from_host", 2))
-    return sum(k * (copy.fixed_s + nbytes / copy.rate(d, host_bw)) for d, k in legs)
+    return copy.leg(nbytes, "to_host", host_bw) + 2.0 * copy.leg(nbytes, "from_host", host_bw)

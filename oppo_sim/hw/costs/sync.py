@@ -75,7 +75,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.devices.hardware import Hardware, collective_latency
 from oppo_sim.hw.models.lookup import ModelSpec
 
-__all__ = ["SyncMechanism", "SYNC_MECHANISMS", "HOST_PER_TENSOR_S", "SYNC_PER_TENSOR_S", "SyncPlan", "param_tensors",
+__all__ = ["SyncMechanism", "SYNC_MECHANISMS", "HOST_PER_TENSOR_S", "SYNC_PER_TENSOR_S", "SyncPlan", "check_refit_buffers", "param_tensors",
            "per_tensor_seconds", "push_terms", "sync_legs", "sync_seconds"]
 
 HOST_PER_TENSOR_S = 2e-3
@@ -116,8 +116,7 @@ class SyncPlan:
     buffers: int = 1  # 1: tensor by tensor (verl, OpenRLHF); 2: NeMo RL's packed ping-pong buffers (module notes)
 
     def __post_init__(self) -> None:
-        if self.buffers not in (1, 2):
-            raise ConfigError(f"sync: refit buffers must be 1 (tensor by tensor) or 2 (double-buffered), got {self.buffers!r}")
+        check_refit_buffers(self.buffers)
         if not isinstance(self.mechanism, SyncMechanism):
             try:
                 object.__setattr__(self, "mechanism", SyncMechanism(str(self.mechanism).strip().lower()))
@@ -127,6 +126,13 @@ class SyncPlan:
                 ) from None
         if isinstance(self.gen_tp, bool) or not isinstance(self.gen_tp, int) or self.gen_tp < 1:
             raise ConfigError(f"sync: gen_tp must be an integer >= 1, got {self.gen_tp!r}")
+
+
+def check_refit_buffers(buffers: object) -> int:
+    """``buffers`` if it is a refit's buffer count (1: tensor by tensor, 2: double-buffered), else ``ConfigError``."""
+    if isinstance(buffers, bool) or buffers not in (1, 2):
+        raise ConfigError(f"refit_buffers must be 1 (tensor by tensor) or 2 (double-buffered), got {buffers!r}")
+    return int(buffers)  # type: ignore[arg-type]
 
 
 def param_tensors(model: ModelSpec) -> int:
