@@ -384,5 +384,30 @@ CHANGES: tuple[Change, ...] = (
                  "/ 1.13x / 1.06x against 1.43x / 1.29x / 1.28x). With a published mean response 21.3% either way; "
                  "without the contradicted runs 22.2% either way; the calibration check's factor 1.23 -> 1.18, its "
                  "held-out runs 25.9% uncalibrated, 41.1 -> 35.8% calibrated.")),
+    Change("2026-11-26", "model",
+           "A MoE model's forward-only passes under expert parallelism (log-probs, reference, rewards, values) pay each "
+           "MoE layer's dispatch and combine per micro-batch, as training already did: they were priced without them",
+           25.9, 25.9, 199.7, 199.7,
+           note=("Found reading trainer_cost.forward_seconds while looking for the MoE rows' missing time: an omission, "
+                 "not a fit. Moved (the MoE rows under --ep only): NeMo RL Qwen3-30B-A3B H100 -40.7 -> -39.0%, GB200 "
+                 "-59.0 -> -57.1%; Qwen3-235B H100 -35.7 -> -32.2% (its EP16 spans two nodes), GB200 -46.0 -> -45.3%; "
+                 "DeepSeek-V3 H100 -22.2 -> -20.8%; verl Qwen3-30B-A3B -20.6 -> -19.8%; the rest within 0.4 points. "
+                 "With a published mean response 21.3 -> 20.6% (worst 59.0 -> 57.1%); without the contradicted runs "
+                 "22.2 -> 20.8%; the calibration check unchanged (1.18; 25.9% / 35.8%).")),
+    Change("2026-11-26", "model",
+           "Megatron's token dispatcher (--moe-dispatcher, TrainerLayout.moe_dispatcher, Megatron's "
+           "moe_token_dispatcher_type): allgather all-gathers every rank's tokens over the expert-parallel group and "
+           "reduce-scatters the experts' output, (ep - 1) hidden vectors a token against the all-to-all's top-k x "
+           "(ep - 1) / ep; the NeMo RL reader reads it (NeMo RL's default allgather), the verl reader too (verl sets "
+           "alltoall). The NeMo RL records set allgather, which no NeMo RL recipe changes; verl's DeepSeek-V3 record "
+           "flex (its script's, priced as alltoall)",
+           25.9, 25.3, 199.7, 199.7,
+           note=("Read from NeMo RL's base config (examples/configs/grpo_math_1B.yaml at 9dbd9adc: "
+                 "moe_token_dispatcher_type \"allgather\", no performance recipe overrides it) and Megatron-Core's "
+                 "MoEAllGatherTokenDispatcher, while looking for the MoE rows' missing time. It costs more only where ep "
+                 "exceeds the top-k (8): Qwen3-235B H100 (EP16 over two nodes) -32.2 -> -25.3%, DeepSeek-V3 H100 -20.8 -> "
+                 "-17.9%, Qwen3-30B-A3B GB200 (EP16) -57.1 -> -53.1%, Qwen3-235B GB200 -45.3 -> -44.1%; the rest within 0.4 "
+                 "points. With a published mean response 20.6 -> 20.2% (worst 57.1 -> 56.9%); without the contradicted "
+                 "runs 20.8 -> 20.4%; the calibration check unchanged (1.18; 25.9% / 35.8%).")),
 )
 """The changes, oldest first."""

@@ -37,7 +37,7 @@ def fields(cfg) -> dict:
             "gpu_memory_utilization": cfg.engine.gpu_memory_utilization, "sp": cfg.train_memory.sequence_parallel,
             "max_response": cfg.max_response, "max_prompt": cfg.max_prompt, "truncate": cfg.truncate_prompt,
             "ppo_epochs": cfg.ppo_epochs, "minibatches": cfg.minibatches, "zero": cfg.train_memory.zero_stage,
-            "recompute": cfg.train_memory.recompute, "trainer": (t.backend, t.tp, t.pp, t.vpp, t.cp, t.distributed_optimizer),
+            "recompute": cfg.train_memory.recompute, "trainer": (t.backend, t.tp, t.pp, t.vpp, t.cp, t.distributed_optimizer, t.moe_dispatcher),
             "ep": cfg.expert_parallel, "eager": cfg.engine.enforce_eager, "cpu_adam": t.optimizer_offload, "offload": cfg.offload_train_state if p.shared(p.generate) else None}
 
 
@@ -61,6 +61,9 @@ CASES = [  # (framework, run arguments of the planned configuration, what the pl
     ("verl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--train-backend", "megatron",
               "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1", "--optimizer-offload", "0.5"],
      Chosen("baseline", None, "full")),
+    ("verl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--actor", "qwen3-30b-a3b",
+              "--train-backend", "megatron", "--ep", "8", "--moe-dispatcher", "allgather", "--recompute", "full",
+              "--ppo-epochs", "1"], Chosen("baseline", None, "full")),
     ("verl", ["--placement", "gen-apart 4+4", *RULE, "--zero", "3", "--recompute", "full", "--ppo-epochs", "1"],
      Chosen("async(k=1)", 3, "full")),
     ("verl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--zero", "3", "--fsdp-size", "8",
@@ -81,6 +84,9 @@ CASES = [  # (framework, run arguments of the planned configuration, what the pl
     ("nemo-rl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--train-backend", "megatron",
                  "--train-tp", "2", "--pp", "2", "--recompute", "full", "--ppo-epochs", "1", "--optimizer-offload", "1"],
      Chosen("baseline", None, "full")),
+    ("nemo-rl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--actor", "qwen3-30b-a3b",
+                 "--train-backend", "megatron", "--ep", "8", "--moe-dispatcher", "allgather", "--recompute", "full",
+                 "--ppo-epochs", "1"], Chosen("baseline", None, "full")),
     ("nemo-rl", ["--placement", "gen-apart 2+6", *RULE, "--zero", "3", "--recompute", "none", "--ppo-epochs", "1"],
      Chosen("async(k=1)", 3, "none")),
     ("nemo-rl", ["--placement", "gen-apart 8+8", "--nodes", "2", *RULE, "--train-backend", "megatron", "--pp", "2",
@@ -110,7 +116,10 @@ def test_verl_exports_its_zero2_megatron_and_one_step_off_keys(tmp_path, framewo
     if original.trainer.fsdp_size:
         assert "actor_rollout_ref.actor.fsdp_config.fsdp_size=8" in text
     if original.trainer.megatron:
-        assert "--config-name=ppo_megatron_trainer" in text and "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2" in text
+        pp = f"actor_rollout_ref.actor.megatron.pipeline_model_parallel_size={original.trainer.pp}"
+        assert "--config-name=ppo_megatron_trainer" in text and pp in text
+        moe = "+actor_rollout_ref.actor.megatron.override_transformer_config.moe_token_dispatcher_type=allgather"
+        assert (moe in text) == (original.expert_parallel > 1)
         assert "actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full" in text
     if chosen.kind == "async":
         assert "actor_rollout_ref.hybrid_engine=False" in text and "rollout.n_gpus_per_node=4" in text

@@ -43,7 +43,8 @@ CASES = [  # (recipe, expected options written by hand from the file and its par
       "--placement": "gen-apart 8+8", "--nodes": "2", "--train-backend": "megatron"}),
     ("recipes/llm/grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml",
      {"--batch": "64", "--n": "16", "--minibatches": "2", "--actor": "qwen3-30b-a3b", "--tp": "4", "--train-tp": "4",
-      "--ep": "8", "--max-response": "32768", "--devices": "32", "--nodes": "4", "--recompute": "full"}),
+      "--ep": "8", "--max-response": "32768", "--devices": "32", "--nodes": "4", "--recompute": "full",
+      "--moe-dispatcher": "allgather"}),  # NeMo RL's (and Megatron-Core's) default token dispatcher
     ("recipes/llm/grpo-nanov3-30BA3B-2n8g-megatron-pack-cp.yaml",  # a Nemotron-H hybrid (Mamba2 + attention + MoE)
      {"--batch": "2", "--n": "8", "--minibatches": "1", "--actor": "nemotron-3-nano-30b-a3b", "--tp": "4",
       "--gpu-memory-utilization": "0.7", "--train-backend": "megatron", "--train-tp": "2", "--pp": "2", "--cp": "2",
@@ -140,6 +141,22 @@ def test_bad_recipes_and_overrides_are_one_line(capsys, argv, msg):
     assert main(["run", *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and msg in err[0], err
+
+
+@pytest.mark.parametrize("override, want", [
+    ("+policy.megatron_cfg.moe_token_dispatcher_type=alltoall", "alltoall"),
+    ("+policy.megatron_cfg.moe_enable_deepep=true", "flex"),
+])
+def test_the_moe_dispatcher_follows_the_recipe(override, want):
+    t = translate_nemo_rl([str(LLM / "grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml"), override])
+    assert pairs(t.args)["--moe-dispatcher"] == want
+
+
+def test_an_unknown_moe_dispatcher_is_one_line(capsys):
+    recipe_ = str(LLM / "grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml")
+    assert main(["run", "--from-nemo-rl", recipe_, "--from-nemo-rl", "+policy.megatron_cfg.moe_token_dispatcher_type=ring"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "moe_token_dispatcher_type: expected one of alltoall, allgather, flex" in err[0], err
 
 
 def test_a_typo_in_a_recipe_and_a_file_that_is_not_a_recipe_are_refused(tmp_path):

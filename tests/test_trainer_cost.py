@@ -210,6 +210,30 @@ def test_megatron_ep_all_to_all_inside_or_across_the_domain():
     assert fs_out - fs_in == pytest.approx(sent / net - sent / link)
 
 
+def test_megatron_allgather_dispatcher_moves_ep_minus_one_tokens():
+    link = 400e9
+    def cost(how):
+        return CostModel(hw(link=link), layout=megatron(moe_dispatcher=how), expert_parallel=16, domain=16)
+    a2a, ag = cost("alltoall").train(MOE, 16, SEQS, 1), cost("allgather").train(MOE, 16, SEQS, 1)
+    assert cost("flex").train(MOE, 16, SEQS, 1) == pytest.approx(a2a)  # DeepEP: priced as the all-to-all
+    # dp 16, 4 micro-batches of 2,048 tokens a rank; per token the all-to-all sends k (8) x 15/16 hidden vectors,
+    # the all-gather (and the reduce-scatter) 15 -- twice as many at ep 16, 4 calls per MoE layer and micro-batch
+    per_token = (15 - MOE.experts_per_token * 15 / 16) * MOE.hidden * 2
+    assert ag - a2a == pytest.approx(4 * MOE.moe_layers * 4 * 2048 * per_token / link)
+    with pytest.raises(ConfigError, match="dispatcher"):
+        megatron(moe_dispatcher="deepep")
+
+
+def test_moe_forward_pays_dispatch_and_combine_per_micro_batch():
+    link = 400e9
+    seqs, ctx = [2048] * 16, [0] * 16
+    def fwd(ep, layout):
+        return CostModel(hw(link=link), layout=layout, expert_parallel=ep, domain=16).prefill_cost(MOE, 16, seqs, ctx)[0]
+    sent = 2 * MOE.moe_layers * 2048 * MOE.experts_per_token * MOE.hidden * 2 * 7 / 8  # one sequence a rank
+    assert fwd(8, megatron()) - fwd(1, megatron()) == pytest.approx(sent / link)
+    assert fwd(8, TrainerLayout()) - fwd(1, TrainerLayout()) == pytest.approx(sent / link)
+
+
 def test_megatron_cp_ring_hidden_under_attention_unless_slower():
     fast = CostModel(hw(), layout=megatron(cp=2)).train(DENSE, 16, SEQS, 1)  # dp 8, 8 sequences per rank
     assert fast == pytest.approx(_compute(DENSE, 8, 2))  # the ring hides under the attention core

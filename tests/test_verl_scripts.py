@@ -79,6 +79,14 @@ EXPECTED = {
 }
 
 
+def test_megatron_moe_dispatcher_is_read_where_ep_is_on():
+    got = {name: sim_config(parsed("--from-verl", str(VERL / name))).trainer.moe_dispatcher
+           for name in ("grpo_qwen3moe-30b_megatron_96gb.sh", "grpo_deepseek671b_math_megatron_96gb.sh",
+                        "grpo_qwen2-7b_math_megatron.sh")}
+    assert got == {"grpo_qwen3moe-30b_megatron_96gb.sh": "flex", "grpo_deepseek671b_math_megatron_96gb.sh": "flex",
+                   "grpo_qwen2-7b_math_megatron.sh": "alltoall"}  # the scripts' DeepEP; verl's own alltoall
+
+
 HEADER = re.compile(r"# Written for oppo-sim's tests, modelled on verl's (?P<path>\S+\.sh)\n"
                     r"# at (?P<commit>[0-9a-f]{40}) \(Apache-2\.0, https://github\.com/volcengine/verl\):\n"
                     r"# its settings and the shell constructs they are written with; not a copy of the file\.\n"

@@ -38,6 +38,8 @@ def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
                f"{_M}context_parallel_size={t.cp}", f"{_M}expert_model_parallel_size={cfg.expert_parallel}",
                f"{_M}use_distributed_optimizer={t.distributed_optimizer}"]
         out += [f"{_M}virtual_pipeline_model_parallel_size={t.vpp}"] if t.vpp > 1 else []
+        out += [f"+{_M}override_transformer_config.moe_token_dispatcher_type={t.moe_dispatcher}"] \
+            if cfg.expert_parallel > 1 else []
         _O = "+actor_rollout_ref.actor.optim.override_optimizer_config."
         out += [f"{_O}optimizer_cpu_offload=True", f"{_O}optimizer_offload_fraction={t.optimizer_offload:g}"] \
             if t.optimizer_offload > 0 else []
@@ -173,7 +175,7 @@ def export_best(res, framework: str) -> str:
     row, base = res.best, res.request.base
     trainer = TrainerLayout(str(row["train_backend"]), int(row["train_tp"]), int(row["pp"]), int(row["vpp"]), int(row["cp"]),
                             bool(row["distributed_optimizer"]), base.trainer.balance_batch, base.trainer.optimizer_offload,
-                            base.trainer.balance_order, int(row.get("fsdp_size", 0) or 0))
+                            base.trainer.balance_order, int(row.get("fsdp_size", 0) or 0), base.trainer.moe_dispatcher)
     spec = PlacementSpec(row["layout"], int(row["gen_gpus"]), int(row["train_gpus"]), int(row["score_gpus"]),
                          int(row["tp"]), int(row["sp"]), trainer, int(row["ep"]))
     cfg = Candidate(spec, PolicySpec("baseline")).config(base)  # the planner's own placement rule, with its trainer

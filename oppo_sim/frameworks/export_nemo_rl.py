@@ -60,6 +60,8 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
                 "optimizer": {"use_distributed_optimizer": t.distributed_optimizer,
                               **({"optimizer_cpu_offload": True, "optimizer_offload_fraction": t.optimizer_offload}
                                  if t.optimizer_offload > 0 else {})}}
+        if cfg.expert_parallel > 1:
+            mcfg["moe_token_dispatcher_type"] = t.moe_dispatcher
         if t.vpp > 1:
             notes.append(f"virtual pipeline stages ({t.vpp}): set them in policy.megatron_cfg as your NeMo RL version "
                          "names them")

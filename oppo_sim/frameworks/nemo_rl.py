@@ -22,7 +22,8 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
   ``tensor_model_parallel_size`` / ``pipeline_model_parallel_size`` / ``context_parallel_size`` /
   ``expert_model_parallel_size`` / ``optimizer.use_distributed_optimizer`` (``optimizer.optimizer_cpu_offload`` with
   ``optimizer_offload_fraction`` -> ``--optimizer-offload``) -> ``--train-tp`` / ``--pp`` /
-  ``--cp`` / ``--ep`` / ``--[no-]distributed-optimizer``; ``policy.dtensor_cfg.enabled`` -> ``--train-backend
+  ``--cp`` / ``--ep`` / ``--[no-]distributed-optimizer``, and under ``--ep`` ``moe_token_dispatcher_type`` (NeMo RL's
+  default ``allgather``; ``moe_enable_deepep``: ``flex``) -> ``--moe-dispatcher``; ``policy.dtensor_cfg.enabled`` -> ``--train-backend
   fsdp --zero 3`` (FSDP2 full shard) with ``context_parallel_size`` -> ``--sp``. DTensor's own
   ``tensor_parallel_size`` is not Megatron's and oppo-sim's FSDP trainer is data parallel only: it is echoed
   and said in the notes, the trainer priced as FSDP over all its GPUs; activation checkpointing of either
@@ -43,6 +44,7 @@ from typing import Any, Sequence
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.nemo_rl_recipe import Recipe, recipe, value
 from oppo_sim.frameworks.translation import Builder, Translation, as_bool, as_float, as_int, existing_file, split_words
+from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS
 
 P, G, V, M, D = "policy.", "policy.generation.", "policy.generation.vllm_cfg.", "policy.megatron_cfg.", "policy.dtensor_cfg."
 READ: tuple[str, ...] = (
@@ -246,6 +248,8 @@ def _trainer(g: _Get) -> None:
         g.use(M + "pipeline_model_parallel_size", "--pp", pp, v=pp)
         g.use(M + "context_parallel_size", "--cp", cp, v=cp)
         g.use(M + "expert_model_parallel_size", "--ep", ep, v=ep)
+        if ep > 1:
+            _dispatcher(g)
         if g(M + "virtual_pipeline_model_parallel_size") is not None:
             vpp = as_int(M + "virtual_pipeline_model_parallel_size", g(M + "virtual_pipeline_model_parallel_size"))
             g.use(M + "virtual_pipeline_model_parallel_size", "--vpp", vpp, v=vpp)
@@ -278,6 +282,20 @@ def _trainer(g: _Get) -> None:
     pack = as_bool(P + "sequence_packing.enabled", g(P + "sequence_packing.enabled", False))
     g.use(P + "sequence_packing.enabled", v=pack, note="micro-batches packed by tokens, as oppo-sim's" if pack else
           "padded micro-batches: oppo-sim packs by tokens (less padding than NeMo RL here)")
+
+
+def _dispatcher(g: _Get) -> None:
+    """``megatron_cfg.moe_token_dispatcher_type`` (NeMo RL's default ``allgather``, Megatron-Core's too; ``flex`` where
+    ``moe_enable_deepep``) -> ``--moe-dispatcher``."""
+    k, deep = M + "moe_token_dispatcher_type", M + "moe_enable_deepep"
+    how = str(g(k, "allgather")).strip().lower()
+    if as_bool(deep, g(deep, False)):
+        g.use(deep, v=True, note="DeepEP: the flex dispatcher")
+        how = "flex"
+    if how not in MOE_DISPATCHERS:
+        raise ConfigError(f"{k}: expected one of {', '.join(MOE_DISPATCHERS)}, got {g(k)!r}")
+    g.use(k, "--moe-dispatcher", how, v=how, note="the experts' tokens all-gathered over the EP group and their "
+          "output reduce-scattered" if how == "allgather" else "")
 
 
 def _placement(g: _Get) -> None:

@@ -40,6 +40,7 @@ verl's vLLM sharding manager:
 | ``actor.fsdp_config.reshard_after_forward`` | ``False`` -> ``--zero 2`` (FSDP SHARD_GRAD_OP); else ``--zero 3`` |
 | ``actor.fsdp_config.param_offload``, ``.optimizer_offload`` | either True -> ``--offload-train-state``; both False (verl's default) -> ``--no-offload-train-state`` |
 | ``actor.megatron.tensor_model_parallel_size``, ``pipeline_…``, ``virtual_pipeline_…``, ``context_parallel_size``, ``expert_model_parallel_size``, ``use_distributed_optimizer`` | ``--train-tp``, ``--pp``, ``--vpp``, ``--cp``, ``--ep``, ``--[no-]distributed-optimizer`` |
+| ``actor.megatron.override_transformer_config.moe_token_dispatcher_type`` (under ``--ep``; verl sets ``alltoall``) | ``--moe-dispatcher`` |
 | ``actor.megatron.param_offload``, ``grad_offload``, ``optimizer_offload`` | any True -> ``--offload-train-state``, else ``--no-offload-train-state`` |
 | ``model.enable_gradient_checkpointing`` (FSDP); ``actor.megatron.override_transformer_config.recompute_granularity`` (Megatron) | ``--recompute full`` / ``none``; ``full``/``selective``/``none`` |
 | ``critic.model.path`` (with ``adv_estimator=gae``) | ``--critic`` |

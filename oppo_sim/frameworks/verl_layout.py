@@ -27,6 +27,7 @@ from typing import Any
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import Async
 from oppo_sim.frameworks.translation import Builder, as_bool, as_float, as_int
+from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS
 
 A = "actor_rollout_ref.actor."
 M = A + "megatron."
@@ -104,6 +105,8 @@ def megatron(b: Builder, cfg: dict, dflt: dict) -> None:
           "--offload-train-state" if offload else "--no-offload-train-state", default=dflt[M + "optimizer_offload"],
           note="the trainer's state " + ("to host while vLLM generates" if offload else "stays on the GPUs"))
     _cpu_optimizer(b, cfg)
+    if ep > 1:
+        _dispatcher(b, cfg)
     rk = M + "override_transformer_config.recompute_granularity"
     gran = cfg.get(rk)
     gran = "none" if gran in (None, "null", "None") else str(gran).strip().lower()
@@ -120,6 +123,17 @@ def megatron(b: Builder, cfg: dict, dflt: dict) -> None:
                 other.append(f"{key}={cfg[key]}")
     if other:
         b.notes.append(f"{', '.join(other)}: oppo-sim lays the reference and the critic out as the actor")
+
+
+def _dispatcher(b: Builder, cfg: dict) -> None:
+    """``override_transformer_config.moe_token_dispatcher_type`` -> ``--moe-dispatcher`` (verl's Megatron config sets
+    ``alltoall``: ``verl/models/mcore/config_converter.py``)."""
+    k = M + "override_transformer_config.moe_token_dispatcher_type"
+    how = str(cfg.get(k, "alltoall")).strip().strip("'\"").lower()
+    if how not in MOE_DISPATCHERS:
+        raise ConfigError(f"{k}: expected one of {', '.join(MOE_DISPATCHERS)}, got {cfg[k]!r}")
+    b.use(k, cfg.get(k, "alltoall"), "--moe-dispatcher", how, default=k not in cfg,
+          note="DeepEP, priced as alltoall" if how == "flex" else "")
 
 
 def _cpu_optimizer(b: Builder, cfg: dict) -> None:

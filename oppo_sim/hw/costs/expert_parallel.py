@@ -30,7 +30,8 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.devices.hardware import OpParams, allreduce_seconds, collective_latency
 from oppo_sim.hw.models.model_spec import ModelSpec
 
-__all__ = ["alltoall_bytes_per_token", "check_expert_parallel", "decode_comm_coeffs", "expert_split"]
+__all__ = ["alltoall_bytes_per_token", "check_expert_parallel", "decode_comm_coeffs", "dispatch_bytes_per_token",
+           "dispatch_kind", "expert_split"]
 
 
 def check_expert_parallel(model: ModelSpec, ep: int, devices: int | None = None, what: str = "--ep") -> None:
@@ -51,6 +52,22 @@ def alltoall_bytes_per_token(model: ModelSpec, ranks: int) -> float:
     """Bytes one GPU sends per token it holds in one all-to-all over ``ranks``: its hidden vector to each
     of its top-k experts, ``(ranks - 1) / ranks`` of which sit on other GPUs under uniform routing."""
     return model.experts_per_token * model.hidden * model.dtype_bytes * (ranks - 1) / ranks
+
+
+def dispatch_bytes_per_token(model: ModelSpec, ranks: int, dispatcher: str = "alltoall") -> float:
+    """Bytes one GPU moves per token it holds in one dispatch (or combine) of a trainer's MoE layer over ``ranks``
+    expert-parallel ranks (``TrainerLayout.moe_dispatcher``): ``alltoall`` and ``flex`` send the token to its top-k
+    experts (:func:`alltoall_bytes_per_token`); ``allgather`` receives every other rank's tokens — the all-gather
+    of the hidden states before the experts and the reduce-scatter of their output after — ``(ranks - 1)`` hidden
+    vectors a token, whatever the top-k (Megatron-Core ``MoEAllGatherTokenDispatcher``)."""
+    if dispatcher == "allgather":
+        return (ranks - 1) * model.hidden * model.dtype_bytes
+    return alltoall_bytes_per_token(model, ranks)
+
+
+def dispatch_kind(dispatcher: str = "alltoall") -> str:
+    """The NCCL collective whose latency one dispatch of ``dispatcher`` pays."""
+    return "all-gather" if dispatcher == "allgather" else "all-to-all"
 
 
 def decode_comm_coeffs(model: ModelSpec, op: OpParams, tp: int, bw: float, expert_parallel: bool,

@@ -32,8 +32,9 @@ parallelism: an all-gather and a reduce-scatter before and after attention and M
 layer forward, four backward (four more forward under full recomputation) — of the micro-batch's
 ``tokens / cp · hidden`` bytes, ``(tp - 1) / tp`` of it per rank; CP: the ring's KV exchange,
 ``cp - 1`` passes of the rank's K and V blocks forward and twice that backward, overlapped with the
-attention core (only what exceeds it is charged); EP: the dispatch and combine all-to-alls, forward and
-backward, of each MoE layer of the stage, over the tokens the rank holds; PP: one point-to-point send per
+attention core (only what exceeds it is charged); EP: the dispatch and combine, forward and backward, of each
+MoE layer of the stage, over the tokens the rank holds, as ``layout.moe_dispatcher`` moves them (all-to-alls, or
+Megatron's all-gather and reduce-scatter); PP: one point-to-point send per
 micro-batch and model chunk forward and one backward, of the sequence-parallel activation shard; then the
 pipeline bubble ``(pp - 1) / (vpp · m)`` of all that; then the gradient reduce-scatter and parameter
 all-gather of the rank's shard over its ``dp · cp`` data-parallel ranks (the routed experts' over
@@ -60,7 +61,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oppo_sim.hw.costs.expert_parallel import alltoall_bytes_per_token, expert_split
+from oppo_sim.hw.costs.expert_parallel import alltoall_bytes_per_token, dispatch_bytes_per_token, dispatch_kind, expert_split
 from oppo_sim.hw.costs.op_cost import expert_flop_excess
 from oppo_sim.hw.devices.hardware import allreduce_seconds, collective_latency, collective_seconds, nodes_spanned
 from oppo_sim.hw.models.model_spec import ModelSpec
@@ -182,6 +183,14 @@ def _lat(cost, kind: str, span: int, devices: int) -> float:
     return collective_latency(cost.hw.params.collective, kind, span, group_nodes(cost, span, devices))
 
 
+def _dispatch_seconds(cost, model: ModelSpec, ep: int, devices: int, tokens: float) -> float:
+    """Seconds of one MoE layer's dispatch (or combine) of ``tokens`` a rank over the ``ep``-rank expert-parallel group,
+    as ``cost.layout.moe_dispatcher`` moves them (``expert_parallel.dispatch_bytes_per_token``)."""
+    how = cost.layout.moe_dispatcher if cost.layout.megatron else "alltoall"
+    sent = dispatch_bytes_per_token(model, ep, how) * tokens
+    return _lat(cost, dispatch_kind(how), ep, devices) + sent / (group_bw(cost, ep, devices) * cost.hw.params.collective.eff_memory)
+
+
 def expert_excess(cost, model: ModelSpec, micro_tokens: float, scalar_head: bool = False) -> float:
     """The extra share of a MoE model's matmul FLOPs that prices its routed experts at the GPU's measured grouped
     GEMMs (``op_cost.expert_flop_excess``; 0 without tables) for micro-batches of ``micro_tokens`` tokens a rank:
@@ -278,11 +287,8 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
         ring = layers * m * (3 * (cp - 1) * coll.overhead_s + 3 * kv / (bw * coll.eff_memory))
         attn = loads.attn_flops / (tp * pp * cp * g.peak_flops * op.eff_compute)
         stage = stage + np.maximum(0.0, ring - attn)
-    if ep > 1:
-        bw = group_bw(cost, ep, devices)
-        moe_layers = model.moe_layers / pp
-        sent = alltoall_bytes_per_token(model, ep) * tok_mb / tp
-        stage = stage + 4 * moe_layers * m * (_lat(cost, "all-to-all", ep, devices) + sent / (bw * coll.eff_memory))
+    if ep > 1:  # dispatch and combine, forward and backward
+        stage = stage + 4 * model.moe_layers / pp * m * _dispatch_seconds(cost, model, ep, devices, tok_mb / tp)
     if pp > 1:
         bw = group_bw(cost, devices, devices)  # neighbours devices / pp apart: across whenever the pool spans domains
         act = tok_mb / tp * model.hidden * dt
@@ -320,8 +326,8 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
     """Seconds of one batched forward-only pass over sequences of ``tokens`` new tokens costing ``flops``
     each: dealt to the :func:`forward_ranks` data-parallel ranks as a training step's sequences are, the
     slowest rank's FLOPs over its ``devices / ranks`` model-parallel GPUs (or the weights and KV bytes
-    per device, where slower), the fixed cost per micro-batch, with Ulysses sequence parallelism its two
-    all-to-alls per layer and micro-batch, and under Megatron the forward's TP collectives (two all-gathers
+    per device, where slower), the fixed cost per micro-batch, under ``--ep`` each MoE layer's dispatch and combine
+    per micro-batch, with Ulysses sequence parallelism its two all-to-alls per layer and micro-batch, and under Megatron the forward's TP collectives (two all-gathers
     and two reduce-scatters per layer and micro-batch) and the pipeline bubble ``(pp - 1) / (vpp · m)``."""
     op, g, coll = cost.hw.params.prefill, cost.hw.gpu, cost.hw.params.collective
     ranks = forward_ranks(cost, devices)
@@ -335,6 +341,10 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
         m = max(math.ceil(rank_tokens / cap), 1)
     t = op.overhead_s * m + max(slowest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
     lay = cost.layout
+    ep = cost.expert_parallel if model.moe else 1
+    if ep > 1:  # each MoE layer's dispatch and combine, per micro-batch, of a model-parallel rank's tokens
+        shard = lay.tp * lay.cp if lay.megatron else split
+        t += 2 * model.moe_layers / lay.pp * m * _dispatch_seconds(cost, model, ep, devices, rank_tokens / m / shard)
     if not lay.megatron:
         if split > 1:  # Ulysses: Q/K/V in and the output out, per layer and micro-batch
             width = (2 * model.attn_width + 2 * model.kv_width) * model.dtype_bytes

@@ -28,6 +28,13 @@ contiguous chunks in batch order (``balance_batch=False``, OpenRLHF's and NeMo R
 says how a balanced rank's share is ordered before it is split into mini-batches: ``length`` (verl from 0.6.1,
 PR #3605 of 2025-10-23: ascending by length, the even places then the odd ones reversed) or ``batch`` (earlier
 verl: in batch order).
+
+``moe_dispatcher`` (Megatron ``moe_token_dispatcher_type``; ``megatron`` only, a MoE model under ``--ep``) is how
+the tokens reach their experts: ``alltoall`` (verl's, which sets it) sends each token to the ranks of its top-k
+experts and back; ``allgather`` (Megatron-Core's and NeMo RL's default) all-gathers every rank's tokens over the
+expert-parallel group and reduce-scatters the experts' output, ``ep - 1`` tokens' hidden vectors a token instead
+of ``top-k · (ep - 1) / ep`` (more bytes wherever ``ep`` exceeds the top-k); ``flex`` (DeepEP / HybridEP) is
+priced as ``alltoall``.
 """
 
 from __future__ import annotations
@@ -38,8 +45,9 @@ from oppo_sim.core.errors import ConfigError
 
 TRAIN_BACKENDS = ("fsdp", "megatron")
 BALANCE_ORDERS = ("length", "batch")
+MOE_DISPATCHERS = ("alltoall", "allgather", "flex")
 
-__all__ = ["TRAIN_BACKENDS", "BALANCE_ORDERS", "TrainerLayout"]
+__all__ = ["TRAIN_BACKENDS", "BALANCE_ORDERS", "MOE_DISPATCHERS", "TrainerLayout"]
 
 
 def _count(name: str, v) -> None:
@@ -62,6 +70,7 @@ class TrainerLayout:
     optimizer_offload: float = 0.0  # share of the optimizer state and step on the host CPU (module notes)
     balance_order: str = "length"  # a balanced rank's share before the mini-batch split: verl >= 0.6.1's, or batch order
     fsdp_size: int = 0  # fsdp: ranks of one shard group (0: the whole pool; N: hybrid sharding, module notes)
+    moe_dispatcher: str = "alltoall"  # megatron moe_token_dispatcher_type (module notes)
 
     def __post_init__(self) -> None:
         if self.backend not in TRAIN_BACKENDS:
@@ -73,6 +82,8 @@ class TrainerLayout:
                 raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.balance_order not in BALANCE_ORDERS:
             raise ConfigError(f"balance order must be one of {', '.join(BALANCE_ORDERS)}, got {self.balance_order!r}")
+        if self.moe_dispatcher not in MOE_DISPATCHERS:
+            raise ConfigError(f"MoE token dispatcher must be one of {', '.join(MOE_DISPATCHERS)}, got {self.moe_dispatcher!r}")
         f = self.optimizer_offload
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 <= f <= 1.0:
             raise ConfigError(f"optimizer offload must be a fraction in [0, 1] (1: every Adam step on the CPU), got {f!r}")
@@ -95,9 +106,11 @@ class TrainerLayout:
 
     def plain(self, backend: str = "fsdp") -> "TrainerLayout":
         """``backend`` without model parallelism, keeping this layout's trainer-wide settings (``balance_batch``,
-        ``balance_order``, ``optimizer_offload``): what a search or a fallback starts from when it changes the layout."""
+        ``balance_order``, ``optimizer_offload``, ``moe_dispatcher``): what a search or a fallback starts from when it
+        changes the layout."""
         return TrainerLayout(backend, balance_batch=self.balance_batch, optimizer_offload=self.optimizer_offload,
-                             balance_order=self.balance_order, fsdp_size=self.fsdp_size if backend == "fsdp" else 0)
+                             balance_order=self.balance_order, fsdp_size=self.fsdp_size if backend == "fsdp" else 0,
+                             moe_dispatcher=self.moe_dispatcher)
 
     @property
     def model_parallel(self) -> int:
