@@ -21,7 +21,7 @@ from oppo_sim.hw.costs.eager import DEFAULT_VLLM_RELEASE, EAGER_HOST_OP_S, VLLM_
 from oppo_sim.hw.costs.op_cost import add_op_costs_arg, hardware_for
 from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
 from oppo_sim.hw.costs.sync import SYNC_MECHANISMS
-from oppo_sim.hw.costs.trainer_layout import BALANCE_ORDERS, MOE_DISPATCHERS, TRAIN_BACKENDS, TrainerLayout
+from oppo_sim.hw.costs.trainer_layout import BALANCE_ORDERS, MOE_DISPATCHERS, ROUTER_DTYPES, TRAIN_BACKENDS, TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
 ENGINES: tuple[str, ...] = tuple(k.value for k in EngineKind)
@@ -130,6 +130,10 @@ def add_trainer_layout_args(p) -> None:
                    help="megatron moe_token_dispatcher_type, how tokens reach their experts under --ep: alltoall "
                         "(verl's), allgather (Megatron-Core's and NeMo RL's default: more bytes where ep exceeds the "
                         "top-k), flex (DeepEP, priced as alltoall) (default %(default)s)")
+    p.add_argument("--moe-router-dtype", choices=tuple(ROUTER_DTYPES), default="model",
+                   help="megatron moe_router_dtype: the allgather dispatcher reduce-scatters the experts' output in it "
+                        "(NeMo RL's fp64: four times the bf16 bytes); model = Megatron's None, the model's dtype "
+                        "(default %(default)s)")
     p.add_argument("--balance-order", choices=BALANCE_ORDERS, default="length",
                    help="how --balance-batch orders each rank's share before the mini-batch split: length (verl from "
                         "0.6.1: by length, short ones at both ends) or batch (earlier verl: batch order) "
@@ -154,7 +158,8 @@ def trainer_layout(a) -> TrainerLayout:
                          balance_batch=getattr(a, "balance_batch", True),
                          optimizer_offload=getattr(a, "optimizer_offload", 0.0),
                          balance_order=getattr(a, "balance_order", "length"), fsdp_size=getattr(a, "fsdp_size", 0),
-                         moe_dispatcher=getattr(a, "moe_dispatcher", "alltoall"))
+                         moe_dispatcher=getattr(a, "moe_dispatcher", "alltoall"),
+                         moe_router_dtype=getattr(a, "moe_router_dtype", "model"))
 
 
 def add_sleep_level_arg(p) -> None:

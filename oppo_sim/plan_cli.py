@@ -50,7 +50,7 @@ def eps_arg(text: str) -> tuple[int, ...] | None:
 def _add_trainer_args(p: argparse.ArgumentParser) -> None:
     """The trainer dimension of the space (``explore/trainer_space.py``, ``explore/trainer_rank.py``)."""
     from oppo_sim.explore.trainer_rank import KEEP
-    from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS, TRAIN_BACKENDS
+    from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS, ROUTER_DTYPES, TRAIN_BACKENDS
 
     t = p.add_argument_group("trainer layout searched")
     t.add_argument("--train-backend", choices=("auto", *TRAIN_BACKENDS), default="auto",
@@ -72,6 +72,9 @@ def _add_trainer_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--moe-dispatcher", choices=MOE_DISPATCHERS, default="alltoall",
                    help="megatron moe_token_dispatcher_type in every layout (not searched): alltoall (verl's), allgather "
                         "(Megatron-Core's and NeMo RL's default), flex (DeepEP, priced as alltoall) (default %(default)s)")
+    t.add_argument("--moe-router-dtype", choices=tuple(ROUTER_DTYPES), default="model",
+                   help="megatron moe_router_dtype in every layout (not searched): the allgather dispatcher's combine "
+                        "dtype; model = the model's (default %(default)s)")
     t.add_argument("--trainer-keep", type=positive(), default=KEEP,
                    help="trainer layouts searched per placement: of those that fit memory, the cheapest by "
                         "trainer-phase cost on a representative step (default %(default)s)")
@@ -177,7 +180,8 @@ def _request(a: argparse.Namespace):
     check_policy_flags(a, policies)  # --[no-]stream-batching with no streaming policy in the space
     auto = a.train_backend == "auto"
     trainer = TrainerLayout("fsdp" if auto else a.train_backend,  # auto: the reference trains as verl's default
-                            optimizer_offload=a.optimizer_offload, moe_dispatcher=a.moe_dispatcher)
+                            optimizer_offload=a.optimizer_offload, moe_dispatcher=a.moe_dispatcher,
+                            moe_router_dtype=a.moe_router_dtype)
     base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=hardware_for(gpu, a.op_costs), actor=a.actor, trainer=trainer,
                      placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
                      offload_train_state=a.offload_train_state,

@@ -409,5 +409,22 @@ CHANGES: tuple[Change, ...] = (
                  "-17.9%, Qwen3-30B-A3B GB200 (EP16) -57.1 -> -53.1%, Qwen3-235B GB200 -45.3 -> -44.1%; the rest within 0.4 "
                  "points. With a published mean response 20.6 -> 20.2% (worst 57.1 -> 56.9%); without the contradicted "
                  "runs 20.8 -> 20.4%; the calibration check unchanged (1.18; 25.9% / 35.8%).")),
+    Change("2026-11-26", "model",
+           "Megatron's router dtype (--moe-router-dtype, TrainerLayout.moe_router_dtype, Megatron's moe_router_dtype): "
+           "the allgather dispatcher reduce-scatters the experts' output in the router's dtype, so NeMo RL's fp64 "
+           "router moves four times the bf16 bytes in the combine and in its backward all-gather; the NeMo RL reader "
+           "reads it (NeMo RL's default fp64), the verl reader where a script sets it; the NeMo RL records set fp64, "
+           "which no BF16 recipe changes",
+           25.3, 20.4, 199.7, 199.7,
+           note=("Read in Megatron-Core's MoEAllGatherTokenDispatcher.token_combine (hidden_states.to(self.local_probs"
+                 ".dtype) before the reduce-scatter; Megatron-LM 2f3fa0fce5, about NeMo RL v0.5's fork) and NeMo RL's "
+                 "base config (moe_router_dtype \"fp64\", applied in nemo_rl/models/megatron/setup.py _apply_moe_config), "
+                 "while counting the ops of NeMo RL's MoE layer for the host-time question. Moved: Qwen3-235B H100 (EP16 "
+                 "over two nodes) -25.3 -> -4.6%, GB200 -44.1 -> -40.7%; DeepSeek-V3 H100 -17.9 -> -9.3%, GB200 -52.9 -> "
+                 "-51.8%; Qwen3-30B-A3B H100 -38.9 -> -33.6%, GB200 -53.1 -> -41.5%; one step off Qwen3-30B-A3B GB200 "
+                 "-51.6 -> -43.9%, H100 -32.2 -> -33.7% (its steady-state mean moves with the trainer's share); the rest "
+                 "within 0.4 points. With a published mean response 20.2 -> 19.6% (worst 56.9% either way); without the "
+                 "contradicted runs 20.4 -> 20.1%; the calibration check's factor 1.18 -> 1.12, its held-out runs 25.9% "
+                 "uncalibrated, 35.8 -> 30.1% calibrated.")),
 )
 """The changes, oldest first."""

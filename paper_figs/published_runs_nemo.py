@@ -56,14 +56,14 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.8 if off else 0.6,
         recompute=recompute, ep=ep, train_backend="megatron", train_tp=train_tp, pp=pp, cp=cp,
         mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True, refit_buffers=2,
-        moe_dispatcher="allgather",
+        moe_dispatcher="allgather", moe_router_dtype="fp64",
         stages=Stages(timers="nemo-rl", definition="only the step time is published"), prompt_note=_NEMO_PROMPT,
         response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
                        f"the tokens/s/GPU column); responses capped at max_total_sequence_length {max_total} minus "
                        f"the prompt"),
         notes=(f"{_NEMO_ASYNC_NOTES if off else _NEMO_NOTES}{'; ' + note if note else ''}"
                + ("; Megatron's allgather token dispatcher (NeMo RL's default moe_token_dispatcher_type, which no "
-                  "recipe changes)" if ep > 1 else "")))
+                  "recipe changes), its combine in the fp64 of NeMo RL's moe_router_dtype" if ep > 1 else "")))
 
 
 _L8 = dict(model="llama-3.1-8b", hf="meta-llama/Llama-3.1-8B-Instruct", prompts=64, n=32, train_gbs=512, max_total=4096)

@@ -187,7 +187,7 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
         train_memory=TrainMemoryConfig(zero_stage=run.zero, recompute=run.recompute, sequence_parallel=run.sp),
         trainer=TrainerLayout(run.train_backend, run.train_tp, run.pp, cp=run.cp, optimizer_offload=run.optimizer_offload,
                               balance_order=run.balance_order, fsdp_size=run.fsdp_size,
-                              moe_dispatcher=run.moe_dispatcher),
+                              moe_dispatcher=run.moe_dispatcher, moe_router_dtype=run.moe_router_dtype),
         algorithm=Algorithm(name=run.algorithm, n=run.n, reward="rule" if rule else "model", kl=run.kl),
     )
 

@@ -220,8 +220,17 @@ def test_megatron_allgather_dispatcher_moves_ep_minus_one_tokens():
     # the all-gather (and the reduce-scatter) 15 -- twice as many at ep 16, 4 calls per MoE layer and micro-batch
     per_token = (15 - MOE.experts_per_token * 15 / 16) * MOE.hidden * 2
     assert ag - a2a == pytest.approx(4 * MOE.moe_layers * 4 * 2048 * per_token / link)
+    # NeMo RL's fp64 router: the allgather dispatcher's combine (forward reduce-scatter, backward all-gather) moves
+    # 8-byte elements, three times the bf16 bytes more on half of the four calls
+    def fp64(how):
+        return CostModel(hw(link=link), layout=megatron(moe_dispatcher=how, moe_router_dtype="fp64"), expert_parallel=16,
+                         domain=16).train(MOE, 16, SEQS, 1)
+    assert fp64("allgather") - ag == pytest.approx(2 * MOE.moe_layers * 4 * 2048 * 3 * 15 * MOE.hidden * 2 / link)
+    assert fp64("alltoall") == pytest.approx(a2a)  # the all-to-all combines in the model's dtype
     with pytest.raises(ConfigError, match="dispatcher"):
         megatron(moe_dispatcher="deepep")
+    with pytest.raises(ConfigError, match="router dtype"):
+        megatron(moe_router_dtype="fp8")
 
 
 def test_moe_forward_pays_dispatch_and_combine_per_micro_batch():

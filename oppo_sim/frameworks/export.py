@@ -40,6 +40,8 @@ def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
         out += [f"{_M}virtual_pipeline_model_parallel_size={t.vpp}"] if t.vpp > 1 else []
         out += [f"+{_M}override_transformer_config.moe_token_dispatcher_type={t.moe_dispatcher}"] \
             if cfg.expert_parallel > 1 else []
+        out += [f"+{_M}override_transformer_config.moe_router_dtype={t.moe_router_dtype}"] \
+            if cfg.expert_parallel > 1 and t.moe_router_dtype != "model" else []
         _O = "+actor_rollout_ref.actor.optim.override_optimizer_config."
         out += [f"{_O}optimizer_cpu_offload=True", f"{_O}optimizer_offload_fraction={t.optimizer_offload:g}"] \
             if t.optimizer_offload > 0 else []
@@ -175,7 +177,8 @@ def export_best(res, framework: str) -> str:
     row, base = res.best, res.request.base
     trainer = TrainerLayout(str(row["train_backend"]), int(row["train_tp"]), int(row["pp"]), int(row["vpp"]), int(row["cp"]),
                             bool(row["distributed_optimizer"]), base.trainer.balance_batch, base.trainer.optimizer_offload,
-                            base.trainer.balance_order, int(row.get("fsdp_size", 0) or 0), base.trainer.moe_dispatcher)
+                            base.trainer.balance_order, int(row.get("fsdp_size", 0) or 0), base.trainer.moe_dispatcher,
+                            base.trainer.moe_router_dtype)
     spec = PlacementSpec(row["layout"], int(row["gen_gpus"]), int(row["train_gpus"]), int(row["score_gpus"]),
                          int(row["tp"]), int(row["sp"]), trainer, int(row["ep"]))
     cfg = Candidate(spec, PolicySpec("baseline")).config(base)  # the planner's own placement rule, with its trainer

@@ -23,7 +23,8 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
   ``expert_model_parallel_size`` / ``optimizer.use_distributed_optimizer`` (``optimizer.optimizer_cpu_offload`` with
   ``optimizer_offload_fraction`` -> ``--optimizer-offload``) -> ``--train-tp`` / ``--pp`` /
   ``--cp`` / ``--ep`` / ``--[no-]distributed-optimizer``, and under ``--ep`` ``moe_token_dispatcher_type`` (NeMo RL's
-  default ``allgather``; ``moe_enable_deepep``: ``flex``) -> ``--moe-dispatcher``; ``policy.dtensor_cfg.enabled`` -> ``--train-backend
+  default ``allgather``; ``moe_enable_deepep``: ``flex``) -> ``--moe-dispatcher`` and ``moe_router_dtype`` (default
+  ``fp64``; null: ``model``) -> ``--moe-router-dtype``; ``policy.dtensor_cfg.enabled`` -> ``--train-backend
   fsdp --zero 3`` (FSDP2 full shard) with ``context_parallel_size`` -> ``--sp``. DTensor's own
   ``tensor_parallel_size`` is not Megatron's and oppo-sim's FSDP trainer is data parallel only: it is echoed
   and said in the notes, the trainer priced as FSDP over all its GPUs; activation checkpointing of either
@@ -44,7 +45,7 @@ from typing import Any, Sequence
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.nemo_rl_recipe import Recipe, recipe, value
 from oppo_sim.frameworks.translation import Builder, Translation, as_bool, as_float, as_int, existing_file, split_words
-from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS
+from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS, ROUTER_DTYPES
 
 P, G, V, M, D = "policy.", "policy.generation.", "policy.generation.vllm_cfg.", "policy.megatron_cfg.", "policy.dtensor_cfg."
 READ: tuple[str, ...] = (
@@ -296,6 +297,11 @@ def _dispatcher(g: _Get) -> None:
         raise ConfigError(f"{k}: expected one of {', '.join(MOE_DISPATCHERS)}, got {g(k)!r}")
     g.use(k, "--moe-dispatcher", how, v=how, note="the experts' tokens all-gathered over the EP group and their "
           "output reduce-scattered" if how == "allgather" else "")
+    r = M + "moe_router_dtype"
+    dt = "model" if g(r, "fp64") in ("null", "None", "none") else str(g(r, "fp64")).strip().lower()
+    if dt not in ROUTER_DTYPES:
+        raise ConfigError(f"{r}: expected fp32, fp64 or null, got {g(r)!r}")
+    g.use(r, "--moe-router-dtype", dt, v=dt, note="the allgather dispatcher's combine in this dtype" if how == "allgather" else "")
 
 
 def _placement(g: _Get) -> None:

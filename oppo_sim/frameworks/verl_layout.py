@@ -27,7 +27,7 @@ from typing import Any
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import Async
 from oppo_sim.frameworks.translation import Builder, as_bool, as_float, as_int
-from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS
+from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS, ROUTER_DTYPES
 
 A = "actor_rollout_ref.actor."
 M = A + "megatron."
@@ -134,6 +134,13 @@ def _dispatcher(b: Builder, cfg: dict) -> None:
         raise ConfigError(f"{k}: expected one of {', '.join(MOE_DISPATCHERS)}, got {cfg[k]!r}")
     b.use(k, cfg.get(k, "alltoall"), "--moe-dispatcher", how, default=k not in cfg,
           note="DeepEP, priced as alltoall" if how == "flex" else "")
+    r = M + "override_transformer_config.moe_router_dtype"
+    if r in cfg:
+        dt = str(cfg[r]).strip().strip("'\"").lower()
+        dt = "model" if dt in ("null", "none") else dt
+        if dt not in ROUTER_DTYPES:
+            raise ConfigError(f"{r}: expected fp32, fp64 or null, got {cfg[r]!r}")
+        b.use(r, cfg[r], "--moe-router-dtype", dt)
 
 
 def _cpu_optimizer(b: Builder, cfg: dict) -> None:

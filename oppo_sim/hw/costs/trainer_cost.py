@@ -183,12 +183,17 @@ def _lat(cost, kind: str, span: int, devices: int) -> float:
     return collective_latency(cost.hw.params.collective, kind, span, group_nodes(cost, span, devices))
 
 
-def _dispatch_seconds(cost, model: ModelSpec, ep: int, devices: int, tokens: float) -> float:
-    """Seconds of one MoE layer's dispatch (or combine) of ``tokens`` a rank over the ``ep``-rank expert-parallel group,
-    as ``cost.layout.moe_dispatcher`` moves them (``expert_parallel.dispatch_bytes_per_token``)."""
-    how = cost.layout.moe_dispatcher if cost.layout.megatron else "alltoall"
+def _exchange_seconds(cost, model: ModelSpec, ep: int, devices: int, tokens: float) -> float:
+    """Seconds of one MoE layer's dispatch and combine of ``tokens`` a rank over the ``ep``-rank expert-parallel group,
+    as ``cost.layout.moe_dispatcher`` moves them (``expert_parallel.dispatch_bytes_per_token``); Megatron's allgather
+    dispatcher reduce-scatters the experts' output in the router's dtype (``layout.moe_router_dtype``: NeMo RL's fp64
+    moves four times the bf16 bytes)."""
+    lay = cost.layout
+    how = lay.moe_dispatcher if lay.megatron else "alltoall"
     sent = dispatch_bytes_per_token(model, ep, how) * tokens
-    return _lat(cost, dispatch_kind(how), ep, devices) + sent / (group_bw(cost, ep, devices) * cost.hw.params.collective.eff_memory)
+    combine = lay.combine_bytes(model.dtype_bytes) / model.dtype_bytes if lay.megatron and how == "allgather" else 1.0
+    bw = group_bw(cost, ep, devices) * cost.hw.params.collective.eff_memory
+    return 2 * _lat(cost, dispatch_kind(how), ep, devices) + (1.0 + combine) * sent / bw
 
 
 def expert_excess(cost, model: ModelSpec, micro_tokens: float, scalar_head: bool = False) -> float:
@@ -288,7 +293,7 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
         attn = loads.attn_flops / (tp * pp * cp * g.peak_flops * op.eff_compute)
         stage = stage + np.maximum(0.0, ring - attn)
     if ep > 1:  # dispatch and combine, forward and backward
-        stage = stage + 4 * model.moe_layers / pp * m * _dispatch_seconds(cost, model, ep, devices, tok_mb / tp)
+        stage = stage + 2 * model.moe_layers / pp * m * _exchange_seconds(cost, model, ep, devices, tok_mb / tp)
     if pp > 1:
         bw = group_bw(cost, devices, devices)  # neighbours devices / pp apart: across whenever the pool spans domains
         act = tok_mb / tp * model.hidden * dt
@@ -344,7 +349,7 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
     ep = cost.expert_parallel if model.moe else 1
     if ep > 1:  # each MoE layer's dispatch and combine, per micro-batch, of a model-parallel rank's tokens
         shard = lay.tp * lay.cp if lay.megatron else split
-        t += 2 * model.moe_layers / lay.pp * m * _dispatch_seconds(cost, model, ep, devices, rank_tokens / m / shard)
+        t += model.moe_layers / lay.pp * m * _exchange_seconds(cost, model, ep, devices, rank_tokens / m / shard)
     if not lay.megatron:
         if split > 1:  # Ulysses: Q/K/V in and the output out, per layer and micro-batch
             width = (2 * model.attn_width + 2 * model.kv_width) * model.dtype_bytes

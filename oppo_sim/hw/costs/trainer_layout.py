@@ -34,20 +34,26 @@ the tokens reach their experts: ``alltoall`` (verl's, which sets it) sends each 
 experts and back; ``allgather`` (Megatron-Core's and NeMo RL's default) all-gathers every rank's tokens over the
 expert-parallel group and reduce-scatters the experts' output, ``ep - 1`` tokens' hidden vectors a token instead
 of ``top-k · (ep - 1) / ep`` (more bytes wherever ``ep`` exceeds the top-k); ``flex`` (DeepEP / HybridEP) is
-priced as ``alltoall``.
+priced as ``alltoall``. ``moe_router_dtype`` (Megatron's; ``model`` is its None) is the dtype the router's
+probabilities are kept in, and the allgather dispatcher reduce-scatters the experts' output in it
+(``token_combine``: ``hidden_states.to(local_probs.dtype)``): NeMo RL's ``fp64`` moves four times the bf16 bytes in
+the combine and its backward.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from oppo_sim.core.errors import ConfigError
 
 TRAIN_BACKENDS = ("fsdp", "megatron")
 BALANCE_ORDERS = ("length", "batch")
 MOE_DISPATCHERS = ("alltoall", "allgather", "flex")
+ROUTER_DTYPES = MappingProxyType({"model": 0, "fp32": 4, "fp64": 8})
+"""Megatron ``moe_router_dtype`` (``model``: Megatron's None, the model's own dtype) and its bytes per element."""
 
-__all__ = ["TRAIN_BACKENDS", "BALANCE_ORDERS", "MOE_DISPATCHERS", "TrainerLayout"]
+__all__ = ["TRAIN_BACKENDS", "BALANCE_ORDERS", "MOE_DISPATCHERS", "ROUTER_DTYPES", "TrainerLayout"]
 
 
 def _count(name: str, v) -> None:
@@ -71,6 +77,7 @@ class TrainerLayout:
     balance_order: str = "length"  # a balanced rank's share before the mini-batch split: verl >= 0.6.1's, or batch order
     fsdp_size: int = 0  # fsdp: ranks of one shard group (0: the whole pool; N: hybrid sharding, module notes)
     moe_dispatcher: str = "alltoall"  # megatron moe_token_dispatcher_type (module notes)
+    moe_router_dtype: str = "model"  # megatron moe_router_dtype: the allgather dispatcher's combine dtype (module notes)
 
     def __post_init__(self) -> None:
         if self.backend not in TRAIN_BACKENDS:
@@ -84,6 +91,8 @@ class TrainerLayout:
             raise ConfigError(f"balance order must be one of {', '.join(BALANCE_ORDERS)}, got {self.balance_order!r}")
         if self.moe_dispatcher not in MOE_DISPATCHERS:
             raise ConfigError(f"MoE token dispatcher must be one of {', '.join(MOE_DISPATCHERS)}, got {self.moe_dispatcher!r}")
+        if self.moe_router_dtype not in ROUTER_DTYPES:
+            raise ConfigError(f"MoE router dtype must be one of {', '.join(ROUTER_DTYPES)}, got {self.moe_router_dtype!r}")
         f = self.optimizer_offload
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 <= f <= 1.0:
             raise ConfigError(f"optimizer offload must be a fraction in [0, 1] (1: every Adam step on the CPU), got {f!r}")
@@ -110,7 +119,11 @@ class TrainerLayout:
         changes the layout."""
         return TrainerLayout(backend, balance_batch=self.balance_batch, optimizer_offload=self.optimizer_offload,
                              balance_order=self.balance_order, fsdp_size=self.fsdp_size if backend == "fsdp" else 0,
-                             moe_dispatcher=self.moe_dispatcher)
+                             moe_dispatcher=self.moe_dispatcher, moe_router_dtype=self.moe_router_dtype)
+
+    def combine_bytes(self, dtype_bytes: int) -> int:
+        """Bytes an element of the allgather dispatcher's combine moves: the router's dtype, else the model's."""
+        return ROUTER_DTYPES[self.moe_router_dtype] or dtype_bytes
 
     @property
     def model_parallel(self) -> int:
