@@ -426,5 +426,19 @@ CHANGES: tuple[Change, ...] = (
                  "within 0.4 points. With a published mean response 20.2 -> 19.6% (worst 56.9% either way); without the "
                  "contradicted runs 20.4 -> 20.1%; the calibration check's factor 1.18 -> 1.12, its held-out runs 25.9% "
                  "uncalibrated, 35.8 -> 30.1% calibrated.")),
+    Change("2026-11-26", "model",
+           "Megatron-Core's host time (oppo_sim.hw.costs.megatron_host): each micro-batch's forward and backward through "
+           "a pipeline stage cost at least the host's time issuing their kernels — ops per layer counted from "
+           "Megatron-Core's source (a Qwen3-30B-A3B layer at EP 8: 96 forward, 157 backward; a dense Llama layer 18 / "
+           "34), at the measured 22 us an eager op (SimConfig.eager_host_op_s, the vLLM eager constant)",
+           20.4, 20.4, 199.7, 199.7,
+           note=("The leading reading of the MoE misses (the previous entries' closing note: the miss grows with the GPU's "
+                 "speed). Counted from Megatron-LM 2f3fa0fce5, Transformer Engine 2.8 and NeMo RL 9dbd9adc's settings "
+                 "(eager training, one GEMM per local expert in TE's grouped linear, one DDP hook add per weight). No run "
+                 "moved: with the allgather dispatcher's fp64 combine priced, every NeMo RL and verl MoE pass stays "
+                 "GPU-bound (Qwen3-30B-A3B on GB200: 0.08 s of host time against 0.13 s of GPU time a forward micro-batch, "
+                 "0.20 against 0.36 s a training one). Syncs inside a MoE layer's forward (2-3) would serialize part of "
+                 "it: an upper bound of +12 s a step there, not modelled. So the host, priced this way, does not explain "
+                 "the MoE misses.")),
 )
 """The changes, oldest first."""

@@ -12,7 +12,9 @@ import pytest
 from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import colocated_placement
-from oppo_sim.hw.costs.costmodel import CostModel
+from functools import partial
+
+from oppo_sim.hw.costs.costmodel import CostModel as _CostModel
 from oppo_sim.hw.devices.hardware import CostParams, OpParams, get_hardware
 from oppo_sim.hw.memory.train_memory import ADAM_BYTES, head_activation_bytes, layer_activation_bytes_per_token
 from oppo_sim.hw.models.lookup import get_model
@@ -25,6 +27,8 @@ from oppo_sim.pipeline.memory_plan import frozen_shards
 from oppo_sim.core.policies import Baseline
 from oppo_sim.traces.trace import Trace
 
+CostModel = partial(_CostModel, host_op_s=0.0)  # Megatron's host time off: the hand computations isolate the GPU's
+#                                                 work; the host's has its own test (test_megatron_host_time_*)
 DENSE, MOE = get_model("llama-3.1-8b"), get_model("qwen3-30b-a3b")
 H100 = get_hardware("h100-sxm")
 FREE = OpParams(1.0, 1.0, 0.0)  # collectives: no base latency, the link's full bandwidth
@@ -303,3 +307,34 @@ def test_megatron_refuses_ulysses_sp():
     from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
     with pytest.raises(ConfigError, match="--cp"):
         SimConfig(placement=colocated_placement(8), trainer=megatron(tp=2), train_memory=TrainMemoryConfig(sequence_parallel=2))
+
+
+# -- Megatron's host time ------------------------------------------------------------------------------------------
+def test_megatron_host_time_layer_ops_by_hand():
+    from oppo_sim.hw.costs.megatron_host import host_seconds, layer_ops
+    # Qwen3-30B-A3B at EP 8: 16 local experts; a layer: attention 10 + q/k norms 3, MoE block 51 + 2 x 16 forward;
+    # backward 19 + 6 and 36 + 6 x 16 (the numbers counted from Megatron-Core's source, module notes)
+    assert layer_ops(MOE, 1, 16) == (48 * 96, 48 * 157)
+    assert layer_ops(DENSE) == (32 * 18, 32 * 34)  # Llama: attention and MLP
+    assert layer_ops(DENSE, tp=2) == (32 * 22, 32 * 40)  # TP with SP: 4 and 6 collectives a layer
+    f, b = host_seconds(MOE, 1e-5, pp=2, local_experts=16, recompute="full")
+    assert (f, b) == pytest.approx((48 * 96 * 1e-5 / 2, 48 * (96 + 157) * 1e-5 / 2))  # recompute: the forward again
+
+
+def test_megatron_host_time_bounds_a_fast_gpu_only():
+    from oppo_sim.hw.costs.megatron_host import host_seconds
+    def train(peak, host):
+        h = hw()
+        h = replace(h, gpu=replace(h.gpu, peak_flops=peak, mem_bw=1e30))
+        return _CostModel(h, layout=megatron(), expert_parallel=8, host_op_s=host).train(MOE, 16, SEQS, 1)
+    slow, fast = H100.gpu.peak_flops / 10, 1e30
+    assert train(slow, 22e-6) == pytest.approx(train(slow, 0.0))  # a GPU a tenth of an H100's: the slower of the two
+    f, b = host_seconds(MOE, 22e-6, local_experts=16)
+    assert train(fast, 22e-6) == pytest.approx(4 * (f + b))  # dp 16: 4 micro-batches a rank, each the host's time
+    assert train(fast, 0.0) == pytest.approx(0.0, abs=1e-9)
+    seqs, ctx = [2048] * 16, [0] * 16
+    h = replace(hw(), gpu=replace(hw().gpu, peak_flops=fast, mem_bw=1e30))
+    fwd = _CostModel(h, layout=megatron(), expert_parallel=8).prefill_cost(MOE, 16, seqs, ctx)[0]
+    assert fwd == pytest.approx(f + H100.params.prefill.overhead_s)  # one sequence a rank: one forward's host time
+    assert _CostModel(h, expert_parallel=8).prefill_cost(MOE, 16, seqs, ctx)[0] == pytest.approx(
+        H100.params.prefill.overhead_s)  # fsdp: not priced (its host is not counted)

@@ -38,7 +38,7 @@ import numpy as np
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.costs.decode_kernels import DecodeKernels
-from oppo_sim.hw.costs.eager import DEFAULT_VLLM_RELEASE, eager_host_seconds
+from oppo_sim.hw.costs.eager import DEFAULT_VLLM_RELEASE, EAGER_HOST_OP_S, eager_host_seconds
 from oppo_sim.hw.costs.expert_parallel import decode_comm_coeffs
 from oppo_sim.hw.costs.spans import sum_max_lines_floor
 from oppo_sim.hw.devices.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds, nodes_spanned
@@ -203,6 +203,7 @@ class CostModel:
     micro_batch_tokens: int | None = None  # the trainer's micro-batch, packed (TrainMemoryConfig's; None: one longest sequence)
     sequence_parallel: int = 1  # fsdp: Ulysses sequence parallelism of the trainer (TrainMemoryConfig's)
     host_gpus: int = 0  # GPUs sharing one host's CPU (a CPU optimizer's step); 0: the scale-up domain's
+    host_op_s: float = EAGER_HOST_OP_S  # megatron: host seconds per issued op (oppo_sim.hw.costs.megatron_host; 0: off)
 
     def __post_init__(self) -> None:
         if isinstance(self.zero_stage, bool) or self.zero_stage not in ZERO_STAGES:

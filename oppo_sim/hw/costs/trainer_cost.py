@@ -62,6 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from oppo_sim.hw.costs.expert_parallel import alltoall_bytes_per_token, dispatch_bytes_per_token, dispatch_kind, expert_split
+from oppo_sim.hw.costs.megatron_host import host_seconds
 from oppo_sim.hw.costs.op_cost import expert_flop_excess
 from oppo_sim.hw.devices.hardware import allreduce_seconds, collective_latency, collective_seconds, nodes_spanned
 from oppo_sim.hw.models.model_spec import ModelSpec
@@ -196,6 +197,23 @@ def _exchange_seconds(cost, model: ModelSpec, ep: int, devices: int, tokens: flo
     return 2 * _lat(cost, dispatch_kind(how), ep, devices) + (1.0 + combine) * sent / bw
 
 
+def with_host(cost, model: ModelSpec, gpu, m, ep: int, train: bool):
+    """Megatron's ``m`` micro-batches of a pipeline stage whose GPU work takes ``gpu`` seconds, each pass (forward;
+    backward) the larger of its GPU share and the host's time issuing it (``megatron_host.host_seconds`` at
+    ``cost.host_op_s``; the forward is a third of a training micro-batch's GPU time, a quarter under full
+    recomputation)."""
+    if cost.host_op_s <= 0:
+        return gpu
+    lay = cost.layout
+    local = model.experts / (ep * expert_tp(lay, ep)) if model.moe else 0.0
+    hf, hb = host_seconds(model, cost.host_op_s, lay.pp, lay.tp, local, cost.recompute if train else "none")
+    per = gpu / m
+    if not train:
+        return m * np.maximum(hf, per)
+    share = 0.25 if cost.recompute == "full" else 1.0 / 3.0
+    return m * (np.maximum(hf, share * per) + np.maximum(hb, (1.0 - share) * per))
+
+
 def expert_excess(cost, model: ModelSpec, micro_tokens: float, scalar_head: bool = False) -> float:
     """The extra share of a MoE model's matmul FLOPs that prices its routed experts at the GPU's measured grouped
     GEMMs (``op_cost.expert_flop_excess``; 0 without tables) for micro-batches of ``micro_tokens`` tokens a rank:
@@ -277,7 +295,7 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     opt = dense_rank / (dp * cp) + routed_rank / expert_dp if lay.distributed_optimizer else dense_rank + routed_rank
     compute = loads.flops / (tp * pp * cp * g.peak_flops * op.eff_compute)
     memory = (3.0 * w_rank * m + OPTIMIZER_BYTES_PER_PARAM * opt * (1.0 - lay.optimizer_offload)) / (g.mem_bw * op.eff_memory)
-    stage = np.maximum(compute, memory) + op.overhead_s * m
+    stage = np.maximum(compute, memory)
     layers = model.layers / pp
     tok_mb = loads.tokens / m / cp  # tokens of one micro-batch on one CP rank (the TP group's)
     dt = model.dtype_bytes
@@ -294,6 +312,7 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
         stage = stage + np.maximum(0.0, ring - attn)
     if ep > 1:  # dispatch and combine, forward and backward
         stage = stage + 2 * model.moe_layers / pp * m * _exchange_seconds(cost, model, ep, devices, tok_mb / tp)
+    stage = with_host(cost, model, stage, m, ep, train=True) + op.overhead_s * m
     if pp > 1:
         bw = group_bw(cost, devices, devices)  # neighbours devices / pp apart: across whenever the pool spans domains
         act = tok_mb / tp * model.hidden * dt
@@ -333,7 +352,8 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
     slowest rank's FLOPs over its ``devices / ranks`` model-parallel GPUs (or the weights and KV bytes
     per device, where slower), the fixed cost per micro-batch, under ``--ep`` each MoE layer's dispatch and combine
     per micro-batch, with Ulysses sequence parallelism its two all-to-alls per layer and micro-batch, and under Megatron the forward's TP collectives (two all-gathers
-    and two reduce-scatters per layer and micro-batch) and the pipeline bubble ``(pp - 1) / (vpp · m)``."""
+    and two reduce-scatters per layer and micro-batch), each micro-batch at least the host's time issuing it
+    (:func:`with_host`), and the pipeline bubble ``(pp - 1) / (vpp · m)``."""
     op, g, coll = cost.hw.params.prefill, cost.hw.gpu, cost.hw.params.collective
     ranks = forward_ranks(cost, devices)
     split = devices // ranks
@@ -344,7 +364,7 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
         slowest, rank_tokens = float(np.sum(flops)), float(np.sum(tokens))
         cap = max(float(cost.micro_batch_tokens or 0), float(np.max(tokens)) if len(tokens) else 1.0, 1.0)
         m = max(math.ceil(rank_tokens / cap), 1)
-    t = op.overhead_s * m + max(slowest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
+    t = max(slowest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
     lay = cost.layout
     ep = cost.expert_parallel if model.moe else 1
     if ep > 1:  # each MoE layer's dispatch and combine, per micro-batch, of a model-parallel rank's tokens
@@ -355,11 +375,12 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
             width = (2 * model.attn_width + 2 * model.kv_width) * model.dtype_bytes
             bw = group_bw(cost, split, devices)
             t += model.layers * (2 * m * _lat(cost, "all-to-all", split, devices) + rank_tokens / split * width * (split - 1) / split / (bw * coll.eff_memory))
-        return t
+        return t + op.overhead_s * m
     if lay.tp > 1:
         bus = (lay.tp - 1) / lay.tp * rank_tokens / m / lay.cp * model.hidden * model.dtype_bytes
         t += 4 * model.layers / lay.pp * m * collective_seconds(coll, bus, group_bw(cost, lay.tp, devices), "all-gather",
                                                                 lay.tp, group_nodes(cost, lay.tp, devices))
+    t = float(with_host(cost, model, t, m, ep, train=False)) + op.overhead_s * m
     if lay.pp > 1:
         t *= 1.0 + (lay.pp - 1) / (lay.vpp * m)
     return t
