@@ -69,7 +69,7 @@ from oppo_sim.hw.models.model_spec import ModelSpec
 from oppo_sim.hw.memory.trainer_memory import expert_tp, stage_params
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "CPU_ADAM_PARAMS_PER_S", "cpu_optimizer_seconds", "dp_partition", "RankLoads", "rank_loads", "group_bw", "group_nodes", "fsdp_train_seconds",
-           "megatron_train_seconds", "forward_ranks", "scorer_batch_scale", "forward_seconds", "expert_excess"]
+           "megatron_train_seconds", "with_host", "forward_ranks", "scorer_batch_scale", "forward_seconds", "expert_excess"]
 
 OPTIMIZER_BYTES_PER_PARAM = 16
 """Adam in mixed precision touches ~16 bytes per parameter per optimizer step (fp32 master, m, v, grad)."""
@@ -350,10 +350,11 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
     """Seconds of one batched forward-only pass over sequences of ``tokens`` new tokens costing ``flops``
     each: dealt to the :func:`forward_ranks` data-parallel ranks as a training step's sequences are, the
     slowest rank's FLOPs over its ``devices / ranks`` model-parallel GPUs (or the weights and KV bytes
-    per device, where slower), the fixed cost per micro-batch, under ``--ep`` each MoE layer's dispatch and combine
-    per micro-batch, with Ulysses sequence parallelism its two all-to-alls per layer and micro-batch, and under Megatron the forward's TP collectives (two all-gathers
-    and two reduce-scatters per layer and micro-batch), each micro-batch at least the host's time issuing it
-    (:func:`with_host`), and the pipeline bubble ``(pp - 1) / (vpp · m)``."""
+    per device, where slower), the fixed cost per micro-batch, under ``--ep`` each MoE layer's dispatch and
+    combine per micro-batch, with Ulysses sequence parallelism its two all-to-alls per layer and micro-batch, and
+    under Megatron the forward's TP collectives (two all-gathers and two reduce-scatters per layer and
+    micro-batch), each micro-batch at least the host's time issuing it (:func:`with_host`), and the pipeline
+    bubble ``(pp - 1) / (vpp · m)``."""
     op, g, coll = cost.hw.params.prefill, cost.hw.gpu, cost.hw.params.collective
     ranks = forward_ranks(cost, devices)
     split = devices // ranks
