@@ -152,6 +152,13 @@ def test_the_moe_dispatcher_follows_the_recipe(override, want):
     assert pairs(t.args)["--moe-dispatcher"] == want
 
 
+@pytest.mark.parametrize("override, want", [("+policy.megatron_cfg.moe_router_dtype=fp32", "fp32"),
+                                            ("+policy.megatron_cfg.moe_router_dtype=null", "model")])
+def test_the_router_dtype_follows_the_recipe_and_null_is_the_models(override, want):
+    t = translate_nemo_rl([str(LLM / "grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml"), override])
+    assert pairs(t.args)["--moe-router-dtype"] == want
+
+
 def test_an_unknown_moe_dispatcher_is_one_line(capsys):
     recipe_ = str(LLM / "grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml")
     assert main(["run", "--from-nemo-rl", recipe_, "--from-nemo-rl", "+policy.megatron_cfg.moe_token_dispatcher_type=ring"]) == 2

@@ -298,7 +298,8 @@ def _dispatcher(g: _Get) -> None:
     g.use(k, "--moe-dispatcher", how, v=how, note="the experts' tokens all-gathered over the EP group and their "
           "output reduce-scattered" if how == "allgather" else "")
     r = M + "moe_router_dtype"
-    dt = "model" if g(r, "fp64") in ("null", "None", "none") else str(g(r, "fp64")).strip().lower()
+    raw = g(r) if r in g.r.flat else "fp64"  # a recipe's null is Megatron's None (the model's dtype), not a missing key
+    dt = "model" if raw is None or str(raw).strip().lower() in ("null", "none") else str(raw).strip().lower()
     if dt not in ROUTER_DTYPES:
         raise ConfigError(f"{r}: expected fp32, fp64 or null, got {g(r)!r}")
     g.use(r, "--moe-router-dtype", dt, v=dt, note="the allgather dispatcher's combine in this dtype" if how == "allgather" else "")

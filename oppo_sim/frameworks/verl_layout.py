@@ -129,14 +129,14 @@ def _dispatcher(b: Builder, cfg: dict) -> None:
     """``override_transformer_config.moe_token_dispatcher_type`` -> ``--moe-dispatcher`` (verl's Megatron config sets
     ``alltoall``: ``verl/models/mcore/config_converter.py``)."""
     k = M + "override_transformer_config.moe_token_dispatcher_type"
-    how = str(cfg.get(k, "alltoall")).strip().strip("'\"").lower()
+    how = str(cfg.get(k, "alltoall")).strip().lower()
     if how not in MOE_DISPATCHERS:
         raise ConfigError(f"{k}: expected one of {', '.join(MOE_DISPATCHERS)}, got {cfg[k]!r}")
     b.use(k, cfg.get(k, "alltoall"), "--moe-dispatcher", how, default=k not in cfg,
           note="DeepEP, priced as alltoall" if how == "flex" else "")
     r = M + "override_transformer_config.moe_router_dtype"
     if r in cfg:
-        dt = str(cfg[r]).strip().strip("'\"").lower()
+        dt = str(cfg[r]).strip().lower()
         dt = "model" if dt in ("null", "none") else dt
         if dt not in ROUTER_DTYPES:
             raise ConfigError(f"{r}: expected fp32, fp64 or null, got {cfg[r]!r}")

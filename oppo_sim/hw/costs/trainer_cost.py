@@ -192,7 +192,7 @@ def _exchange_seconds(cost, model: ModelSpec, ep: int, devices: int, tokens: flo
     lay = cost.layout
     how = lay.moe_dispatcher if lay.megatron else "alltoall"
     sent = dispatch_bytes_per_token(model, ep, how) * tokens
-    combine = lay.combine_bytes(model.dtype_bytes) / model.dtype_bytes if lay.megatron and how == "allgather" else 1.0
+    combine = lay.combine_bytes(model.dtype_bytes) / model.dtype_bytes if how == "allgather" else 1.0
     bw = group_bw(cost, ep, devices) * cost.hw.params.collective.eff_memory
     return 2 * _lat(cost, dispatch_kind(how), ep, devices) + (1.0 + combine) * sent / bw
 
