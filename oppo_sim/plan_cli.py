@@ -19,8 +19,8 @@ import pandas as pd
 
 from oppo_sim.cli_limits import add_limit_args, add_logits_arg, limit_fields
 from oppo_sim.cli_policy import check_policy_flags
-from oppo_sim.cli_setup import (add_algorithm_args, add_engine_args, add_offload_arg, add_sleep_level_arg, algorithm_fields,
-                                 engine_fields)
+from oppo_sim.cli_setup import (add_algorithm_args, add_engine_args, add_offload_arg, add_sleep_level_arg,
+                                 add_weight_moves_args, algorithm_fields, engine_fields)
 from oppo_sim.cliargs import int_list, nonneg_float, nonneg_int, output, positive, str_list
 
 _GPUS_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$")
@@ -157,7 +157,7 @@ def add_plan_parser(sub) -> None:
                         "does not fit without it, then the smallest that fits (default %(default)s)")
     k.add_argument("--placements", type=str_list, default=None,
                    help='only these device splits, e.g. "shared 7+1,colocated 8" (default: all of --layouts)')
-    for add in (add_algorithm_args, add_sleep_level_arg, add_offload_arg, add_logits_arg):
+    for add in (add_algorithm_args, add_sleep_level_arg, add_offload_arg, add_weight_moves_args, add_logits_arg):
         add(p)
     add_engine_args(p, tp=False)  # every configuration runs this engine with these settings (tp: --tps)
     p.set_defaults(func=cmd_plan)
@@ -165,7 +165,7 @@ def add_plan_parser(sub) -> None:
 
 def _request(a: argparse.Namespace):
     from oppo_sim.core.errors import ConfigError
-    from oppo_sim.core.placement import paper_placement
+    from oppo_sim.core.placement import colocated_placement, paper_placement
     from oppo_sim.explore.plan import PlanRequest
     from oppo_sim.explore.space import space_for
     from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
@@ -183,8 +183,10 @@ def _request(a: argparse.Namespace):
                             optimizer_offload=a.optimizer_offload, moe_dispatcher=a.moe_dispatcher,
                             moe_router_dtype=a.moe_router_dtype)
     base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=hardware_for(gpu, a.op_costs), actor=a.actor, trainer=trainer,
-                     placement=paper_placement(count), max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
-                     offload_train_state=a.offload_train_state,
+                     placement=(colocated_placement if a.reference_on_host else paper_placement)(count),
+                     max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
+                     offload_train_state=a.offload_train_state, reference_on_host=a.reference_on_host,
+                     refit_buffers=a.refit_buffers,
                      train_memory=TrainMemoryConfig(full_logits=a.full_logits), **limit_fields(a),
                      **engine_fields(a, gpu), **algorithm_fields(a))
     space = space_for(base, count, a.nodes, layouts=a.layouts, policies=policies,
@@ -214,6 +216,9 @@ def _report(res, top: int) -> None:
           f"{int((t['status'] == 'refused').sum())} refused, {int((t['status'] == 'over-stale').sum())} over-stale")
     if res.trainers is not None:
         print(f"{res.trainers.line()}; {res.simulated_layouts} simulated")
+    if base.reference_on_host:
+        print(f"the reference swaps in from host memory on the trainer's GPUs (--reference-on-host): layouts "
+              f"{', '.join(req.space.layouts)} only")
     default = t[t["config"] == default_candidate(req.space.devices, base).label()]
     if len(default) and default.iloc[0]["status"] == "refused":
         print(f"the default placement does not fit: {default.iloc[0]['config']}: {default.iloc[0]['reason']}")

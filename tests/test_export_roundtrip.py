@@ -147,6 +147,19 @@ def test_exports_are_safe_to_paste():
     assert "this runs synchronously" in colocated_async and "async_grpo" not in colocated_async
 
 
+def test_exports_say_where_the_plan_moved_weights_otherwise_than_the_framework():
+    kl = [*RULE, "--placement", "colocated", "--devices", "8"]  # a reference (KL) by default
+    plain, nemo_like = config_of(*kl), config_of(*kl, "--reference-on-host", "--refit-buffers", "2")
+    assert "plan with --reference-on-host" in export(plain, "nemo-rl") and "plan with --refit-buffers 2" in export(plain, "nemo-rl")
+    assert "--reference-on-host" not in export(nemo_like, "nemo-rl") and "--refit-buffers" not in export(nemo_like, "nemo-rl")
+    for framework in ("verl", "openrlhf"):
+        assert "host memory" not in export(plain, framework) and "double-buffers" not in export(plain, framework)
+        text = export(nemo_like, framework)
+        assert "# the plan swaps the reference in from host memory" in text
+        assert "# the plan double-buffers the refit" in text and "tensor by tensor" in text
+    assert "ref.fsdp_config.param_offload=True offloads them" in export(nemo_like, "verl")
+
+
 def test_plan_export_writes_the_planned_epochs_and_minibatches(capsys, tmp_path):
     argv = ["plan", "--gpus", "4xh100-sxm", "--actor", "qwen2.5-0.5b", "--reward", "rule", "--algorithm", "grpo",
             "--n", "4", "--batch", "8", "--steps", "2", "--max-response", "128", "--policies", "baseline",

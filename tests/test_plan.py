@@ -95,6 +95,25 @@ def test_bad_spaces_are_config_errors():
         PlanSpace(devices=8, chunks=(0,))
 
 
+def test_reference_on_host_searches_only_layouts_that_keep_the_reference_with_the_trainer():
+    from oppo_sim.core.placement import colocated_placement
+
+    b = SimConfig(**SMALL, placement=colocated_placement(4), reference_on_host=True, refit_buffers=2)
+    s = space_for(b, 4)
+    assert s.layouts == ("colocated", "gen-apart") and {p.layout for p in s.placements()} == {"colocated", "gen-apart"}
+    for p in s.placements():  # each is a configuration the simulator takes (the reference on the trainer's pool)
+        cfg = Candidate(p, PolicySpec("baseline")).config(b)
+        assert cfg.placement.pool_of("reference") == cfg.placement.train and cfg.refit_buffers == 2
+    ref = default_candidate(4, b)
+    assert ref.placement.label() == "colocated 4" and ref.policy == PolicySpec("baseline")
+    assert default_candidate(4, base()).placement.label() == "shared 3+1"  # without it: the paper's placement
+    assert space_for(b, 4, layouts=("shared", "gen-apart")).layouts == ("gen-apart",)
+    with pytest.raises(ConfigError, match="layouts: shared, split run the reference off the trainer's GPUs"):
+        space_for(b, 4, layouts=("shared", "split"))
+    with pytest.raises(ConfigError, match="only: 'split 2\\+1\\+1' runs the reference off"):
+        space_for(b, 4, only=("split 2+1+1",))
+
+
 # -- search ---------------------------------------------------------------------------------------------
 
 
@@ -258,11 +277,25 @@ def test_cli_plan_end_to_end(trace_path, tmp_path, capsys):
     assert table["config"].is_unique and not math.isnan(table["samples_per_s"].iloc[0])
 
 
+def test_cli_plan_prices_the_reference_on_the_host_and_exports_it(trace_path, capsys):
+    from oppo_sim.cli import main
+
+    rc = main(["plan", "--trace", trace_path, "--actor", "qwen2.5-0.5b", "--gpus", "4xh100-sxm", "--steps", "2",
+               "--batch", "8", "--n", "2", "--algorithm", "grpo", "--reward", "rule", "--max-response", "2048",
+               "--policies", "baseline", "--processes", "1", "--train-backend", "fsdp", "--reference-on-host",
+               "--refit-buffers", "2", "--placements", "colocated 4,gen-apart 2+2", "--export", "verl"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "reference: colocated 4 tp1 baseline" in text
+    assert "(--reference-on-host): layouts colocated, gen-apart only" in text
+    assert "# the plan swaps the reference in from host memory" in text and "# the plan double-buffers the refit" in text
+
+
 @pytest.mark.parametrize("args, match", [
     (["--gpus", "eight"], "COUNTxGPU"),
     (["--gpus", "8xtpu-v9"], "unknown GPU"),
     (["--gpus", "8xh100-sxm", "--nodes", "3"], "evenly"),
     (["--gpus", "8xh100-sxm", "--objective", "fastest"], "invalid choice"),
+    (["--gpus", "8xh100-sxm", "--reference-on-host", "--layouts", "shared"], "does not allow"),
 ])
 def test_cli_plan_bad_input_exits_2_with_one_line(args, match, capsys):
     from oppo_sim.cli import main

@@ -52,6 +52,7 @@ from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
 LAYOUTS: tuple[str, ...] = ("colocated", "shared", "split", "gen-apart")
+WITH_TRAINER_REFERENCE: tuple[str, ...] = ("colocated", "gen-apart")  # the reference on the training GPUs
 DELTA_RULES: tuple[str, ...] = ("step", "proportional")
 CHUNKED = frozenset({"intra", "oppo"})
 DEFERRING = frozenset({"inter", "dynamic-delta", "oppo", "chunk-autotune"})
@@ -177,14 +178,18 @@ class Candidate:
 
 def default_candidate(devices: int, base: SimConfig | None = None) -> Candidate:
     """The reference: the synchronous baseline on the default (paper) placement, with ``base``'s generation
-    tp and training sp."""
+    tp and training sp; under ``base.reference_on_host`` (the reference on the trainer's GPUs) the colocated one."""
     tp = base.engine.tp if base is not None else EngineConfig().tp
     sp = base.train_memory.sequence_parallel if base is not None else 1
-    trainer = base.trainer if base is not None and (devices - 1) % base.trainer.model_parallel == 0 else TrainerLayout()
-    ep = base.expert_parallel if base is not None and (devices - 1) % base.expert_parallel == 0 else 1
-    if trainer.megatron and ((devices - 1) // trainer.pp) % ep:
+    host = base is not None and base.reference_on_host
+    train = devices if host else devices - 1
+    trainer = base.trainer if base is not None and train % base.trainer.model_parallel == 0 else TrainerLayout()
+    ep = base.expert_parallel if base is not None and train % base.expert_parallel == 0 else 1
+    if trainer.megatron and (train // trainer.pp) % ep:
         trainer = trainer.plain()
-    return Candidate(PlacementSpec("shared", devices - 1, devices - 1, 1, tp, sp, trainer, ep), PolicySpec("baseline"))
+    spec = PlacementSpec("colocated", devices, devices, 0, tp, sp, trainer, ep) if host else \
+        PlacementSpec("shared", devices - 1, devices - 1, 1, tp, sp, trainer, ep)
+    return Candidate(spec, PolicySpec("baseline"))
 
 
 def _tuple(name: str, values, check, known: tuple = ()) -> tuple:
@@ -207,7 +212,9 @@ class PlanSpace:
     fit so is evaluated with the smallest that makes it fit (``fit_check.smallest_sp``) — sequence
     parallelism where a configuration needs it, as long prompts do, and nowhere else (its traffic is not
     timed, so a free choice would always take it); ``only``: keep just these device splits (placement
-    labels such as ``"shared 7+1"``, ``"colocated 8"``)."""
+    labels such as ``"shared 7+1"``, ``"colocated 8"``); ``reference_on_host``: the reference swaps in from host
+    memory on the trainer's GPUs (``SimConfig.reference_on_host``), so only :data:`WITH_TRAINER_REFERENCE` layouts
+    are searched."""
 
     devices: int
     nodes: int = 1
@@ -233,6 +240,7 @@ class PlanSpace:
     vpps: tuple[int, ...] | None = None  # Megatron virtual pipeline stages tried where pp > 1 (None: the user's)
     eps: tuple[int, ...] | None = None  # Megatron EP tried for a MoE actor (None: every one that divides experts and a stage)
     experts: int = 0  # the actor's routed experts (0: dense)
+    reference_on_host: bool = False  # the reference on the trainer's GPUs: colocated and gen-apart only
 
     def __post_init__(self) -> None:
         if self.devices < 2 or self.nodes < 1 or self.devices % self.nodes:
@@ -244,6 +252,8 @@ class PlanSpace:
         for name, known in (("layouts", LAYOUTS), ("policies", POLICY_NAMES), ("chunks", ()), ("deltas", ()),
                             ("rules", DELTA_RULES), ("budgets", ()), ("stalenesses", ())):
             object.__setattr__(self, name, _tuple(name, getattr(self, name), known.__contains__ if known else pos, known))
+        if self.reference_on_host:
+            self._keep_trainer_reference()
         for name in ("train_tps", "pps"):
             object.__setattr__(self, name, _tuple(name, getattr(self, name), pos))
         for name in ("tps", "sps", "vpps", "eps"):
@@ -257,12 +267,24 @@ class PlanSpace:
                 raise ConfigError(f"only: {bad[0] if bad else 'empty'!r} is no placement of {self.devices} GPUs; "
                                   f"e.g. colocated {self.devices}, shared {self.devices - 1}+1")
             object.__setattr__(self, "only", only)
+            off = [x for x in only if x.split()[0] not in self.layouts]
+            if off and self.reference_on_host:
+                raise ConfigError(f"only: {off[0]!r} runs the reference off the trainer's GPUs, which --reference-on-host "
+                                  f"does not allow; layouts {' and '.join(WITH_TRAINER_REFERENCE)} keep it there")
         if self.max_staleness is not None and self.max_staleness < 0:
             raise ConfigError(f"max_staleness must be >= 0, got {self.max_staleness}")
         if self.backends is not None:
             object.__setattr__(self, "backends", tuple(dict.fromkeys((self.backends,) if isinstance(self.backends, str)
                                                                       else self.backends)))
         self.trainer_options  # noqa: B018 -- checks the backends named
+
+    def _keep_trainer_reference(self) -> None:
+        keep = tuple(x for x in self.layouts if x in WITH_TRAINER_REFERENCE)
+        if not keep:
+            raise ConfigError(f"layouts: {', '.join(self.layouts)} run the reference off the trainer's GPUs, which "
+                              f"--reference-on-host does not allow; layouts {' and '.join(WITH_TRAINER_REFERENCE)} "
+                              "keep it there")
+        object.__setattr__(self, "layouts", keep)
 
     @property
     def auto_sp(self) -> bool:
@@ -370,9 +392,9 @@ def space_for(base: SimConfig, devices: int, nodes: int = 1, **kwargs) -> PlanSp
     actor = base.models()["generate"]
     domain = domain_gpus(base.hardware_of(base.placement.generate).gpu, devices, nodes)
     kwargs = {"trainer": base.trainer, "layers": actor.layers, "expert_parallel": base.expert_parallel,
-              "experts": actor.experts if actor.moe else 0, **kwargs}
+              "experts": actor.experts if actor.moe else 0, "reference_on_host": base.reference_on_host, **kwargs}
     return PlanSpace(devices=devices, nodes=nodes, heads=(actor.heads, actor.kv_heads), domain=domain, **kwargs)
 
 
-__all__ = ["LAYOUTS", "DELTA_RULES", "PlacementSpec", "PolicySpec", "Candidate", "PlanSpace", "default_candidate",
+__all__ = ["LAYOUTS", "WITH_TRAINER_REFERENCE", "DELTA_RULES", "PlacementSpec", "PolicySpec", "Candidate", "PlanSpace", "default_candidate",
            "placement_of_label", "space_for"]

@@ -63,6 +63,23 @@ def per_node(cfg: SimConfig, gpus: int, what: str) -> int:
     return gpus // cfg.nodes
 
 
+def weight_move_notes(cfg: SimConfig, framework: str) -> list[str]:
+    """Notes on how the plan moved the reference's and the refit's weights (``--reference-on-host``,
+    ``--refit-buffers``) where ``framework`` (``verl``, ``openrlhf``, ``nemo-rl``) does it otherwise."""
+    kl = cfg.algorithm.kl
+    if framework == "nemo-rl":
+        return ([] if cfg.reference_on_host or not kl else [
+            "NeMo RL keeps the reference in host memory and swaps it with the policy for its pass: plan with "
+            "--reference-on-host to price it so"]) + ([] if cfg.refit_buffers == 2 else [
+                "NeMo RL double-buffers its refit (NRL_REFIT_NUM_BUFFERS=2): plan with --refit-buffers 2 to price it so"])
+    name = {"verl": "verl", "openrlhf": "OpenRLHF"}[framework]
+    out = [f"the plan swaps the reference in from host memory (NeMo RL's way); {name} keeps its weights on GPUs"
+           + (" (actor_rollout_ref.ref.fsdp_config.param_offload=True offloads them between passes)"
+              if framework == "verl" else "")] if cfg.reference_on_host and kl else []
+    return out + ([f"the plan double-buffers the refit (NeMo RL's way); {name} hands the weights over tensor by tensor"]
+                  if cfg.refit_buffers == 2 else [])
+
+
 def split_notes(lines: list[str]) -> list[str]:
     """Comments first (``#`` lines, then ``line  # why`` tails as comments), then the settings."""
     notes = [line for line in lines if line.startswith("#")]
@@ -70,4 +87,4 @@ def split_notes(lines: list[str]) -> list[str]:
     return notes + [line.split("  # ", 1)[0] for line in lines if not line.startswith("#")]
 
 
-__all__ = ["Chosen", "layout_of", "model_name", "per_node", "split_notes"]
+__all__ = ["Chosen", "layout_of", "model_name", "per_node", "split_notes", "weight_move_notes"]

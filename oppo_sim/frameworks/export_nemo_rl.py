@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.frameworks.export_common import Chosen, layout_of, model_name, per_node
+from oppo_sim.frameworks.export_common import Chosen, layout_of, model_name, per_node, weight_move_notes
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT
 
@@ -116,6 +116,7 @@ def export_nemo_rl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
     if alg.reward != "rule":
         notes.append(f"the plan scores with the reward model {model_name(cfg.reward)}: set up NeMo RL's reward-model "
                      "environment under env: (the recipe keeps the math environment)")
+    notes += weight_move_notes(cfg, "nemo-rl")
     if cfg.ppo_epochs > 1:
         notes.append(f"NeMo RL trains each step's samples once: the plan's {cfg.ppo_epochs} epochs have no setting")
     sequences = cfg.batch * alg.n

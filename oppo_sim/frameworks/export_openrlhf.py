@@ -10,7 +10,7 @@ DeepSpeed: a Megatron layout has no setting (a ``#`` note, ZeRO-3 instead).
 
 from __future__ import annotations
 
-from oppo_sim.frameworks.export_common import Chosen, layout_of, model_name, split_notes
+from oppo_sim.frameworks.export_common import Chosen, layout_of, model_name, split_notes, weight_move_notes
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT
 
@@ -113,6 +113,7 @@ def export_openrlhf(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
     out = [f"# oppo-sim plan: {chosen.policy} on {layout} {cfg.placement.total_devices} GPUs; OpenRLHF's dotted flags "
            "(since 2026-04-19); the run's length is yours (--train.num_episodes over your dataset)"]
     out += _policy(cfg, chosen, layout)
+    out += [f"# {note}" for note in weight_move_notes(cfg, "openrlhf")]
     out += ["# the model paths name oppo-sim's table models: point them at your copies",
             f"--actor.model_name_or_path {model_name(cfg.actor)}"]
     out += ["--reward.remote_url http://localhost:5000/get_reward  # your verifier"] if alg.reward == "rule" else [
