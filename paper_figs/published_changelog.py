@@ -440,5 +440,15 @@ CHANGES: tuple[Change, ...] = (
                  "0.20 against 0.36 s a training one). Syncs inside a MoE layer's forward (2-3) would serialize part of "
                  "it: an upper bound of +12 s a step there, not modelled. So the host, priced this way, does not explain "
                  "the MoE misses.")),
+    Change("2026-11-26", "record",
+           "NeMo RL without sequence packing: a recipe with policy.sequence_packing.enabled and dynamic_batching.enabled "
+           "false trains and scores micro-batches of whole sequences, each padded to the batch's longest "
+           "(nemo_rl/models/megatron/data.py get_microbatch_iterator); the NeMo RL reader sets --padded-batches there "
+           "(it only said so before), and the two DeepSeek-V3 GB200 records, whose recipes turn packing off, pad",
+           20.4, 20.4, 199.7, 199.7,
+           note=("Left as a noted difference at the last stop; read in NeMo RL 9dbd9adc's megatron/data.py (slices of the "
+                 "batch at its padded length) and the two recipes (grpo-deepseek-v3-32n4g, -64n4g-async-1off). Moved: "
+                 "DeepSeek-V3 on 128 GB200 -51.8 -> -49.8% (its scoring and training on 1,536-token rows); its one-step-off "
+                 "row is generation-bound and did not move; nothing else did.")),
 )
 """The changes, oldest first."""

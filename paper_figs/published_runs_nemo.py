@@ -40,10 +40,11 @@ _NEMO_PROMPT = ("derived from the table: tokens/s/GPU x GPUs x step time / (prom
 def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str, devices: int, nodes: int,
           prompts: int, n: int, train_gbs: int, max_total: int, mean_response: float, tp: int, tok_s_gpu: float,
           step_s: float, recipe: str, recompute: str | None = None, train: tuple[int, int, int, int] = (1, 1, 1, 1),
-          note: str = "", off: int = 0, gen: int = 0) -> PublishedRun:
+          note: str = "", off: int = 0, gen: int = 0, packed: bool = True) -> PublishedRun:
     """``train``: the table's 'Training [TP,CP,EP,PP,VPP]' column (VPP n/a). ``off``: the table's 'N-step Off'
     rows (NeMo RL's async GRPO, ``max_trajectory_age_steps``; 0: on policy, colocated), generation on its own
-    ``gen`` GPUs (``policy.generation.colocated.resources``) and training on the rest."""
+    ``gen`` GPUs (``policy.generation.colocated.resources``) and training on the rest. ``packed``: the recipe's
+    ``policy.sequence_packing.enabled`` (off: each micro-batch padded to the batch's longest sequence)."""
     train_tp, cp, ep, pp = train
     return PublishedRun(
         key=key, framework=f"NeMo RL {version}" + (f" ({off}-step off)" if off else ""),
@@ -56,12 +57,14 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.8 if off else 0.6,
         recompute=recompute, ep=ep, train_backend="megatron", train_tp=train_tp, pp=pp, cp=cp,
         mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True, refit_buffers=2,
-        moe_dispatcher="allgather", moe_router_dtype="fp64",
+        moe_dispatcher="allgather", moe_router_dtype="fp64", padded_batches=not packed,
         stages=Stages(timers="nemo-rl", definition="only the step time is published"), prompt_note=_NEMO_PROMPT,
         response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
                        f"the tokens/s/GPU column); responses capped at max_total_sequence_length {max_total} minus "
                        f"the prompt"),
         notes=(f"{_NEMO_ASYNC_NOTES if off else _NEMO_NOTES}{'; ' + note if note else ''}"
+               + ("" if packed else "; sequence packing off in the recipe (policy.sequence_packing.enabled: false): "
+                  "micro-batches of whole sequences, each padded to the batch's longest, in scoring and training")
                + ("; Megatron's allgather token dispatcher (NeMo RL's default moe_token_dispatcher_type, which no "
                   "recipe changes), its combine in the fp64 of NeMo RL's moe_router_dtype" if ep > 1 else "")))
 
@@ -117,7 +120,7 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
     _nemo("nemo-v0.5-deepseek-v3-128xgb200", version="v0.5", commit=NEMO_V05, **_DSV3, gpu="gb200", devices=128,
           nodes=32, mean_response=996, tp=32, tok_s_gpu=34.3, step_s=128, recipe="grpo-deepseek-v3-32n4g",
           recompute="full", train=(1, 1, 16, 8), note="training EP16 PP8 (uneven first and last stages: not modelled); "
-          "async vLLM engine"),
+          "async vLLM engine", packed=False),
     _nemo("nemo-v0.5-qwen3-235b-a22b-64xgb200", version="v0.5", commit=NEMO_V05, **_Q235, gpu="gb200", devices=64,
           nodes=16, mean_response=5711, tp=8, tok_s_gpu=140, step_s=332, recipe="grpo-qwen3-235b-16n4g",
           recompute="full", train=(2, 2, 16, 4), note="training TP2 CP2 EP16 PP4; async vLLM engine"),
@@ -147,7 +150,7 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
           recompute="full", off=1, gen=4),
     _nemo("nemo-v0.5-deepseek-v3-256xgb200-1off", version="v0.5", commit=NEMO_V05, **_DSV3, gpu="gb200", devices=256,
           nodes=64, mean_response=994, tp=16, tok_s_gpu=31.7, step_s=64.5, recipe="grpo-deepseek-v3-64n4g-async-1off",
-          recompute="full", train=(1, 1, 16, 8), off=1, gen=128, note="training EP16 PP8"),
+          recompute="full", train=(1, 1, 16, 8), off=1, gen=128, note="training EP16 PP8", packed=False),
     _nemo("nemo-v0.5-qwen3-235b-a22b-128xgb200-1off", version="v0.5", commit=NEMO_V05, **_Q235, gpu="gb200",
           devices=128, nodes=32, mean_response=5711, tp=8, tok_s_gpu=87.9, step_s=268,
           recipe="grpo-qwen3-235b-32n4g-async-1off", recompute="full", train=(4, 1, 16, 4), off=1, gen=64,

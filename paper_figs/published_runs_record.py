@@ -71,6 +71,7 @@ class PublishedRun:
     optimizer_offload: float = 0.0  # share of the Adam state stepped on the CPU (OpenRLHF --adam_offload, Megatron's fraction)
     reference_on_host: bool = False  # NeMo RL: the reference in pinned host memory, swapped in for its pass
     refit_buffers: int = 1  # weight sync: 1 tensor by tensor, 2 NeMo RL's double-buffered refit
+    padded_batches: bool = False  # scoring and training pad every sequence to the batch's longest (no packing)
     policy: str = "baseline"  # the framework's schedule: baseline (synchronous) or async (generation overlaps training)
     staleness: int = 1  # async: policy versions a trajectory may lag (NeMo RL max_trajectory_age_steps)
     balance_order: str = "batch"  # a rank's share before the mini-batch split: every run here predates verl's length

@@ -159,6 +159,18 @@ def test_the_router_dtype_follows_the_recipe_and_null_is_the_models(override, wa
     assert pairs(t.args)["--moe-router-dtype"] == want
 
 
+@pytest.mark.parametrize("overrides, padded", [
+    ([], True),  # the recipe turns packing off: whole sequences, each padded to the batch's longest
+    (["policy.sequence_packing.enabled=true"], False),  # packed by tokens
+    (["policy.dynamic_batching.enabled=true"], False),  # by a token budget
+])
+def test_micro_batches_are_padded_only_without_packing_or_dynamic_batching(overrides, padded):
+    t = translate_nemo_rl([str(LLM / "grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml"), *overrides])
+    assert ("--padded-batches" in t.args) == padded
+    assert config_of("--from-nemo-rl", str(LLM / "grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml"),
+                     *(w for o in overrides for w in ("--from-nemo-rl", o))).padded_batches == padded
+
+
 def test_an_unknown_moe_dispatcher_is_one_line(capsys):
     recipe_ = str(LLM / "grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml")
     assert main(["run", "--from-nemo-rl", recipe_, "--from-nemo-rl", "+policy.megatron_cfg.moe_token_dispatcher_type=ring"]) == 2

@@ -63,7 +63,7 @@ WATCHED: tuple[str, ...] = (*READ, "grpo.async_grpo.enabled", "grpo.async_grpo.m
                             M + "context_parallel_size", M + "expert_model_parallel_size", M + "activation_checkpointing",
                             M + "sequence_parallel", D + "tensor_parallel_size", D + "context_parallel_size",
                             D + "activation_checkpointing", D + "expert_parallel_size", P + "sequence_packing.enabled",
-                            G + "colocated.resources.gpus_per_node", G + "colocated.resources.num_nodes")
+                            P + "dynamic_batching.enabled", G + "colocated.resources.gpus_per_node", G + "colocated.resources.num_nodes")
 """Every key the reader reads: a new key of a recipe that nearly spells one is a typo."""
 _WHY = {P + "train_micro_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens (--micro-batch-tokens)",
         "grpo.max_num_steps": "the run's length: oppo-sim simulates --steps",
@@ -281,8 +281,14 @@ def _trainer(g: _Get) -> None:
     on = as_bool(ckpt, g(ckpt, False))
     g.use(ckpt, "--recompute", "full" if on else "none", v=on)
     pack = as_bool(P + "sequence_packing.enabled", g(P + "sequence_packing.enabled", False))
-    g.use(P + "sequence_packing.enabled", v=pack, note="micro-batches packed by tokens, as oppo-sim's" if pack else
-          "padded micro-batches: oppo-sim packs by tokens (less padding than NeMo RL here)")
+    dyn = as_bool(P + "dynamic_batching.enabled", g(P + "dynamic_batching.enabled", False))
+    if pack or dyn:
+        key = P + ("sequence_packing.enabled" if pack else "dynamic_batching.enabled")
+        g.use(key, v=True, note="micro-batches packed by tokens, as oppo-sim's" if pack else
+              "micro-batches by a token budget, as oppo-sim packs them")
+    else:  # megatron/data.py get_microbatch_iterator: slices of the batch, padded to its longest sequence
+        g.use(P + "sequence_packing.enabled", "--padded-batches", v=False,
+              note="micro-batches of whole sequences, each padded to the batch's longest")
 
 
 def _dispatcher(g: _Get) -> None:
