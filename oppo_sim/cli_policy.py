@@ -50,6 +50,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("delta_proportional", "proportional", RULED, _RULE),
     Knob("budget", "budget", frozenset({"partial-rollout"}), "no per-step token budget"),
     Knob("staleness", "staleness", frozenset({"async"}), "no staleness bound"),
+    Knob("in_flight_weight_updates", "in_flight", frozenset({"async"}), "no weight refit beside generation"),
     Knob("chunk_candidates", "candidates", frozenset({"chunk-autotune"}), "no chunk autotuning"),
     Knob("autotune_every", "every", frozenset({"chunk-autotune"}), "no chunk autotuning"),
     Knob("stream_batching", None, frozenset(STREAMING), "nothing streamed to the scorers"),
@@ -87,6 +88,11 @@ def add_policy_args(p: argparse.ArgumentParser, grid: bool = False) -> None:
                    help=f"partial-rollout: tokens a response generates per step (default {PartialRollout.budget})")
     k.add_argument("--staleness", type=integer, default=None,
                    help=f"async: staleness bound k in policy versions (default {Async.staleness})")
+    k.add_argument("--in-flight-weight-updates", action="store_const", const=True, default=None,
+                   help="async: a step's generation starts once the staleness gate opens, beside the previous step's "
+                        "still in flight, and the refit does not wait for it; each step trains the groups it admitted "
+                        "(NeMo RL's grpo.async_grpo.in_flight_weight_updates with vLLM's async engine) (default "
+                        f"{on_off(Async.in_flight)}: a step generates once the previous one's generation ends)")
     k.add_argument("--chunk-candidates", type=int_list, default=None,
                    help="chunk-autotune: comma list of C tried each round (default "
                         f"{','.join(map(str, ChunkAutotune.candidates))})")

@@ -450,5 +450,23 @@ CHANGES: tuple[Change, ...] = (
                  "batch at its padded length) and the two recipes (grpo-deepseek-v3-32n4g, -64n4g-async-1off). Moved: "
                  "DeepSeek-V3 on 128 GB200 -51.8 -> -49.8% (its scoring and training on 1,536-token rows); its one-step-off "
                  "row is generation-bound and did not move; nothing else did.")),
+    Change("2026-11-26", "model",
+           "Weights refit in flight (async --in-flight-weight-updates, Async.in_flight, StepPlan.overlap; NeMo RL's "
+           "grpo.async_grpo.in_flight_weight_updates with vLLM's async engine): a step's generation starts once the "
+           "staleness gate opens, beside the previous step's still in flight, within a window of B x k prompt groups "
+           "generating at once (NeMo RL's semaphore of num_prompts_per_step x max_trajectory_age_steps: a step admits "
+           "as groups complete), and each step trains the groups it admitted; the NeMo RL reader sets it, the NeMo RL "
+           "one-step-off records run it",
+           20.4, 20.4, 199.7, 199.7,
+           note=("The reading the last stop named for the over-predicted one-step-off refits (the simulator drained each "
+                 "step's generation before starting the next), read in NeMo RL 9dbd9adc's async_utils.py "
+                 "(prepare_for_refit skips the wait for pending generations with the async engine; _inflight_sema bounds "
+                 "the prompt groups in flight). Tested, it is not the missing overlap: with the window the tail of one "
+                 "step overlaps only the next step's first groups. Moved: Qwen3-235B on 256 H100 +32.6 -> +30.7%, "
+                 "Qwen3-32B on 32 GB200 -14.1 -> -17.2%, Qwen3-30B-A3B on 32 H100 -33.7 -> -35.4%, the other one-step-off "
+                 "rows within 1 point; DeepSeek-V3's (whose step is the refit and a generation sharing the engine) not "
+                 "at all. With a published mean response 19.6 -> 19.9%; without the contradicted runs 20.1% either way. "
+                 "Without the window (the next step's whole batch at once) Qwen3-235B had moved to +20.5% and its GB200 "
+                 "row to -54%: the window is NeMo RL's, not a choice.")),
 )
 """The changes, oldest first."""

@@ -27,8 +27,10 @@ _NEMO_NOTES = ("colocated vLLM put to sleep (level 1) while the trainer, offload
 _NEMO_ASYNC_NOTES = ("generation on its own GPUs (vLLM's async engine, gpu_memory_utilization 0.8), training and the "
                      "reference (in pinned host memory, swapped in for its pass) on the rest; async GRPO: a step trains "
                      "on trajectories at most one policy version old (max_trajectory_age_steps 1) while the next ones "
-                     "generate, weights refit in flight (in_flight_weight_updates: a trajectory in flight finishes on "
-                     "the new weights; oppo-sim's async policy keeps it on the version it started with); Megatron-core "
+                     "generate, weights refit in flight (in_flight_weight_updates with vLLM's async engine: the refit "
+                     "does not wait for the generations in flight, a step's prompt groups start as the B x k groups in flight "
+                     "free a slot; a trajectory in flight finishes on the new weights, oppo-sim keeps it on the version "
+                     "it started with); Megatron-core "
                      "trainer with the table's Training [TP,CP,EP,PP]; k3 KL (coef 0.01), importance-sampling correction "
                      "(no extra pass); rule reward; published step = mean of 5 steps, predicted = the mean of the "
                      "simulated steady state (the steps between the first, with nothing to overlap yet, and the "
@@ -54,6 +56,7 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         placement=f"pools:gen={gen},train={devices - gen}" if off else "colocated", batch=prompts,
         n=n, max_prompt=max_total, max_response=max_total, total_cap=True, algorithm="grpo", reward="rule", kl=True,
         tp=tp, colocate="resident" if off else "sleep", policy="async" if off else "baseline", staleness=max(off, 1),
+        in_flight=off > 0,
         published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.8 if off else 0.6,
         recompute=recompute, ep=ep, train_backend="megatron", train_tp=train_tp, pp=pp, cp=cp,
         mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True, refit_buffers=2,

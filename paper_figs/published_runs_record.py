@@ -74,6 +74,7 @@ class PublishedRun:
     padded_batches: bool = False  # scoring and training pad every sequence to the batch's longest (no packing)
     policy: str = "baseline"  # the framework's schedule: baseline (synchronous) or async (generation overlaps training)
     staleness: int = 1  # async: policy versions a trajectory may lag (NeMo RL max_trajectory_age_steps)
+    in_flight: bool = False  # async: weights refit in flight (NeMo RL in_flight_weight_updates with its async engine)
     balance_order: str = "batch"  # a rank's share before the mini-batch split: every run here predates verl's length
     #                               order (verl PR #3605, 2025-10-23, release 0.6.1); NeMo RL and OpenRLHF do not use it
     mean_response: float | None = None  # published mean response length (tokens)

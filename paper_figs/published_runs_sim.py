@@ -194,7 +194,7 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
 
 def run_policy(run: PublishedRun) -> Policy:
     """The framework's own schedule of ``run``: the synchronous baseline, or async with the run's staleness."""
-    return make_policy(run.policy, staleness=run.staleness) if run.policy == "async" else Baseline()
+    return make_policy(run.policy, staleness=run.staleness, in_flight=run.in_flight) if run.policy == "async" else Baseline()
 
 
 def sim_steps(run: PublishedRun, steps: int) -> int:

@@ -171,6 +171,16 @@ def test_micro_batches_are_padded_only_without_packing_or_dynamic_batching(overr
                      *(w for o in overrides for w in ("--from-nemo-rl", o))).padded_batches == padded
 
 
+@pytest.mark.parametrize("overrides, flag", [
+    ([], True),  # in_flight_weight_updates with vLLM's async engine
+    (["policy.generation.vllm_cfg.async_engine=false"], False),  # NeMo RL then waits for the generations in flight
+    (["grpo.async_grpo.in_flight_weight_updates=false"], False),
+])
+def test_weights_refit_in_flight_only_with_the_async_engine(overrides, flag):
+    t = translate_nemo_rl([str(LLM / "performance" / "grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml"), *overrides])
+    assert ("--in-flight-weight-updates" in t.args) == flag and pairs(t.args)["--policy"] == "async"
+
+
 def test_an_unknown_moe_dispatcher_is_one_line(capsys):
     recipe_ = str(LLM / "grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml")
     assert main(["run", "--from-nemo-rl", recipe_, "--from-nemo-rl", "+policy.megatron_cfg.moe_token_dispatcher_type=ring"]) == 2
@@ -211,6 +221,6 @@ def test_the_recipes_async_bound_goes_where_async_runs(cmd, typed, kept):
     parser = build_parser()
     recipe_path = str(LLM / "performance" / "grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml")
     argv = with_framework_args(parser, [cmd, "--from-nemo-rl", recipe_path, *typed], echo=False)
-    assert ("--staleness" in argv) == kept
+    assert ("--staleness" in argv) == kept and ("--in-flight-weight-updates" in argv) == kept
     a = parser.parse_args(argv)
     check_policy_flags(a, [a.policy] if cmd == "run" else a.policies)  # no knob without its policy: no error

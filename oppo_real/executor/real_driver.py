@@ -57,6 +57,7 @@ from oppo_sim.core.protocol import (
 )
 from oppo_sim.core.stepplan import StepPlan
 from oppo_sim.core.stepmachine import StepMachine
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.traces.trace import Trace
 
 SCORE_WORKER_ROLES = ("reward", "reference")  # the score worker; critic and logprob run in the train worker
@@ -93,6 +94,8 @@ class Driver:
         self.algorithm = cfg.algorithm
         self.ledger = Ledger(policy, cfg.batch, ledger_roles(cfg), streamed_roles(cfg.placement()), self.store.target_of,
                              **ledger_groups(cfg))
+        if self.ledger.plan(0).overlap:  # a step generates here once the one before it stopped
+            raise ConfigError(f"{policy.label()}: weights refit in flight are simulated only (oppo-sim)")
         # dapo: report each finished response's reward with its finish (the machine's dynamic sampling reads it)
         self.report_rewards = cfg.algorithm.name == "dapo"
         self.step = 0

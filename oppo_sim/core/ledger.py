@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.stepplan import PolicyState, StepContext, StepOutcome, StepPlan
 from oppo_sim.core.protocol import Action
@@ -146,6 +147,7 @@ class Ledger:
         self.trained_total = 0
         self.last_end: float | None = None
         self.log: list[tuple[int, Action]] | None = None  # set to a list to record every action, by step
+        self.in_window = 0  # groups generating under overlapping plans: at most B x k at once (NeMo RL's semaphore)
 
     def note(self, step: int, acts: list[Action]) -> list[Action]:
         if self.log is not None:
@@ -166,6 +168,9 @@ class Ledger:
         return self.version >= step - self.plan(step).max_staleness
 
     def begin(self, step: int, plan: StepPlan) -> StepMachine:
+        if plan.overlap and self.filter_groups:
+            raise ConfigError("weights refit in flight (async --in-flight-weight-updates) with dapo's dynamic sampling: "
+                              "not modelled; drop one of them")
         m = StepMachine(self, step, plan)
         self.open[step] = m
         return m
@@ -204,6 +209,21 @@ class Ledger:
         """The run was resumed from a checkpoint: the next step's time starts at its own start."""
         self.last_end = None
 
+    # -- the window of groups in flight (overlapping plans) ------------------------------------------
+    def window_free(self, plan: StepPlan) -> int:
+        """Groups a step under ``plan`` may start now: B x k in flight across the steps generating."""
+        return max(0, self.batch * plan.max_staleness - self.in_window)
+
+    def group_done(self) -> list[Action]:
+        """A group under an overlapping plan finished: its slot goes to the earliest step still waiting to admit
+        (its launches, noted under that step)."""
+        self.in_window -= 1
+        for t in sorted(self.open):
+            m = self.open[t]
+            if m.to_admit and not m.ended:
+                return self.note(t, m.admit_waiting())
+        return []
+
     # -- samples --------------------------------------------------------------------------------
     def new_sample(self, step: int) -> int:
         sid = self.next_sid
@@ -225,9 +245,15 @@ class Ledger:
         for sid in sids:
             del self.tracks[sid]
 
-    def take_ready(self, n: int) -> tuple[int, ...]:
-        out, self.ready = tuple(self.ready[:n]), self.ready[n:]
-        return out
+    def take_ready(self, n: int, step: int | None = None) -> tuple[int, ...]:
+        """The first ``n`` finished samples not trained yet (``step``: of those that step admitted)."""
+        if step is None:
+            out, self.ready = tuple(self.ready[:n]), self.ready[n:]
+            return out
+        own = [s for s in self.ready if self.tracks[s].admit_step == step][:n]
+        taken = set(own)
+        self.ready = [s for s in self.ready if s not in taken]
+        return tuple(own)
 
     @property
     def admitted_total(self) -> int:

@@ -291,22 +291,29 @@ class PartialRollout(Policy):
 @dataclass(frozen=True)
 class Async(Policy):
     """One-step / bounded-staleness asynchronous RL (OpenRLHF async, AReaL): generation of step t+k
-    may run while step t trains; samples are up to k policy versions stale."""
+    may run while step t trains; samples are up to k policy versions stale. ``in_flight`` (NeMo RL's
+    ``in_flight_weight_updates``): a step's generation starts once the staleness gate opens, beside the
+    previous step's still in flight (a refit does not wait for it), and each step trains the groups it
+    admitted; without it a step's generation starts once the previous one's ends."""
 
     staleness: int = 1
+    in_flight: bool = False
     name: ClassVar[str] = "async"
 
     def __post_init__(self) -> None:
         _check(self.staleness >= 1, f"async staleness bound must be >= 1, got {self.staleness}")
+        _check(isinstance(self.in_flight, bool), f"async in_flight must be a bool, got {self.in_flight!r}")
 
     def plan(self, state: PolicyState, ctx: StepContext) -> StepPlan:
+        if self.in_flight:  # a whole batch per step, whatever an earlier step still has generating or finished
+            return StepPlan(admit=ctx.round_size, max_staleness=self.staleness, overlap=True)
         return StepPlan(admit=_fill_to(ctx, ctx.round_size), max_staleness=self.staleness)
 
     def trains_while_generating(self) -> bool:
         return True
 
     def label(self) -> str:
-        return f"async(k={self.staleness})"
+        return f"async(k={self.staleness}{', in-flight' if self.in_flight else ''})"
 
 
 POLICY_NAMES: tuple[str, ...] = (
@@ -318,7 +325,7 @@ def make_policy(
     name: str, *, chunk: int | None = None, delta: int | None = None, rule: DeltaRule | None = None,
     budget: int | None = None, staleness: int | None = None, candidates: tuple[int, ...] | None = None,
     every: int | None = None, delta_min: int | None = None, delta_max: int | None = None, window: int | None = None,
-    inc: int | None = None, dec: int | None = None, proportional: bool | None = None,
+    inc: int | None = None, dec: int | None = None, proportional: bool | None = None, in_flight: bool | None = None,
 ) -> Policy:
     """Build a policy by name with the common knobs (CLI and sweeps use this). A knob left None takes the
     policy's default; a given one is used as given (0 included) and checked by the policy. ``delta`` is Δ of
@@ -347,7 +354,7 @@ def make_policy(
         "chunk-autotune": lambda: ChunkAutotune(inner=Oppo(rule=r(), **given(chunk=chunk)),
                                                 **given(candidates=candidates, every=every)),
         "partial-rollout": lambda: PartialRollout(**given(budget=budget, delta=delta)),
-        "async": lambda: Async(**given(staleness=staleness)),
+        "async": lambda: Async(**given(staleness=staleness, in_flight=in_flight)),
     }
     if key not in builders:
         raise ConfigError(f"unknown policy '{name}'; known: {', '.join(POLICY_NAMES)}")

@@ -35,7 +35,12 @@ The rules, each defined here once:
 - **simultaneous finishes** (:meth:`StepMachine.report`): progress reported together is applied in
   sample-id order, so "the first B to finish" has one tie-break;
 - **the batch** (:meth:`StepMachine.stopped`): the first B finished samples not yet trained, in finish
-  order; every scoring role that streaming did not cover scores them whole.
+  order (under an ``overlap`` plan, of those this step admitted); every scoring role that streaming did not
+  cover scores them whole;
+- **the window** (an ``overlap`` plan: weights refit in flight, NeMo RL's ``in_flight_weight_updates``): the
+  next step may generate beside this one, with at most B x k groups generating across them (NeMo RL's
+  semaphore of ``num_prompts_per_step x max_trajectory_age_steps``); a step admits what the window has room
+  for and one more group each time any group completes, the earliest step first (:meth:`Ledger.group_done`).
 
 **Groups** (``Ledger.group_size`` = n > 1: a grouped algorithm, :mod:`oppo_sim.core.algorithms`). The group,
 the n responses of one prompt (sids g*n .. g*n+n-1), is the unit of admission, batching and deferral;
@@ -50,13 +55,10 @@ generation, chunk streaming, token budgets and pauses stay per response:
   group another budget (with n = 1: the oldest paused response);
 - **deferral defers whole groups**: every unfinished member with its partial work, *and* the finished
   members of those groups. The finished ones are not launched again: the next step takes them back at its
-  start as finished members that wait (``waiting``) until their group completes. Their scores (a frozen
-  scorer's, streamed or not) stay valid and are kept -- the frozen scorers do not change -- while the
-  actor's log-probs, like every sample's, are computed when the group trains (by the weights in force
-  then). Why not train them early, or give them a state of their own between steps? The advantage is
-  formed within the group (a baseline over its n rewards), so a member is only trainable with its
-  group; holding the group in one state keeps conservation per group simple: a group is never split
-  between trained, deferred and ready;
+  start as finished members that wait (``waiting``) until their group completes. Their frozen scores stay
+  valid and are kept; the actor's log-probs are computed when the group trains. The advantage is formed
+  within the group (a baseline over its n rewards), so a member is only trainable with its group, and a
+  group is never split between trained, deferred and ready;
 - **dynamic sampling** (``Ledger.filter_groups``, dapo), in **rounds** as verl's DAPO recipe runs it
   (``recipe/dapo/dapo_ray_trainer.py``, ``RayDAPOTrainer.fit``, verl 0.4-0.6). A complete group whose n
   rewards (reported by the driver with each finish, :attr:`Progress.reward`) are all equal carries no
@@ -81,19 +83,8 @@ from dataclasses import asdict
 from typing import Iterable, Mapping, Protocol, Sequence
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.core.protocol import (
-    Action,
-    Defer,
-    Emit,
-    EndGeneration,
-    FormBatch,
-    Launch,
-    Marks,
-    Pause,
-    Progress,
-    ScoreWhole,
-    Train,
-)
+from oppo_sim.core.protocol import (Action, Defer, Emit, EndGeneration, FormBatch, Launch, Marks, Pause, Progress,
+                                   ScoreWhole, Train)
 from oppo_sim.core.stepplan import StepPlan, Streaming
 from oppo_sim.core.track import Track
 
@@ -126,7 +117,9 @@ class RunState(Protocol):
     def drop(self, sids: Sequence[int], trimmed: bool = False) -> None: ...
     def take_deferred(self) -> list[int]: ...
     def defer(self, sids: Iterable[int]) -> None: ...
-    def take_ready(self, n: int) -> tuple[int, ...]: ...
+    def take_ready(self, n: int, step: int | None = None) -> tuple[int, ...]: ...
+    def window_free(self, plan: StepPlan) -> int: ...
+    def group_done(self) -> list[Action]: ...
     def record(self, m: "StepMachine") -> None: ...
     def note(self, step: int, acts: list[Action]) -> list[Action]: ...
 
@@ -149,6 +142,8 @@ class StepMachine:
         self.rounds = 1  # generation rounds (dynamic sampling starts another while fewer than B groups are kept)
         self.paused: list[int] = []  # paused in this step and not resumed, oldest first
         self.refilled = 0
+        self.to_admit = 0  # groups an overlapping plan admits as the window of groups in flight frees a slot
+        self.handoff: list[Action] = []  # another step's launches, started by a slot this step freed
         self.ended = False
         self.admitted: list[int] = []
         self.resumed: dict[int, None] = {}  # an ordered set: a request refilled twice is resumed once
@@ -200,16 +195,25 @@ class StepMachine:
                 self.waiting.setdefault(sid // self.n, []).append(sid)
             else:
                 acts.append(self._launch(sid, fresh=False))
-        for _ in range(self.plan.admit):
+        admit = self.plan.admit
+        if self.plan.overlap:  # as many as the window has room for; the rest as slots free
+            admit = min(admit, self.ledger.window_free(self.plan))
+            self.to_admit = self.plan.admit - admit
+        for _ in range(admit):
             acts += self._admit_group()
         return self.ledger.note(self.step, acts + self._check_end())
+
+    def admit_waiting(self) -> list[Action]:  # one more group of an overlapping plan, into a freed slot
+        self.to_admit -= 1
+        return self._admit_group()
 
     def report(self, events: Iterable[Progress]) -> list[Action]:
         """Engine progress: tokens generated so far per request, and which finished."""
         acts: list[Action] = []
         for ev in sorted(events, key=lambda e: e.sid):
             acts += self._progress(ev)
-        return self.ledger.note(self.step, acts + self._check_end())
+        handoff, self.handoff = self.handoff, []  # (noted under their own step)
+        return self.ledger.note(self.step, acts + self._check_end()) + handoff
 
     def stopped(self, progress: Mapping[int, int]) -> list[Action]:
         """Generation stopped (after :class:`EndGeneration`): ``progress`` holds every request the engines
@@ -233,13 +237,15 @@ class StepMachine:
         self.ledger.defer(self.deferred)
         acts: list[Action] = [Defer(self.deferred)]
         B, ledger = self.ledger.batch * self.n, self.ledger
-        if len(ledger.ready) < B:
+        own = self.plan.overlap  # a later step may be generating beside this one: the batch is what this one admitted
+        have = sum(tracks[s].admit_step == self.step for s in ledger.ready) if own else len(ledger.ready)
+        if have < B:
             what = "samples" if self.n == 1 else f"responses (groups of {self.n})"
-            raise ConfigError(f"step {self.step}: only {len(ledger.ready)} of {B} {what} finished; the policy's plan cannot fill a batch")
+            raise ConfigError(f"step {self.step}: only {have} of {B} {what} finished; the policy's plan cannot fill a batch")
         trim = ledger.filter_groups and self.plan.end_after is None  # verl's synchronous step: the first B sampled
         if trim:
             ledger.ready.sort()
-        self.batch = ledger.take_ready(B)
+        self.batch = ledger.take_ready(B, self.step if own else None)
         if trim and ledger.ready:
             self.trimmed = list(ledger.take_ready(len(ledger.ready)))
             ledger.drop(self.trimmed, trimmed=True)
@@ -278,6 +284,8 @@ class StepMachine:
         return Launch(sid, fresh, tr.generated, self.marks(tr))
 
     def _admit_group(self) -> list[Action]:
+        if self.plan.overlap:
+            self.ledger.in_window += 1
         return [self._launch(self.ledger.new_sample(self.step), fresh=True) for _ in range(self.n)]
 
     def _progress(self, ev: Progress) -> list[Action]:
@@ -304,7 +312,7 @@ class StepMachine:
         if self.n == 1:
             self.finished += 1
             self.ledger.ready.append(tr.sid)
-            return acts
+            return acts + self._free_slot()
         g = tr.sid // self.n
         members = self.waiting.setdefault(g, [])
         members.append(tr.sid)
@@ -322,7 +330,11 @@ class StepMachine:
             return acts
         self.finished += 1
         self.ledger.ready.extend(sids)
-        return acts
+        return acts + self._free_slot()
+
+    def _free_slot(self) -> list[Action]:  # another step's launches go out with this report (handoff)
+        self.handoff += self.ledger.group_done() if self.plan.overlap else []
+        return []
 
     def _emit(self, tr: Track, upto: int, final: bool) -> Emit:
         tr.emit_at = None if final else self.next_emit(tr)
@@ -367,7 +379,7 @@ class StepMachine:
         if end_after is not None and self.finished >= end_after:
             self.ended = True
             return [EndGeneration()]
-        if not self.active:
+        if not self.active and not self.to_admit:
             led = self.ledger
             if led.filter_groups and len(led.ready) < led.batch * self.n:
                 return self._next_round()

@@ -56,6 +56,7 @@ class StepPlan:
     refill: bool = False  # admit a fresh prompt for each paused one while fewer than end_after can finish
     max_staleness: int = 0  # k: generation of step t may start once policy version >= t - k
     delta: int = 0  # Δ in force (reported)
+    overlap: bool = False  # the next step may generate before this one ends (weights refit in flight); own batch
 
     def __post_init__(self) -> None:
         _check(self.admit >= 0, f"plan admits {self.admit} prompts; must be >= 0")

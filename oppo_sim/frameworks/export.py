@@ -101,7 +101,7 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
     out = [f"# oppo-sim plan: {chosen.policy} on {layout} {cfg.placement.total_devices} GPUs ({cfg.trainer.label()} "
            "trainer); the run's length is yours: set trainer.total_epochs or trainer.total_training_steps"]
     out += _verl_placement(cfg, chosen, layout, (gen, train, score))
-    out += [f"# {note}" for note in weight_move_notes(cfg, "verl")]
+    out += [f"# {note}" for note in weight_move_notes(cfg, "verl", chosen)]
     out.append(f"data.train_batch_size={cfg.batch}")
     out.append(f"data.max_response_length={cfg.max_response}" if cfg.max_response else
                "# the plan's responses have no cap: set data.max_response_length to the longest you allow")

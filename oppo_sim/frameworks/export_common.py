@@ -63,9 +63,10 @@ def per_node(cfg: SimConfig, gpus: int, what: str) -> int:
     return gpus // cfg.nodes
 
 
-def weight_move_notes(cfg: SimConfig, framework: str) -> list[str]:
+def weight_move_notes(cfg: SimConfig, framework: str, chosen: Chosen = Chosen()) -> list[str]:
     """Notes on how the plan moved the reference's and the refit's weights (``--reference-on-host``,
-    ``--refit-buffers``) where ``framework`` (``verl``, ``openrlhf``, ``nemo-rl``) does it otherwise."""
+    ``--refit-buffers``, an async plan's refit in flight) where ``framework`` (``verl``, ``openrlhf``,
+    ``nemo-rl``) does it otherwise."""
     kl = cfg.algorithm.kl
     if framework == "nemo-rl":
         return ([] if cfg.reference_on_host or not kl else [
@@ -76,6 +77,8 @@ def weight_move_notes(cfg: SimConfig, framework: str) -> list[str]:
     out = [f"the plan swaps the reference in from host memory (NeMo RL's way); {name} keeps its weights on GPUs"
            + (" (actor_rollout_ref.ref.fsdp_config.param_offload=True offloads them between passes)"
               if framework == "verl" else "")] if cfg.reference_on_host and kl else []
+    out += [f"the plan refits the weights in flight (NeMo RL's in_flight_weight_updates); {name} has no such setting"] \
+        if "in-flight" in chosen.policy else []
     return out + ([f"the plan double-buffers the refit (NeMo RL's way); {name} hands the weights over tensor by tensor"]
                   if cfg.refit_buffers == 2 else [])
 

@@ -89,7 +89,8 @@ def _grpo(cfg: SimConfig, chosen: Chosen, layout: str, notes: list[str]) -> dict
     if alg.name == "rloo":
         grpo["use_leave_one_out_baseline"] = True
     if chosen.kind == "async" and layout in ("gen-apart", "split"):
-        grpo["async_grpo"] = {"enabled": True, "max_trajectory_age_steps": chosen.param("k") or 1}
+        grpo["async_grpo"] = {"enabled": True, "max_trajectory_age_steps": chosen.param("k") or 1,
+                              "in_flight_weight_updates": "in-flight" in chosen.policy}
     elif chosen.kind == "async":
         notes.append(f"{chosen.policy}: NeMo RL's async GRPO generates on its own GPUs; the plan's async on {layout} "
                      "GPUs has no setting: this runs synchronously")

@@ -113,7 +113,7 @@ def export_openrlhf(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
     out = [f"# oppo-sim plan: {chosen.policy} on {layout} {cfg.placement.total_devices} GPUs; OpenRLHF's dotted flags "
            "(since 2026-04-19); the run's length is yours (--train.num_episodes over your dataset)"]
     out += _policy(cfg, chosen, layout)
-    out += [f"# {note}" for note in weight_move_notes(cfg, "openrlhf")]
+    out += [f"# {note}" for note in weight_move_notes(cfg, "openrlhf", chosen)]
     out += ["# the model paths name oppo-sim's table models: point them at your copies",
             f"--actor.model_name_or_path {model_name(cfg.actor)}"]
     out += ["--reward.remote_url http://localhost:5000/get_reward  # your verifier"] if alg.reward == "rule" else [

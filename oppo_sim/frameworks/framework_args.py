@@ -99,7 +99,7 @@ def translate(verl: Sequence[str], openrlhf: str | None, nemo_rl: Sequence[str] 
     return translate_verl(verl)
 
 
-POLICY_KNOBS: dict[str, str] = {"--staleness": "async"}
+POLICY_KNOBS: dict[str, str] = {"--staleness": "async", "--in-flight-weight-updates": "async"}
 """A translated policy knob and the policy that uses it: kept only where that policy runs."""
 
 

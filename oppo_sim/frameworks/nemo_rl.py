@@ -226,10 +226,14 @@ def _async(g: _Get) -> None:
         g.use("grpo.async_grpo.enabled", "--policy", "async", note="generation runs ahead of training")
         g.use("grpo.async_grpo.max_trajectory_age_steps", "--staleness", age, v=age,
               note=f"trajectories at most {age} step(s) old")
-        if as_bool("grpo.async_grpo.in_flight_weight_updates", g("grpo.async_grpo.in_flight_weight_updates", False)):
-            g.use("grpo.async_grpo.in_flight_weight_updates", note="weights refit while generating")
+        k = "grpo.async_grpo.in_flight_weight_updates"
+        if as_bool(k, g(k, False)) and as_bool(V + "async_engine", g(V + "async_engine", False)):
+            g.use(k, "--in-flight-weight-updates", v=True, note="the refit does not wait for the generations in "
+                  "flight; a step's prompts start as the B x k groups in flight free a slot")
             g.b.notes.append("in-flight weight updates: a trajectory in flight at a refit finishes on the new weights; "
-                             "oppo-sim's async policy keeps each on the version it started with")
+                             "oppo-sim keeps each on the version it started with (its staleness)")
+        elif as_bool(k, g(k, False)):
+            g.use(k, v=True, note=f"without {V}async_engine NeMo RL waits for the generations in flight: not set")
     else:
         g.b.notes.append("NeMo RL's synchronous GRPO loop is oppo-sim's baseline policy; --policy chooses the one "
                          "simulated")

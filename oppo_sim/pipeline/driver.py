@@ -28,7 +28,7 @@ Every timing comes from the cost model via the device pools.
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -38,7 +38,6 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import ROLES, SCORING_ROLES, streamed_roles
 from oppo_sim.core.policies import Policy
-from oppo_sim.core.stepplan import StepPlan
 from oppo_sim.core.protocol import Action, Defer, Emit, EndGeneration, FormBatch, Launch, Pause, Progress, ScoreWhole, Train
 from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.engine.factory import EngineKind, make_engine
@@ -55,32 +54,10 @@ from oppo_sim.pipeline.memory_plan import (frozen_gathers, frozen_shards, genera
                                            scorer_weights)
 from oppo_sim.pipeline.topology import cost_models, weight_sync_legs
 from oppo_sim.pipeline.samples import SimSample
+from oppo_sim.pipeline.step_record import StepRecord
 from oppo_sim.pipeline.scoring import RULE_WORKERS, RuleScorer, Scorer
 from oppo_sim.traces.rowmap import TraceReplay
 from oppo_sim.traces.trace import Trace
-
-
-@dataclass
-class StepRecord:
-    step: int
-    start: float
-    plan: StepPlan
-    admitted: int = 0
-    gen_end: float = float("nan")
-    score_end: float = float("nan")
-    train_start: float = float("nan")
-    train_end: float = float("nan")
-    sync_start: float = float("nan")  # after the engine woke, where it sleeps (else train_end)
-    end: float = float("nan")
-    step_time_s: float = float("nan")
-    deferred: int = 0
-    tokens: int = 0
-    prompt_tokens: int = 0
-    staleness_mean: float = 0.0
-    staleness_max: int = 0
-    reward: float = float("nan")
-    sleep_wake_s: float = 0.0  # the engine's sleep and wake charged on its pool this step
-    batch: tuple[int, ...] = field(default_factory=tuple)
 
 
 class Pipeline:
@@ -128,9 +105,10 @@ class Pipeline:
         self.records: list[StepRecord] = []
         self.version_ev = self.env.event()
         self.train_ev: dict[int, simpy.Event] = {}
-        self.gen_done: simpy.Event | None = None
+        self.gen_done: dict[int, simpy.Event] = {}  # step -> its generation ended (EndGeneration)
         self.stopping: list[simpy.Event] = []
-        self.machine: StepMachine | None = None
+        self.machines: dict[int, StepMachine] = {}  # steps generating (two at once where weights refit in flight)
+        self._step_of: dict[int, int] = {}  # sid -> the step generating it
         self.done = self.env.event()
         self.on_step = on_step  # optional callable(StepRecord), e.g. a progress bar
 
@@ -215,7 +193,8 @@ class Pipeline:
                     self.scorers[role].put(s, a.upto, a.final, step, True)
                 if not a.final:
                     s.req.emit_at = a.next_emit_at
-            elif kind is Launch:
+            elif kind is Launch:  # (a fresh one may be another step's, started by a slot this step freed)
+                self._step_of[a.sid] = self.ledger.tracks[a.sid].admit_step if a.fresh else step
                 req = self._sample(a.sid).req
                 req.emit_at, req.pause_at = a.marks.emit_at, a.marks.pause_at
                 if loads is None:
@@ -226,9 +205,9 @@ class Pipeline:
             elif kind is Pause:
                 req = self._sample(a.sid).req  # the engine stopped it at its pause mark
                 req.emit_at = req.pause_at = None
-            elif kind is EndGeneration:  # stop now: no replica starts another iteration
-                self.stopping = [r.stop() for r in self.replicas if r.busy()]
-                self.gen_done.succeed()
+            elif kind is EndGeneration:  # stop now: no replica starts another iteration (unless the next step's run)
+                self.stopping = [] if self.machines[step].plan.overlap else [r.stop() for r in self.replicas if r.busy()]
+                self.gen_done[step].succeed()
                 loads = None
             elif kind is ScoreWhole:
                 scorer = self.scorers[a.role]
@@ -260,11 +239,14 @@ class Pipeline:
             for ev in seen.values():
                 if ev.finished:
                     ev.reward = self._reward_of(ev.sid)
-        m = self.machine
-        dropped = len(self.ledger.dropped)
-        self._apply(m.report(seen.values()), m.step)
-        if len(self.ledger.dropped) > dropped:
-            self._score_dropped(self.ledger.dropped[dropped:], m.step)
+        by_step: dict[int, list[Progress]] = {}
+        for ev in seen.values():
+            by_step.setdefault(self._step_of[ev.sid], []).append(ev)
+        for step in sorted(by_step):
+            dropped = len(self.ledger.dropped)
+            self._apply(self.machines[step].report(by_step[step]), step)
+            if len(self.ledger.dropped) > dropped:
+                self._score_dropped(self.ledger.dropped[dropped:], step)
 
     def _score_dropped(self, sids: list[int], step: int) -> None:
         """A dropped group was scored by the reward (model or rule) to be found uniform, a trimmed one to be
@@ -289,35 +271,44 @@ class Pipeline:
             plan = ledger.plan(t)
             rec = StepRecord(t, self.env.now, plan)
             self.records.append(rec)
-            self.gen_done = self.env.event()
-            m = self.machine = ledger.begin(t, plan)
+            self.gen_done[t] = self.env.event()
+            m = self.machines[t] = ledger.begin(t, plan)
             for r in self.replicas:
                 r.step = t
                 if isinstance(r.core, StaticEngineCore):  # a chunked plan generates in calls of its C
                     r.core.set_call_tokens(plan.chunk)
             self._apply(m.start(), t)
-            yield self.gen_done
-            left: dict[int, int] = {}
-            if self.stopping:  # what was still generating stops after its current iteration, keeping its tokens
-                stopped = yield simpy.AllOf(self.env, self.stopping)
-                for reqs in stopped.values():
-                    for req in reqs:
-                        req.emit_at = req.pause_at = None
-                        left[req.rid] = req.generated
-            rec.gen_end = self.env.now
-            acts = m.stopped(left)
-            self.machine = None
-            self._score_dropped(m.trimmed, t)  # kept groups discarded beyond B: rewarded, as the dropped ones
-            rec.admitted, rec.deferred, rec.batch = len(m.admitted), len(m.deferred), m.batch
-            asleep = self.asleep[t] = self._switch("sleep", t) if self.sleepwake is not None else None
-            if ovh.token_s:  # the batch's tokens are copied into the scoring and training messages
-                yield self.env.timeout(ovh.token_s * sum(self._sample(s).target for s in m.batch))
-            # the scorers beside a sleeping engine start once it sleeps and their weights are back; the others at once
-            later = [a for a in acts if asleep is not None and type(a) is ScoreWhole and a.role in self._beside_engine]
-            self._apply([a for a in acts if all(a is not b for b in later)], t)
-            if later:
-                yield asleep
-                self._apply(later, t)
+            if plan.overlap:  # weights refit in flight: the next step may start generating beside this one
+                self.env.process(self._end_generation(m, rec))
+            else:
+                yield from self._end_generation(m, rec)
+
+    def _end_generation(self, m: StepMachine, rec: StepRecord):
+        """Step ``m.step``'s generation to its end, then its batch to the scorers."""
+        t, ovh = m.step, self.cfg.overheads
+        yield self.gen_done[t]
+        del self.gen_done[t]
+        left: dict[int, int] = {}
+        if self.stopping:  # what was still generating stops after its current iteration, keeping its tokens
+            stopped = yield simpy.AllOf(self.env, self.stopping)
+            for reqs in stopped.values():
+                for req in reqs:
+                    req.emit_at = req.pause_at = None
+                    left[req.rid] = req.generated
+        rec.gen_end = self.env.now
+        acts = m.stopped(left)
+        del self.machines[t]
+        self._score_dropped(m.trimmed, t)  # kept groups discarded beyond B: rewarded, as the dropped ones
+        rec.admitted, rec.deferred, rec.batch = len(m.admitted), len(m.deferred), m.batch
+        asleep = self.asleep[t] = self._switch("sleep", t) if self.sleepwake is not None else None
+        if ovh.token_s:  # the batch's tokens are copied into the scoring and training messages
+            yield self.env.timeout(ovh.token_s * sum(self._sample(s).target for s in m.batch))
+        # the scorers beside a sleeping engine start once it sleeps and their weights are back; the others at once
+        later = [a for a in acts if asleep is not None and type(a) is ScoreWhole and a.role in self._beside_engine]
+        self._apply([a for a in acts if all(a is not b for b in later)], t)
+        if later:
+            yield asleep
+            self._apply(later, t)
 
     def _switch(self, activity: str, step: int) -> simpy.Event:
         """The engine's ``sleep`` (when generation ends) or ``wake`` (before the sync): a job on its pool."""
@@ -350,7 +341,7 @@ class Pipeline:
             rec.sync_start = self.env.now
             job = gpool.submit(gpool.all, sync_s, activity="sync", role="sync", step=t)
             yield job.done
-            for r in self.replicas:
+            for r in (() if rec.plan.overlap else self.replicas):  # refit in flight: the running keep their KV
                 r.reset()
             rec.end = self.env.now
             self._finish_step(rec, batch)
@@ -370,12 +361,10 @@ class Pipeline:
         rec.reward = float(np.mean(rewards)) if rewards else self.cfg.reward_curve.mean_reward(rec.step)
         rec.step_time_s = self.ledger.complete(rec.step, rec.start, rec.end, rec.reward).step_time_s
         for s in batch:
-            del self.samples[s.sid]
-            del self._row_of[s.sid]
+            del self.samples[s.sid], self._row_of[s.sid], self._step_of[s.sid]
         for k, gone in enumerate((self.ledger.dropped, self.ledger.trimmed)):  # groups dynamic sampling let go
             for sid in gone[self._forgotten[k]:]:
-                self.samples.pop(sid, None)
-                self._row_of.pop(sid, None)
+                self.samples.pop(sid, None), self._row_of.pop(sid, None), self._step_of.pop(sid, None)
             self._forgotten[k] = len(gone)
 
     def run(self) -> None:
