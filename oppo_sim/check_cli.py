@@ -2,7 +2,7 @@
 on its first K steps and reports the error on the others; ``--policies`` says what each policy would buy on
 the run, with a range.
 
-    oppo-sim check --from-verl run_qwen2-7b.sh --log train.log [--framework verl|verl-0.7|nemo-rl|openrlhf]
+    oppo-sim check --from-verl run_qwen2-7b.sh --log train.log [--framework verl|verl-0.7|nemo-rl|nemo-rl-async|openrlhf]
         [--steps-from N] [--steps-to M] [--calibrate K --write-profile P.json] [--policies baseline,oppo,async]
         [--plot check.png] [--csv check.csv]
 

@@ -79,3 +79,30 @@ def test_timers_of_a_simulated_run_add_up_to_its_steps():
         assert t.loc[step, "timing_s/step"] == pytest.approx(s["end"] - s["start"], rel=1e-12)
     ver = framework_timers(res, "verl")
     assert (ver["timing_s/gen"] + ver["timing_s/update_weights"]).to_list() == pytest.approx(t["timing_s/gen"].to_list())
+
+
+def test_nemo_rl_async_times_the_generation_its_trainer_waited_for():
+    """Three async steps by hand (generation on its own GPUs): step 1's batch was ready before step 0 ended
+    (nothing exposed), step 2's 3 s after step 1 ended."""
+    rows = [("gen", 4, "generate", "generate", 0, 0.0, 10.0), ("train", 4, "score", "logprob", 0, 10.0, 12.0),
+            ("train", 4, "train", "actor", 0, 12.0, 20.0), ("gen", 4, "sync", "sync", 0, 20.0, 21.0),
+            ("train", 4, "train", "actor", 1, 22.0, 30.0), ("gen", 4, "sync", "sync", 2, 40.0, 41.0)]
+    tl = pd.DataFrame([(*r, 0, 0.0, 0.0) for r in rows], columns=TIMELINE_COLUMNS)
+    steps = pd.DataFrame({"step": [0, 1, 2], "start": [0.0, 10.0, 21.0], "end": [21.0, 31.0, 41.0],
+                          "generation_s": [10.0, 8.0, 13.0]})  # step 1's ends at 18 (< 21), step 2's at 34 (> 31)
+    t = framework_timers(SimResult(steps, tl, {}), "nemo-rl-async")
+    assert t["timing/train/exposed_generation"].tolist() == [10.0, 0.0, 3.0]
+    assert t["timing/train/weight_sync"].tolist() == [1.0, 0.0, 1.0]
+    assert t["timing/train/total_step_time"].tolist() == [21.0, 21.0, 20.0]
+    assert stage_groups(SimResult(steps, tl, {}), "nemo-rl-async")["generation"].tolist() == [10.0, 0.0, 3.0]
+
+
+def test_a_nemo_rl_async_log_reads_with_the_async_loops_timers():
+    from pathlib import Path
+
+    from oppo_sim.frameworks.check_run import stage_map
+    from oppo_sim.traces.runlog import read_run_log
+
+    log = read_run_log(Path(__file__).parent / "fixtures" / "logs" / "nemo_rl_pr1052_timing.log")
+    assert stage_map(log, None) == "nemo-rl-async" and stage_map(log, "nemo-rl") == "nemo-rl"
+    assert "timing/train/exposed_generation" in log.table.columns and "timing/train/weight_sync" in log.table.columns

@@ -58,12 +58,13 @@ import pandas as pd
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.check_run import CheckRun, compare, predicted_timers, run_trace
-from oppo_sim.frameworks.stages import ACTOR, CRITIC, FRAMEWORK_TIMERS, GEN, LOGPROB, REF, REWARD, RULE, STEP, SYNC, VALUES
+from oppo_sim.frameworks.stages import (ACTOR, CRITIC, EXPOSED, FRAMEWORK_TIMERS, GEN, LOGPROB, REF, REWARD, RULE, STEP, SYNC,
+                                        VALUES)
 from oppo_sim.hw.devices.hardware import CostParams, Hardware
 from oppo_sim.hw.fitting.profiles import save_profile
 
 PARAMS: dict[str, tuple[str, tuple]] = {  # parameter -> (op kind, the timeline pieces whose timers pin it)
-    "decode": ("decode", (GEN,)),
+    "decode": ("decode", (GEN, EXPOSED)),  # (an async trainer's wait for generation follows the decode too)
     "prefill": ("prefill", (LOGPROB, REF, VALUES, REWARD)),
     "train": ("train", (ACTOR, CRITIC)),
     "sync_s": ("sync", (SYNC,)),

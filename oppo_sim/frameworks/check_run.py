@@ -37,7 +37,7 @@ from oppo_sim.traces.runlog import RunLog
 from oppo_sim.traces.trace import Trace
 
 COMPATIBLE: dict[str, tuple[str, ...]] = {  # the log's framework -> the stage maps that read its timers
-    "verl": ("verl", "verl-0.7"), "nemo-rl": ("nemo-rl",), "openrlhf": ("openrlhf-timing", "openrlhf", "deepspeed-chat"),
+    "verl": ("verl", "verl-0.7"), "nemo-rl": ("nemo-rl", "nemo-rl-async"), "openrlhf": ("openrlhf-timing", "openrlhf", "deepspeed-chat"),
 }
 CONFIG_FRAMEWORK: dict[str, str] = {"verl": "verl", "openrlhf": "openrlhf", "nemo rl": "nemo-rl"}
 """A reader's framework (``Translation.framework``, its first words) -> the log framework it must match."""
@@ -51,6 +51,8 @@ def stage_map(log: RunLog, framework: str | None) -> str:
     if framework is None:
         if log.framework == "verl":
             return "verl" if "timing_s/update_weights" in log.table.columns else "verl-0.7"
+        if log.framework == "nemo-rl":  # async GRPO's loop logs the generation it waited for
+            return "nemo-rl-async" if "timing/train/exposed_generation" in log.table.columns else "nemo-rl"
         if log.framework == "openrlhf":  # its own timers (v0.9.6 on), else its benchmark's two latencies
             return "openrlhf-timing" if any(str(c).endswith("timing/ppo_train") for c in log.table.columns) else "openrlhf"
         return log.framework

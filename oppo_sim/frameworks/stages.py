@@ -27,6 +27,11 @@ covers, read from the framework's source at the stated commit:
   ``finish_generation``: the engine to sleep), ``reward_calculation``, ``policy_and_reference_logprobs``,
   ``policy_training``, ``total_step_time``. Its ``logprob_inference_prep`` and ``training_prep`` (the
   trainer's state back to the GPU) are inside the simulator's ``sleep`` and counted in ``generation`` here.
+- **nemo-rl-async** (the same commit, ``async_grpo_train``: generation runs in the background on its own GPUs):
+  ``exposed_generation`` (the loop's wait for the step's trajectories, and for ``prepare_for_refit``: the
+  part of generation the trainer sees, ``EXPOSED``: from the previous step's end, or the step's start, to its
+  generation's end), ``reward_calculation``, ``policy_and_reference_logprobs``, ``policy_training``,
+  ``weight_sync`` (the refit), ``total_step_time``.
 - **openrlhf** (``OpenRLHF/OpenRLHF`` dbdd43b0, the benchmark's harness ``openrlhf/trainer/ppo_trainer.py``
   and ``trainer/ray/ppo_actor.py``): ``generation`` is ``make_experience`` (generation and the actor,
   reference, reward and critic forwards); ``training`` is ``ppo_train`` (actor and critic updates, then
@@ -62,11 +67,14 @@ import pandas as pd
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.results import SimResult
 
-__all__ = ["Timer", "FRAMEWORK_TIMERS", "STAGE_GROUPS", "FRAMEWORKS", "framework_timers", "stage_groups",
+__all__ = ["Timer", "FRAMEWORK_TIMERS", "STAGE_GROUPS", "FRAMEWORKS", "EXPOSED", "framework_timers", "stage_groups",
            "union_seconds"]
 
 STEP = ("step", None)
 """The step's wall time: from its start to its end (``SimResult.steps`` ``end - start``)."""
+EXPOSED = ("exposed", None)
+"""The generation a trainer waits for: from the previous step's end (the first step: its start) to the step's
+generation's end, or 0 when the batch was ready first."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,10 @@ FRAMEWORK_TIMERS: Mapping[str, tuple[Timer, ...]] = MappingProxyType({
                 _t("timing/train/reward_calculation", REWARD, RULE),
                 _t("timing/train/policy_and_reference_logprobs", LOGPROB, REF),
                 _t("timing/train/policy_training", ACTOR, CRITIC), _t("timing/train/total_step_time", STEP)),
+    "nemo-rl-async": (_t("timing/train/exposed_generation", EXPOSED), _t("timing/train/reward_calculation", REWARD, RULE),
+                      _t("timing/train/policy_and_reference_logprobs", LOGPROB, REF),
+                      _t("timing/train/policy_training", ACTOR, CRITIC), _t("timing/train/weight_sync", SYNC),
+                      _t("timing/train/total_step_time", STEP)),
     "openrlhf": _TWO_LATENCIES,
     "openrlhf-timing": (_t("train/timing/generation", GEN, SLEEP), _t("train/timing/make_experience", REWARD, RULE, LOGPROB,
                                                                         REF, VALUES),
@@ -118,6 +130,9 @@ STAGE_GROUPS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
                  "training": ("timing_s/update_actor", "timing_s/update_critic")},
     "nemo-rl": {"generation": ("timing/train/prepare_for_generation/total", "timing/train/generation"),
                 "scoring": ("timing/train/policy_and_reference_logprobs",), "training": ("timing/train/policy_training",)},
+    "nemo-rl-async": {"generation": ("timing/train/exposed_generation",),
+                      "scoring": ("timing/train/policy_and_reference_logprobs",),
+                      "training": ("timing/train/policy_training",)},
     "openrlhf": {"generation": ("generation",), "scoring": (), "training": ("training",)},
     "openrlhf-timing": {"generation": ("train/timing/generation",), "scoring": ("train/timing/make_experience",),
                         "training": ("train/timing/ppo_train",)},
@@ -164,6 +179,10 @@ def framework_timers(res: SimResult, framework: str) -> pd.DataFrame:
     for timer in timers:
         if timer.covers == (STEP,):
             out[timer.name] = [float(v) for v in steps["end"] - steps["start"]]
+            continue
+        if timer.covers == (EXPOSED,):
+            free = steps["end"].shift(1).fillna(steps["start"])  # the trainer is free from the previous step's end
+            out[timer.name] = [float(v) for v in (steps["start"] + steps["generation_s"] - free).clip(lower=0.0)]
             continue
         rows = tl[_covered(tl, timer.covers)]
         if rows.empty:
