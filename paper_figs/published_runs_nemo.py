@@ -61,7 +61,8 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         recompute=recompute, ep=ep, train_backend="megatron", train_tp=train_tp, pp=pp, cp=cp,
         mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True, refit_buffers=2,
         moe_dispatcher="allgather", moe_router_dtype="fp64", padded_batches=not packed,
-        stages=Stages(timers="nemo-rl", definition="only the step time is published"), prompt_note=_NEMO_PROMPT,
+        stages=Stages(timers="nemo-rl-async" if off else "nemo-rl", definition="only the step time is published"),
+        prompt_note=_NEMO_PROMPT,
         response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
                        f"the tokens/s/GPU column); responses capped at max_total_sequence_length {max_total} minus "
                        f"the prompt"),
