@@ -150,6 +150,9 @@ def add_plan_parser(sub) -> None:
     k.add_argument("--budgets", type=int_list, default="1024,4096",
                    help="partial-rollout token budgets (default %(default)s)")
     k.add_argument("--stalenesses", type=int_list, default="1,2", help="async staleness bounds k (default %(default)s)")
+    k.add_argument("--in-flight-weight-updates", action="store_const", const=True, default=None,
+                   help="async candidates refit their weights in flight, as NeMo RL's in_flight_weight_updates (the "
+                        "next step's prompt groups start beside the generations still in flight) (default off)")
     k.add_argument("--tps", type=int_list, default=None,
                    help="generation tensor parallelism allowed (default: any that divides the heads and fits a node)")
     k.add_argument("--sps", type=sps_arg, default="auto",
@@ -190,7 +193,7 @@ def _request(a: argparse.Namespace):
                      train_memory=TrainMemoryConfig(full_logits=a.full_logits), **limit_fields(a),
                      **engine_fields(a, gpu), **algorithm_fields(a))
     space = space_for(base, count, a.nodes, layouts=a.layouts, policies=policies,
-                      chunks=a.chunks, deltas=a.deltas, rules=a.rules, budgets=a.budgets, stalenesses=a.stalenesses,
+                      chunks=a.chunks, deltas=a.deltas, rules=a.rules, budgets=a.budgets, stalenesses=a.stalenesses, in_flight=bool(a.in_flight_weight_updates),
                       tps=a.tps, sps=a.sps, only=a.placements, max_staleness=a.max_staleness,
                       backends=TRAIN_BACKENDS if auto else (a.train_backend,), train_tps=a.train_tps, pps=a.pps,
                       vpps=a.vpps, eps=a.eps)

@@ -103,7 +103,8 @@ def test_exports_write_or_name_the_refit_in_flight():
                     "gen-apart 4+4", "--devices", "8")
     nemo = export(cfg, "nemo-rl", Chosen("async(k=1, in-flight)"))
     assert "in_flight_weight_updates: true" in nemo and "async_engine: true" in nemo
-    assert "in_flight_weight_updates: false" in export(cfg, "nemo-rl", Chosen("async(k=1)"))
+    drained = export(cfg, "nemo-rl", Chosen("async(k=1)"))
+    assert "in_flight_weight_updates: false" in drained and "plan with --in-flight-weight-updates" in drained
     for framework in ("verl", "openrlhf"):
         assert "# the plan refits the weights in flight" in export(cfg, framework, Chosen("async(k=1, in-flight)"))
         assert "in flight" not in export(cfg, framework, Chosen("async(k=1)"))

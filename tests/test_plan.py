@@ -57,6 +57,13 @@ def test_knobs_only_multiply_the_policies_that_have_them():
     assert len(set(s.candidates())) == len(s.candidates()) == len(s)
 
 
+def test_async_candidates_refit_in_flight_where_the_space_says_so():
+    s = PlanSpace(devices=8, policies=("baseline", "async"), stalenesses=(1, 2), in_flight=True)
+    labels = sorted(p.label() for p in s.policy_specs())
+    assert labels == ["async(k=1, in-flight)", "async(k=2, in-flight)", "baseline"]
+    assert all(p.make().label() == "async(k=1)" for p in PlanSpace(devices=8, policies=("async",), stalenesses=(1,)).policy_specs())
+
+
 def test_placements_use_every_gpu_and_tp_suits_heads_and_nodes():
     s = space_for(base(8), 8, nodes=2)  # 4 GPUs a node; qwen2.5-0.5b has 14 heads, 2 KV heads
     assert {p.layout for p in s.placements()} == {"colocated", "shared", "split", "gen-apart"}

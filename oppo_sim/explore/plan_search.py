@@ -80,7 +80,8 @@ class _Space:
         if name == "async":
             allowed = [k for k in s.stalenesses if s.max_staleness is None or k <= s.max_staleness]
             stale = trial.suggest_categorical("staleness", allowed)
-        return Candidate(placement, PolicySpec(name, chunk, delta, rule, budget, stale)).canonical()
+        in_flight = True if name == "async" and s.in_flight else None
+        return Candidate(placement, PolicySpec(name, chunk, delta, rule, budget, stale, in_flight)).canonical()
 
     def params(self, c: Candidate) -> dict[str, Any]:
         """The parameters that make :meth:`suggest` return ``c`` (to enqueue the reference)."""

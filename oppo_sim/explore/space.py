@@ -16,11 +16,9 @@ gen-apart     gen[g]; train[t]: train and every scorer               ``gen-apart
 ============  =====================================================  ==================================
 
 Generation runs ``g / tp`` data-parallel replicas of ``tp`` GPUs; training runs under each trainer layout
-of :attr:`PlanSpace.backends` (:mod:`oppo_sim.explore.trainer_space`: FSDP / ZeRO data parallel with the
-cheapest ZeRO stage / recomputation that fits, ``fit_check.check_fits``, or Megatron with its tensor,
-pipeline and expert parallelism searched: :meth:`PlanSpace.trainer_choices`), which the planner prunes by
-memory and trainer-phase cost before simulating (:mod:`oppo_sim.explore.trainer_rank`); scorers run
-data-parallel.
+of :attr:`PlanSpace.backends` (:mod:`oppo_sim.explore.trainer_space`: FSDP / ZeRO with the cheapest stage and
+recomputation that fit, or Megatron with its tp / pp / ep searched: :meth:`PlanSpace.trainer_choices`), pruned
+by memory and trainer-phase cost before simulating (:mod:`oppo_sim.explore.trainer_rank`).
 
 What is *not* enumerated, because it cannot be better or is the same configuration twice:
 
@@ -131,6 +129,7 @@ class PolicySpec:
     rule: str | None = None
     budget: int | None = None
     staleness: int | None = None
+    in_flight: bool | None = None  # async: weights refit in flight
 
     def make(self) -> Policy:
         rule = None
@@ -138,7 +137,7 @@ class PolicySpec:
             d = 8 if self.delta is None else self.delta
             rule = DeltaRule(delta0=d, delta_max=max(32, d), proportional=self.rule == "proportional")
         return make_policy(self.name, chunk=self.chunk, delta=self.delta, rule=rule, budget=self.budget,
-                           staleness=self.staleness)
+                           staleness=self.staleness, in_flight=self.in_flight)
 
     def label(self) -> str:
         label = self.make().label()
@@ -241,6 +240,7 @@ class PlanSpace:
     eps: tuple[int, ...] | None = None  # Megatron EP tried for a MoE actor (None: every one that divides experts and a stage)
     experts: int = 0  # the actor's routed experts (0: dense)
     reference_on_host: bool = False  # the reference on the trainer's GPUs: colocated and gen-apart only
+    in_flight: bool = False  # async candidates refit their weights in flight (Async.in_flight)
 
     def __post_init__(self) -> None:
         if self.devices < 2 or self.nodes < 1 or self.devices % self.nodes:
@@ -357,8 +357,8 @@ class PlanSpace:
             stale = self.stalenesses if name == "async" else (None,)
             if name == "async" and self.max_staleness is not None:
                 stale = tuple(k for k in stale if k <= self.max_staleness)
-            out += [PolicySpec(name, c, d, r, b, k) for c in chunks for d in deltas for r in rules for b in budgets
-                    for k in stale]
+            out += [PolicySpec(name, c, d, r, b, k, self.in_flight if name == "async" and self.in_flight else None)
+                    for c in chunks for d in deltas for r in rules for b in budgets for k in stale]
         return out
 
     def candidates(self, placements: list[PlacementSpec] | None = None) -> list[Candidate]:

@@ -89,8 +89,13 @@ def _grpo(cfg: SimConfig, chosen: Chosen, layout: str, notes: list[str]) -> dict
     if alg.name == "rloo":
         grpo["use_leave_one_out_baseline"] = True
     if chosen.kind == "async" and layout in ("gen-apart", "split"):
+        in_flight = "in-flight" in chosen.policy
         grpo["async_grpo"] = {"enabled": True, "max_trajectory_age_steps": chosen.param("k") or 1,
-                              "in_flight_weight_updates": "in-flight" in chosen.policy}
+                              "in_flight_weight_updates": in_flight}
+        if not in_flight:
+            notes.append("without in_flight_weight_updates NeMo RL also waits at each refit for the generations in "
+                         "flight, which the plan did not; its performance recipes set it (plan with "
+                         "--in-flight-weight-updates to price that)")
     elif chosen.kind == "async":
         notes.append(f"{chosen.policy}: NeMo RL's async GRPO generates on its own GPUs; the plan's async on {layout} "
                      "GPUs has no setting: this runs synchronously")
