@@ -190,7 +190,8 @@ def test_jsonl_and_csv_exports_of_the_log_check_alike(tmp_path, capsys):
     pd.testing.assert_frame_equal(got[0], got[2])
 
 
-def _self_made_log(path: Path, flag: str, config: str, framework: str, names: dict[str, str]) -> None:
+def _self_made_log(path: Path, flag: str, config: str, framework: str, names: dict[str, str], policy: str = "baseline",
+                   options: tuple = ()) -> None:
     """A JSONL log of ``framework``'s timers as the simulator predicts them for ``config`` (3 steps): what ``check``
     must then match exactly, stage by stage."""
     from oppo_sim.cli import build_parser
@@ -202,7 +203,8 @@ def _self_made_log(path: Path, flag: str, config: str, framework: str, names: di
     parser = build_parser()
     cfg = sim_config(parser.parse_args(with_framework_args(parser, ["run", flag, config, "--gpu", "h100-sxm"], echo=False)))
     lengths = pd.DataFrame({"step": [1, 2, 3], names["resp"]: [200.0, 260.0, 240.0], names["prompt"]: [90.0, 95.0, 88.0]})
-    run = CheckRun(RunLog(lengths, framework, "jsonl", str(path)), framework, cfg, "baseline")
+    log_framework = "nemo-rl" if framework == "nemo-rl-async" else framework
+    run = CheckRun(RunLog(lengths, log_framework, "jsonl", str(path)), framework, cfg, policy, options)
     timers = predicted_timers(run, cfg.hardware_of(cfg.placement.generate))
     rows = lengths.merge(timers, on="step")
     path.write_text("\n".join(json.dumps({k: (int(v) if k == "step" else float(v)) for k, v in r.items()})
@@ -222,6 +224,25 @@ def test_nemo_rl_timers_are_mapped_and_matched(tmp_path, capsys):
     assert {"timing/train/generation", "timing/train/policy_training", "timing/train/policy_and_reference_logprobs",
             "timing/train/total_step_time"} <= set(t["stage"])
     assert t["error_pct"].abs().max() < 1e-6  # the simulator's own timers, the same lengths and seed: no error
+
+
+def test_nemo_rl_async_timers_are_mapped_and_matched(tmp_path, capsys):
+    """NeMo RL's async GRPO loop logs the generation its trainer waited for (exposed_generation) and the refit
+    (weight_sync): read with the nemo-rl-async map, simulated with the recipe's async policy, refit in flight."""
+    recipe = str(Path(__file__).parent / "fixtures" / "frameworks" / "nemo_rl" / "recipes" / "llm" / "performance"
+                 / "grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml")
+    log = tmp_path / "nemo_async.jsonl"
+    _self_made_log(log, "--from-nemo-rl", recipe, "nemo-rl-async",
+                   {"resp": "train/mean_gen_tokens_per_sample", "prompt": "train/mean_prompt_length"},
+                   policy="async", options=(("staleness", 1), ("in_flight", True)))
+    rc, out, err = _run(["check", "--from-nemo-rl", recipe, "--gpu", "h100-sxm", "--log", str(log),
+                         "--csv", str(tmp_path / "t.csv")], capsys)
+    assert rc == 0, err
+    assert "stage map nemo-rl-async;" in out
+    t = pd.read_csv(tmp_path / "t.csv")
+    assert {"timing/train/exposed_generation", "timing/train/weight_sync", "timing/train/policy_training",
+            "timing/train/total_step_time"} <= set(t["stage"])
+    assert t["error_pct"].abs().max() < 1e-6
 
 
 def test_a_run_faster_than_efficiency_one_allows_gets_its_per_call_cost_fitted(tmp_path):
