@@ -83,6 +83,15 @@ def test_simulated_steps_train_what_they_admitted_and_repeat_exactly():
     assert (starts[1:] < ends[:-1]).any()
 
 
+def test_each_step_reports_its_own_staleness_and_generation_though_batches_form_out_of_order():
+    res = simulate(_trace(), Async(in_flight=True, staleness=3), _cfg())
+    d = res.decisions
+    assert list(d["step"]) == sorted(d["step"])  # in step order, though batches form out of it here (k = 3)
+    assert list(res.steps["staleness_max"]) == [max(s) for s in d["staleness"]] and res.steps["staleness_max"].max() <= 3
+    gen = res.timeline[res.timeline["activity"] == "generate"]
+    assert (gen["step"] == 0).any()  # an iteration goes to the earliest step still generating
+
+
 def test_refused_where_it_is_not_modelled():
     with pytest.raises(ConfigError, match="dynamic sampling"):
         simulate(_trace(), Async(in_flight=True), _cfg(algorithm=config_of("--algorithm", "dapo", "--n", "2").algorithm))
@@ -90,6 +99,10 @@ def test_refused_where_it_is_not_modelled():
 
     with pytest.raises(ConfigError, match="simulated only"):
         Driver(_real_cfg(), Async(in_flight=True), None, {"gen": None, "train": None, "score": None})
+    from oppo_real.executor.runner import run_real
+
+    with pytest.raises(ConfigError, match="simulated only"):  # before a worker starts
+        run_real(_real_cfg(), Async(in_flight=True))
 
 
 def _real_cfg():

@@ -45,17 +45,8 @@ from oppo_real.workers.handles import Handle
 from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import streamed_roles
 from oppo_sim.core.policies import Policy
-from oppo_sim.core.protocol import (
-    Action,
-    Emit,
-    EndGeneration,
-    FormBatch,
-    Launch,
-    Pause,
-    Progress,
-    ScoreWhole,
-)
-from oppo_sim.core.stepplan import StepPlan
+from oppo_sim.core.protocol import Action, Emit, EndGeneration, FormBatch, Launch, Pause, Progress, ScoreWhole
+from oppo_sim.core.stepplan import StepContext, StepPlan
 from oppo_sim.core.stepmachine import StepMachine
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.traces.trace import Trace
@@ -80,6 +71,12 @@ class TrainingJob:
     saved: str | None = None  # the trainer's state saved just before this training (a checkpoint's weights)
 
 
+def refuse_overlap(policy: Policy, batch: int) -> None:
+    """A step generates here once the one before it stopped: a plan that overlaps them is refused in one line."""
+    if policy.plan(policy.initial_state(), StepContext(0, batch)).overlap:
+        raise ConfigError(f"{policy.label()}: weights refit in flight are simulated only (oppo-sim)")
+
+
 class Driver:
     """Runs ``policy`` for real on the workers in ``handles`` (``gen``, ``train``, ``score``)."""
 
@@ -94,8 +91,7 @@ class Driver:
         self.algorithm = cfg.algorithm
         self.ledger = Ledger(policy, cfg.batch, ledger_roles(cfg), streamed_roles(cfg.placement()), self.store.target_of,
                              **ledger_groups(cfg))
-        if self.ledger.plan(0).overlap:  # a step generates here once the one before it stopped
-            raise ConfigError(f"{policy.label()}: weights refit in flight are simulated only (oppo-sim)")
+        refuse_overlap(policy, cfg.batch)
         # dapo: report each finished response's reward with its finish (the machine's dynamic sampling reads it)
         self.report_rewards = cfg.algorithm.name == "dapo"
         self.step = 0

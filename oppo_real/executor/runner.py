@@ -8,7 +8,7 @@ from typing import Callable
 from oppo_real.checkpoints.layout import LEDGER_NAME, has_checkpoint
 from oppo_real.checkpoints.save_restore import Checkpointer
 from oppo_real.config import RealConfig
-from oppo_real.executor.real_driver import Driver
+from oppo_real.executor.real_driver import Driver, refuse_overlap
 from oppo_real.executor.real_result import RealResult, build_result
 from oppo_real.executor.session import Session
 from oppo_sim.core.errors import ConfigError
@@ -30,6 +30,7 @@ def run_real(cfg: RealConfig, policy: Policy, trace: Trace | None = None, *, out
     if ckpt is not None and not resume and not overwrite and has_checkpoint(Path(out_dir)):
         raise ConfigError(f"{out_dir} already holds a run (checkpoint/{LEDGER_NAME}): pass --resume to continue it "
                           f"or --overwrite to start over")
+    refuse_overlap(policy, cfg.batch)  # before any worker starts
     session = Session(cfg)
     try:
         d = Driver(cfg, policy, trace, session.start(policy), on_step)

@@ -345,7 +345,8 @@ class Ledger:
     def decisions_frame(self):
         import pandas as pd
 
-        rows = [tuple(getattr(d, f) for f in DECISION_FIELDS) for d in self.decisions]  # (asdict deep-copies)
+        rows = [tuple(getattr(d, f) for f in DECISION_FIELDS)  # in step order (asdict deep-copies)
+                for d in sorted(self.decisions, key=lambda d: d.step)]
         return pd.DataFrame(rows, columns=list(DECISION_FIELDS))
 
     # -- checkpoints ----------------------------------------------------------------------------

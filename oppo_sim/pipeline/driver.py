@@ -274,7 +274,7 @@ class Pipeline:
             self.gen_done[t] = self.env.event()
             m = self.machines[t] = ledger.begin(t, plan)
             for r in self.replicas:
-                r.step = t
+                r.step = min(self.machines)  # (the timeline books an iteration to the earliest step generating)
                 if isinstance(r.core, StaticEngineCore):  # a chunked plan generates in calls of its C
                     r.core.set_call_tokens(plan.chunk)
             self._apply(m.start(), t)
@@ -298,6 +298,8 @@ class Pipeline:
         rec.gen_end = self.env.now
         acts = m.stopped(left)
         del self.machines[t]
+        for r in self.replicas if self.machines else ():
+            r.step = min(self.machines)
         self._score_dropped(m.trimmed, t)  # kept groups discarded beyond B: rewarded, as the dropped ones
         rec.admitted, rec.deferred, rec.batch = len(m.admitted), len(m.deferred), m.batch
         asleep = self.asleep[t] = self._switch("sleep", t) if self.sleepwake is not None else None
@@ -352,7 +354,7 @@ class Pipeline:
         self.done.succeed()
 
     def _finish_step(self, rec: StepRecord, batch: list[SimSample]) -> None:
-        stale = self.ledger.decisions[rec.step].staleness
+        stale = self.ledger.decision(rec.step).staleness
         rec.staleness_mean = float(np.mean(stale))
         rec.staleness_max = int(max(stale))
         rec.tokens = sum(s.target for s in batch)
