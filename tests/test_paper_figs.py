@@ -315,13 +315,16 @@ def test_a_nemo_rl_one_step_off_record_agrees_with_the_nemo_rl_reader(monkeypatc
     the engine's memory fraction and the host-held reference."""
     from framework_helpers import config_of
 
+    from oppo_sim.frameworks.nemo_rl import translate_nemo_rl
+
     mod = _load("published_runs", monkeypatch)
     run = next(r for r in mod.RUNS if r.key == "nemo-v0.5-llama3.1-8b-16xh100-1off")
     recipe = (Path(__file__).parent / "fixtures" / "frameworks" / "nemo_rl" / "recipes" / "llm" / "performance"
               / "grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml")
     read = config_of("--from-nemo-rl", str(recipe), "--from-nemo-rl", "policy.train_global_batch_size=512")
     cfg = mod.sim_config(run, steps=1)
-    assert (run.policy, run.staleness) == ("async", 1) and mod.run_policy(run).label() == "async(k=1)"
+    assert (run.policy, run.staleness) == ("async", 1) and mod.run_policy(run).label() == "async(k=1, in-flight)"
+    assert "--in-flight-weight-updates" in translate_nemo_rl([str(recipe)]).args  # as the reader reads the recipe
     assert [(p.name, p.devices) for p in cfg.placement.pools] == [("gen", 8), ("train", 8)]
     assert [p.devices for p in read.placement.pools] == [8, 8]
     assert cfg.placement.pool_of("reference") == cfg.placement.train == "train"
