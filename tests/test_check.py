@@ -211,38 +211,32 @@ def _self_made_log(path: Path, flag: str, config: str, framework: str, names: di
                               for r in rows.to_dict("records")) + "\n")
 
 
-def test_nemo_rl_timers_are_mapped_and_matched(tmp_path, capsys):
-    recipe = str(Path(__file__).parent / "fixtures" / "frameworks" / "nemo_rl" / "grpo_math_1B.yaml")
+NEMO_RL = Path(__file__).parent / "fixtures" / "frameworks" / "nemo_rl"
+
+
+@pytest.mark.parametrize("recipe, stage_map, policy, options, typed, stages", [
+    (NEMO_RL / "grpo_math_1B.yaml", "nemo-rl", "baseline", (), ["--policy", "baseline"],
+     {"timing/train/generation", "timing/train/policy_training", "timing/train/policy_and_reference_logprobs",
+      "timing/train/total_step_time"}),
+    # the async GRPO loop logs the generation its trainer waited for and the refit; its recipe's async policy,
+    # refit in flight
+    (NEMO_RL / "recipes" / "llm" / "performance" / "grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml", "nemo-rl-async",
+     "async", (("staleness", 1), ("in_flight", True)), [],
+     {"timing/train/exposed_generation", "timing/train/weight_sync", "timing/train/policy_training",
+      "timing/train/total_step_time"}),
+], ids=["sync", "async"])
+def test_nemo_rl_timers_are_mapped_and_matched(tmp_path, capsys, recipe, stage_map, policy, options, typed, stages):
     log = tmp_path / "nemo.jsonl"
-    _self_made_log(log, "--from-nemo-rl", recipe, "nemo-rl",
-                   {"resp": "train/mean_gen_tokens_per_sample", "prompt": "train/mean_prompt_length"})
-    rc, out, err = _run(["check", "--from-nemo-rl", recipe, "--gpu", "h100-sxm", "--log", str(log), "--policy", "baseline",
-                         "--csv", str(tmp_path / "t.csv")], capsys)
-    assert rc == 0, err
-    assert "stage map nemo-rl;" in out
-    t = pd.read_csv(tmp_path / "t.csv")
-    assert {"timing/train/generation", "timing/train/policy_training", "timing/train/policy_and_reference_logprobs",
-            "timing/train/total_step_time"} <= set(t["stage"])
-    assert t["error_pct"].abs().max() < 1e-6  # the simulator's own timers, the same lengths and seed: no error
-
-
-def test_nemo_rl_async_timers_are_mapped_and_matched(tmp_path, capsys):
-    """NeMo RL's async GRPO loop logs the generation its trainer waited for (exposed_generation) and the refit
-    (weight_sync): read with the nemo-rl-async map, simulated with the recipe's async policy, refit in flight."""
-    recipe = str(Path(__file__).parent / "fixtures" / "frameworks" / "nemo_rl" / "recipes" / "llm" / "performance"
-                 / "grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml")
-    log = tmp_path / "nemo_async.jsonl"
-    _self_made_log(log, "--from-nemo-rl", recipe, "nemo-rl-async",
+    _self_made_log(log, "--from-nemo-rl", str(recipe), stage_map,
                    {"resp": "train/mean_gen_tokens_per_sample", "prompt": "train/mean_prompt_length"},
-                   policy="async", options=(("staleness", 1), ("in_flight", True)))
-    rc, out, err = _run(["check", "--from-nemo-rl", recipe, "--gpu", "h100-sxm", "--log", str(log),
+                   policy=policy, options=options)
+    rc, out, err = _run(["check", "--from-nemo-rl", str(recipe), "--gpu", "h100-sxm", "--log", str(log), *typed,
                          "--csv", str(tmp_path / "t.csv")], capsys)
     assert rc == 0, err
-    assert "stage map nemo-rl-async;" in out
+    assert f"stage map {stage_map};" in out
     t = pd.read_csv(tmp_path / "t.csv")
-    assert {"timing/train/exposed_generation", "timing/train/weight_sync", "timing/train/policy_training",
-            "timing/train/total_step_time"} <= set(t["stage"])
-    assert t["error_pct"].abs().max() < 1e-6
+    assert stages <= set(t["stage"])
+    assert t["error_pct"].abs().max() < 1e-6  # the simulator's own timers, the same lengths and seed: no error
 
 
 def test_a_run_faster_than_efficiency_one_allows_gets_its_per_call_cost_fitted(tmp_path):

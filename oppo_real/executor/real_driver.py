@@ -42,13 +42,13 @@ from oppo_real.executor.roles import RULE_POOL, RULE_ROLE, ledger_groups, ledger
 from oppo_real.executor.sample_store import SampleStore
 from oppo_real.models.task import rule_reward
 from oppo_real.workers.handles import Handle
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.ledger import Ledger
 from oppo_sim.core.placement import streamed_roles
 from oppo_sim.core.policies import Policy
 from oppo_sim.core.protocol import Action, Emit, EndGeneration, FormBatch, Launch, Pause, Progress, ScoreWhole
 from oppo_sim.core.stepplan import StepContext, StepPlan
 from oppo_sim.core.stepmachine import StepMachine
-from oppo_sim.core.errors import ConfigError
 from oppo_sim.traces.trace import Trace
 
 SCORE_WORKER_ROLES = ("reward", "reference")  # the score worker; critic and logprob run in the train worker

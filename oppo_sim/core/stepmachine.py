@@ -310,9 +310,8 @@ class StepMachine:
         self.active.pop(tr.sid, None)
         acts: list[Action] = [self._emit(tr, tr.generated, final=True)] if self.streamed else []
         if self.n == 1:
-            self.finished += 1
-            self.ledger.ready.append(tr.sid)
-            return acts + self._free_slot()
+            self._complete([tr.sid])
+            return acts
         g = tr.sid // self.n
         members = self.waiting.setdefault(g, [])
         members.append(tr.sid)
@@ -328,13 +327,14 @@ class StepMachine:
             self.dropped.extend(sids)
             self.ledger.drop(sids)
             return acts
+        self._complete(sids)
+        return acts
+
+    def _complete(self, sids: list[int]) -> None:  # a group kept; an overlapping plan frees its slot (handoff)
         self.finished += 1
         self.ledger.ready.extend(sids)
-        return acts + self._free_slot()
-
-    def _free_slot(self) -> list[Action]:  # another step's launches go out with this report (handoff)
-        self.handoff += self.ledger.group_done() if self.plan.overlap else []
-        return []
+        if self.plan.overlap:
+            self.handoff += self.ledger.group_done()
 
     def _emit(self, tr: Track, upto: int, final: bool) -> Emit:
         tr.emit_at = None if final else self.next_emit(tr)

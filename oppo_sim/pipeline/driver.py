@@ -363,10 +363,14 @@ class Pipeline:
         rec.reward = float(np.mean(rewards)) if rewards else self.cfg.reward_curve.mean_reward(rec.step)
         rec.step_time_s = self.ledger.complete(rec.step, rec.start, rec.end, rec.reward).step_time_s
         for s in batch:
-            del self.samples[s.sid], self._row_of[s.sid], self._step_of[s.sid]
+            del self.samples[s.sid]
+            del self._row_of[s.sid]
+            del self._step_of[s.sid]
         for k, gone in enumerate((self.ledger.dropped, self.ledger.trimmed)):  # groups dynamic sampling let go
             for sid in gone[self._forgotten[k]:]:
-                self.samples.pop(sid, None), self._row_of.pop(sid, None), self._step_of.pop(sid, None)
+                self.samples.pop(sid, None)
+                self._row_of.pop(sid, None)
+                self._step_of.pop(sid, None)
             self._forgotten[k] = len(gone)
 
     def run(self) -> None:
