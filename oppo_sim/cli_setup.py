@@ -77,6 +77,8 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                    help="attention stores its s x s scores, no FlashAttention (default off)")
     m.add_argument("--micro-batch-tokens", type=positive(), default=None,
                    help="tokens per training micro-batch (default: one longest sequence)")
+    m.add_argument("--logprob-micro-batch-tokens", type=positive(), default=None, help="tokens per micro-batch of "
+                   "the forward-only passes: log-probs, reference, reward, values (default: --micro-batch-tokens)")
     m.add_argument("--sp", type=positive(), default=1, help="sequence parallelism of the trainer (default %(default)s)")
     add_logits_arg(m)
     m.add_argument("--colocate", choices=("sleep", "resident"), default="sleep",
@@ -388,6 +390,7 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
         train_memory=TrainMemoryConfig(
             zero_stage=None if a.zero == "auto" else int(a.zero), recompute=None if a.recompute == "auto" else a.recompute,
             flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
+            logprob_micro_batch_tokens=getattr(a, "logprob_micro_batch_tokens", None),
             full_logits=a.full_logits,
         ), **limit_fields(a),
         critic=critic_field(a), colocate=a.colocate, train_memory_fraction=getattr(a, "train_memory_fraction", 0.9), sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, reference_on_host=getattr(a, "reference_on_host", False), refit_buffers=getattr(a, "refit_buffers", 1), nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),

@@ -174,3 +174,18 @@ def test_plan_export_writes_the_planned_epochs_and_minibatches(capsys, tmp_path)
     assert main([*argv[:-1], "openrlhf"]) == 0
     out = capsys.readouterr().out
     assert "--train.max_epochs 2" in out and "--train.batch_size 16" in out  # 8 x 4 samples in 2 mini-batches
+
+
+@pytest.mark.parametrize("framework, argv", [
+    ("verl", ["--placement", "colocated", "--devices", "16", "--nodes", "2", *RULE, "--train-backend", "megatron",
+              "--train-tp", "2", "--cp", "2", "--recompute", "full", "--ppo-epochs", "1"]),  # verl's budgets are x cp
+    ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--sp", "2", "--recompute", "full",
+              "--ppo-epochs", "1"]),  # and x the Ulysses degree
+    ("nemo-rl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full",
+                 "--ppo-epochs", "1"]),
+])
+def test_token_budgets_export_and_import_unchanged(tmp_path, framework, argv):
+    budgets = ["--micro-batch-tokens", "12288", "--logprob-micro-batch-tokens", "20480"]
+    original, text, back, _ = round_trip(tmp_path, framework, [*argv, *budgets], Chosen("baseline", 3, "full"))
+    assert (back.train_memory.micro_batch_tokens, back.train_memory.logprob_micro_batch_tokens) == (12288, 20480), text
+    assert (original.train_memory.micro_batch_tokens, original.train_memory.logprob_micro_batch_tokens) == (12288, 20480)

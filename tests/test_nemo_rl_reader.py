@@ -224,3 +224,24 @@ def test_the_recipes_async_bound_goes_where_async_runs(cmd, typed, kept):
     assert ("--staleness" in argv) == kept and ("--in-flight-weight-updates" in argv) == kept
     a = parser.parse_args(argv)
     check_policy_flags(a, [a.policy] if cmd == "run" else a.policies)  # no knob without its policy: no error
+
+
+@pytest.mark.parametrize("overrides, train, logprob", [
+    ([], "4096", "8192"),  # packing on: max_total 4096 x train_micro_batch_size 1, x logprob_batch_size 2
+    (["policy.sequence_packing.train_mb_tokens=12288"], "12288", "8192"),
+    (["policy.sequence_packing.enabled=false", "policy.dynamic_batching.enabled=true",
+      "policy.dynamic_batching.train_mb_tokens=6000", "policy.dynamic_batching.logprob_mb_tokens=9000"], "6000", "9000"),
+])
+def test_the_token_budgets_of_packed_or_dynamic_micro_batches_are_read(overrides, train, logprob):
+    path = str(LLM / "performance" / "grpo-llama3.1-8b-instruct-2n8g.yaml")
+    got = pairs(translate_nemo_rl([path, *overrides]).args)
+    assert (got["--micro-batch-tokens"], got["--logprob-micro-batch-tokens"]) == (train, logprob)
+    cfg = config_of("--from-nemo-rl", path, *(w for o in overrides for w in ("--from-nemo-rl", o)))
+    assert (cfg.train_memory.micro_batch_tokens, cfg.train_memory.logprob_micro_batch_tokens) == (int(train), int(logprob))
+
+
+def test_packing_and_dynamic_batching_together_are_refused_in_one_line(capsys):
+    path = str(LLM / "performance" / "grpo-llama3.1-8b-instruct-2n8g.yaml")
+    assert main(["run", "--from-nemo-rl", path, "--from-nemo-rl", "policy.dynamic_batching.enabled=true"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "NeMo RL refuses both" in err

@@ -338,3 +338,24 @@ def test_megatron_host_time_bounds_a_fast_gpu_only():
     assert fwd == pytest.approx(f + H100.params.prefill.overhead_s)  # one sequence a rank: one forward's host time
     assert _CostModel(h, expert_parallel=8).prefill_cost(MOE, 16, seqs, ctx)[0] == pytest.approx(
         H100.params.prefill.overhead_s)  # fsdp: not priced (its host is not counted)
+
+
+def test_the_log_prob_budget_sets_a_forwards_micro_batches_and_not_trainings():
+    seqs, ctx = [1000] * 32, [0] * 32  # 8 ranks x 4 sequences
+    base = CostModel(hw(train_overhead=0.0), micro_batch_tokens=1000)
+    ovh = replace(base, hw=hw(train_overhead=0.01))
+    fwd = lambda c: c.prefill_cost(DENSE, 8, seqs, ctx)[0]  # noqa: E731
+    # the forward's fixed cost (prefill.overhead_s) is per micro-batch: 4 of 1000 tokens a rank, or 1 of 4000
+    op = H100.params.prefill.overhead_s
+    assert fwd(base) - fwd(replace(base, logprob_micro_batch_tokens=4000)) == pytest.approx(3 * op)
+    assert replace(base, logprob_micro_batch_tokens=None).forward_micro_batch_tokens == 1000
+    # training keeps its own budget: 4 micro-batches a rank and 1 optimizer step
+    wide = replace(ovh, logprob_micro_batch_tokens=4000)
+    assert wide.train(DENSE, 8, np.asarray(seqs, float), 1) - replace(base, logprob_micro_batch_tokens=4000).train(
+        DENSE, 8, np.asarray(seqs, float), 1) == pytest.approx(0.01 * (4 + 1))
+
+
+def test_a_log_prob_budget_below_one_is_refused():
+    from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
+    with pytest.raises(ConfigError, match="logprob_micro_batch_tokens"):
+        TrainMemoryConfig(logprob_micro_batch_tokens=0)

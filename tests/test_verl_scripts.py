@@ -398,3 +398,28 @@ def test_a_launcher_variable_the_script_never_sets_is_refused_with_how_to_give_i
         translate_verl(str(script))
     cfg = sim_config(parsed("--from-verl", str(script), "--from-verl", "trainer.nnodes=2"))
     assert (cfg.nodes, [p.devices for p in cfg.placement.pools]) == (2, [16])  # GPU counts never defaulted
+
+
+@pytest.mark.parametrize("name, extra, want", [
+    # the script's dynamic batch size: (prompt 2048 + response 9632) tokens per GPU, for training and log-probs
+    ("grpo_deepseek671b_math_megatron_96gb.sh", [], (11680, 11680)),
+    # verl scales a rank's budget by its context-parallel degree (megatron_actor.py)
+    ("grpo_deepseek671b_math_megatron_96gb.sh", ["actor_rollout_ref.actor.megatron.context_parallel_size=2",
+                                                 "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=6"],
+     (23360, 23360)),
+    ("grpo_deepseek671b_math_megatron_96gb.sh", ["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=30000"],
+     (11680, 30000)),
+    # off (verl's default): fixed counts of sequences, not modelled; the budget the script sets is not read
+    ("fully_async_dapo_7b_math_fsdp2_8_8.sh", [], (None, None)),
+    # on under FSDP: the Ulysses degree scales it (dp_actor.py); the log-prob budget defaults to the actor's
+    ("fully_async_dapo_7b_math_fsdp2_8_8.sh", ["actor_rollout_ref.actor.use_dynamic_bsz=True",
+                                              "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"], (40960, 40960)),
+])
+def test_dynamic_batch_size_token_budgets_are_read_as_verl_scales_them(name, extra, want):
+    cfg = sim_config(parsed("--from-verl", str(VERL / name), *(w for e in extra for w in ("--from-verl", e))))
+    assert (cfg.train_memory.micro_batch_tokens, cfg.train_memory.logprob_micro_batch_tokens) == want
+    t = translate_verl([str(VERL / name), *extra])
+    notes = {u.key.rsplit(".", 1)[1]: u.note for u in t.used if "token_len" in u.key}
+    if want[0] is None:
+        assert notes == {"ppo_max_token_len_per_gpu": "not read: use_dynamic_bsz is off"}
+    assert not any("token_len" in i.key or "dynamic_bsz" in i.key for i in t.ignored)

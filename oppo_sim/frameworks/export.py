@@ -27,6 +27,21 @@ from oppo_sim.pipeline.config import SimConfig
 FRAMEWORKS: tuple[str, ...] = ("verl", "openrlhf", "nemo-rl")
 _VERL_EST = {"ppo": "gae", "grpo": "grpo", "dapo": "grpo", "rloo": "rloo", "reinforce++": "reinforce_plus_plus_baseline"}
 _M = "actor_rollout_ref.actor.megatron."
+_A, _R, _REF = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.ref."
+
+
+def _verl_token_budgets(cfg: SimConfig) -> list[str]:
+    """The plan's token budgets as verl's dynamic batch size: per GPU, verl scales them by ``--cp`` (Megatron) or the
+    Ulysses degree (FSDP); none set, verl's fixed micro-batches are left as they are."""
+    t = cfg.train_memory
+    if t.micro_batch_tokens is None and t.logprob_micro_batch_tokens is None:
+        return []
+    scale = cfg.trainer.cp if cfg.trainer.megatron else t.sequence_parallel
+    out = [f"{_A}use_dynamic_bsz=True", f"{_R}log_prob_use_dynamic_bsz=True", f"{_REF}log_prob_use_dynamic_bsz=True"]
+    train = t.micro_batch_tokens or t.logprob_micro_batch_tokens
+    fwd = t.logprob_micro_batch_tokens or t.micro_batch_tokens
+    out += [f"{_A}ppo_max_token_len_per_gpu={-(-train // scale)}"]
+    return out + [f"{a}log_prob_max_token_len_per_gpu={-(-fwd // scale)}" for a in (_R, _REF)]
 
 
 def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
@@ -135,7 +150,7 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
         if chosen.recompute == "selective":
             out.append("# verl checkpoints whole layers: the plan's selective recomputation becomes full")
         out.append(f"actor_rollout_ref.model.enable_gradient_checkpointing={chosen.recompute != 'none'}")
-    out += _verl_trainer(cfg, chosen)
+    out += _verl_trainer(cfg, chosen) + _verl_token_budgets(cfg)
     out.append(f"algorithm.adv_estimator={_VERL_EST[alg.name]}")
     if alg.name == "dapo":
         out.append("algorithm.filter_groups.enable=True  # DAPO's dynamic sampling (verl's DAPO recipe)")

@@ -82,6 +82,21 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
             "megatron_cfg": {"enabled": False}}
 
 
+def _micro_batches(cfg: SimConfig, longest: int, notes: list[str]) -> dict[str, Any]:
+    """Sequence packing with the plan's token budgets (one longest sequence where it has none), or padded
+    micro-batches of whole sequences (``--padded-batches``)."""
+    t = cfg.train_memory
+    if cfg.padded_batches:
+        if t.micro_batch_tokens or t.logprob_micro_batch_tokens:
+            notes.append("the plan's token budgets need sequence packing; padded micro-batches are of "
+                         "policy.train_micro_batch_size / logprob_batch_size sequences")
+        return {"sequence_packing": {"enabled": False}, "dynamic_batching": {"enabled": False}}
+    train = t.micro_batch_tokens or longest
+    return {"sequence_packing": {"enabled": True, "train_mb_tokens": train,
+                                 "logprob_mb_tokens": t.logprob_micro_batch_tokens or train},
+            "dynamic_batching": {"enabled": False}}
+
+
 def _grpo(cfg: SimConfig, chosen: Chosen, layout: str, notes: list[str]) -> dict[str, Any]:
     alg = cfg.algorithm
     grpo: dict[str, Any] = {"num_prompts_per_step": cfg.batch, "num_generations_per_prompt": alg.n,
@@ -142,7 +157,7 @@ def export_nemo_rl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
     generation.update(_placement(cfg, layout, (gen, train, score), notes))
     policy = {"model_name": model_name(cfg.actor), "train_global_batch_size": sequences // cfg.minibatches,
               "max_total_sequence_length": prompt + cfg.max_response, "generation": generation,
-              **_trainer(cfg, chosen, notes)}
+              **_trainer(cfg, chosen, notes), **_micro_batches(cfg, prompt + cfg.max_response, notes)}
     doc = {"grpo": _grpo(cfg, chosen, layout, notes),
            "loss_fn": {"reference_policy_kl_penalty": 0.01 if alg.kl else 0}, "policy": policy,
            "data": {"max_input_seq_length": prompt},

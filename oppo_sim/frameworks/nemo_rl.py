@@ -25,7 +25,9 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
   ``--cp`` / ``--ep`` / ``--[no-]distributed-optimizer``, and under ``--ep`` ``moe_token_dispatcher_type`` (NeMo RL's
   default ``allgather``; ``moe_enable_deepep``: ``flex``) -> ``--moe-dispatcher`` and ``moe_router_dtype`` (default
   ``fp64``; null: ``model``) -> ``--moe-router-dtype``; ``policy.dtensor_cfg.enabled`` -> ``--train-backend
-  fsdp --zero 3`` (FSDP2 full shard) with ``context_parallel_size`` -> ``--sp``. DTensor's own
+  fsdp --zero 3`` (FSDP2 full shard) with ``context_parallel_size`` -> ``--sp``. With ``policy.sequence_packing`` or
+  ``dynamic_batching`` enabled (exclusive), its ``train_mb_tokens`` / ``logprob_mb_tokens`` -> ``--micro-batch-tokens``
+  / ``--logprob-micro-batch-tokens``; with neither, ``--padded-batches``. DTensor's own
   ``tensor_parallel_size`` is not Megatron's and oppo-sim's FSDP trainer is data parallel only: it is echoed
   and said in the notes, the trainer priced as FSDP over all its GPUs; activation checkpointing of either
   -> ``--recompute full`` (else ``none``); ``policy.dtensor_cfg.expert_parallel_size`` -> ``--ep``;
@@ -63,9 +65,11 @@ WATCHED: tuple[str, ...] = (*READ, "grpo.async_grpo.enabled", "grpo.async_grpo.m
                             M + "context_parallel_size", M + "expert_model_parallel_size", M + "activation_checkpointing",
                             M + "sequence_parallel", D + "tensor_parallel_size", D + "context_parallel_size",
                             D + "activation_checkpointing", D + "expert_parallel_size", P + "sequence_packing.enabled",
-                            P + "dynamic_batching.enabled", G + "colocated.resources.gpus_per_node", G + "colocated.resources.num_nodes")
+                            P + "dynamic_batching.enabled", G + "colocated.resources.gpus_per_node", G + "colocated.resources.num_nodes",
+                            *(P + f"{part}.{k}_mb_tokens" for part in ("sequence_packing", "dynamic_batching")
+                              for k in ("train", "logprob")))
 """Every key the reader reads: a new key of a recipe that nearly spells one is a typo."""
-_WHY = {P + "train_micro_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens (--micro-batch-tokens)",
+_WHY = {P + "train_micro_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens (the token budgets below)",
         "grpo.max_num_steps": "the run's length: oppo-sim simulates --steps",
         P + "logprob_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens"}
 
@@ -286,10 +290,16 @@ def _trainer(g: _Get) -> None:
     g.use(ckpt, "--recompute", "full" if on else "none", v=on)
     pack = as_bool(P + "sequence_packing.enabled", g(P + "sequence_packing.enabled", False))
     dyn = as_bool(P + "dynamic_batching.enabled", g(P + "dynamic_batching.enabled", False))
+    if pack and dyn:  # lm_policy.py asserts it
+        raise ConfigError(f"{P}sequence_packing.enabled and {P}dynamic_batching.enabled: NeMo RL refuses both (one or the other)")
     if pack or dyn:
-        key = P + ("sequence_packing.enabled" if pack else "dynamic_batching.enabled")
-        g.use(key, v=True, note="micro-batches packed by tokens, as oppo-sim's" if pack else
+        part = "sequence_packing." if pack else "dynamic_batching."
+        g.use(P + part + "enabled", v=True, note="micro-batches packed by tokens, as oppo-sim's" if pack else
               "micro-batches by a token budget, as oppo-sim packs them")
+        for k, opt in (("train_mb_tokens", "--micro-batch-tokens"), ("logprob_mb_tokens", "--logprob-micro-batch-tokens")):
+            if g(P + part + k) is not None:  # lm_policy.py: each data-parallel rank's micro-batches of this many tokens
+                n = as_int(P + part + k, g(P + part + k))
+                g.use(P + part + k, opt, n, v=n)
     else:  # megatron/data.py get_microbatch_iterator: slices of the batch, padded to its longest sequence
         g.use(P + "sequence_packing.enabled", "--padded-batches", v=False,
               note="micro-batches of whole sequences, each padded to the batch's longest")

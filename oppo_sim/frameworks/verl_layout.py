@@ -53,8 +53,13 @@ ASYNC_DEFAULTS: dict[str, Any] = {
 """verl's one-step-off / fully-async config defaults of the keys read."""
 RM_POOL = ("reward_model.enable_resource_pool", "reward_model.n_gpus_per_node", "reward_model.nnodes")
 """verl's reward model on GPUs of its own (``main_ppo``'s ``reward_pool``); defaults False, 8, 0."""
+R, REF = "actor_rollout_ref.rollout.", "actor_rollout_ref.ref."
+BUDGET_KEYS = (A + "use_dynamic_bsz", A + "ppo_max_token_len_per_gpu", R + "log_prob_use_dynamic_bsz",
+               R + "log_prob_max_token_len_per_gpu", REF + "log_prob_use_dynamic_bsz", REF + "log_prob_max_token_len_per_gpu")
+"""verl's dynamic batch size: the actor's and the log-prob passes' switches and token budgets (defaults False and
+16384; the rollout's and the reference's default to the actor's)."""
 LAYOUT_KEYS: tuple[str, ...] = (*MEGATRON_DEFAULTS, *ASYNC_DEFAULTS, *CPU_OPTIMIZER, "actor_rollout_ref.hybrid_engine",
-                                M + "override_transformer_config.recompute_granularity", *RM_POOL)
+                                M + "override_transformer_config.recompute_granularity", *RM_POOL, *BUDGET_KEYS)
 
 SCHEDULES = ("sync", "one-step-off", "fully-async")
 
@@ -296,3 +301,38 @@ def fsdp(b: Builder, cfg: dict, dflt: dict, k: str, strategy: str) -> None:
         on = as_bool(k, cfg[k])
         b.use(k, on, *(("--optimizer-offload", 1) if on else ()), note="FSDP2's CPUOffloadPolicy: the Adam step on the "
               "CPU (the parameters it also streams from the host every pass are not priced)" if on else "")
+
+
+def token_budgets(b: Builder, cfg: dict, dflt: dict, backend: str) -> None:
+    """verl's dynamic batch size: with ``actor.use_dynamic_bsz`` each data-parallel rank packs its sequences into
+    micro-batches of ``ppo_max_token_len_per_gpu`` tokens, times the Ulysses degree under FSDP (``dp_actor.py``) or
+    the context-parallel one under Megatron (``megatron_actor.py``) -> ``--micro-batch-tokens``; the policy's
+    log-prob pass likewise with ``rollout.log_prob_max_token_len_per_gpu`` -> ``--logprob-micro-batch-tokens`` (one
+    budget for every forward: a reference's own is said). Off, verl's micro-batches are ``*_micro_batch_size_per_gpu``
+    sequences: not modelled (oppo-sim's default, one longest sequence each, stays)."""
+    scale = as_int(M + "context_parallel_size", cfg.get(M + "context_parallel_size", 1)) if backend == "megatron" else \
+        as_int(A + "ulysses_sequence_parallel_size", cfg.get(A + "ulysses_sequence_parallel_size", 1))
+    times = f" x {'context' if backend == 'megatron' else 'Ulysses'} parallel {scale}" if scale > 1 else ""
+    budgets = {}
+    for role, on_key, len_key, opt in ((A, "use_dynamic_bsz", "ppo_max_token_len_per_gpu", "--micro-batch-tokens"),
+                                       (R, "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
+                                        "--logprob-micro-batch-tokens"),
+                                       (REF, "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu", "")):
+        fallback_on = cfg.get(A + "use_dynamic_bsz", False)
+        on = as_bool(role + on_key, cfg.get(role + on_key, fallback_on))
+        if role + on_key in cfg or on:
+            b.use(role + on_key, on, default=dflt.get(role + on_key, True),
+                  note="" if on else "micro-batches of a fixed count of sequences: not modelled (one longest sequence each)")
+        if not on:
+            if role + len_key in cfg:
+                b.use(role + len_key, cfg[role + len_key], default=dflt.get(role + len_key, True),
+                      note=f"not read: {on_key} is off")
+            continue
+        n = as_int(role + len_key, cfg.get(role + len_key, cfg.get(A + "ppo_max_token_len_per_gpu", 16384)))
+        budgets[role] = n * scale
+        if opt:
+            b.use(role + len_key, n, opt, n * scale, default=dflt.get(role + len_key, True), note=f"tokens per micro-batch{times}")
+        elif role + len_key in cfg:
+            b.use(role + len_key, n, default=dflt.get(role + len_key, True),
+                  note="the policy log-prob's budget" if budgets.get(R) == n * scale else
+                  f"oppo-sim's forwards share the policy log-prob's budget ({budgets.get(R, 'one longest sequence')})")

@@ -16,7 +16,8 @@ devices``.
 **Fixed costs.** ``train.overhead_s`` is paid per micro-batch (each forward + backward's launches and
 Python) and once per optimizer step. A rank's micro-batches in an optimizer step are its tokens packed
 into micro-batches of ``max(micro_batch_tokens, longest sequence)`` tokens (the memory plan's micro-batch:
-verl's ``use_dynamic_bsz`` packing; a fixed ``ppo_micro_batch_size_per_gpu`` is not modelled).
+verl's ``use_dynamic_bsz`` packing; a fixed ``ppo_micro_batch_size_per_gpu`` is not modelled); a forward-only
+pass's, of ``logprob_micro_batch_tokens`` where it is set (verl's ``log_prob_max_token_len_per_gpu``).
 
 **FSDP** (``fsdp_train_seconds``): per device ``max(FLOPs / (sp · peak · eff), bytes / (bw · eff))`` with
 the bytes of today's model (weights read three times and the optimizer's 16 bytes per parameter per
@@ -359,11 +360,11 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
     ranks = forward_ranks(cost, devices)
     split = devices // ranks
     if ranks > 1 and len(tokens) > 1:
-        loads = rank_loads(tokens, flops, flops, ranks, 1, cost.layout.balance_batch, cost.micro_batch_tokens)
+        loads = rank_loads(tokens, flops, flops, ranks, 1, cost.layout.balance_batch, cost.forward_micro_batch_tokens)
         slowest, rank_tokens, m = float(loads.flops[0]), float(loads.tokens[0]), max(float(loads.micro_batches[0]), 1.0)
     else:
         slowest, rank_tokens = float(np.sum(flops)), float(np.sum(tokens))
-        cap = max(float(cost.micro_batch_tokens or 0), float(np.max(tokens)) if len(tokens) else 1.0, 1.0)
+        cap = max(float(cost.forward_micro_batch_tokens or 0), float(np.max(tokens)) if len(tokens) else 1.0, 1.0)
         m = max(math.ceil(rank_tokens / cap), 1)
     t = max(slowest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
     lay = cost.layout

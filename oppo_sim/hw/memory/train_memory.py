@@ -97,6 +97,7 @@ class TrainMemoryConfig:
     micro_batch_tokens: int | None = None
     sequence_parallel: int = 1
     full_logits: bool = False
+    logprob_micro_batch_tokens: int | None = None
 
     def __post_init__(self) -> None:
         z = self.zero_stage
@@ -107,9 +108,10 @@ class TrainMemoryConfig:
         for name in ("flash_attention", "full_logits"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        m = self.micro_batch_tokens
-        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
-            raise ConfigError(f"micro_batch_tokens must be an integer >= 1 (or None), got {m!r}")
+        for name in ("micro_batch_tokens", "logprob_micro_batch_tokens"):
+            m = getattr(self, name)
+            if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+                raise ConfigError(f"{name} must be an integer >= 1 (or None), got {m!r}")
         sp = self.sequence_parallel
         if isinstance(sp, bool) or not isinstance(sp, int) or sp < 1:
             raise ConfigError(f"sequence_parallel must be an integer >= 1, got {sp!r}")
