@@ -1,4 +1,4 @@
-"""The prompt and logits options of ``oppo-sim run/compare/sweep/plan`` (and the prompt ones of
+"""The prompt, logits and micro-batch options of ``oppo-sim run/compare/sweep/plan`` (and the prompt ones of
 ``oppo-real run``): how long a prompt may be and what happens to a longer one, as RL frameworks apply it
 when they load a prompt set, and whether the trainer materialises the full logits.
 
@@ -13,13 +13,16 @@ when they load a prompt set, and whether the trainer materialises the full logit
 - ``--full-logits``: the trainer keeps the lm_head's logits for every token (verl with
   ``use_fused_kernels=False``, a plain Hugging Face forward); by default log-probs and entropy are
   computed chunk-wise (``hw/memory/train_memory.py``).
+- ``--micro-batch-tokens`` / ``--logprob-micro-batch-tokens``: the trainer's micro-batches, packed to that many tokens
+  a data-parallel rank, of training and of the forward-only passes (NeMo RL's ``train_mb_tokens`` /
+  ``logprob_mb_tokens``, verl's dynamic batch size).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from oppo_sim.cliargs import nonneg_int
+from oppo_sim.cliargs import nonneg_int, positive
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT, Trace
 
 
@@ -33,6 +36,14 @@ def add_limit_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--truncate-prompt", action="store_true",
                    help="cut prompts over --max-prompt to it (verl data.truncation) instead of filtering them "
                         "(default off: filtered)")
+
+
+def add_micro_batch_args(g: argparse._ArgumentGroup) -> None:
+    """Add the trainer's micro-batch token budgets to ``g`` (``TrainMemoryConfig``)."""
+    g.add_argument("--micro-batch-tokens", type=positive(), default=None,
+                   help="tokens per training micro-batch (default: one longest sequence)")
+    g.add_argument("--logprob-micro-batch-tokens", type=positive(), default=None, help="tokens per micro-batch of "
+                   "the forward-only passes: log-probs, reference, reward, values (default: --micro-batch-tokens)")
 
 
 def add_logits_arg(g: argparse._ArgumentGroup) -> None:

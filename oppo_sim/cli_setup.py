@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from oppo_sim.cli_limits import add_limit_args, add_logits_arg, limit_fields
+from oppo_sim.cli_limits import add_limit_args, add_logits_arg, add_micro_batch_args, limit_fields
 from oppo_sim.cliargs import flag_name, nonneg_float, nonneg_int, on_off, positive
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.factory import EngineKind
@@ -75,10 +75,7 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
                    help="activation recomputation (default %(default)s: none, else selective/full, whichever fits first)")
     m.add_argument("--eager-attention", action="store_true",
                    help="attention stores its s x s scores, no FlashAttention (default off)")
-    m.add_argument("--micro-batch-tokens", type=positive(), default=None,
-                   help="tokens per training micro-batch (default: one longest sequence)")
-    m.add_argument("--logprob-micro-batch-tokens", type=positive(), default=None, help="tokens per micro-batch of "
-                   "the forward-only passes: log-probs, reference, reward, values (default: --micro-batch-tokens)")
+    add_micro_batch_args(m)
     m.add_argument("--sp", type=positive(), default=1, help="sequence parallelism of the trainer (default %(default)s)")
     add_logits_arg(m)
     m.add_argument("--colocate", choices=("sleep", "resident"), default="sleep",
