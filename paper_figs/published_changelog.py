@@ -468,5 +468,22 @@ CHANGES: tuple[Change, ...] = (
                  "at all. With a published mean response 19.6 -> 19.9%; without the contradicted runs 20.1% either way. "
                  "Without the window (the next step's whole batch at once) Qwen3-235B had moved to +20.5% and its GB200 "
                  "row to -54%: the window is NeMo RL's, not a choice.")),
+    Change("2026-11-26", "record",
+           "Micro-batch token budgets as the frameworks set them: the forward-only passes get their own "
+           "(--logprob-micro-batch-tokens, TrainMemoryConfig.logprob_micro_batch_tokens); the NeMo RL reader reads "
+           "sequence packing's (or dynamic batching's) train_mb_tokens and logprob_mb_tokens, the verl reader "
+           "use_dynamic_bsz with ppo_max_token_len_per_gpu and log_prob_max_token_len_per_gpu (x the Ulysses or "
+           "context-parallel degree, as verl scales them); the NeMo RL records pack to max_total x the recipe's "
+           "train_micro_batch_size and logprob_batch_size, the verl records to their scripts' budgets",
+           20.4, 20.6, 199.7, 199.7,
+           note=("Noted at the last stop as a reader gap (the readers listed the budgets as not modelled). Read in NeMo "
+                 "RL 9dbd9adc's lm_policy.py (each data-parallel rank's micro-batches of max_tokens_per_microbatch) and "
+                 "its recipes (logprob_batch_size 2 for Llama-3.1-8B and DeepSeek-V3 one step off; 1 elsewhere through "
+                 "v0.5's interpolation; 4 in v0.4's base config), and in verl b178a3cd's dp_actor.py / megatron_actor.py "
+                 "and the records' scripts (the Megatron 7B one's dynamic-batch lines are commented out). Moved: "
+                 "Qwen3-32B v0.4 on 32 H100 -16.8 -> -15.5% (16,384-token log-prob micro-batches: fewer micro-batches, a "
+                 "larger PP4 bubble); DeepSeek-V3 on 96 H20 -37.5 -> -37.2%; the rest within 0.4 points. The median rises "
+                 "20.4 -> 20.6%: the row at the median (Llama-3.1-8B on 8 GB200) moved -20.4 -> -20.6%. With a published "
+                 "mean response 19.9 -> 19.7%; without the contradicted runs 20.1% either way.")),
 )
 """The changes, oldest first."""

@@ -46,7 +46,8 @@ _DAPO_RESPONSE = ("no mean response length is published; assumed 2,500 tokens (a
 _DAPO_PROMPT = "not published; assumed a 150-token mean (DAPO-Math-17k prompts with the template)"
 _DAPO_NOTES = ("hybrid engine: vLLM sleeps (level 1) while the offloaded trainer runs; DAPO recipe settings run as grpo (clip-higher, token-mean loss and overlong shaping cost nothing "
                "extra; no dynamic sampling in these scripts); no KL, no reference; rule reward; dynamic batch size "
-               "by tokens; vLLM max_num_batched_tokens = max prompt + max response (the scripts), max_num_seqs 1024 "
+               "by tokens where the script sets it (2x the longest sequence a GPU to train, 3x for log-probs, x the "
+               "Ulysses degree); vLLM max_num_batched_tokens = max prompt + max response (the scripts), max_num_seqs 1024 "
                "(verl's default when these runs were published; 256 from 2026-01-24); ")
 
 
@@ -56,9 +57,13 @@ _EAGER_THEN = ("vLLM without CUDA graphs: the page's numbers date from 2025-07-1
 
 def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_response: int, tp: int, sp: int,
              step_s: float, gen_s: float, score_s: float, train_s: float, script: str, note: str,
-             megatron: tuple[int, int] | None = None, enforce_eager: bool = False, fsdp_size: int = 8) -> PublishedRun:
+             megatron: tuple[int, int] | None = None, enforce_eager: bool = False, fsdp_size: int = 8,
+             dynamic_bsz: bool = True) -> PublishedRun:
     """``megatron``: the script's (train_tp, train_pp) where it trains with Megatron (else FSDP, full-shard, with
-    the script's ``fsdp_size``)."""
+    the script's ``fsdp_size``). ``dynamic_bsz``: the script's ``use_dynamic_bsz``, with its budgets per GPU of 2x
+    (training) and 3x (log-probs) the longest sequence, times the Ulysses degree as verl scales them."""
+    longest = 2048 + max_response
+    budgets = {"micro_batch_tokens": 2 * longest * sp, "logprob_micro_batch_tokens": 3 * longest * sp} if dynamic_bsz else {}
     layout = ({"train_backend": "megatron", "train_tp": megatron[0], "pp": megatron[1]} if megatron
               else {"zero": 3, "fsdp_size": fsdp_size})  # FSDP2 full-shard (verl's default), the script's fsdp_size
     return PublishedRun(
@@ -70,7 +75,7 @@ def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_res
         max_num_batched_tokens=2048 + max_response,
         assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
         stages=Stages(gen_s, score_s, train_s, timers="verl-0.7", definition=_VERL_STAGES), enforce_eager=enforce_eager,
-        prompt_note=_DAPO_PROMPT, response_note=_DAPO_RESPONSE, notes=_DAPO_NOTES + note, **layout)
+        prompt_note=_DAPO_PROMPT, response_note=_DAPO_RESPONSE, notes=_DAPO_NOTES + note, **layout, **budgets)
 
 
 VERL_RUNS: tuple[PublishedRun, ...] = (
@@ -82,8 +87,9 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
     _verl_7b("verl-onestep-colocate-megatron-16xh20", source=VERL_ONE_STEP, devices=16, nodes=2, n=16,
              max_response=8192, tp=2, sp=1, step_s=699, gen_s=207, score_s=119, train_s=344,
              script="verl/experimental/one_step_off_policy/shell/dapo_7b_math_megatron_colocate.sh",
-             note="Megatron TP2 PP2 with parameter, gradient and optimizer offload; " + _EAGER_THEN, megatron=(2, 2),
-             enforce_eager=True),
+             note="Megatron TP2 PP2 with parameter, gradient and optimizer offload; the script's use_dynamic_bsz lines "
+                  "are commented out (fixed micro-batches); " + _EAGER_THEN, megatron=(2, 2),
+             enforce_eager=True, dynamic_bsz=False),
     _verl_7b("verl-fullyasync-colocate-32xh20", source=VERL_FULLY_ASYNC, devices=32, nodes=4, n=16,
              max_response=28672, tp=4, sp=4, step_s=790.10, gen_s=357.41, score_s=107.71, train_s=269.80,
              script="verl/experimental/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh (colocate sync row)",
@@ -105,12 +111,13 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         kl=True, tp=4, published_step_s=497.89, minibatches=512 // 128, gpu_memory_utilization=0.7,
         recompute="full", ep=8, train_backend="megatron", train_tp=2, cp=2, max_num_seqs=1024,
         max_num_batched_tokens=2048 + 8192, assumed_mean_response=2500, mean_prompt=150, response_sigma=1.0,
-        enforce_eager=True, optimizer_offload=1.0,
+        enforce_eager=True, optimizer_offload=1.0, micro_batch_tokens=2 * (2048 + 8192), logprob_micro_batch_tokens=2 * (2048 + 8192),
         stages=Stages(348.05, 28.73 + 20.86, 86.27, timers="verl-0.7", definition=_VERL_STAGES),
         prompt_note=_DAPO_PROMPT,
         response_note=("no mean response length is published; assumed 2,500 tokens, lognormal spread 1.0, capped "
                        "at 8,192"),
-        notes=("Megatron TP2 CP2 EP8 (ETP1, the script's COMMON_* defaults) with parameter, gradient and optimizer "
+        notes=("Megatron TP2 CP2 EP8 (ETP1, the script's COMMON_* defaults; dynamic batch size: prompt + response "
+               "tokens a GPU, x CP 2, to train and for log-probs) with parameter, gradient and optimizer "
                "offload and the optimizer on the CPU (optimizer_offload_fraction 1, optimizer_cpu_offload); GRPO with a low-variance KL "
                "loss (reference forward); rule reward; vLLM without CUDA graphs (the script's rollout.enforce_eager=True)")),
     PublishedRun(
@@ -121,11 +128,13 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full", ep=8,
         train_backend="megatron", train_tp=8, pp=12, moe_dispatcher="flex",
         max_num_seqs=1024, max_num_batched_tokens=2048 + 9632, enforce_eager=True, optimizer_offload=1.0,
-        vllm_version="0.8.5", mean_response=1960, mean_prompt=150,
+        vllm_version="0.8.5", mean_response=1960, mean_prompt=150, micro_batch_tokens=2048 + 9632,
+        logprob_micro_batch_tokens=2048 + 9632,
         stages=Stages(generation_s=1050, timers="verl-0.7", definition="rollout time (s): verl's gen"),
         prompt_note="not published; assumed a 150-token mean (math prompts)",
         response_note="mean response 1,960 published; lognormal spread 0.7, capped at 9,632 (1204 x 8, as the script)",
-        notes=("Megatron TP8 PP12 EP8 (ETP1), DeepEP's flex token dispatcher (priced as all-to-all), with the optimizer on the CPU (optimizer_offload_fraction 1 with "
+        notes=("Megatron TP8 PP12 EP8 (ETP1; dynamic batch size: prompt + response tokens a GPU to train and for "
+               "log-probs), DeepEP's flex token dispatcher (priced as all-to-all), with the optimizer on the CPU (optimizer_offload_fraction 1 with "
                "optimizer_cpu_offload; 1.5 TB CPU memory per node); GRPO with a KL loss; rule reward; vLLM without CUDA graphs (the script's "
                "rollout.enforce_eager=True), vLLM 0.8.5 (the page's recommended image, "
                "verlai/verl:app-verl0.4-vllm0.8.5-mcore0.13.0-preview)")),

@@ -42,11 +42,13 @@ _NEMO_PROMPT = ("derived from the table: tokens/s/GPU x GPUs x step time / (prom
 def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str, devices: int, nodes: int,
           prompts: int, n: int, train_gbs: int, max_total: int, mean_response: float, tp: int, tok_s_gpu: float,
           step_s: float, recipe: str, recompute: str | None = None, train: tuple[int, int, int, int] = (1, 1, 1, 1),
-          note: str = "", off: int = 0, gen: int = 0, packed: bool = True) -> PublishedRun:
+          note: str = "", off: int = 0, gen: int = 0, packed: bool = True, logprob_mbs: int = 1) -> PublishedRun:
     """``train``: the table's 'Training [TP,CP,EP,PP,VPP]' column (VPP n/a). ``off``: the table's 'N-step Off'
     rows (NeMo RL's async GRPO, ``max_trajectory_age_steps``; 0: on policy, colocated), generation on its own
     ``gen`` GPUs (``policy.generation.colocated.resources``) and training on the rest. ``packed``: the recipe's
-    ``policy.sequence_packing.enabled`` (off: each micro-batch padded to the batch's longest sequence)."""
+    ``policy.sequence_packing.enabled`` (off: each micro-batch padded to the batch's longest sequence); packed, micro-batches
+    of ``train_mb_tokens`` = max_total x ``train_micro_batch_size`` (1 in every recipe) tokens and log-prob ones of
+    ``logprob_mb_tokens`` = max_total x ``logprob_batch_size`` (``logprob_mbs``, as the recipe composes it)."""
     train_tp, cp, ep, pp = train
     return PublishedRun(
         key=key, framework=f"NeMo RL {version}" + (f" ({off}-step off)" if off else ""),
@@ -61,14 +63,17 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         recompute=recompute, ep=ep, train_backend="megatron", train_tp=train_tp, pp=pp, cp=cp,
         mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True, refit_buffers=2,
         moe_dispatcher="allgather", moe_router_dtype="fp64", padded_batches=not packed,
+        micro_batch_tokens=max_total if packed else None, logprob_micro_batch_tokens=max_total * logprob_mbs if packed else None,
         stages=Stages(timers="nemo-rl-async" if off else "nemo-rl", definition="only the step time is published"),
         prompt_note=_NEMO_PROMPT,
         response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
                        f"the tokens/s/GPU column); responses capped at max_total_sequence_length {max_total} minus "
                        f"the prompt"),
         notes=(f"{_NEMO_ASYNC_NOTES if off else _NEMO_NOTES}{'; ' + note if note else ''}"
-               + ("" if packed else "; sequence packing off in the recipe (policy.sequence_packing.enabled: false): "
-                  "micro-batches of whole sequences, each padded to the batch's longest, in scoring and training")
+               + (f"; sequence packing: micro-batches of {max_total} tokens (train_mb_tokens), log-prob ones of "
+                  f"{max_total * logprob_mbs} (logprob_mb_tokens)" if packed else "; sequence packing off in the recipe "
+                  "(policy.sequence_packing.enabled: false): micro-batches of whole sequences, each padded to the "
+                  "batch's longest, in scoring and training")
                + ("; Megatron's allgather token dispatcher (NeMo RL's default moe_token_dispatcher_type, which no "
                   "recipe changes), its combine in the fp64 of NeMo RL's moe_router_dtype" if ep > 1 else "")))
 
@@ -86,7 +91,7 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
           hf="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm", devices=16, nodes=2, prompts=64, n=32,
           train_gbs=512, max_total=4096, mean_response=1019, tp=1, tok_s_gpu=1581, step_s=92.8,
           recipe="grpo-llama3.1-8b-instruct-2n8g", recompute="full", train=(1, 1, 1, 2),
-          note="training PP2 (the row's column has seven entries, [1,1,1,1,1,2,n/a]; the 2 read as PP)"),
+          note="training PP2 (the row's column has seven entries, [1,1,1,1,1,2,n/a]; the 2 read as PP)", logprob_mbs=2),
     _nemo("nemo-v0.5-qwen3-32b-32xh100", version="v0.5", commit=NEMO_V05, model="qwen3-32b", hf="Qwen/Qwen3-32B",
           gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3251,
           tp=4, tok_s_gpu=571, step_s=376, recipe="grpo-qwen3-32b-4n8g", train=(4, 1, 1, 4), note="training TP4 PP4"),
@@ -106,7 +111,7 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
     _nemo("nemo-v0.5-llama3.1-8b-8xgb200", version="v0.5", commit=NEMO_V05, model="llama-3.1-8b",
           hf="meta-llama/Llama-3.1-8B-Instruct", gpu="gb200", devices=8, nodes=2, prompts=64, n=32, train_gbs=512,
           max_total=4096, mean_response=1066, tp=1, tok_s_gpu=3359, step_s=91.0,
-          recipe="grpo-llama3.1-8b-instruct-2n4g", recompute="full", note="GB200-NVL72, 4 GPUs per node"),
+          recipe="grpo-llama3.1-8b-instruct-2n4g", recompute="full", note="GB200-NVL72, 4 GPUs per node", logprob_mbs=2),
     _nemo("nemo-v0.5-qwen3-32b-16xgb200", version="v0.5", commit=NEMO_V05, model="qwen3-32b", hf="Qwen/Qwen3-32B",
           gpu="gb200", devices=16, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3253,
           tp=1, tok_s_gpu=1127, step_s=381, recipe="grpo-qwen3-32b-4n4g", train=(2, 1, 1, 1),
@@ -115,11 +120,12 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
           hf="meta-llama/Llama-3.1-8B-Instruct", gpu="h100-sxm", devices=16, nodes=2, prompts=64, n=32,
           train_gbs=512, max_total=4096, mean_response=1060, tp=1, tok_s_gpu=1562, step_s=97.7,
           recipe="grpo-llama3.1-8b-instruct-2n8g", recompute="full", train=(1, 1, 1, 2),
-          note="same recipe as the v0.5 row, an earlier release's software"),
+          note="same recipe as the v0.5 row, an earlier release's software", logprob_mbs=2),
     _nemo("nemo-v0.4-qwen3-32b-32xh100", version="v0.4", commit=NEMO_V04, model="qwen3-32b", hf="Qwen/Qwen3-32B",
           gpu="h100-sxm", devices=32, nodes=4, prompts=64, n=32, train_gbs=512, max_total=4096, mean_response=3206,
           tp=4, tok_s_gpu=540, step_s=393, recipe="grpo-qwen3-32b-4n8g", train=(4, 1, 1, 4),
-          note="training TP4 PP4; same recipe as the v0.5 row, an earlier release's software"),
+          note="training TP4 PP4; same recipe as the v0.5 row, an earlier release's software (whose "
+          "grpo_math_1B.yaml sets logprob_batch_size 4, v0.5's the train micro-batch's 1)", logprob_mbs=4),
     # GB200-NVL72 on policy, the MoE rows (4 GPUs per node; the NVLink domain spans the trays)
     _nemo("nemo-v0.5-deepseek-v3-128xgb200", version="v0.5", commit=NEMO_V05, **_DSV3, gpu="gb200", devices=128,
           nodes=32, mean_response=996, tp=32, tok_s_gpu=34.3, step_s=128, recipe="grpo-deepseek-v3-32n4g",
@@ -134,10 +140,10 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
     # one step off policy (async GRPO), H100
     _nemo("nemo-v0.5-llama3.1-8b-16xh100-1off", version="v0.5", commit=NEMO_V05, **_L8, gpu="h100-sxm", devices=16,
           nodes=2, mean_response=1123, tp=1, tok_s_gpu=2478, step_s=64.8, recipe="grpo-llama3.1-8b-instruct-2n8g-async-1off",
-          recompute="full", off=1, gen=8),
+          recompute="full", off=1, gen=8, logprob_mbs=2),
     _nemo("nemo-v0.5-deepseek-v3-512xh100-1off", version="v0.5", commit=NEMO_V05, **_DSV3, gpu="h100-sxm", devices=512,
           nodes=64, mean_response=738, tp=32, tok_s_gpu=13.1, step_s=64.9, recipe="grpo-deepseek-v3-64n8g-async-1off",
-          recompute="full", train=(1, 1, 16, 16), off=1, gen=256, note="training EP16 PP16"),
+          recompute="full", train=(1, 1, 16, 16), off=1, gen=256, note="training EP16 PP16", logprob_mbs=2),
     _nemo("nemo-v0.5-qwen3-235b-a22b-256xh100-1off", version="v0.5", commit=NEMO_V05, **_Q235, gpu="h100-sxm",
           devices=256, nodes=32, mean_response=5707, tp=8, tok_s_gpu=58.7, step_s=203,
           recipe="grpo-qwen3-235b-32n8g-async-1off", recompute="full", train=(4, 1, 16, 8), off=1, gen=128,
@@ -151,7 +157,7 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
     # one step off policy (async GRPO), GB200-NVL72
     _nemo("nemo-v0.5-llama3.1-8b-8xgb200-1off", version="v0.5", commit=NEMO_V05, **_L8, gpu="gb200", devices=8,
           nodes=2, mean_response=1107, tp=1, tok_s_gpu=4463, step_s=71.1, recipe="grpo-llama3.1-8b-instruct-2n4g-async-1off",
-          recompute="full", off=1, gen=4),
+          recompute="full", off=1, gen=4, logprob_mbs=2),
     _nemo("nemo-v0.5-deepseek-v3-256xgb200-1off", version="v0.5", commit=NEMO_V05, **_DSV3, gpu="gb200", devices=256,
           nodes=64, mean_response=994, tp=16, tok_s_gpu=31.7, step_s=64.5, recipe="grpo-deepseek-v3-64n4g-async-1off",
           recompute="full", train=(1, 1, 16, 8), off=1, gen=128, note="training EP16 PP8", packed=False),

@@ -183,6 +183,8 @@ def test_plan_export_writes_the_planned_epochs_and_minibatches(capsys, tmp_path)
               "--ppo-epochs", "1"]),  # and x the Ulysses degree
     ("nemo-rl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full",
                  "--ppo-epochs", "1"]),
+    ("openrlhf", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--sp", "2", "--recompute",
+                  "full", "--ppo-epochs", "1", "--truncate-prompt"]),  # OpenRLHF's budgets are x the ring degree
 ])
 def test_token_budgets_export_and_import_unchanged(tmp_path, framework, argv):
     budgets = ["--micro-batch-tokens", "12288", "--logprob-micro-batch-tokens", "20480"]

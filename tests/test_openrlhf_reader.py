@@ -135,4 +135,20 @@ def test_every_dotted_name_read_maps_to_a_flat_name_of_the_same_option():
     from oppo_sim.frameworks.openrlhf_flags import FLAT, TO_FLAT
 
     assert set(TO_FLAT) <= DOTTED_NAMES and set(TO_FLAT.values()) <= FLAT
-    assert READ - {"prompt_max_len", "generate_max_len"} <= set(TO_FLAT.values())  # each read option has both spellings
+    old = {"prompt_max_len", "generate_max_len", "max_tokens_per_gpu"}  # flat-only: names of earlier flat releases
+    assert READ - old <= set(TO_FLAT.values())  # each read option has both spellings
+
+
+@pytest.mark.parametrize("args, want", [
+    ("--use_dynamic_batch --train_max_tokens_per_gpu 8192 --ring_attn_size 2", (16384, 16384)),  # x the ring degree
+    ("--use_dynamic_batch", (16192, 16192)),  # OpenRLHF's defaults: 16192, the rollout's = the training's
+    ("--use_dynamic_batch --max_tokens_per_gpu 4096", (4096, None)),  # the one budget before the split
+    ("--use_dynamic_batch --rollout_max_tokens_per_gpu 30000", (16192, 30000)),
+    ("--train_max_tokens_per_gpu 8192", (None, None)),  # without the dynamic batch it is not read
+])
+def test_the_dynamic_batch_token_budgets_are_read(args, want):
+    t = translate_openrlhf("--pretrain meta-llama/Llama-3.1-8B-Instruct " + args)
+    got = {a: int(t.args[i + 1]) for i, a in enumerate(t.args) if a.endswith("micro-batch-tokens")}
+    assert (got.get("--micro-batch-tokens"), got.get("--logprob-micro-batch-tokens")) == want
+    if want[0] is None:
+        assert [i.why for i in t.ignored if "tokens_per_gpu" in i.key] == ["read only with the dynamic batch"]

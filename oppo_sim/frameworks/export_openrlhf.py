@@ -103,7 +103,13 @@ def _trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
     out += ["--ds.adam_offload"] if f > 0 else []
     out += ["--actor.gradient_checkpointing_enable"] if chosen.recompute not in (None, "none") else []
     sp = cfg.train_memory.sequence_parallel
-    return out + ([f"--ds.ring_attn_size {sp}", "--ds.packing_samples"] if sp > 1 else [])
+    out += [f"--ds.ring_attn_size {sp}", "--ds.packing_samples"] if sp > 1 else []
+    t = cfg.train_memory
+    if t.micro_batch_tokens is None and t.logprob_micro_batch_tokens is None:
+        return out
+    train = t.micro_batch_tokens or t.logprob_micro_batch_tokens  # OpenRLHF scales a GPU's budget by the ring degree
+    return out + ["--train.dynamic_batch_enable", f"--train.max_tokens_per_gpu {-(-train // sp)}",
+                  f"--rollout.max_tokens_per_gpu {-(-(t.logprob_micro_batch_tokens or train) // sp)}"]
 
 
 def export_openrlhf(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:

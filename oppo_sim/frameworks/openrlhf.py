@@ -34,19 +34,13 @@ flag at all is refused. Below, flat name / dotted name:
 - ``zero_stage`` / ``ds.zero_stage`` -> ``--zero``; gradient checkpointing -> ``--recompute full`` (absent:
   ``none``); ``ring_attn_size`` / ``ds.ring_attn_size`` -> ``--sp``; vLLM's tensor parallelism and memory
   fraction -> ``--tp``, ``--gpu-memory-utilization``; prefix caching, ``enforce_eager`` (with vLLM engines) and
-  ``adam_offload`` -> ``--enable-prefix-caching``, ``--enforce-eager``, ``--optimizer-offload 1``;
+  ``adam_offload`` -> ``--enable-prefix-caching``, ``--enforce-eager``, ``--optimizer-offload 1``; the dynamic batch
+  (``use_dynamic_batch`` / ``train.dynamic_batch_enable``) with ``train_max_tokens_per_gpu`` and
+  ``rollout_max_tokens_per_gpu`` (x ``ring_attn_size``) -> ``--micro-batch-tokens``, ``--logprob-micro-batch-tokens``;
 - async: ``async_train`` / ``train.async_enable`` -> ``--policy async --staleness Q`` with Q the sampler ->
   trainer queue (``async_queue_size`` / ``train.async_queue_size``, default 1: one step ahead).
 
-Placement. With ``colocate_all_models`` / ``train.colocate_all`` every model shares the actor's
-``actor_num_nodes x actor_num_gpus_per_node`` GPUs: ``--placement colocated`` (vLLM sleep: ``--colocate sleep
---sleep-level 1``, else ``--colocate resident``; DeepSpeed sleep: ``--offload-train-state``). Under async
-OpenRLHF colocates only the DeepSpeed models: the vLLM engines get their own GPUs (``gen-apart G+T``).
-Otherwise each model has its own GPUs: ``split G+T+S`` — G = ``vllm_num_engines x vllm_tensor_parallel_size``
-generate; T = the actor's GPUs (and the critic's, unless it shares the reward model's) train; S = the reward
-model's and the reference's GPUs (unless colocated with the actor) score — or ``gen-apart G+T`` when nothing
-scores apart. Approximated: oppo-sim trains the critic on the actor's pool and time-slices the reward and
-reference models on one score pool, where OpenRLHF gives each its own GPUs. Nodes: the most of any model.
+Placement: :mod:`~oppo_sim.frameworks.openrlhf_placement`.
 """
 
 from __future__ import annotations
@@ -54,7 +48,8 @@ from __future__ import annotations
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.frameworks.openrlhf_flags import BOTH, DOTTED, DOTTED_VERSION, FLAT, FLAT_VERSION, FROM_FLAT, TO_FLAT
+from oppo_sim.frameworks.openrlhf_flags import BOTH, DOTTED, DOTTED_VERSION, FLAT, FLAT_VERSION, TO_FLAT, Names
+from oppo_sim.frameworks.openrlhf_placement import placement
 from oppo_sim.frameworks.suggest import check_typo
 from oppo_sim.frameworks.translation import Builder, Translation, as_float, as_int, existing_file, model_arg, split_words
 
@@ -80,26 +75,19 @@ ESTIMATORS: dict[str, str] = {"gae": "ppo", "group_norm": "grpo", "rloo": "rloo"
 FLAGS: frozenset[str] = frozenset({
     "colocate_all_models", "colocate_actor_ref", "colocate_critic_reward", "vllm_enable_sleep", "gradient_checkpointing",
     "use_kl_loss", "dynamic_filtering", "enable_prefix_caching", "async_train", "deepspeed_enable_sleep",
-    "partial_rollout", "enforce_eager", "adam_offload"})
+    "partial_rollout", "enforce_eager", "adam_offload", "use_dynamic_batch"})
 """The on/off flags the reader reads (flat names)."""
 READ: frozenset[str] = frozenset({*OPENRLHF_DEFAULTS, *SPLIT_LENGTHS, *TOTAL_LENGTHS, *FLAGS, "pretrain",
-                                  "reward_pretrain", "remote_rm_url", "agent_func_path", "critic_pretrain"})
+                                  "reward_pretrain", "remote_rm_url", "agent_func_path", "critic_pretrain",
+                                  "max_tokens_per_gpu", "train_max_tokens_per_gpu", "rollout_max_tokens_per_gpu"})
 """Every OpenRLHF option the reader translates (flat names); any other is listed as ignored."""
 
-_WHY = {"micro_train_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens (--micro-batch-tokens)",
+_WHY = {"micro_train_batch_size": "per-GPU micro-batches of samples: not modelled (without the dynamic batch, oppo-sim "
+        "packs one longest sequence a micro-batch)", "train_max_tokens_per_gpu": "read only with the dynamic batch",
+        "rollout_max_tokens_per_gpu": "read only with the dynamic batch", "max_tokens_per_gpu": "read only with the dynamic batch",
         "dynamic_filtering": "no group to filter under gae", "async_queue_size": "no async training",
         "partial_rollout": "needs async training", "ds_tensor_parallel_size": "DeepSpeed AutoTP: not modelled "
         "(oppo-sim's DeepSpeed trainer is data parallel; Megatron TP is --train-backend megatron)"}
-
-
-class Names:
-    """The read options as the user spells them: flat names, or their dotted names under the dotted style."""
-
-    def __init__(self, dotted: bool) -> None:
-        self.dotted = dotted
-
-    def __call__(self, k: str) -> str:
-        return "--" + (FROM_FLAT.get(k, k) if self.dotted else k)
 
 
 def parse_openrlhf(text: str) -> tuple[dict[str, Any], list[str]]:
@@ -201,7 +189,8 @@ def translate_openrlhf(text: str) -> Translation:
     _lengths(b, o, d, f, total)
     _models(b, o, d, f)
     _training(b, o, d, f)
-    _placement(b, o, d, given, f)
+    _token_budgets(b, o, f)
+    placement(b, o, d, given, f)
     echoed = {u.key for u in b.used}
     for k in sorted(k for k in given if f(k) not in echoed):
         b.ignore(f(k), "" if given[k] is True else given[k], _WHY.get(k, "no effect in this placement" if k in READ
@@ -286,6 +275,26 @@ def _models(b: Builder, o: dict, d: dict, f: Names) -> None:
             b.use(f("critic_pretrain"), o["critic_pretrain"], "--critic", arg, note=how)
 
 
+def _token_budgets(b: Builder, o: dict, f: Names) -> None:
+    """The dynamic batch (``use_dynamic_batch`` / ``train.dynamic_batch_enable``): a rank's samples packed into
+    micro-batches of ``train_max_tokens_per_gpu`` tokens (default 16192; ``max_tokens_per_gpu`` before the split into
+    two) times the ring-attention degree (``seqlen_balancing.get_minimum_num_micro_batch_size``) ->
+    ``--micro-batch-tokens``; make_experience's forwards by ``rollout_max_tokens_per_gpu`` (default: the training's)
+    -> ``--logprob-micro-batch-tokens``. Off, micro-batches are ``micro_train_batch_size`` samples: not modelled."""
+    if "use_dynamic_batch" not in o:
+        return
+    ring = as_int(f("ring_attn_size"), o["ring_attn_size"])
+    times = f" x ring attention {ring}" if ring > 1 else ""
+    b.use(f("use_dynamic_batch"), True, note="micro-batches packed to a token budget")
+    key = "max_tokens_per_gpu" if "max_tokens_per_gpu" in o else "train_max_tokens_per_gpu"
+    train = as_int(f(key), o.get(key, 16192))
+    b.use(f(key), train, "--micro-batch-tokens", train * ring, default=key not in o, note=f"a GPU's tokens{times}")
+    if key == "train_max_tokens_per_gpu":
+        fwd = as_int(f("rollout_max_tokens_per_gpu"), o.get("rollout_max_tokens_per_gpu") or train)
+        b.use(f("rollout_max_tokens_per_gpu"), fwd, "--logprob-micro-batch-tokens", fwd * ring,
+              default="rollout_max_tokens_per_gpu" not in o, note=f"the experience forwards' budget{times}")
+
+
 def _training(b: Builder, o: dict, d: dict, f: Names) -> None:
     zero = as_int(f("zero_stage"), o["zero_stage"])
     if zero not in (0, 1, 2, 3):
@@ -316,84 +325,6 @@ def _training(b: Builder, o: dict, d: dict, f: Names) -> None:
             b.use(f("partial_rollout"), True, note="in-flight generation continues across a weight sync")
             b.notes.append(f"{f('partial_rollout')}: a response in flight at a weight sync finishes on the new "
                            "weights; oppo-sim's async policy keeps each response on the version it started with")
-
-
-def _gpus(o: dict, role: str, f: Names) -> tuple[int, int]:
-    nk, pk = f"{role}_num_nodes", f"{role}_num_gpus_per_node"
-    nodes, per = as_int(f(nk), o[nk]), as_int(f(pk), o[pk])
-    if nodes < 1 or per < 1:
-        raise ConfigError(f"{f(nk)} and {f(pk)} must be >= 1, got {nodes} and {per}")
-    return nodes, nodes * per
-
-
-def _placement(b: Builder, o: dict, d: dict, given: dict, f: Names) -> None:
-    tp = as_int(f("vllm_tensor_parallel_size"), o["vllm_tensor_parallel_size"])
-    b.use(f("vllm_tensor_parallel_size"), tp, "--tp", tp, default=d["vllm_tensor_parallel_size"])
-    engines = 0 if o["vllm_num_engines"] is None else as_int(f("vllm_num_engines"), o["vllm_num_engines"])
-    nodes, actor = _gpus(o, "actor", f)
-    if "actor_num_nodes" in given:
-        b.use(f("actor_num_nodes"), nodes, note="in the placement")
-    together = "colocate_all_models" in o
-    if together and "async_train" in o and engines:
-        label = f"gen-apart {engines * tp}+{actor}"
-        b.use(f("colocate_all_models"), True, "--placement", label, "--nodes", nodes,
-              note="under async OpenRLHF colocates the DeepSpeed models only: vLLM gets its own GPUs")
-        b.use(f("vllm_num_engines"), engines, note=f"{engines} x tp {tp} = {engines * tp} GPUs apart; "
-                                                   f"every other model on the actor's {actor}")
-        if "deepspeed_enable_sleep" in o:
-            b.use(f("deepspeed_enable_sleep"), True, note="no effect: generation does not share the trainer's GPUs")
-        return
-    if together or engines == 0:
-        sleep, offload = "vllm_enable_sleep" in o, "deepspeed_enable_sleep" in o
-        extra = ("--colocate", "sleep", "--sleep-level", 1) if sleep else ("--colocate", "resident")
-        extra += ("--offload-train-state" if offload else "--no-offload-train-state",)
-        if engines == 0:
-            extra = ("--engine", "static")
-            b.notes.append("no vLLM engines: the actor generates with Hugging Face generate (oppo-sim's static engine)")
-        b.use(f("actor_num_gpus_per_node"), o["actor_num_gpus_per_node"], "--placement", "colocated", "--devices",
-              actor, "--nodes", nodes, *extra, note="every model on the actor's GPUs", default=d["actor_num_gpus_per_node"])
-        if engines:
-            b.use(f("colocate_all_models"), True)
-            b.use(f("vllm_num_engines"), engines, note=f"{engines} x tp {tp} = {engines * tp} GPUs"
-                  + ("" if engines * tp == actor else f" (OpenRLHF requires {actor})"))
-        if sleep:
-            b.use(f("vllm_enable_sleep"), True, note="vLLM sleep(level=1)")
-        if offload:
-            b.use(f("deepspeed_enable_sleep"), True, note="the trainer's state to host while vLLM generates")
-        return
-    _separate(b, o, given, f, (tp, engines, nodes, actor))
-
-
-def _separate(b: Builder, o: dict, given: dict, f: Names, sizes: tuple[int, int, int, int]) -> None:
-    """Every model on its own GPUs: ``split G+T+S`` or ``gen-apart G+T`` (module notes)."""
-    tp, engines, nodes, actor = sizes
-    has_critic = o["advantage_estimator"] == "gae"
-    has_ref = as_float(f("init_kl_coef"), o["init_kl_coef"]) > 0
-    has_rm = "remote_rm_url" not in o and "agent_func_path" not in o
-    gen, train, score = engines * tp, actor, 0
-    used = [f"vLLM {engines} x tp {tp}", f"actor {actor}"]
-    if has_critic and "colocate_critic_reward" not in o:
-        c_nodes, c = _gpus(o, "critic", f)
-        train, nodes = train + c, max(nodes, c_nodes)
-        used.append(f"critic {c} (trains on the actor's pool)")
-    if has_rm:
-        r_nodes, r = _gpus(o, "reward", f)
-        score, nodes = score + r, max(nodes, r_nodes)
-        used.append(f"reward {r}" + (" with the critic" if has_critic and "colocate_critic_reward" in o else ""))
-    if has_ref and "colocate_actor_ref" not in o:
-        f_nodes, g = _gpus(o, "ref", f)
-        score, nodes = score + g, max(nodes, f_nodes)
-        used.append(f"reference {g}")
-    roles = [r for r, on in (("critic", has_critic), ("reward", has_rm), ("ref", has_ref)) if on]
-    label = f"split {gen}+{train}+{score}" if score else f"gen-apart {gen}+{train}"
-    b.use(f("vllm_num_engines"), engines, "--placement", label, "--nodes", nodes, note="; ".join(used))
-    for k in ("actor_num_gpus_per_node", "ref_num_nodes", "ref_num_gpus_per_node", "reward_num_nodes",
-              "reward_num_gpus_per_node", "critic_num_nodes", "critic_num_gpus_per_node", "colocate_actor_ref",
-              "colocate_critic_reward"):
-        if k in given and (k.startswith(("actor", "colocate")) or k.startswith(tuple(roles))):
-            b.use(f(k), given[k], note="in the placement above")
-    b.notes.append(f"separate pools -> {label}: the critic trains on the actor's pool and the reward and reference "
-                   "models share one score pool, where OpenRLHF gives each its own GPUs")
 
 
 __all__ = ["ESTIMATORS", "FLAGS", "OPENRLHF_DEFAULTS", "READ", "canonical", "parse_openrlhf", "style_of",

@@ -104,10 +104,22 @@ TO_FLAT: dict[str, str] = {
     "train.async_queue_size": "async_queue_size", "train.partial_rollout_enable": "partial_rollout",
     "actor.model_name_or_path": "pretrain", "reward.model_name_or_path": "reward_pretrain",
     "reward.remote_url": "remote_rm_url", "train.agent_func_path": "agent_func_path",
-    "critic.model_name_or_path": "critic_pretrain",
+    "critic.model_name_or_path": "critic_pretrain", "train.dynamic_batch_enable": "use_dynamic_batch",
+    "train.max_tokens_per_gpu": "train_max_tokens_per_gpu", "rollout.max_tokens_per_gpu": "rollout_max_tokens_per_gpu",
 }
 """Dotted name -> the flat name of the same option (each checked in both lists above)."""
 
 FROM_FLAT: dict[str, str] = {v: k for k, v in TO_FLAT.items()}
 
-__all__ = ["BOTH", "DOTTED", "DOTTED_VERSION", "FLAT", "FLAT_VERSION", "FROM_FLAT", "TO_FLAT"]
+
+class Names:
+    """The read options as the user spells them: flat names, or their dotted names under the dotted style."""
+
+    def __init__(self, dotted: bool) -> None:
+        self.dotted = dotted
+
+    def __call__(self, k: str) -> str:
+        return "--" + (FROM_FLAT.get(k, k) if self.dotted else k)
+
+
+__all__ = ["BOTH", "DOTTED", "DOTTED_VERSION", "FLAT", "FLAT_VERSION", "FROM_FLAT", "TO_FLAT", "Names"]
