@@ -42,8 +42,18 @@ def add_micro_batch_args(g: argparse._ArgumentGroup) -> None:
     """Add the trainer's micro-batch token budgets to ``g`` (``TrainMemoryConfig``)."""
     g.add_argument("--micro-batch-tokens", type=positive(), default=None,
                    help="tokens per training micro-batch (default: one longest sequence)")
+    g.add_argument("--micro-batch-size", type=positive(), default=None,
+                   help="sequences per training micro-batch, a fixed count instead of a token budget (default: one)")
     g.add_argument("--logprob-micro-batch-tokens", type=positive(), default=None, help="tokens per micro-batch of "
-                   "the forward-only passes: log-probs, reference, reward, values (default: --micro-batch-tokens)")
+                   "the forward-only passes: log-probs, reference, reward, values (default: training's micro-batch)")
+    g.add_argument("--logprob-micro-batch-size", type=positive(), default=None, help="sequences per micro-batch of "
+                   "the forward-only passes, a fixed count (default: training's micro-batch)")
+
+
+def micro_batch_fields(a: argparse.Namespace) -> dict:
+    """``TrainMemoryConfig`` keywords of the micro-batch options (absent from a command: None)."""
+    names = ("micro_batch_tokens", "micro_batch_size", "logprob_micro_batch_tokens", "logprob_micro_batch_size")
+    return {n: getattr(a, n, None) for n in names}
 
 
 def add_logits_arg(g: argparse._ArgumentGroup) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from oppo_sim.cli_limits import add_limit_args, add_logits_arg, add_micro_batch_args, limit_fields
+from oppo_sim.cli_limits import add_limit_args, add_logits_arg, add_micro_batch_args, limit_fields, micro_batch_fields
 from oppo_sim.cliargs import flag_name, nonneg_float, nonneg_int, on_off, positive
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.factory import EngineKind
@@ -386,8 +386,7 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
         max_response=a.max_response or None, contention=a.contention,
         train_memory=TrainMemoryConfig(
             zero_stage=None if a.zero == "auto" else int(a.zero), recompute=None if a.recompute == "auto" else a.recompute,
-            flash_attention=not a.eager_attention, micro_batch_tokens=a.micro_batch_tokens, sequence_parallel=a.sp,
-            logprob_micro_batch_tokens=getattr(a, "logprob_micro_batch_tokens", None),
+            flash_attention=not a.eager_attention, sequence_parallel=a.sp, **micro_batch_fields(a),
             full_logits=a.full_logits,
         ), **limit_fields(a),
         critic=critic_field(a), colocate=a.colocate, train_memory_fraction=getattr(a, "train_memory_fraction", 0.9), sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, reference_on_host=getattr(a, "reference_on_host", False), refit_buffers=getattr(a, "refit_buffers", 1), nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),

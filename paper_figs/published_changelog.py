@@ -485,5 +485,26 @@ CHANGES: tuple[Change, ...] = (
                  "larger PP4 bubble); DeepSeek-V3 on 96 H20 -37.5 -> -37.2%; the rest within 0.4 points. The median rises "
                  "20.4 -> 20.6%: the row at the median (Llama-3.1-8B on 8 GB200) moved -20.4 -> -20.6%. With a published "
                  "mean response 19.9 -> 19.7%; without the contradicted runs 20.1% either way.")),
+    Change("2026-11-26", "model",
+           "Micro-batches of a fixed count of sequences (--micro-batch-size, --logprob-micro-batch-size; verl's "
+           "ppo_micro_batch_size_per_gpu / log_prob_micro_batch_size_per_gpu without the dynamic batch size, OpenRLHF's "
+           "micro_train_batch_size / micro_rollout_batch_size, NeMo RL's train_micro_batch_size / logprob_batch_size "
+           "without packing), read by the three readers and written by the exports; the OpenRLHF and DeepSpeed-Chat "
+           "records take the benchmark table's own micro_batch_size columns, verl's Megatron 7B record its script's (2 "
+           "and 4), NeMo RL's unpacked records their recipes'. With them, two memory rules: a static engine (Hugging Face "
+           "generate in the trainer's process) takes turns with the trainer's activations, as a sleeping engine does; and "
+           "DeepSpeed's ZeRO-Offload (and FSDP2's CPU offload) moves the gradient shards to the host with the Adam state",
+           20.6, 23.6, 199.7, 199.0,
+           note=("The readers listed the fixed micro-batch sizes as not modelled; the OpenRLHF benchmark publishes them per "
+                 "row (generation 16/8/4/8/4, training 8/4/4/8/4). With the sizes alone the OpenRLHF DeepSpeed row's "
+                 "generation ran 7x slower: the memory plan held eight sequences' training activations beside Hugging "
+                 "Face generate's KV cache, which never coexist in one process (and the 70B row no longer fit, holding "
+                 "gradients DeepSpeed's offload keeps on the host: ZeRO-Offload, stage_1_and_2.py's CPU gradient "
+                 "partitions). Both memory rules are the frameworks' behaviour, not fitted. Moved: OpenRLHF DeepSpeed "
+                 "Llama-2-7B -20.1 -> -23.6% (its generation's KV cache larger, no longer counted beside the "
+                 "activations); OpenRLHF Ray 7B +14.8 -> +14.4%; verl's Megatron 7B +199.7 -> +199.0%; the rest within 0.4 "
+                 "points; the 70B row fits again. The median rises 20.6 -> 23.6%: the OpenRLHF DeepSpeed row was just "
+                 "under it and the next error above is its own. With a published mean response 19.7 -> 20.0%; without the "
+                 "contradicted runs 20.1 -> 20.6%.")),
 )
 """The changes, oldest first."""

@@ -58,12 +58,14 @@ _EAGER_THEN = ("vLLM without CUDA graphs: the page's numbers date from 2025-07-1
 def _verl_7b(key: str, *, source: str, devices: int, nodes: int, n: int, max_response: int, tp: int, sp: int,
              step_s: float, gen_s: float, score_s: float, train_s: float, script: str, note: str,
              megatron: tuple[int, int] | None = None, enforce_eager: bool = False, fsdp_size: int = 8,
-             dynamic_bsz: bool = True) -> PublishedRun:
+             dynamic_bsz: bool = True, fixed: tuple[int, int] = (1, 1)) -> PublishedRun:
     """``megatron``: the script's (train_tp, train_pp) where it trains with Megatron (else FSDP, full-shard, with
     the script's ``fsdp_size``). ``dynamic_bsz``: the script's ``use_dynamic_bsz``, with its budgets per GPU of 2x
-    (training) and 3x (log-probs) the longest sequence, times the Ulysses degree as verl scales them."""
+    (training) and 3x (log-probs) the longest sequence, times the Ulysses degree as verl scales them; without it,
+    ``fixed``: the script's ``ppo_micro_batch_size_per_gpu`` and ``log_prob_micro_batch_size_per_gpu``."""
     longest = 2048 + max_response
-    budgets = {"micro_batch_tokens": 2 * longest * sp, "logprob_micro_batch_tokens": 3 * longest * sp} if dynamic_bsz else {}
+    budgets = {"micro_batch_tokens": 2 * longest * sp, "logprob_micro_batch_tokens": 3 * longest * sp} if dynamic_bsz else \
+        {"micro_batch_size": fixed[0], "logprob_micro_batch_size": fixed[1]}
     layout = ({"train_backend": "megatron", "train_tp": megatron[0], "pp": megatron[1]} if megatron
               else {"zero": 3, "fsdp_size": fsdp_size})  # FSDP2 full-shard (verl's default), the script's fsdp_size
     return PublishedRun(
@@ -88,8 +90,8 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
              max_response=8192, tp=2, sp=1, step_s=699, gen_s=207, score_s=119, train_s=344,
              script="verl/experimental/one_step_off_policy/shell/dapo_7b_math_megatron_colocate.sh",
              note="Megatron TP2 PP2 with parameter, gradient and optimizer offload; the script's use_dynamic_bsz lines "
-                  "are commented out (fixed micro-batches); " + _EAGER_THEN, megatron=(2, 2),
-             enforce_eager=True, dynamic_bsz=False),
+                  "are commented out: micro-batches of 2 sequences to train, 4 for log-probs; " + _EAGER_THEN,
+             megatron=(2, 2), enforce_eager=True, dynamic_bsz=False, fixed=(2, 4)),
     _verl_7b("verl-fullyasync-colocate-32xh20", source=VERL_FULLY_ASYNC, devices=32, nodes=4, n=16,
              max_response=28672, tp=4, sp=4, step_s=790.10, gen_s=357.41, score_s=107.71, train_s=269.80,
              script="verl/experimental/fully_async_policy/shell/dapo_7b_math_fsdp2_*.sh (colocate sync row)",
@@ -155,18 +157,21 @@ _OPENRLHF_PROMPT = "not published; assumed a 256-token mean (HH/rm-static prompt
 
 
 def _openrlhf(key: str, *, framework: str, model: str, hf: str, devices: int, placement: str, tp: int,
-              step_s: float, gen_s: float, train_s: float, engine: str = "continuous", gen_batch: int | None = None,
+              step_s: float, gen_s: float, train_s: float, micro: tuple[int, int], engine: str = "continuous",
+              gen_batch: int | None = None,
               max_num_seqs: int | None = None, nodes: int = 1, colocate: str = "sleep", note: str = "",
               optimizer_offload: float = 1.0) -> PublishedRun:
     """An OpenRLHF benchmark row. ``optimizer_offload`` 1 by default: the benchmark does not list its flags, and
     every PPO script of the repository at that commit passes ``--adam_offload`` (the Adam step on the CPU:
     ``train_ppo_llama.sh``, ``train_ppo_llama_ray.sh``, ``_34b.sh``, ``_70b.sh``); without it the 13B row does
-    not fit its 4-GPU training pool."""
+    not fit its 4-GPU training pool. ``micro``: the table's (generation, training) ``micro_batch_size`` columns —
+    the experience forwards run in the micro rollout batches, the updates in the micro train batches."""
     return PublishedRun(
         key=key, framework=framework, source=OPENRLHF_BENCH, version=OPENRLHF, model=model, hf_model=hf,
         gpu="a800-80gb", devices=devices, nodes=nodes, placement=placement, batch=1024, n=1, max_prompt=1024,
         max_response=1024, algorithm="ppo", reward=model, kl=True, tp=tp, published_step_s=step_s,
         minibatches=1024 // 128, engine=engine, optimizer_offload=optimizer_offload, gen_batch=gen_batch,
+        micro_batch_size=micro[1], logprob_micro_batch_size=micro[0],
         max_num_seqs=max_num_seqs, colocate=colocate,
         recompute="full",
         mean_response=1024,
@@ -175,7 +180,8 @@ def _openrlhf(key: str, *, framework: str, model: str, hf: str, devices: int, pl
                       timers="deepspeed-chat" if framework.startswith("DeepSpeed-Chat") else "openrlhf"),
         prompt_note=_OPENRLHF_PROMPT, response_note=_OPENRLHF_LENGTHS,
         notes=("PPO, reward model and critic initialised from the actor's size; rollout 1024 prompts, train "
-               "batch 128, 1 epoch; gradient checkpointing; "
+               f"batch 128, 1 epoch; gradient checkpointing; micro-batches (the table's columns) of {micro[0]} samples "
+               f"for generation and the experience forwards, {micro[1]} to train; "
                + ("Adam on the CPU (--adam_offload, as every PPO script of the repository at this commit); "
                   if optimizer_offload and not framework.startswith("DeepSpeed-Chat") else "") + note))
 
@@ -183,30 +189,32 @@ def _openrlhf(key: str, *, framework: str, model: str, hf: str, devices: int, pl
 OPENRLHF_RUNS: tuple[PublishedRun, ...] = (
     _openrlhf("openrlhf-ray-vllm-llama2-7b-8xa800", framework="OpenRLHF (Ray + vLLM)", model="llama-2-7b",
               hf="meta-llama/Llama-2-7b-hf", devices=8, placement="pools:gen=2,train=4,score=2", tp=1,
-              step_s=885.16, gen_s=481.86, train_s=403.29, max_num_seqs=16,
+              micro=(16, 8), step_s=885.16, gen_s=481.86, train_s=403.29, max_num_seqs=16,
               note=("GPUs ref:reward:actor:critic:vLLM = 1:1:2:2:2 (actor and critic share the 4-GPU train pool "
                     "here); each actor rank sends its micro rollout batch of 16 to one of the 2 engines, so an "
                     "engine runs at most 16 sequences (max_num_seqs 16)")),
     _openrlhf("openrlhf-ray-vllm-llama2-13b-8xa800", framework="OpenRLHF (Ray + vLLM)", model="llama-2-13b",
               hf="meta-llama/Llama-2-13b-hf", devices=8, placement="pools:gen=2,train=4,score=2", tp=1,
-              step_s=2392.91, gen_s=1425.75, train_s=967.15, max_num_seqs=8,
+              micro=(8, 4), step_s=2392.91, gen_s=1425.75, train_s=967.15, max_num_seqs=8,
               note=("GPUs ref:reward:actor:critic:vLLM = 1:1:2:2:2; micro rollout batch 8 per actor rank, one rank "
                     "per engine (max_num_seqs 8)")),
     _openrlhf("openrlhf-ray-vllm-llama2-70b-16xa800", framework="OpenRLHF (Ray + vLLM)", model="llama-2-70b",
               hf="meta-llama/Llama-2-70b-hf", devices=16, nodes=2, placement="pools:gen=4,train=8,score=4", tp=2,
-              step_s=9822.62, gen_s=7122.65, train_s=2699.97, max_num_seqs=4,
+              micro=(4, 4), step_s=9822.62, gen_s=7122.65, train_s=2699.97, max_num_seqs=4,
               note=("GPUs ref:reward:actor:critic:vLLM = 2:2:4:4:4, two vLLM engines of TP2 (as the repository's "
                     "70B script); micro rollout batch 4 per actor rank, two ranks per engine, whose calls run one "
                     "after the other: the engine is a synchronous Ray actor (LLMRayActor, one method call at a time) "
                     "and LLM.generate returns when its call's requests are done, so an engine decodes one rank's 4 "
                     "at a time (max_num_seqs 4); ZeRO-3 (the 70B script's --zero_stage 3)")),
     _openrlhf("openrlhf-deepspeed-llama2-7b-8xa800", framework="OpenRLHF (DeepSpeed, no Ray)", model="llama-2-7b",
-              hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, step_s=1177.78, gen_s=920.81,
+              hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, micro=(8, 8), step_s=1177.78,
+              gen_s=920.81,
               train_s=256.97, engine="static", gen_batch=8, colocate="resident",
               note=("all models resident on the 8 GPUs (no sleep/wake); Hugging Face generate, micro rollout batch 8 "
                     "per GPU")),
     _openrlhf("dschat-llama2-7b-8xa800", framework="DeepSpeed-Chat (no offload, hybrid engine off)", model="llama-2-7b",
-              hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, step_s=1184.31, gen_s=975.36,
+              hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, micro=(4, 4), step_s=1184.31,
+              gen_s=975.36,
               train_s=209.05, engine="static", gen_batch=4, colocate="resident", optimizer_offload=0.0,
               note=("DeepSpeed-Chat as optimised by OpenRLHF's benchmark, which turns DeepSpeed's hybrid engine off (its "
                     "README: it does not work with ZeRO-3; its llama_7b.sh has no --enable_hybrid_engine): Hugging Face "

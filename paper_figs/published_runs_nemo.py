@@ -64,6 +64,7 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True, refit_buffers=2,
         moe_dispatcher="allgather", moe_router_dtype="fp64", padded_batches=not packed,
         micro_batch_tokens=max_total if packed else None, logprob_micro_batch_tokens=max_total * logprob_mbs if packed else None,
+        micro_batch_size=None if packed else 1, logprob_micro_batch_size=None if packed else logprob_mbs,
         stages=Stages(timers="nemo-rl-async" if off else "nemo-rl", definition="only the step time is published"),
         prompt_note=_NEMO_PROMPT,
         response_note=(f"'G-Average Seq len' {mean_response:g} read as the mean generated length (consistent with "
@@ -72,8 +73,8 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         notes=(f"{_NEMO_ASYNC_NOTES if off else _NEMO_NOTES}{'; ' + note if note else ''}"
                + (f"; sequence packing: micro-batches of {max_total} tokens (train_mb_tokens), log-prob ones of "
                   f"{max_total * logprob_mbs} (logprob_mb_tokens)" if packed else "; sequence packing off in the recipe "
-                  "(policy.sequence_packing.enabled: false): micro-batches of whole sequences, each padded to the "
-                  "batch's longest, in scoring and training")
+                  "(policy.sequence_packing.enabled: false): micro-batches of whole sequences (1 to train, "
+                  f"{logprob_mbs} for log-probs), each padded to the batch's longest, in scoring and training")
                + ("; Megatron's allgather token dispatcher (NeMo RL's default moe_token_dispatcher_type, which no "
                   "recipe changes), its combine in the fp64 of NeMo RL's moe_router_dtype" if ep > 1 else "")))
 

@@ -74,6 +74,8 @@ class PublishedRun:
     padded_batches: bool = False  # scoring and training pad every sequence to the batch's longest (no packing)
     micro_batch_tokens: int | None = None  # packed micro-batches of training (NeMo RL train_mb_tokens, verl's dynamic bsz)
     logprob_micro_batch_tokens: int | None = None  # ... of the forward-only passes (NeMo RL logprob_mb_tokens)
+    micro_batch_size: int | None = None  # or a fixed count of sequences (verl ppo_micro_batch_size_per_gpu, OpenRLHF's)
+    logprob_micro_batch_size: int | None = None  # ... of the forward-only passes (OpenRLHF's micro rollout batch)
     policy: str = "baseline"  # the framework's schedule: baseline (synchronous) or async (generation overlaps training)
     staleness: int = 1  # async: policy versions a trajectory may lag (NeMo RL max_trajectory_age_steps)
     in_flight: bool = False  # async: weights refit in flight (NeMo RL in_flight_weight_updates with its async engine)

@@ -125,7 +125,9 @@ def test_openrlhf_hybrid_engine_fixture():
     assert "--offload-train-state" in got  # --deepspeed_enable_sleep
     assert "--truncate-prompt" in got and "--no-reference" not in got  # init_kl_coef 1e-5 > 0: a reference
     ignored = {i.key for i in t.ignored}
-    assert {"--actor_learning_rate", "--micro_train_batch_size", "--use_dynamic_batch", "--ref_num_nodes"} <= ignored
+    assert {"--actor_learning_rate", "--micro_train_batch_size", "--ref_num_nodes"} <= ignored
+    # the dynamic batch: a GPU's token budgets x the ring-attention degree 2
+    assert (got["--micro-batch-tokens"], got["--logprob-micro-batch-tokens"]) == ("32384", "65536")
     assert any(k.startswith("ray job submit") for k in ignored)
 
 

@@ -201,6 +201,23 @@ def test_resident_training_state_sits_beside_the_engines_share():
     assert share * main.mem_bytes + others <= 0.9 * main.mem_bytes < (share + 0.05) * main.mem_bytes + others
 
 
+def test_a_static_engines_kv_cache_takes_turns_with_the_trainers_activations():
+    """Hugging Face generate runs in the trainer's own process, never beside a training pass: resident, its KV cache
+    gets what the trainer's activations leave only while training (vLLM's share sits beside them throughout)."""
+    from oppo_sim.engine.factory import EngineKind
+
+    def pool(kind, micro):
+        cfg = SimConfig(colocate="resident", placement=colocated_placement(8), engine_kind=kind,
+                        train_memory=TrainMemoryConfig(zero_stage=3, recompute="full", micro_batch_size=micro))
+        return memory_report(cfg, 4096, 2048).pool("main")
+
+    static = [pool(EngineKind.STATIC, m) for m in (1, 8)]
+    acts = [next(r for r in p.roles if r.role == "train" and r.phase == OTHER).activations for p in static]
+    assert acts[1] > acts[0] > 0 and static[0].kv_cache == static[1].kv_cache  # more activations, the same KV cache
+    vllm = pool(EngineKind.CONTINUOUS, 8)
+    assert not any(r.role == "train" and r.phase == OTHER for r in vllm.roles)
+
+
 def _cfg_4090():
     return SimConfig(actor="qwen2.5-3b", reward="qwen2.5-0.5b", gpu="rtx-4090", placement=colocated_placement(1), steps=2)
 

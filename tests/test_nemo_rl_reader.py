@@ -167,6 +167,8 @@ def test_the_router_dtype_follows_the_recipe_and_null_is_the_models(override, wa
 def test_micro_batches_are_padded_only_without_packing_or_dynamic_batching(overrides, padded):
     t = translate_nemo_rl([str(LLM / "grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml"), *overrides])
     assert ("--padded-batches" in t.args) == padded
+    # padded, a micro-batch is train_micro_batch_size / logprob_batch_size sequences; packed, a token budget
+    assert ("--micro-batch-size" in t.args, "--micro-batch-tokens" in t.args) == (padded, not padded)
     assert config_of("--from-nemo-rl", str(LLM / "grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml"),
                      *(w for o in overrides for w in ("--from-nemo-rl", o))).padded_batches == padded
 

@@ -152,3 +152,12 @@ def test_the_dynamic_batch_token_budgets_are_read(args, want):
     assert (got.get("--micro-batch-tokens"), got.get("--logprob-micro-batch-tokens")) == want
     if want[0] is None:
         assert [i.why for i in t.ignored if "tokens_per_gpu" in i.key] == ["read only with the dynamic batch"]
+
+
+
+@pytest.mark.parametrize("args, want", [("", (1, 1)),  # OpenRLHF's defaults
+                                        ("--micro_train_batch_size 8 --micro_rollout_batch_size 16", (8, 16)),
+                                        ("--use_dynamic_batch --micro_train_batch_size 8", (None, None))])
+def test_fixed_micro_batch_sizes_are_read_without_the_dynamic_batch(args, want):
+    cfg = config_of("--from-openrlhf", "--pretrain meta-llama/Llama-3.1-8B-Instruct " + args)
+    assert (cfg.train_memory.micro_batch_size, cfg.train_memory.logprob_micro_batch_size) == want

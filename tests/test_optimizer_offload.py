@@ -49,7 +49,10 @@ def test_the_offloaded_share_of_the_adam_state_leaves_the_gpus(backend, kw):
     gpu, half, cpu = (_train(memory_report(_cfg(f, backend, **kw))) for f in (0.0, 0.5, 1.0))
     assert gpu.optimizer > 0 and cpu.optimizer == 0
     assert half.optimizer == pytest.approx(gpu.optimizer / 2)
-    assert (cpu.weights, cpu.grads) == (gpu.weights, gpu.grads)
+    assert cpu.weights == gpu.weights
+    # DeepSpeed's ZeRO-Offload and FSDP2's CPU offload move the gradient shards to the host with the Adam state;
+    # Megatron's hybrid optimizer keeps its gradient buffers on the GPUs
+    assert (cpu.grads, half.grads) == ((0.0, gpu.grads / 2) if backend == "fsdp" else (gpu.grads, gpu.grads))
 
 
 def test_a_trainer_the_gpus_cannot_hold_fits_with_adam_on_the_cpu():

@@ -20,6 +20,7 @@ from oppo_sim.hw.memory.train_memory import ADAM_BYTES, head_activation_bytes, l
 from oppo_sim.hw.models.lookup import get_model
 from oppo_sim.hw.costs.trainer_cost import dp_partition, rank_loads
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
+from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.hw.memory.trainer_memory import inflight_layers, megatron_activation_bytes, megatron_state_bytes
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.driver import Pipeline
@@ -70,11 +71,11 @@ def test_slowest_rank_sets_each_optimizer_step():
     lengths = np.array([10, 9, 1, 1, 1, 1, 1, 1], dtype=float)
     flops = lengths * 2.0
     for balance, slowest in ((False, 19.0), (True, 11.0)):
-        loads = rank_loads(lengths, flops, flops, 4, 1, balance, None)
+        loads = rank_loads(lengths, flops, flops, 4, 1, balance, MicroBatch())
         assert loads.tokens.tolist() == [slowest]
         assert loads.flops.tolist() == [2.0 * slowest]
         assert loads.micro_batches.tolist() == [2.0]  # 19 (or 11) tokens in micro-batches of the longest, 10
-    two = rank_loads(lengths, flops, flops, 4, 2, False, None)  # each rank's share split in order: one sequence each
+    two = rank_loads(lengths, flops, flops, 4, 2, False, MicroBatch())  # each rank's share split in order: one sequence each
     assert two.tokens.tolist() == [10.0, 9.0]
 
 
@@ -82,12 +83,12 @@ def test_balanced_shares_are_split_into_mini_batches_in_verls_order():
     # LPT with equal counts by hand: r0 = {8, 5, 4, 1}, r1 = {7, 6, 3, 2}; verl orders a share ascending, then the
     # even places followed by the odd ones reversed: r0 1, 5 | 8, 4 and r1 2, 6 | 7, 3 (ray_trainer._balance_batch)
     lengths = np.array([3, 8, 1, 6, 4, 7, 2, 5], dtype=float)  # any batch order: the order within a share is verl's
-    loads = rank_loads(lengths, lengths, lengths, 2, 2, True, None)
+    loads = rank_loads(lengths, lengths, lengths, 2, 2, True, MicroBatch())
     assert loads.tokens.tolist() == [8.0, 12.0]  # per mini-batch, the slowest rank: max(1+5, 2+6), max(8+4, 7+3)
-    plain = rank_loads(lengths, lengths, lengths, 2, 2, False, None)  # contiguous in batch order: 3 8 | 1 6, 4 7 | 2 5
+    plain = rank_loads(lengths, lengths, lengths, 2, 2, False, MicroBatch())  # contiguous in batch order: 3 8 | 1 6, 4 7 | 2 5
     assert plain.tokens.tolist() == [11.0, 7.0]
     # verl before 0.6.1 (--balance-order batch): the same partition, each share in batch order: 8 1 | 4 5, 3 6 | 7 2
-    assert rank_loads(lengths, lengths, lengths, 2, 2, True, None, by_length=False).tokens.tolist() == [9.0, 9.0]
+    assert rank_loads(lengths, lengths, lengths, 2, 2, True, MicroBatch(), by_length=False).tokens.tolist() == [9.0, 9.0]
     with pytest.raises(ConfigError, match="balance order"):
         TrainerLayout(balance_order="random")
 
@@ -342,20 +343,34 @@ def test_megatron_host_time_bounds_a_fast_gpu_only():
 
 def test_the_log_prob_budget_sets_a_forwards_micro_batches_and_not_trainings():
     seqs, ctx = [1000] * 32, [0] * 32  # 8 ranks x 4 sequences
-    base = CostModel(hw(train_overhead=0.0), micro_batch_tokens=1000)
-    ovh = replace(base, hw=hw(train_overhead=0.01))
+    base = CostModel(hw(train_overhead=0.0), micro=MicroBatch(1000))
     fwd = lambda c: c.prefill_cost(DENSE, 8, seqs, ctx)[0]  # noqa: E731
-    # the forward's fixed cost (prefill.overhead_s) is per micro-batch: 4 of 1000 tokens a rank, or 1 of 4000
+    # the forward's fixed cost (prefill.overhead_s) is per micro-batch: 4 of 1000 tokens a rank, or 1 of 4000 (or of 4
+    # sequences)
     op = H100.params.prefill.overhead_s
-    assert fwd(base) - fwd(replace(base, logprob_micro_batch_tokens=4000)) == pytest.approx(3 * op)
-    assert replace(base, logprob_micro_batch_tokens=None).forward_micro_batch_tokens == 1000
-    # training keeps its own budget: 4 micro-batches a rank and 1 optimizer step
-    wide = replace(ovh, logprob_micro_batch_tokens=4000)
-    assert wide.train(DENSE, 8, np.asarray(seqs, float), 1) - replace(base, logprob_micro_batch_tokens=4000).train(
-        DENSE, 8, np.asarray(seqs, float), 1) == pytest.approx(0.01 * (4 + 1))
+    assert fwd(base) - fwd(replace(base, forward_micro=MicroBatch(4000))) == pytest.approx(3 * op)
+    assert fwd(replace(base, forward_micro=MicroBatch(sequences=4))) == pytest.approx(fwd(replace(base, forward_micro=MicroBatch(4000))))
+    assert base.micro_batch(True) == MicroBatch(1000)  # none of its own: the training's
+    # training keeps its own: 4 micro-batches a rank and 1 optimizer step
+    ovh = replace(base, hw=hw(train_overhead=0.01), forward_micro=MicroBatch(4000))
+    train = lambda c: c.train(DENSE, 8, np.asarray(seqs, float), 1)  # noqa: E731
+    assert train(ovh) - train(replace(base, forward_micro=MicroBatch(4000))) == pytest.approx(0.01 * (4 + 1))
 
 
-def test_a_log_prob_budget_below_one_is_refused():
+@pytest.mark.parametrize("micro, count", [(MicroBatch(), 4), (MicroBatch(sequences=2), 2), (MicroBatch(sequences=3), 2),
+                                          (MicroBatch(2500), 2), (MicroBatch(500), 4)])
+def test_a_ranks_micro_batches_by_budget_by_count_or_one_sequence_each(micro, count):
+    base = CostModel(hw(), micro=micro)
+    seqs = np.full(32, 1000.0)  # 8 ranks x 4 sequences: their overhead per micro-batch and optimizer step
+    assert replace(base, hw=hw(train_overhead=0.01)).train(DENSE, 8, seqs, 1) - base.train(DENSE, 8, seqs, 1) == \
+        pytest.approx(0.01 * (count + 1))
+
+
+def test_a_micro_batch_is_tokens_or_sequences_and_the_memory_plan_holds_the_worst():
     from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
-    with pytest.raises(ConfigError, match="logprob_micro_batch_tokens"):
+    with pytest.raises(ConfigError, match="logprob_micro_batch"):
         TrainMemoryConfig(logprob_micro_batch_tokens=0)
+    with pytest.raises(ConfigError, match="not both"):
+        TrainMemoryConfig(micro_batch_tokens=4096, micro_batch_size=2)
+    assert [MicroBatch(*r).worst_tokens(3000) for r in ((None, None), (8192, None), (1024, None), (None, 4))] == \
+        [3000, 8192, 3000, 12000]

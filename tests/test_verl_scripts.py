@@ -409,7 +409,7 @@ def test_a_launcher_variable_the_script_never_sets_is_refused_with_how_to_give_i
      (23360, 23360)),
     ("grpo_deepseek671b_math_megatron_96gb.sh", ["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=30000"],
      (11680, 30000)),
-    # off (verl's default): fixed counts of sequences, not modelled; the budget the script sets is not read
+    # off (verl's default): the budget the script sets is not read; no fixed size given either: one longest sequence
     ("fully_async_dapo_7b_math_fsdp2_8_8.sh", [], (None, None)),
     # on under FSDP: the Ulysses degree scales it (dp_actor.py); the log-prob budget defaults to the actor's
     ("fully_async_dapo_7b_math_fsdp2_8_8.sh", ["actor_rollout_ref.actor.use_dynamic_bsz=True",
@@ -423,3 +423,16 @@ def test_dynamic_batch_size_token_budgets_are_read_as_verl_scales_them(name, ext
     if want[0] is None:
         assert notes == {"ppo_max_token_len_per_gpu": "not read: use_dynamic_bsz is off"}
     assert not any("token_len" in i.key or "dynamic_bsz" in i.key for i in t.ignored)
+
+
+
+def test_fixed_micro_batch_sizes_are_read_without_the_dynamic_batch_size():
+    cfg = sim_config(parsed("--from-verl", str(VERL / "grpo_qwen3-8b.sh")))
+    t = cfg.train_memory
+    assert (t.micro_batch_size, t.logprob_micro_batch_size, t.micro_batch_tokens) == (32, None, None)
+    fwd = sim_config(parsed("--from-verl", str(VERL / "grpo_qwen3-8b.sh"), "--from-verl",
+                            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16"))
+    assert (fwd.train_memory.micro_batch_size, fwd.train_memory.logprob_micro_batch_size) == (32, 16)
+    on = sim_config(parsed("--from-verl", str(VERL / "grpo_qwen3-8b.sh"), "--from-verl",
+                           "actor_rollout_ref.actor.use_dynamic_bsz=True"))
+    assert (on.train_memory.micro_batch_tokens, on.train_memory.micro_batch_size) == (16384, None)

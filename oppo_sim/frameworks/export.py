@@ -21,7 +21,8 @@ algorithm, offload, ZeRO stage and recompute, the trainer's backend and layout, 
 from __future__ import annotations
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.frameworks.export_common import Chosen, layout_of, model_name, per_node, split_notes, weight_move_notes
+from oppo_sim.frameworks.export_common import (Chosen, layout_of, micro_rules, model_name, per_node, split_notes,
+                                                weight_move_notes)
 from oppo_sim.pipeline.config import SimConfig
 
 FRAMEWORKS: tuple[str, ...] = ("verl", "openrlhf", "nemo-rl")
@@ -30,18 +31,24 @@ _M = "actor_rollout_ref.actor.megatron."
 _A, _R, _REF = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.ref."
 
 
-def _verl_token_budgets(cfg: SimConfig) -> list[str]:
-    """The plan's token budgets as verl's dynamic batch size: per GPU, verl scales them by ``--cp`` (Megatron) or the
-    Ulysses degree (FSDP); none set, verl's fixed micro-batches are left as they are."""
+def _verl_micro_batches(cfg: SimConfig) -> list[str]:
+    """The plan's micro-batches (``micro_rules``) in verl's keys: a token budget as its dynamic batch size (per GPU:
+    verl scales it by ``--cp`` under Megatron, by the Ulysses degree under FSDP), a count of sequences as its
+    ``*_micro_batch_size_per_gpu``."""
     t = cfg.train_memory
-    if t.micro_batch_tokens is None and t.logprob_micro_batch_tokens is None:
-        return []
+    if not (cfg.max_response and cfg.max_prompt) and not t.micro.given:
+        return ["# the plan packed micro-batches to its longest sequence: set use_dynamic_bsz with "
+                "ppo_max_token_len_per_gpu (and log_prob_*) to your longest prompt + response"]
     scale = cfg.trainer.cp if cfg.trainer.megatron else t.sequence_parallel
-    out = [f"{_A}use_dynamic_bsz=True", f"{_R}log_prob_use_dynamic_bsz=True", f"{_REF}log_prob_use_dynamic_bsz=True"]
-    train = t.micro_batch_tokens or t.logprob_micro_batch_tokens
-    fwd = t.logprob_micro_batch_tokens or t.micro_batch_tokens
-    out += [f"{_A}ppo_max_token_len_per_gpu={-(-train // scale)}"]
-    return out + [f"{a}log_prob_max_token_len_per_gpu={-(-fwd // scale)}" for a in (_R, _REF)]
+    train, fwd = micro_rules(cfg, (cfg.max_prompt or 0) + (cfg.max_response or 0))
+    out = []
+    for pre, on, rule in ((_A, "use_dynamic_bsz", train), (_R, "log_prob_use_dynamic_bsz", fwd),
+                          (_REF, "log_prob_use_dynamic_bsz", fwd)):
+        what = "ppo_" if pre == _A else "log_prob_"
+        out.append(f"{pre}{on}={rule.tokens is not None}")
+        out.append(f"{pre}{what}max_token_len_per_gpu={-(-rule.tokens // scale)}" if rule.tokens is not None else
+                   f"{pre}{what}micro_batch_size_per_gpu={rule.sequences}")
+    return out
 
 
 def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
@@ -150,7 +157,7 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
         if chosen.recompute == "selective":
             out.append("# verl checkpoints whole layers: the plan's selective recomputation becomes full")
         out.append(f"actor_rollout_ref.model.enable_gradient_checkpointing={chosen.recompute != 'none'}")
-    out += _verl_trainer(cfg, chosen) + _verl_token_budgets(cfg)
+    out += _verl_trainer(cfg, chosen) + _verl_micro_batches(cfg)
     out.append(f"algorithm.adv_estimator={_VERL_EST[alg.name]}")
     if alg.name == "dapo":
         out.append("algorithm.filter_groups.enable=True  # DAPO's dynamic sampling (verl's DAPO recipe)")

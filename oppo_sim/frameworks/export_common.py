@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.pipeline.config import SimConfig
 
 
@@ -44,6 +45,15 @@ def layout_of(cfg: SimConfig) -> tuple[str, int, int, int]:
     gen, train = size[p.generate], size[p.train]
     rest = p.total_devices - gen - train
     return ("split" if rest else "gen-apart"), gen, train, rest
+
+
+def micro_rules(cfg: SimConfig, longest: int) -> tuple[MicroBatch, MicroBatch]:
+    """The plan's micro-batches of training and of the forward-only passes, as the exports write them: as given, and
+    oppo-sim's default (packed to one longest sequence) as a token budget of ``longest``, the longest sequence the
+    plan allows (prompt + response caps)."""
+    t = cfg.train_memory
+    train = t.micro if t.micro.given else MicroBatch(longest)
+    return train, (t.forward_micro if t.forward_micro.given else train)
 
 
 def model_name(model) -> str:

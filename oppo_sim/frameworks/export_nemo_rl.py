@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.frameworks.export_common import Chosen, layout_of, model_name, per_node, weight_move_notes
+from oppo_sim.frameworks.export_common import Chosen, layout_of, micro_rules, model_name, per_node, weight_move_notes
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT
 
@@ -83,18 +83,25 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
 
 
 def _micro_batches(cfg: SimConfig, longest: int, notes: list[str]) -> dict[str, Any]:
-    """Sequence packing with the plan's token budgets (one longest sequence where it has none), or padded
-    micro-batches of whole sequences (``--padded-batches``)."""
-    t = cfg.train_memory
-    if cfg.padded_batches:
-        if t.micro_batch_tokens or t.logprob_micro_batch_tokens:
-            notes.append("the plan's token budgets need sequence packing; padded micro-batches are of "
-                         "policy.train_micro_batch_size / logprob_batch_size sequences")
-        return {"sequence_packing": {"enabled": False}, "dynamic_batching": {"enabled": False}}
-    train = t.micro_batch_tokens or longest
-    return {"sequence_packing": {"enabled": True, "train_mb_tokens": train,
-                                 "logprob_mb_tokens": t.logprob_micro_batch_tokens or train},
-            "dynamic_batching": {"enabled": False}}
+    """The plan's micro-batches (``micro_rules``): token budgets as sequence packing's, counts of sequences as
+    ``train_micro_batch_size`` / ``logprob_batch_size`` without packing (each micro-batch padded to its longest, as
+    ``--padded-batches`` prices it); packing cannot count sequences, so a mix packs by tokens."""
+    train, fwd = micro_rules(cfg, longest)
+    off = {"dynamic_batching": {"enabled": False}}
+    if cfg.padded_batches or (train.tokens is None and fwd.tokens is None):
+        if not cfg.padded_batches:
+            notes.append("NeMo RL counts micro-batches in sequences only without packing, each padded to its longest: "
+                         "the plan's were not padded (plan with --padded-batches to price that)")
+        sizes = [r.sequences if r.sequences is not None else 1 for r in (train, fwd)]
+        if train.tokens is not None or fwd.tokens is not None:
+            notes.append("padded micro-batches are counted in sequences: the plan's token budget becomes one sequence")
+        return {"train_micro_batch_size": sizes[0], "logprob_batch_size": sizes[1],
+                "sequence_packing": {"enabled": False}, **off}
+    tokens = [r.tokens if r.tokens is not None else r.sequences * longest for r in (train, fwd)]
+    if train.tokens is None or fwd.tokens is None:
+        notes.append("sequence packing budgets tokens: the plan's micro-batches of sequences become that many longest "
+                     "sequences' tokens")
+    return {"sequence_packing": {"enabled": True, "train_mb_tokens": tokens[0], "logprob_mb_tokens": tokens[1]}, **off}
 
 
 def _grpo(cfg: SimConfig, chosen: Chosen, layout: str, notes: list[str]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ DeepSpeed: a Megatron layout has no setting (a ``#`` note, ZeRO-3 instead).
 
 from __future__ import annotations
 
-from oppo_sim.frameworks.export_common import Chosen, layout_of, model_name, split_notes, weight_move_notes
+from oppo_sim.frameworks.export_common import Chosen, layout_of, micro_rules, model_name, split_notes, weight_move_notes
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT
 
@@ -104,12 +104,28 @@ def _trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
     out += ["--actor.gradient_checkpointing_enable"] if chosen.recompute not in (None, "none") else []
     sp = cfg.train_memory.sequence_parallel
     out += [f"--ds.ring_attn_size {sp}", "--ds.packing_samples"] if sp > 1 else []
-    t = cfg.train_memory
-    if t.micro_batch_tokens is None and t.logprob_micro_batch_tokens is None:
-        return out
-    train = t.micro_batch_tokens or t.logprob_micro_batch_tokens  # OpenRLHF scales a GPU's budget by the ring degree
-    return out + ["--train.dynamic_batch_enable", f"--train.max_tokens_per_gpu {-(-train // sp)}",
-                  f"--rollout.max_tokens_per_gpu {-(-(t.logprob_micro_batch_tokens or train) // sp)}"]
+    return out + _micro_batches(cfg, sp)
+
+
+def _micro_batches(cfg: SimConfig, sp: int) -> list[str]:
+    """The plan's micro-batches (``micro_rules``): token budgets as OpenRLHF's dynamic batch (a GPU's, which OpenRLHF
+    scales by the ring degree), counts of sequences as its micro-batch sizes; one of the two for both passes."""
+    if not cfg.train_memory.micro.given and not cfg.max_response:
+        return ["# the plan packed micro-batches to its longest sequence: --train.dynamic_batch_enable with "
+                "--train.max_tokens_per_gpu your longest prompt + response"]
+    train, fwd = micro_rules(cfg, _longest(cfg))
+    if train.tokens is None and fwd.tokens is None:
+        return [f"--train.micro_batch_size {train.sequences}", f"--rollout.micro_batch_size {fwd.sequences}"]
+    out = [] if train.tokens is not None and fwd.tokens is not None else [
+        f"# OpenRLHF's dynamic batch packs both passes by tokens: the plan's {(fwd if fwd.tokens is None else train).label()} "
+        "a micro-batch become that many longest sequences' tokens"]
+    tokens = [r.tokens if r.tokens is not None else r.sequences * _longest(cfg) for r in (train, fwd)]
+    return out + ["--train.dynamic_batch_enable", f"--train.max_tokens_per_gpu {-(-tokens[0] // sp)}",
+                  f"--rollout.max_tokens_per_gpu {-(-tokens[1] // sp)}"]
+
+
+def _longest(cfg: SimConfig) -> int:
+    return (cfg.max_prompt or 0) + (cfg.max_response or 0)
 
 
 def export_openrlhf(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:

@@ -27,7 +27,8 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
   ``fp64``; null: ``model``) -> ``--moe-router-dtype``; ``policy.dtensor_cfg.enabled`` -> ``--train-backend
   fsdp --zero 3`` (FSDP2 full shard) with ``context_parallel_size`` -> ``--sp``. With ``policy.sequence_packing`` or
   ``dynamic_batching`` enabled (exclusive), its ``train_mb_tokens`` / ``logprob_mb_tokens`` -> ``--micro-batch-tokens``
-  / ``--logprob-micro-batch-tokens``; with neither, ``--padded-batches``. DTensor's own
+  / ``--logprob-micro-batch-tokens``; with neither, ``--padded-batches`` with ``train_micro_batch_size`` /
+  ``logprob_batch_size`` sequences a micro-batch (``--micro-batch-size`` / ``--logprob-micro-batch-size``). DTensor's own
   ``tensor_parallel_size`` is not Megatron's and oppo-sim's FSDP trainer is data parallel only: it is echoed
   and said in the notes, the trainer priced as FSDP over all its GPUs; activation checkpointing of either
   -> ``--recompute full`` (else ``none``); ``policy.dtensor_cfg.expert_parallel_size`` -> ``--ep``;
@@ -69,9 +70,9 @@ WATCHED: tuple[str, ...] = (*READ, "grpo.async_grpo.enabled", "grpo.async_grpo.m
                             *(P + f"{part}.{k}_mb_tokens" for part in ("sequence_packing", "dynamic_batching")
                               for k in ("train", "logprob")))
 """Every key the reader reads: a new key of a recipe that nearly spells one is a typo."""
-_WHY = {P + "train_micro_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens (the token budgets below)",
+_WHY = {P + "train_micro_batch_size": "with packing or dynamic batching the micro-batches are by tokens (above)",
         "grpo.max_num_steps": "the run's length: oppo-sim simulates --steps",
-        P + "logprob_batch_size": "per-GPU micro-batches; oppo-sim's are in tokens"}
+        P + "logprob_batch_size": "with packing or dynamic batching the micro-batches are by tokens (above)"}
 
 
 def sources(values: Sequence[str]) -> tuple[Path, list[str]]:
@@ -303,6 +304,9 @@ def _trainer(g: _Get) -> None:
     else:  # megatron/data.py get_microbatch_iterator: slices of the batch, padded to its longest sequence
         g.use(P + "sequence_packing.enabled", "--padded-batches", v=False,
               note="micro-batches of whole sequences, each padded to the batch's longest")
+        for k, opt in (("train_micro_batch_size", "--micro-batch-size"), ("logprob_batch_size", "--logprob-micro-batch-size")):
+            n = as_int(P + k, g(P + k, 1))
+            g.use(P + k, opt, n, v=n, note="sequences a micro-batch")
 
 
 def _dispatcher(g: _Get) -> None:

@@ -36,7 +36,8 @@ flag at all is refused. Below, flat name / dotted name:
   fraction -> ``--tp``, ``--gpu-memory-utilization``; prefix caching, ``enforce_eager`` (with vLLM engines) and
   ``adam_offload`` -> ``--enable-prefix-caching``, ``--enforce-eager``, ``--optimizer-offload 1``; the dynamic batch
   (``use_dynamic_batch`` / ``train.dynamic_batch_enable``) with ``train_max_tokens_per_gpu`` and
-  ``rollout_max_tokens_per_gpu`` (x ``ring_attn_size``) -> ``--micro-batch-tokens``, ``--logprob-micro-batch-tokens``;
+  ``rollout_max_tokens_per_gpu`` (x ``ring_attn_size``) -> ``--micro-batch-tokens``, ``--logprob-micro-batch-tokens``,
+  else ``micro_train_batch_size`` and ``micro_rollout_batch_size`` -> ``--micro-batch-size``, ``--logprob-micro-batch-size``;
 - async: ``async_train`` / ``train.async_enable`` -> ``--policy async --staleness Q`` with Q the sampler ->
   trainer queue (``async_queue_size`` / ``train.async_queue_size``, default 1: one step ahead).
 
@@ -54,7 +55,8 @@ from oppo_sim.frameworks.suggest import check_typo
 from oppo_sim.frameworks.translation import Builder, Translation, as_float, as_int, existing_file, model_arg, split_words
 
 OPENRLHF_DEFAULTS: dict[str, Any] = {
-    "rollout_batch_size": 1024, "n_samples_per_prompt": 1, "train_batch_size": 128, "micro_train_batch_size": 4,
+    "rollout_batch_size": 1024, "n_samples_per_prompt": 1, "train_batch_size": 128, "micro_train_batch_size": 1,
+    "micro_rollout_batch_size": 1,
     "max_epochs": 1, "advantage_estimator": "gae",
     "actor_num_nodes": 1, "actor_num_gpus_per_node": 8, "ref_num_nodes": 1, "ref_num_gpus_per_node": 8,
     "reward_num_nodes": 1, "reward_num_gpus_per_node": 8, "critic_num_nodes": 1, "critic_num_gpus_per_node": 8,
@@ -82,8 +84,8 @@ READ: frozenset[str] = frozenset({*OPENRLHF_DEFAULTS, *SPLIT_LENGTHS, *TOTAL_LEN
                                   "max_tokens_per_gpu", "train_max_tokens_per_gpu", "rollout_max_tokens_per_gpu"})
 """Every OpenRLHF option the reader translates (flat names); any other is listed as ignored."""
 
-_WHY = {"micro_train_batch_size": "per-GPU micro-batches of samples: not modelled (without the dynamic batch, oppo-sim "
-        "packs one longest sequence a micro-batch)", "train_max_tokens_per_gpu": "read only with the dynamic batch",
+_WHY = {"micro_train_batch_size": "not read with the dynamic batch", "micro_rollout_batch_size": "not read with the dynamic "
+        "batch", "train_max_tokens_per_gpu": "read only with the dynamic batch",
         "rollout_max_tokens_per_gpu": "read only with the dynamic batch", "max_tokens_per_gpu": "read only with the dynamic batch",
         "dynamic_filtering": "no group to filter under gae", "async_queue_size": "no async training",
         "partial_rollout": "needs async training", "ds_tensor_parallel_size": "DeepSpeed AutoTP: not modelled "
@@ -189,7 +191,7 @@ def translate_openrlhf(text: str) -> Translation:
     _lengths(b, o, d, f, total)
     _models(b, o, d, f)
     _training(b, o, d, f)
-    _token_budgets(b, o, f)
+    _micro_batches(b, o, d, f)
     placement(b, o, d, given, f)
     echoed = {u.key for u in b.used}
     for k in sorted(k for k in given if f(k) not in echoed):
@@ -275,13 +277,17 @@ def _models(b: Builder, o: dict, d: dict, f: Names) -> None:
             b.use(f("critic_pretrain"), o["critic_pretrain"], "--critic", arg, note=how)
 
 
-def _token_budgets(b: Builder, o: dict, f: Names) -> None:
-    """The dynamic batch (``use_dynamic_batch`` / ``train.dynamic_batch_enable``): a rank's samples packed into
-    micro-batches of ``train_max_tokens_per_gpu`` tokens (default 16192; ``max_tokens_per_gpu`` before the split into
-    two) times the ring-attention degree (``seqlen_balancing.get_minimum_num_micro_batch_size``) ->
-    ``--micro-batch-tokens``; make_experience's forwards by ``rollout_max_tokens_per_gpu`` (default: the training's)
-    -> ``--logprob-micro-batch-tokens``. Off, micro-batches are ``micro_train_batch_size`` samples: not modelled."""
+def _micro_batches(b: Builder, o: dict, d: dict, f: Names) -> None:
+    """A rank's micro-batches. The dynamic batch (``use_dynamic_batch`` / ``train.dynamic_batch_enable``) packs them to
+    ``train_max_tokens_per_gpu`` tokens (default 16192; ``max_tokens_per_gpu`` before the split into two) times the
+    ring-attention degree (``seqlen_balancing.get_minimum_num_micro_batch_size``) -> ``--micro-batch-tokens``, and
+    make_experience's forwards to ``rollout_max_tokens_per_gpu`` (default: the training's) ->
+    ``--logprob-micro-batch-tokens``; without it they are ``micro_train_batch_size`` and ``micro_rollout_batch_size``
+    samples (default 1 each) -> ``--micro-batch-size``, ``--logprob-micro-batch-size``."""
     if "use_dynamic_batch" not in o:
+        for k, opt in (("micro_train_batch_size", "--micro-batch-size"), ("micro_rollout_batch_size", "--logprob-micro-batch-size")):
+            n = as_int(f(k), o[k])
+            b.use(f(k), n, opt, n, default=d[k], note="samples a micro-batch")
         return
     ring = as_int(f("ring_attn_size"), o["ring_attn_size"])
     times = f" x ring attention {ring}" if ring > 1 else ""

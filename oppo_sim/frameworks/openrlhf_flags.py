@@ -87,6 +87,7 @@ DOTTED: frozenset[str] = frozenset("""
 TO_FLAT: dict[str, str] = {
     "rollout.batch_size": "rollout_batch_size", "rollout.n_samples_per_prompt": "n_samples_per_prompt",
     "train.batch_size": "train_batch_size", "train.micro_batch_size": "micro_train_batch_size",
+    "rollout.micro_batch_size": "micro_rollout_batch_size",
     "train.max_epochs": "max_epochs", "data.max_len": "max_len", "rollout.max_new_tokens": "max_new_tokens",
     "algo.advantage.estimator": "advantage_estimator", "algo.kl.init_coef": "init_kl_coef",
     "algo.kl.use_loss": "use_kl_loss", "algo.dynamic_filtering_enable": "dynamic_filtering",

@@ -54,10 +54,11 @@ ASYNC_DEFAULTS: dict[str, Any] = {
 RM_POOL = ("reward_model.enable_resource_pool", "reward_model.n_gpus_per_node", "reward_model.nnodes")
 """verl's reward model on GPUs of its own (``main_ppo``'s ``reward_pool``); defaults False, 8, 0."""
 R, REF = "actor_rollout_ref.rollout.", "actor_rollout_ref.ref."
-BUDGET_KEYS = (A + "use_dynamic_bsz", A + "ppo_max_token_len_per_gpu", R + "log_prob_use_dynamic_bsz",
-               R + "log_prob_max_token_len_per_gpu", REF + "log_prob_use_dynamic_bsz", REF + "log_prob_max_token_len_per_gpu")
-"""verl's dynamic batch size: the actor's and the log-prob passes' switches and token budgets (defaults False and
-16384; the rollout's and the reference's default to the actor's)."""
+BUDGET_KEYS = tuple(role + k for role, pre in ((A, "ppo_"), (R, "log_prob_"), (REF, "log_prob_"))
+                    for k in ("use_dynamic_bsz" if role == A else "log_prob_use_dynamic_bsz", pre + "max_token_len_per_gpu",
+                              pre + "micro_batch_size_per_gpu"))
+"""verl's micro-batches: the actor's and the log-prob passes' dynamic-batch switches, token budgets and fixed sizes
+(defaults False, 16384 and null; the rollout's and the reference's default to the actor's)."""
 LAYOUT_KEYS: tuple[str, ...] = (*MEGATRON_DEFAULTS, *ASYNC_DEFAULTS, *CPU_OPTIMIZER, "actor_rollout_ref.hybrid_engine",
                                 M + "override_transformer_config.recompute_granularity", *RM_POOL, *BUDGET_KEYS)
 
@@ -303,36 +304,39 @@ def fsdp(b: Builder, cfg: dict, dflt: dict, k: str, strategy: str) -> None:
               "CPU (the parameters it also streams from the host every pass are not priced)" if on else "")
 
 
-def token_budgets(b: Builder, cfg: dict, dflt: dict, backend: str) -> None:
-    """verl's dynamic batch size: with ``actor.use_dynamic_bsz`` each data-parallel rank packs its sequences into
-    micro-batches of ``ppo_max_token_len_per_gpu`` tokens, times the Ulysses degree under FSDP (``dp_actor.py``) or
-    the context-parallel one under Megatron (``megatron_actor.py``) -> ``--micro-batch-tokens``; the policy's
-    log-prob pass likewise with ``rollout.log_prob_max_token_len_per_gpu`` -> ``--logprob-micro-batch-tokens`` (one
-    budget for every forward: a reference's own is said). Off, verl's micro-batches are ``*_micro_batch_size_per_gpu``
-    sequences: not modelled (oppo-sim's default, one longest sequence each, stays)."""
+def micro_batches(b: Builder, cfg: dict, dflt: dict, backend: str) -> None:
+    """A rank's micro-batches, per pass: with verl's dynamic batch size (``actor.use_dynamic_bsz``) packed to
+    ``ppo_max_token_len_per_gpu`` tokens, times the Ulysses degree under FSDP (``dp_actor.py``) or the
+    context-parallel one under Megatron (``megatron_actor.py``) -> ``--micro-batch-tokens``; without it
+    ``ppo_micro_batch_size_per_gpu`` sequences -> ``--micro-batch-size``. The policy's log-prob pass likewise
+    (``rollout.log_prob_use_dynamic_bsz`` / ``log_prob_max_token_len_per_gpu`` / ``log_prob_micro_batch_size_per_gpu``)
+    -> ``--logprob-micro-batch-tokens`` / ``-size``: one rule for every forward, a reference's own is said."""
     scale = as_int(M + "context_parallel_size", cfg.get(M + "context_parallel_size", 1)) if backend == "megatron" else \
         as_int(A + "ulysses_sequence_parallel_size", cfg.get(A + "ulysses_sequence_parallel_size", 1))
     times = f" x {'context' if backend == 'megatron' else 'Ulysses'} parallel {scale}" if scale > 1 else ""
-    budgets = {}
-    for role, on_key, len_key, opt in ((A, "use_dynamic_bsz", "ppo_max_token_len_per_gpu", "--micro-batch-tokens"),
-                                       (R, "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
-                                        "--logprob-micro-batch-tokens"),
-                                       (REF, "log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu", "")):
-        fallback_on = cfg.get(A + "use_dynamic_bsz", False)
-        on = as_bool(role + on_key, cfg.get(role + on_key, fallback_on))
-        if role + on_key in cfg or on:
-            b.use(role + on_key, on, default=dflt.get(role + on_key, True),
-                  note="" if on else "micro-batches of a fixed count of sequences: not modelled (one longest sequence each)")
-        if not on:
-            if role + len_key in cfg:
-                b.use(role + len_key, cfg[role + len_key], default=dflt.get(role + len_key, True),
-                      note=f"not read: {on_key} is off")
-            continue
-        n = as_int(role + len_key, cfg.get(role + len_key, cfg.get(A + "ppo_max_token_len_per_gpu", 16384)))
-        budgets[role] = n * scale
+    rules: dict[str, tuple[str, int]] = {}
+    for role, pre, opt in ((A, "", "--micro-batch"), (R, "log_prob_", "--logprob-micro-batch"), (REF, "log_prob_", "")):
+        on_key = role + pre + "use_dynamic_bsz"
+        len_key, n_key = role + (pre or "ppo_") + "max_token_len_per_gpu", role + (pre or "ppo_") + "micro_batch_size_per_gpu"
+        on = as_bool(on_key, cfg.get(on_key, cfg.get(A + "use_dynamic_bsz", False)))
+        if on_key in cfg or on:
+            b.use(on_key, on, default=dflt.get(on_key, True))
+        key, unused = (len_key, n_key) if on else (n_key, len_key)
+        if _set(cfg, unused):
+            b.use(unused, cfg[unused], default=dflt.get(unused, True), note=f"not read: use_dynamic_bsz is {'on' if on else 'off'}")
+        raw = cfg.get(len_key, cfg.get(A + "ppo_max_token_len_per_gpu", 16384)) if on else cfg.get(n_key)
+        if not on and not _set(cfg, n_key):
+            continue  # verl then needs the deprecated global size; oppo-sim keeps one longest sequence a micro-batch
+        n = as_int(key, raw)
+        rule = ("tokens", n * scale) if on else ("size", n)
+        rules[role] = rule
         if opt:
-            b.use(role + len_key, n, opt, n * scale, default=dflt.get(role + len_key, True), note=f"tokens per micro-batch{times}")
-        elif role + len_key in cfg:
-            b.use(role + len_key, n, default=dflt.get(role + len_key, True),
-                  note="the policy log-prob's budget" if budgets.get(R) == n * scale else
-                  f"oppo-sim's forwards share the policy log-prob's budget ({budgets.get(R, 'one longest sequence')})")
+            b.use(key, n, f"{opt}-{rule[0]}", rule[1], default=dflt.get(key, True),
+                  note=f"tokens a micro-batch{times}" if on else "sequences a micro-batch")
+        elif _set(cfg, key):
+            b.use(key, n, default=dflt.get(key, True), note="the policy log-prob's" if rules.get(R) == rule else
+                  "oppo-sim's forwards share the policy log-prob's micro-batch")
+
+
+def _set(cfg: dict, key: str) -> bool:
+    return cfg.get(key) not in (None, "null", "None", "")

@@ -77,7 +77,7 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     z, rc, flash, sp = train.zero_stage, train.recompute, train.flash_attention, train.sequence_parallel
     if devices % sp:
         raise ConfigError(f"sequence parallelism {sp} does not divide the {devices} training devices")
-    tokens = max(train.micro_batch_tokens or seq, seq)  # packed sequences; a sequence is never split
+    tokens = train.micro.worst_tokens(seq)  # packed or counted sequences; a sequence is never split
     resp_in = min(tokens, resp * math.ceil(tokens / seq))
     ep, on_gpu = cfg.expert_parallel, 1.0 - cfg.trainer.optimizer_offload  # the rest of the Adam state is on the host
     if cfg.trainer.megatron:
@@ -86,7 +86,9 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     for _, model, scalar in cfg.trained():
         shared, experts = expert_split(model, model.params_scalar_head if scalar else model.params, ep if model.moe else 1)
         for s in (state_bytes(shared, cfg.trainer.shard_ranks(devices), z), state_bytes(experts, devices // ep, z)):
-            weights, grads, optimizer = weights + s.weights, grads + s.grads, optimizer + s.optimizer * on_gpu
+            # DeepSpeed's offload_optimizer (ZeRO-Offload) and FSDP2's CPUOffloadPolicy move the gradient shards to the
+            # host with the Adam state (only the reduce buckets stay on the GPU); Megatron's hybrid optimizer does not
+            weights, grads, optimizer = weights + s.weights, grads + s.grads * on_gpu, optimizer + s.optimizer * on_gpu
         act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in, train.full_logits) / sp)
     label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
     return RoleMemory(
@@ -195,7 +197,9 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
                                 weights=actor.weight_bytes() / tp))
     if pl.train == pool.name:
         t = _train_role(cfg, pool.devices, train, seq, resp, rest)
-        if swap and rest == ALWAYS:  # the state stays; the activations live only while training
+        # the state stays; the activations live only while training: where the engine sleeps, or where it is Hugging
+        # Face generate in the trainer's own process (a static engine: generating and training never overlap there)
+        if (swap or (generates and not vllm)) and rest == ALWAYS:
             roles += [replace(t, activations=0.0),
                       RoleMemory("train", t.label, OTHER, activations=t.activations, note="activations, freed while generating")]
         else:

@@ -66,10 +66,8 @@ def _trainer_fields(cfg: SimConfig, t: TrainMemoryConfig, trains: bool) -> dict:
     forwards beside it run under it), plain data parallel elsewhere (a full copy per device), with the same
     ``balance_batch``."""
     if trains:
-        return {"layout": cfg.trainer, "micro_batch_tokens": t.micro_batch_tokens, "sequence_parallel": t.sequence_parallel,
-                "logprob_micro_batch_tokens": t.logprob_micro_batch_tokens}
-    return {"layout": TrainerLayout(balance_batch=cfg.trainer.balance_batch), "micro_batch_tokens": t.micro_batch_tokens,
-            "logprob_micro_batch_tokens": t.logprob_micro_batch_tokens}
+        return {"layout": cfg.trainer, "micro": t.micro, "forward_micro": t.forward_micro, "sequence_parallel": t.sequence_parallel}
+    return {"layout": TrainerLayout(balance_batch=cfg.trainer.balance_batch), "micro": t.micro, "forward_micro": t.forward_micro}
 
 
 def sync_terms(cfg: SimConfig, report: MemoryReport) -> tuple[float, float, SyncMechanism, float]:

@@ -47,6 +47,7 @@ from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.hw.costs.sync import SyncPlan, sync_seconds
 from oppo_sim.hw.costs.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, expert_excess, forward_ranks, forward_seconds, fsdp_train_seconds, group_bw, group_nodes,
                                      megatron_train_seconds, scorer_batch_scale)
+from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 
 
@@ -200,8 +201,8 @@ class CostModel:
     domain: int = 0  # GPUs per scale-up domain (gpu_table.domain_gpus); 0: unbounded. A tensor-parallel
     #                  generation group larger than it runs its all-reduces at net_bw (a ring at its slowest link)
     layout: TrainerLayout = TrainerLayout()  # the trainer's backend and parallelism (oppo_sim.hw.costs.trainer_cost)
-    micro_batch_tokens: int | None = None  # the trainer's micro-batch, packed (TrainMemoryConfig's; None: one longest sequence)
-    logprob_micro_batch_tokens: int | None = None  # the forward-only passes' micro-batch (TrainMemoryConfig's; None: the above)
+    micro: MicroBatch = MicroBatch()  # the trainer's micro-batch (TrainMemoryConfig's; default: one longest sequence)
+    forward_micro: MicroBatch = MicroBatch()  # the forward-only passes' (TrainMemoryConfig's; not given: the above)
     sequence_parallel: int = 1  # fsdp: Ulysses sequence parallelism of the trainer (TrainMemoryConfig's)
     host_gpus: int = 0  # GPUs sharing one host's CPU (a CPU optimizer's step); 0: the scale-up domain's
     host_op_s: float = EAGER_HOST_OP_S  # megatron: host seconds per issued op (oppo_sim.hw.costs.megatron_host; 0: off)
@@ -216,10 +217,9 @@ class CostModel:
         if not isinstance(self.sync, SyncPlan):
             raise ConfigError(f"CostModel: sync must be a SyncPlan, got {type(self.sync).__name__}")
 
-    @property
-    def forward_micro_batch_tokens(self) -> int | None:
-        """Tokens per micro-batch of a forward-only pass (None: one longest sequence)."""
-        return self.logprob_micro_batch_tokens or self.micro_batch_tokens
+    def micro_batch(self, forward: bool = False) -> MicroBatch:
+        """The micro-batch of a training pass, or of a forward-only one (its own where given)."""
+        return self.forward_micro if forward and self.forward_micro.given else self.micro
 
     def decode(self, model: ModelSpec, tp: int = 1, expert_parallel: bool = False, host_op_s: float = 0.0,
                vllm_version: str = DEFAULT_VLLM_RELEASE) -> DecodeCost:
@@ -245,7 +245,7 @@ class CostModel:
         nbytes = model.weight_bytes_read(sum(new_tokens), scalar_head) + sum(map(sum, zip(new_tokens, context))) * model.kv_bytes_per_token()
         excess = 0.0
         if model.moe and self.hw.ops is not None:  # a MoE's experts at the measured grouped GEMMs
-            excess = expert_excess(self, model, max([float(self.forward_micro_batch_tokens or 0), *map(float, new_tokens)]), scalar_head)
+            excess = expert_excess(self, model, self.micro_batch(True).typical_tokens(np.asarray(new_tokens)), scalar_head)
         timed = [f + excess * lin * n for f, n in zip(per_seq, new_tokens)] if excess else per_seq
         if len(per_seq) <= 1 and forward_ranks(self, devices) == devices:  # one sequence on one GPU: plain arithmetic
             op, g = self.hw.params.prefill, self.hw.gpu

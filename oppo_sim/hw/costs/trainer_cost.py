@@ -15,9 +15,8 @@ devices``.
 
 **Fixed costs.** ``train.overhead_s`` is paid per micro-batch (each forward + backward's launches and
 Python) and once per optimizer step. A rank's micro-batches in an optimizer step are its tokens packed
-into micro-batches of ``max(micro_batch_tokens, longest sequence)`` tokens (the memory plan's micro-batch:
-verl's ``use_dynamic_bsz`` packing; a fixed ``ppo_micro_batch_size_per_gpu`` is not modelled); a forward-only
-pass's, of ``logprob_micro_batch_tokens`` where it is set (verl's ``log_prob_max_token_len_per_gpu``).
+into micro-batches as ``micro_batches.MicroBatch`` counts them (the memory plan's micro-batch: packed to a token
+budget, a fixed count of sequences, or one longest sequence); a forward-only pass's by its own where one is given.
 
 **FSDP** (``fsdp_train_seconds``): per device ``max(FLOPs / (sp · peak · eff), bytes / (bw · eff))`` with
 the bytes of today's model (weights read three times and the optimizer's 16 bytes per parameter per
@@ -57,13 +56,13 @@ evenly over its micro-batches).
 from __future__ import annotations
 
 import heapq
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from oppo_sim.hw.costs.expert_parallel import alltoall_bytes_per_token, dispatch_bytes_per_token, dispatch_kind, expert_split
 from oppo_sim.hw.costs.megatron_host import host_seconds
+from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.hw.costs.op_cost import expert_flop_excess
 from oppo_sim.hw.devices.hardware import allreduce_seconds, collective_latency, collective_seconds, nodes_spanned
 from oppo_sim.hw.models.model_spec import ModelSpec
@@ -130,7 +129,7 @@ class RankLoads:
 
 
 def rank_loads(seq_tokens: np.ndarray, flops: np.ndarray, attn_flops: np.ndarray, ranks: int, minibatches: int,
-               balance: bool, micro_batch_tokens: int | None, by_length: bool = True) -> RankLoads:
+               balance: bool, micro: MicroBatch, by_length: bool = True) -> RankLoads:
     """Deal the sequences to ``ranks`` (:func:`dp_partition`), split each rank's share into ``minibatches``
     in order, and take each optimizer step's slowest rank (module notes). Balanced and ``by_length``, a rank's share
     is in verl's order from 0.6.1 (``ray_trainer._balance_batch``: ascending by length, then the even places
@@ -156,9 +155,9 @@ def rank_loads(seq_tokens: np.ndarray, flops: np.ndarray, attn_flops: np.ndarray
         return grid
 
     tok = per(seq)
-    cap = max(float(micro_batch_tokens or 0), float(seq.max()) if len(seq) else 1.0)
+    micro_batches = micro.count(tok, per(np.ones_like(seq)), float(seq.max()) if len(seq) else 1.0)
     return RankLoads(per(np.asarray(flops, dtype=np.float64)).max(axis=0), per(np.asarray(attn_flops, dtype=np.float64)).max(axis=0),
-                     tok.max(axis=0), np.ceil(tok / cap).max(axis=0))
+                     tok.max(axis=0), micro_batches.max(axis=0))
 
 
 def group_bw(cost, span: int, devices: int) -> float:
@@ -232,15 +231,13 @@ def _loads(cost, model: ModelSpec, ranks: int, seq_tokens, minibatches: int, sca
     n = np.asarray(seq_tokens, dtype=np.float64)
     flops = 3.0 * np.asarray(model.forward_flops(n, 0, scalar_head=scalar_head), dtype=np.float64).reshape(n.shape)
     flops = flops + _recompute(cost, model, n, scalar_head)
-    micro = max(float(cost.micro_batch_tokens or 0), float(n.max()) if len(n) else 0.0)
-    excess = expert_excess(cost, model, micro, scalar_head)
+    excess = expert_excess(cost, model, cost.micro.typical_tokens(n), scalar_head)
     if excess:  # the routed experts' grouped GEMMs, forward and backward (and the recomputed forward)
         passes = 4.0 if cost.recompute == "full" else 3.0
         flops = flops + excess * passes * model.flop_coeffs(scalar_head)[0] * n
     attn = 3.0 * model.pair_flops * n * (n + 1.0) / 2.0
     layout = cost.layout
-    return rank_loads(n, flops, attn, ranks, minibatches, layout.balance_batch, cost.micro_batch_tokens,
-                      layout.balance_order == "length")
+    return rank_loads(n, flops, attn, ranks, minibatches, layout.balance_batch, cost.micro, layout.balance_order == "length")
 
 
 def _recompute(cost, model: ModelSpec, n: np.ndarray, scalar_head: bool) -> np.ndarray:
@@ -360,12 +357,12 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
     ranks = forward_ranks(cost, devices)
     split = devices // ranks
     if ranks > 1 and len(tokens) > 1:
-        loads = rank_loads(tokens, flops, flops, ranks, 1, cost.layout.balance_batch, cost.forward_micro_batch_tokens)
+        loads = rank_loads(tokens, flops, flops, ranks, 1, cost.layout.balance_batch, cost.micro_batch(True))
         slowest, rank_tokens, m = float(loads.flops[0]), float(loads.tokens[0]), max(float(loads.micro_batches[0]), 1.0)
     else:
         slowest, rank_tokens = float(np.sum(flops)), float(np.sum(tokens))
-        cap = max(float(cost.forward_micro_batch_tokens or 0), float(np.max(tokens)) if len(tokens) else 1.0, 1.0)
-        m = max(math.ceil(rank_tokens / cap), 1)
+        longest = float(np.max(tokens)) if len(tokens) else 1.0
+        m = max(float(cost.micro_batch(True).count(np.array([rank_tokens]), np.array([float(len(tokens))]), longest)[0]), 1.0)
     t = max(slowest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
     lay = cost.layout
     ep = cost.expert_parallel if model.moe else 1

@@ -61,6 +61,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.hw.models.lookup import ModelSpec
 
 __all__ = [
@@ -85,7 +86,10 @@ class TrainMemoryConfig:
     """How the trainer holds its state. ``None`` for ``zero_stage`` or ``recompute`` means *auto*: the
     cheapest setting that fits (see :meth:`candidates`). ``micro_batch_tokens``: tokens per micro-batch
     (packed); ``None`` = one longest sequence — a sequence is never split across micro-batches, so a
-    micro-batch holds at least one. ``sequence_parallel``: ranks a micro-batch's tokens are split over
+    micro-batch holds at least one; ``micro_batch_size``, instead: sequences per micro-batch (a fixed count, as verl's
+    ``ppo_micro_batch_size_per_gpu`` and OpenRLHF's ``micro_train_batch_size``). ``logprob_micro_batch_tokens`` /
+    ``_size``: the same for the forward-only passes (the policy's log-probs, the reference, reward and value
+    forwards); neither given: the training's (``oppo_sim.hw.costs.micro_batches``). ``sequence_parallel``: ranks a micro-batch's tokens are split over
     (DeepSpeed-Ulysses / ring attention, as OpenRLHF's ``--ring_attn_size`` and verl's
     ``ulysses_sequence_parallel_size``): activations per device shrink by it; its all-to-alls are timed
     (``oppo_sim.hw.costs.trainer_cost``). Only with it do prompts of ~100k tokens train on one GPU's memory. ``full_logits``: the
@@ -98,6 +102,8 @@ class TrainMemoryConfig:
     sequence_parallel: int = 1
     full_logits: bool = False
     logprob_micro_batch_tokens: int | None = None
+    micro_batch_size: int | None = None
+    logprob_micro_batch_size: int | None = None
 
     def __post_init__(self) -> None:
         z = self.zero_stage
@@ -108,13 +114,25 @@ class TrainMemoryConfig:
         for name in ("flash_attention", "full_logits"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        for name in ("micro_batch_tokens", "logprob_micro_batch_tokens"):
-            m = getattr(self, name)
-            if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
-                raise ConfigError(f"{name} must be an integer >= 1 (or None), got {m!r}")
+        for name, rule in (("micro_batch", (self.micro_batch_tokens, self.micro_batch_size)),
+                           ("logprob_micro_batch", (self.logprob_micro_batch_tokens, self.logprob_micro_batch_size))):
+            try:
+                MicroBatch(*rule)
+            except ConfigError as e:
+                raise ConfigError(f"{name}_tokens / {name}_size: {e}") from None
         sp = self.sequence_parallel
         if isinstance(sp, bool) or not isinstance(sp, int) or sp < 1:
             raise ConfigError(f"sequence_parallel must be an integer >= 1, got {sp!r}")
+
+    @property
+    def micro(self) -> MicroBatch:
+        """Training's micro-batch."""
+        return MicroBatch(self.micro_batch_tokens, self.micro_batch_size)
+
+    @property
+    def forward_micro(self) -> MicroBatch:
+        """The forward-only passes' own micro-batch (not given: the training's applies)."""
+        return MicroBatch(self.logprob_micro_batch_tokens, self.logprob_micro_batch_size)
 
     @property
     def resolved(self) -> bool:
