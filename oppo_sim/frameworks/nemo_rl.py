@@ -289,6 +289,11 @@ def _trainer(g: _Get) -> None:
         ckpt = D + "activation_checkpointing"
     on = as_bool(ckpt, g(ckpt, False))
     g.use(ckpt, "--recompute", "full" if on else "none", v=on)
+    _micro_batches(g)
+
+
+def _micro_batches(g: _Get) -> None:
+    """Packed or dynamic micro-batches by their token budgets; neither, padded ones of a count of sequences."""
     pack = as_bool(P + "sequence_packing.enabled", g(P + "sequence_packing.enabled", False))
     dyn = as_bool(P + "dynamic_batching.enabled", g(P + "dynamic_batching.enabled", False))
     if pack and dyn:  # lm_policy.py asserts it
