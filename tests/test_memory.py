@@ -420,3 +420,16 @@ def test_trainer_memory_is_not_capped_by_the_engines_fraction():
     assert capped.train.recompute == "full"
     with pytest.raises(ConfigError, match="train_memory_fraction must be in"):
         replace(cfg, train_memory_fraction=1.5)
+
+
+def test_a_larger_forward_only_micro_batch_is_held_in_memory_too():
+    """A log-prob micro-batch of its own can peak above training's (one layer at a time, but all its logits)."""
+    def act(**micro):
+        cfg = SimConfig(placement=colocated_placement(8), train_memory=TrainMemoryConfig(
+            zero_stage=3, recompute="full", full_logits=True, **micro))
+        return next(r.activations for p in memory_report(cfg, 4096, 2048).pools for r in p.roles
+                    if r.role == "train" and r.activations > 0)
+
+    base = act()
+    assert act(logprob_micro_batch_tokens=4096) == base  # a forward of training's size holds less than training
+    assert act(logprob_micro_batch_size=16) > base  # sixteen sequences' full logits at once

@@ -133,6 +133,7 @@ def test_defaults_chain_merges_parent_then_child(tmp_path):
     ([str(BASE), str(BASE)], "give one recipe .yaml, got 2"),
     (["policy.model_name=x"], "give one recipe .yaml, got 0"),
     ([str(BASE), "policy.megatron_cfg.enabled=true"], "both true; NeMo RL takes one"),
+    ([str(BASE), "policy.sequence_packing.train_mb_tokens=null"], "train_mb_tokens is null: NeMo RL reads it"),
     ([str(BASE), "policy.generation.colocated.enabled=false"], "resources.gpus_per_node must be > 0"),
     ([str(BASE), "grpo.num_prompts_per_step=many"], "expected an integer"),
 ])

@@ -155,9 +155,26 @@ def test_the_dynamic_batch_token_budgets_are_read(args, want):
 
 
 
-@pytest.mark.parametrize("args, want", [("", (1, 1)),  # OpenRLHF's defaults
-                                        ("--micro_train_batch_size 8 --micro_rollout_batch_size 16", (8, 16)),
-                                        ("--use_dynamic_batch --micro_train_batch_size 8", (None, None))])
+@pytest.mark.parametrize("args, want", [
+    ("--pretrain meta-llama/Llama-3.1-8B-Instruct", (4, 8)),  # the flat releases' defaults (to a2978694, 2026-04-11)
+    ("--actor.model_name_or_path meta-llama/Llama-3.1-8B-Instruct", (1, 1)),  # the dotted releases' defaults
+    ("--pretrain meta-llama/Llama-3.1-8B-Instruct --micro_train_batch_size 8 --micro_rollout_batch_size 16", (8, 16)),
+    ("--pretrain meta-llama/Llama-3.1-8B-Instruct --use_dynamic_batch --micro_train_batch_size 8", (None, None)),
+])
 def test_fixed_micro_batch_sizes_are_read_without_the_dynamic_batch(args, want):
-    cfg = config_of("--from-openrlhf", "--pretrain meta-llama/Llama-3.1-8B-Instruct " + args)
+    cfg = config_of("--from-openrlhf", args)
     assert (cfg.train_memory.micro_batch_size, cfg.train_memory.logprob_micro_batch_size) == want
+
+
+def test_a_typed_token_budget_replaces_the_frameworks_micro_batch_size():
+    cfg = config_of("--from-openrlhf", "--pretrain meta-llama/Llama-3.1-8B-Instruct", "--micro-batch-tokens", "8192")
+    t = cfg.train_memory
+    assert (t.micro_batch_tokens, t.micro_batch_size, t.logprob_micro_batch_size) == (8192, None, 8)
+
+
+def test_the_old_and_new_budget_names_together_are_refused_in_one_line(capsys):
+    cmd = "--pretrain meta-llama/Llama-3.1-8B-Instruct --use_dynamic_batch --max_tokens_per_gpu 4096 " \
+          "--rollout_max_tokens_per_gpu 30000"
+    assert main(["run", "--from-openrlhf", cmd]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no OpenRLHF release takes both" in err

@@ -23,6 +23,7 @@ from __future__ import annotations
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.export_common import (Chosen, layout_of, micro_rules, model_name, per_node, split_notes,
                                                 weight_move_notes)
+from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.pipeline.config import SimConfig
 
 FRAMEWORKS: tuple[str, ...] = ("verl", "openrlhf", "nemo-rl")
@@ -36,12 +37,10 @@ def _verl_micro_batches(cfg: SimConfig) -> list[str]:
     verl scales it by ``--cp`` under Megatron, by the Ulysses degree under FSDP), a count of sequences as its
     ``*_micro_batch_size_per_gpu``."""
     t = cfg.train_memory
-    if not (cfg.max_response and cfg.max_prompt) and not t.micro.given:
-        return ["# the plan packed micro-batches to its longest sequence: set use_dynamic_bsz with "
-                "ppo_max_token_len_per_gpu (and log_prob_*) to your longest prompt + response"]
     scale = cfg.trainer.cp if cfg.trainer.megatron else t.sequence_parallel
-    train, fwd = micro_rules(cfg, (cfg.max_prompt or 0) + (cfg.max_response or 0))
-    out = []
+    train, fwd = micro_rules(cfg, MicroBatch(sequences=1))
+    out = [f"# verl takes a GPU's token budget, x {scale}: the plan's {r.tokens} tokens become {-(-r.tokens // scale) * scale}"
+           for r in dict.fromkeys((train, fwd)) if r.tokens is not None and r.tokens % scale]
     for pre, on, rule in ((_A, "use_dynamic_bsz", train), (_R, "log_prob_use_dynamic_bsz", fwd),
                           (_REF, "log_prob_use_dynamic_bsz", fwd)):
         what = "ppo_" if pre == _A else "log_prob_"

@@ -47,12 +47,12 @@ def layout_of(cfg: SimConfig) -> tuple[str, int, int, int]:
     return ("split" if rest else "gen-apart"), gen, train, rest
 
 
-def micro_rules(cfg: SimConfig, longest: int) -> tuple[MicroBatch, MicroBatch]:
-    """The plan's micro-batches of training and of the forward-only passes, as the exports write them: as given, and
-    oppo-sim's default (packed to one longest sequence) as a token budget of ``longest``, the longest sequence the
-    plan allows (prompt + response caps)."""
+def micro_rules(cfg: SimConfig, default: MicroBatch) -> tuple[MicroBatch, MicroBatch]:
+    """The plan's micro-batches of training and of the forward-only passes, as the exports write them: as given, else
+    ``default``, the framework's nearest to oppo-sim's own (packed to one longest sequence): one sequence a
+    micro-batch, or where the framework only packs, a budget of the longest sequence its caps allow."""
     t = cfg.train_memory
-    train = t.micro if t.micro.given else MicroBatch(longest)
+    train = t.micro if t.micro.given else default
     return train, (t.forward_micro if t.forward_micro.given else train)
 
 

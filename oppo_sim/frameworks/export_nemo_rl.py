@@ -16,6 +16,7 @@ from typing import Any
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.export_common import Chosen, layout_of, micro_rules, model_name, per_node, weight_move_notes
+from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT
 
@@ -86,7 +87,7 @@ def _micro_batches(cfg: SimConfig, longest: int, notes: list[str]) -> dict[str, 
     """The plan's micro-batches (``micro_rules``): token budgets as sequence packing's, counts of sequences as
     ``train_micro_batch_size`` / ``logprob_batch_size`` without packing (each micro-batch padded to its longest, as
     ``--padded-batches`` prices it); packing cannot count sequences, so a mix packs by tokens."""
-    train, fwd = micro_rules(cfg, longest)
+    train, fwd = micro_rules(cfg, MicroBatch(longest))
     off = {"dynamic_batching": {"enabled": False}}
     if cfg.padded_batches or (train.tokens is None and fwd.tokens is None):
         if not cfg.padded_batches:

@@ -11,6 +11,7 @@ DeepSpeed: a Megatron layout has no setting (a ``#`` note, ZeRO-3 instead).
 from __future__ import annotations
 
 from oppo_sim.frameworks.export_common import Chosen, layout_of, micro_rules, model_name, split_notes, weight_move_notes
+from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT
 
@@ -110,22 +111,18 @@ def _trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
 def _micro_batches(cfg: SimConfig, sp: int) -> list[str]:
     """The plan's micro-batches (``micro_rules``): token budgets as OpenRLHF's dynamic batch (a GPU's, which OpenRLHF
     scales by the ring degree), counts of sequences as its micro-batch sizes; one of the two for both passes."""
-    if not cfg.train_memory.micro.given and not cfg.max_response:
-        return ["# the plan packed micro-batches to its longest sequence: --train.dynamic_batch_enable with "
-                "--train.max_tokens_per_gpu your longest prompt + response"]
-    train, fwd = micro_rules(cfg, _longest(cfg))
+    train, fwd = micro_rules(cfg, MicroBatch(sequences=1))
     if train.tokens is None and fwd.tokens is None:
         return [f"--train.micro_batch_size {train.sequences}", f"--rollout.micro_batch_size {fwd.sequences}"]
+    longest = (DEFAULT_MAX_PROMPT if cfg.max_prompt is None else cfg.max_prompt) + (cfg.max_response or 0)
     out = [] if train.tokens is not None and fwd.tokens is not None else [
         f"# OpenRLHF's dynamic batch packs both passes by tokens: the plan's {(fwd if fwd.tokens is None else train).label()} "
         "a micro-batch become that many longest sequences' tokens"]
-    tokens = [r.tokens if r.tokens is not None else r.sequences * _longest(cfg) for r in (train, fwd)]
+    tokens = [r.tokens if r.tokens is not None else r.sequences * longest for r in (train, fwd)]
+    out += [f"# OpenRLHF takes a GPU's token budget, x {sp}: the plan's {n} tokens become {-(-n // sp) * sp}"
+            for n in dict.fromkeys(tokens) if n % sp]
     return out + ["--train.dynamic_batch_enable", f"--train.max_tokens_per_gpu {-(-tokens[0] // sp)}",
                   f"--rollout.max_tokens_per_gpu {-(-tokens[1] // sp)}"]
-
-
-def _longest(cfg: SimConfig) -> int:
-    return (cfg.max_prompt or 0) + (cfg.max_response or 0)
 
 
 def export_openrlhf(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:

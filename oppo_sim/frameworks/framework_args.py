@@ -127,11 +127,35 @@ def fit_policy(t: Translation, rest: list[str]) -> Translation:
         if not drop and not (typed is not None and "--policy" in u.args):
             used.append(u)
             continue
-        keep = [a for i, a in enumerate(u.args) if a not in (*drop, "--policy") and (
-            i == 0 or u.args[i - 1] not in (*drop, "--policy"))]
-        ignored.append(Ignored(u.key, u.value, "the policies run are the command line's: "
-                                               + " ".join(a for a in u.args if a not in keep)))
-        used.append(replace(u, args=tuple(keep)))
+        keep, gone = _without(u.args, (*drop, "--policy"))
+        ignored.append(Ignored(u.key, u.value, "the policies run are the command line's: " + " ".join(gone)))
+        used.append(replace(u, args=keep))
+    return replace(t, used=tuple(used), ignored=tuple(ignored))
+
+
+def _without(args: tuple[str, ...], options: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
+    """(``args`` less ``options`` and each one's value, what was taken out)."""
+    keep = [a for i, a in enumerate(args) if a not in options and (i == 0 or args[i - 1] not in options)]
+    return tuple(keep), [a for a in args if a not in keep]
+
+
+EXCLUSIVE: tuple[tuple[str, str], ...] = (("--micro-batch-tokens", "--micro-batch-size"),
+                                          ("--logprob-micro-batch-tokens", "--logprob-micro-batch-size"))
+"""Options of which one run takes one: typing either replaces the framework's of the pair, whichever it gave."""
+
+
+def fit_typed(t: Translation, typed: set[str]) -> Translation:
+    """``t`` without the framework's options of a pair (:data:`EXCLUSIVE`) one of which is typed on the command line
+    (a typed ``--micro-batch-tokens`` wins over the framework's ``--micro-batch-size`` too; said in the ignored list)."""
+    drop = [o for pair in EXCLUSIVE if typed & set(pair) for o in pair]
+    used, ignored = [], list(t.ignored)
+    for u in t.used:
+        if not drop or not set(drop) & set(u.args):
+            used.append(u)
+            continue
+        keep, gone = _without(u.args, drop)
+        ignored.append(Ignored(u.key, u.value, "the command line's micro-batch wins over " + " ".join(gone)))
+        used.append(replace(u, args=keep))
     return replace(t, used=tuple(used), ignored=tuple(ignored))
 
 
@@ -152,6 +176,7 @@ def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], ec
     if cmd != "check":  # check simulates the framework's own schedule (--policy) and its --policies beside it
         t = fit_policy(t, rest)
     typed = {tok.partition("=")[0] for tok in rest if tok.startswith("--")}
+    t = fit_typed(t, typed)
     for option, error in t.pending:
         if option not in typed:
             raise ConfigError(error)
@@ -161,5 +186,5 @@ def with_framework_args(parser: argparse.ArgumentParser, argv: Sequence[str], ec
     return [cmd, *said, *t.args, *rest]
 
 
-__all__ = ["COMMANDS", "FLAGS", "POLICY_KNOBS", "add_framework_args", "fit_policy", "fit_to", "translate",
+__all__ = ["COMMANDS", "EXCLUSIVE", "FLAGS", "POLICY_KNOBS", "add_framework_args", "fit_policy", "fit_to", "fit_typed", "translate",
            "with_framework_args"]

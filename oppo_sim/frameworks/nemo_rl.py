@@ -303,15 +303,23 @@ def _micro_batches(g: _Get) -> None:
         g.use(P + part + "enabled", v=True, note="micro-batches packed by tokens, as oppo-sim's" if pack else
               "micro-batches by a token budget, as oppo-sim packs them")
         for k, opt in (("train_mb_tokens", "--micro-batch-tokens"), ("logprob_mb_tokens", "--logprob-micro-batch-tokens")):
-            if g(P + part + k) is not None:  # lm_policy.py: each data-parallel rank's micro-batches of this many tokens
+            if _needed(g, P + part + k) is not None:  # lm_policy.py: a data-parallel rank's micro-batch
                 n = as_int(P + part + k, g(P + part + k))
                 g.use(P + part + k, opt, n, v=n)
     else:  # megatron/data.py get_microbatch_iterator: slices of the batch, padded to its longest sequence
         g.use(P + "sequence_packing.enabled", "--padded-batches", v=False,
               note="micro-batches of whole sequences, each padded to the batch's longest")
         for k, opt in (("train_micro_batch_size", "--micro-batch-size"), ("logprob_batch_size", "--logprob-micro-batch-size")):
-            n = as_int(P + k, g(P + k, 1))
+            n = as_int(P + k, _needed(g, P + k, 1))
             g.use(P + k, opt, n, v=n, note="sequences a micro-batch")
+
+
+def _needed(g: _Get, key: str, dflt: Any = None) -> Any:
+    """A value NeMo RL reads where it is used: null there fails in NeMo RL -> one line now; absent (a recipe not
+    composed on NeMo RL's base), ``dflt``."""
+    if key in g.r.flat and g(key) is None:
+        raise ConfigError(f"{key} is null: NeMo RL reads it for these micro-batches; give it a value")
+    return g(key, dflt)
 
 
 def _dispatcher(g: _Get) -> None:

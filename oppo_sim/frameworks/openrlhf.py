@@ -55,15 +55,18 @@ from oppo_sim.frameworks.suggest import check_typo
 from oppo_sim.frameworks.translation import Builder, Translation, as_float, as_int, existing_file, model_arg, split_words
 
 OPENRLHF_DEFAULTS: dict[str, Any] = {
-    "rollout_batch_size": 1024, "n_samples_per_prompt": 1, "train_batch_size": 128, "micro_train_batch_size": 1,
-    "micro_rollout_batch_size": 1,
+    "rollout_batch_size": 1024, "n_samples_per_prompt": 1, "train_batch_size": 128, "micro_train_batch_size": 4,
+    "micro_rollout_batch_size": 8,
     "max_epochs": 1, "advantage_estimator": "gae",
     "actor_num_nodes": 1, "actor_num_gpus_per_node": 8, "ref_num_nodes": 1, "ref_num_gpus_per_node": 8,
     "reward_num_nodes": 1, "reward_num_gpus_per_node": 8, "critic_num_nodes": 1, "critic_num_gpus_per_node": 8,
     "vllm_num_engines": None, "vllm_tensor_parallel_size": 1, "vllm_gpu_memory_utilization": 0.95,
     "zero_stage": 2, "ring_attn_size": 1, "init_kl_coef": 0.01, "async_queue_size": 1,
 }
-"""OpenRLHF's defaults of the options oppo-sim reads (the same in both styles, ``train_ppo_ray.py``)."""
+"""OpenRLHF's defaults of the options oppo-sim reads (``train_ppo_ray.py``; the same in both styles but the micro-batch
+sizes: :data:`DOTTED_MICRO`)."""
+DOTTED_MICRO = {"micro_train_batch_size": 1, "micro_rollout_batch_size": 1}
+"""The micro-batch sizes' defaults since a2978694 (2026-04-11, two days before the dotted flags): 4 and 8 before."""
 
 SPLIT_LENGTHS = {"prompt_max_len": 1024, "generate_max_len": 1024}
 """The lengths before 2026-03-24 (d0e088b6): prompt and response caps."""
@@ -182,7 +185,7 @@ def translate_openrlhf(text: str) -> Translation:
     f = Names(dotted)
     _checks(given, f)
     total = dotted or any(k in given for k in TOTAL_LENGTHS)
-    o = {**OPENRLHF_DEFAULTS, **(TOTAL_LENGTHS if total else SPLIT_LENGTHS), **given}
+    o = {**OPENRLHF_DEFAULTS, **(DOTTED_MICRO if dotted else {}), **(TOTAL_LENGTHS if total else SPLIT_LENGTHS), **given}
     path = existing_file(text)
     version = DOTTED_VERSION if dotted else FLAT_VERSION
     b = Builder(f"OpenRLHF, {version},", (str(path) if path is not None else "the arguments given",))
@@ -283,15 +286,20 @@ def _micro_batches(b: Builder, o: dict, d: dict, f: Names) -> None:
     ring-attention degree (``seqlen_balancing.get_minimum_num_micro_batch_size``) -> ``--micro-batch-tokens``, and
     make_experience's forwards to ``rollout_max_tokens_per_gpu`` (default: the training's) ->
     ``--logprob-micro-batch-tokens``; without it they are ``micro_train_batch_size`` and ``micro_rollout_batch_size``
-    samples (default 1 each) -> ``--micro-batch-size``, ``--logprob-micro-batch-size``."""
+    samples (default 4 and 8 with the flat flags, 1 and 1 with the dotted ones) -> ``--micro-batch-size``,
+    ``--logprob-micro-batch-size``."""
     if "use_dynamic_batch" not in o:
         for k, opt in (("micro_train_batch_size", "--micro-batch-size"), ("micro_rollout_batch_size", "--logprob-micro-batch-size")):
             n = as_int(f(k), o[k])
-            b.use(f(k), n, opt, n, default=d[k], note="samples a micro-batch")
+            b.use(f(k), n, opt, n, default=d[k], note="samples a micro-batch" + (
+                "" if not d[k] else " (the default of the flat-flag releases; 1 since 2026-04-11)" if not f.dotted else ""))
         return
     ring = as_int(f("ring_attn_size"), o["ring_attn_size"])
     times = f" x ring attention {ring}" if ring > 1 else ""
     b.use(f("use_dynamic_batch"), True, note="micro-batches packed to a token budget")
+    if "max_tokens_per_gpu" in o and any(k in o for k in ("train_max_tokens_per_gpu", "rollout_max_tokens_per_gpu")):
+        raise ConfigError(f"{f('max_tokens_per_gpu')} is the one budget of releases before train_/rollout_max_tokens_per_gpu; "
+                          "no OpenRLHF release takes both: give one or the other")
     key = "max_tokens_per_gpu" if "max_tokens_per_gpu" in o else "train_max_tokens_per_gpu"
     train = as_int(f(key), o.get(key, 16192))
     b.use(f(key), train, "--micro-batch-tokens", train * ring, default=key not in o, note=f"a GPU's tokens{times}")

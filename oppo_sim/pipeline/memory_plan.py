@@ -44,7 +44,7 @@ from oppo_sim.engine.factory import EngineKind
 from oppo_sim.hw.memory.engine_memory import engine_memory, kv_blocks
 from oppo_sim.hw.costs.expert_parallel import expert_split
 from oppo_sim.hw.devices.hardware import GiB
-from oppo_sim.hw.memory.train_memory import TrainMemoryConfig, activation_bytes, state_bytes
+from oppo_sim.hw.memory.train_memory import TrainMemoryConfig, activation_bytes, forward_activation_bytes, state_bytes
 from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.hw.memory.pool_memory import ALWAYS, GENERATE, OTHER, MemoryReport, PoolMemory, RoleMemory
 from oppo_sim.hw.memory.trainer_memory import megatron_activation_bytes, megatron_state_bytes, micro_batches_bound
@@ -81,7 +81,8 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     resp_in = min(tokens, resp * math.ceil(tokens / seq))
     ep, on_gpu = cfg.expert_parallel, 1.0 - cfg.trainer.optimizer_offload  # the rest of the Adam state is on the host
     if cfg.trainer.megatron:
-        return _megatron_train_role(cfg, devices, train, seq, tokens, resp_in, phase)
+        role = _megatron_train_role(cfg, devices, train, seq, tokens, resp_in, phase)
+        return replace(role, activations=max(role.activations, _forward_peak(cfg, train, seq, resp) / (cfg.trainer.tp * cfg.trainer.cp)))
     weights = grads = optimizer = act = 0.0
     for _, model, scalar in cfg.trained():
         shared, experts = expert_split(model, model.params_scalar_head if scalar else model.params, ep if model.moe else 1)
@@ -89,7 +90,8 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
             # DeepSpeed's offload_optimizer (ZeRO-Offload) and FSDP2's CPUOffloadPolicy move the gradient shards to the
             # host with the Adam state (only the reduce buckets stay on the GPU); Megatron's hybrid optimizer does not
             weights, grads, optimizer = weights + s.weights, grads + s.grads * on_gpu, optimizer + s.optimizer * on_gpu
-        act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in, train.full_logits) / sp)
+        act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in, train.full_logits) / sp,
+                  _forward_peak(cfg, train, seq, resp) / sp)
     label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
     return RoleMemory(
         "train", label, phase, weights=weights, grads=grads, optimizer=optimizer, activations=act,
@@ -97,6 +99,17 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
         + (f", sequence parallel {sp}" if sp > 1 else "") + (f", expert parallel {ep}" if ep > 1 else "")
         + (", full logits" if train.full_logits else "") + _offload_note(cfg),
     )
+
+
+def _forward_peak(cfg: SimConfig, train: TrainMemoryConfig, seq: int, resp: int) -> float:
+    """The forward-only passes' activation peak on the training pool, where their micro-batch is their own (a larger
+    one than training's can hold more at once: its logits)."""
+    if not train.forward_micro.given:
+        return 0.0
+    tokens = train.forward_micro.worst_tokens(seq)
+    resp_in = min(tokens, resp * math.ceil(tokens / seq))
+    return max(forward_activation_bytes(m, tokens, seq, train.flash_attention, scalar, resp_in, train.full_logits)
+               for _, m, scalar in cfg.trained())
 
 
 def _shard_words(cfg: SimConfig, devices: int) -> str:

@@ -67,7 +67,7 @@ from oppo_sim.hw.models.lookup import ModelSpec
 __all__ = [
     "WEIGHT_BYTES", "GRAD_BYTES", "ADAM_BYTES", "ZERO_STAGES", "RECOMPUTE_MODES", "LOGITS_CHUNK_TOKENS",
     "TrainMemoryConfig", "StateBytes", "state_bytes", "layer_activation_bytes_per_token",
-    "head_activation_bytes", "activation_bytes",
+    "head_activation_bytes", "activation_bytes", "forward_activation_bytes",
 ]
 
 WEIGHT_BYTES = 2  # bf16 weights, bytes per parameter
@@ -238,3 +238,14 @@ def activation_bytes(model: ModelSpec, tokens: int, seq_len: int, recompute: str
         body = model.layers * layer_activation_bytes_per_token(model, s, core)
     resp = tokens if response_tokens is None else response_tokens
     return tokens * body + head_activation_bytes(model, tokens, resp, scalar_head, full_logits)
+
+
+def forward_activation_bytes(model: ModelSpec, tokens: int, seq_len: int, flash_attention: bool = True,
+                             scalar_head: bool = False, response_tokens: int | None = None, full_logits: bool = False) -> float:
+    """Activation bytes per device of one forward-only micro-batch (a log-prob, reference, reward or value pass, no
+    graph kept): one layer's working set at a time, then the head's (:func:`activation_bytes`' arguments)."""
+    stored = "flash" if flash_attention else "eager"
+    s = min(seq_len, tokens)
+    resp = tokens if response_tokens is None else response_tokens
+    return tokens * layer_activation_bytes_per_token(model, s, stored) + head_activation_bytes(
+        model, tokens, resp, scalar_head, full_logits)
