@@ -436,3 +436,20 @@ def test_fixed_micro_batch_sizes_are_read_without_the_dynamic_batch_size():
     on = sim_config(parsed("--from-verl", str(VERL / "grpo_qwen3-8b.sh"), "--from-verl",
                            "actor_rollout_ref.actor.use_dynamic_bsz=True"))
     assert (on.train_memory.micro_batch_tokens, on.train_memory.micro_batch_size) == (16384, None)
+
+
+
+@pytest.mark.parametrize("extra, want", [
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size=160", (32, 20)),  # 160 over the 8 GPUs' data parallel ranks
+    ("actor_rollout_ref.actor.ppo_micro_batch_size=64", (8, None)),  # the global size replaces the per-GPU 32
+])
+def test_verls_deprecated_global_micro_batch_sizes_are_divided_by_the_data_parallel_size(extra, want):
+    cfg = sim_config(parsed("--from-verl", str(VERL / "grpo_qwen3-8b.sh"), "--from-verl", extra))
+    assert (cfg.train_memory.micro_batch_size, cfg.train_memory.logprob_micro_batch_size) == want
+
+
+def test_a_global_micro_batch_size_under_one_a_rank_is_one_line(capsys):
+    assert main(["run", "--from-verl", str(VERL / "grpo_qwen3-8b.sh"), "--from-verl",
+                 "actor_rollout_ref.actor.ppo_micro_batch_size=2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "verl needs at least 1" in err

@@ -36,7 +36,7 @@ verl's vLLM sharding manager:
 | ``rollout.free_cache_engine`` | ``--colocate sleep --sleep-level 1`` (verl calls vLLM's ``sleep(level=1)``), else ``--colocate resident`` |
 | ``actor.use_kl_loss``, ``algorithm.use_kl_in_reward`` | a reference model iff either is set, else ``--no-reference`` |
 | ``actor.ulysses_sequence_parallel_size`` | ``--sp`` |
-| ``actor.use_dynamic_bsz`` with ``ppo_max_token_len_per_gpu``, else ``ppo_micro_batch_size_per_gpu``; ``rollout.log_prob_*`` of the same | ``--micro-batch-tokens`` (x ``--sp`` or ``--cp``, as verl scales it) or ``--micro-batch-size``; ``--logprob-micro-batch-tokens`` / ``-size`` |
+| ``actor.use_dynamic_bsz`` with ``ppo_max_token_len_per_gpu``, else ``ppo_micro_batch_size_per_gpu`` (or the deprecated global size over the data-parallel ranks); ``rollout.log_prob_*`` of the same | ``--micro-batch-tokens`` (x ``--sp`` or ``--cp``, as verl scales it) or ``--micro-batch-size``; ``--logprob-micro-batch-tokens`` / ``-size`` |
 | ``actor.strategy`` | ``fsdp``/``fsdp2`` (verl's default; FSDP full-shard, the reference and reward workers sharded the same way) -> ``--zero 3``; ``megatron`` (also selected by ``--config-name=ppo_megatron_trainer``) -> ``--train-backend megatron`` |
 | ``actor.fsdp_config.reshard_after_forward`` | ``False`` -> ``--zero 2`` (FSDP SHARD_GRAD_OP); else ``--zero 3`` |
 | ``actor.fsdp_config.param_offload``, ``.optimizer_offload`` | either True -> ``--offload-train-state``; both False (verl's default) -> ``--no-offload-train-state`` |

@@ -56,9 +56,10 @@ RM_POOL = ("reward_model.enable_resource_pool", "reward_model.n_gpus_per_node", 
 R, REF = "actor_rollout_ref.rollout.", "actor_rollout_ref.ref."
 BUDGET_KEYS = tuple(role + k for role, pre in ((A, "ppo_"), (R, "log_prob_"), (REF, "log_prob_"))
                     for k in ("use_dynamic_bsz" if role == A else "log_prob_use_dynamic_bsz", pre + "max_token_len_per_gpu",
-                              pre + "micro_batch_size_per_gpu"))
-"""verl's micro-batches: the actor's and the log-prob passes' dynamic-batch switches, token budgets and fixed sizes
-(defaults False, 16384 and null; the rollout's and the reference's default to the actor's)."""
+                              pre + "micro_batch_size_per_gpu", pre + "micro_batch_size"))
+"""verl's micro-batches: the actor's and the log-prob passes' dynamic-batch switches, token budgets and fixed sizes,
+per GPU and (deprecated) global (defaults False, 16384, null and null; the rollout's and the reference's switch and
+budget default to the actor's)."""
 LAYOUT_KEYS: tuple[str, ...] = (*MEGATRON_DEFAULTS, *ASYNC_DEFAULTS, *CPU_OPTIMIZER, "actor_rollout_ref.hybrid_engine",
                                 M + "override_transformer_config.recompute_granularity", *RM_POOL, *BUDGET_KEYS)
 
@@ -325,8 +326,10 @@ def micro_batches(b: Builder, cfg: dict, dflt: dict, backend: str) -> None:
         if _set(cfg, unused):
             b.use(unused, cfg[unused], default=dflt.get(unused, True), note=f"not read: use_dynamic_bsz is {'on' if on else 'off'}")
         raw = cfg.get(len_key, cfg.get(A + "ppo_max_token_len_per_gpu", 16384)) if on else cfg.get(n_key)
-        if not on and not _set(cfg, n_key):
-            continue  # verl then needs the deprecated global size; oppo-sim keeps one longest sequence a micro-batch
+        if not on and _set(cfg, role + (pre or "ppo_") + "micro_batch_size"):
+            key, raw = _global_size(b, cfg, role + (pre or "ppo_") + "micro_batch_size", backend, dflt)
+        elif not on and not _set(cfg, n_key):
+            continue  # neither size: verl refuses to run; oppo-sim keeps one longest sequence a micro-batch
         n = as_int(key, raw)
         rule = ("tokens", n * scale) if on else ("size", n)
         rules[role] = rule
@@ -336,6 +339,25 @@ def micro_batches(b: Builder, cfg: dict, dflt: dict, backend: str) -> None:
         elif _set(cfg, key):
             b.use(key, n, default=dflt.get(key, True), note="the policy log-prob's" if rules.get(R) == rule else
                   "oppo-sim's forwards share the policy log-prob's micro-batch")
+
+
+def _global_size(b: Builder, cfg: dict, key: str, backend: str, dflt: dict) -> tuple[str, int]:
+    """verl's deprecated global micro-batch size (``ppo_micro_batch_size``, ``log_prob_micro_batch_size``): each worker
+    divides it by the data-parallel size and it replaces the per-GPU one (``fsdp_workers.py``,
+    ``megatron_workers.py``). -> (the key, sequences a rank's micro-batch)."""
+    gpus = as_int("trainer.n_gpus_per_node", cfg["trainer.n_gpus_per_node"]) * as_int("trainer.nnodes", cfg["trainer.nnodes"])
+    if backend == "megatron":
+        split = 1
+        for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"):
+            split *= as_int(M + k, cfg.get(M + k, 1))
+    else:
+        split = as_int(A + "ulysses_sequence_parallel_size", cfg.get(A + "ulysses_sequence_parallel_size", 1))
+    dp = max(gpus // max(split, 1), 1)
+    n = as_int(key, cfg[key]) // dp
+    if n < 1:
+        raise ConfigError(f"{key}={cfg[key]} over {dp} data-parallel ranks is {n} a rank; verl needs at least 1")
+    b.use(key, cfg[key], default=dflt.get(key, True), note=f"deprecated global size: / {dp} data-parallel ranks = {n}")
+    return key, n
 
 
 def _set(cfg: dict, key: str) -> bool:
