@@ -21,8 +21,8 @@ algorithm, offload, ZeRO stage and recompute, the trainer's backend and layout, 
 from __future__ import annotations
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.frameworks.export_common import (Chosen, layout_of, micro_rules, model_name, per_node, split_notes,
-                                                weight_move_notes)
+from oppo_sim.frameworks.export_common import (Chosen, layout_of, micro_rules, model_name, per_gpu_budget, per_node,
+                                                split_notes, weight_move_notes)
 from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.pipeline.config import SimConfig
 
@@ -39,15 +39,19 @@ def _verl_micro_batches(cfg: SimConfig) -> list[str]:
     t = cfg.train_memory
     scale = cfg.trainer.cp if cfg.trainer.megatron else t.sequence_parallel
     train, fwd = micro_rules(cfg, MicroBatch(sequences=1))
-    out = [f"# verl takes a GPU's token budget, x {scale}: the plan's {r.tokens} tokens become {-(-r.tokens // scale) * scale}"
-           for r in dict.fromkeys((train, fwd)) if r.tokens is not None and r.tokens % scale]
+    notes: list[str] = []
+    out = []
     for pre, on, rule in ((_A, "use_dynamic_bsz", train), (_R, "log_prob_use_dynamic_bsz", fwd),
                           (_REF, "log_prob_use_dynamic_bsz", fwd)):
         what = "ppo_" if pre == _A else "log_prob_"
         out.append(f"{pre}{on}={rule.tokens is not None}")
-        out.append(f"{pre}{what}max_token_len_per_gpu={-(-rule.tokens // scale)}" if rule.tokens is not None else
-                   f"{pre}{what}micro_batch_size_per_gpu={rule.sequences}")
-    return out
+        if rule.tokens is None:
+            out.append(f"{pre}{what}micro_batch_size_per_gpu={rule.sequences}")
+            continue
+        n, note = per_gpu_budget("verl", rule.tokens, scale)
+        notes += [x for x in note if x not in notes]
+        out.append(f"{pre}{what}max_token_len_per_gpu={n}")
+    return notes + out
 
 
 def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:

@@ -56,6 +56,15 @@ def micro_rules(cfg: SimConfig, default: MicroBatch) -> tuple[MicroBatch, MicroB
     return train, (t.forward_micro if t.forward_micro.given else train)
 
 
+def per_gpu_budget(framework: str, tokens: int, scale: int) -> tuple[int, list[str]]:
+    """A rank's token budget as the framework takes it, per GPU (it multiplies back by ``scale``, its sequence- or
+    context-parallel degree), and a ``#`` note where that rounds up."""
+    n = -(-tokens // scale)
+    note = [] if tokens % scale == 0 else [f"# {framework} takes a GPU's token budget, x {scale}: the plan's {tokens} "
+                                           f"tokens become {n * scale}"]
+    return n, note
+
+
 def model_name(model) -> str:
     """What a framework's model path should say: a table model's Hugging Face name, else the path given."""
     from oppo_sim.hw.models.lookup import MODELS

@@ -98,7 +98,7 @@ def _micro_batches(cfg: SimConfig, longest: int, notes: list[str]) -> dict[str, 
             notes.append("padded micro-batches are counted in sequences: the plan's token budget becomes one sequence")
         return {"train_micro_batch_size": sizes[0], "logprob_batch_size": sizes[1],
                 "sequence_packing": {"enabled": False}, **off}
-    tokens = [r.tokens if r.tokens is not None else r.sequences * longest for r in (train, fwd)]
+    tokens = [r.worst_tokens(longest) for r in (train, fwd)]
     if train.tokens is None or fwd.tokens is None:
         notes.append("sequence packing budgets tokens: the plan's micro-batches of sequences become that many longest "
                      "sequences' tokens")

@@ -10,7 +10,8 @@ DeepSpeed: a Megatron layout has no setting (a ``#`` note, ZeRO-3 instead).
 
 from __future__ import annotations
 
-from oppo_sim.frameworks.export_common import Chosen, layout_of, micro_rules, model_name, split_notes, weight_move_notes
+from oppo_sim.frameworks.export_common import (Chosen, layout_of, micro_rules, model_name, per_gpu_budget, split_notes,
+                                                weight_move_notes)
 from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT
@@ -118,11 +119,9 @@ def _micro_batches(cfg: SimConfig, sp: int) -> list[str]:
     out = [] if train.tokens is not None and fwd.tokens is not None else [
         f"# OpenRLHF's dynamic batch packs both passes by tokens: the plan's {(fwd if fwd.tokens is None else train).label()} "
         "a micro-batch become that many longest sequences' tokens"]
-    tokens = [r.tokens if r.tokens is not None else r.sequences * longest for r in (train, fwd)]
-    out += [f"# OpenRLHF takes a GPU's token budget, x {sp}: the plan's {n} tokens become {-(-n // sp) * sp}"
-            for n in dict.fromkeys(tokens) if n % sp]
-    return out + ["--train.dynamic_batch_enable", f"--train.max_tokens_per_gpu {-(-tokens[0] // sp)}",
-                  f"--rollout.max_tokens_per_gpu {-(-tokens[1] // sp)}"]
+    (n_train, a), (n_fwd, b) = (per_gpu_budget("OpenRLHF", r.worst_tokens(longest), sp) for r in (train, fwd))
+    return out + a + [x for x in b if x not in a] + ["--train.dynamic_batch_enable", f"--train.max_tokens_per_gpu {n_train}",
+                                                    f"--rollout.max_tokens_per_gpu {n_fwd}"]
 
 
 def export_openrlhf(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:

@@ -38,10 +38,12 @@ class MicroBatch:
     def given(self) -> bool:
         return self.tokens is not None or self.sequences is not None
 
-    def count(self, tokens: np.ndarray, sequences: np.ndarray, longest: float) -> np.ndarray:
-        """Micro-batches of shares holding ``tokens`` in ``sequences`` sequences (arrays of the same shape)."""
+    def count(self, tokens: np.ndarray, sequences, longest: float) -> np.ndarray:
+        """Micro-batches of shares holding ``tokens`` in ``sequences`` sequences (arrays of the same shape;
+        ``sequences`` may be a callable giving them, called only where the rule counts sequences)."""
         if self.sequences is not None:
-            return np.ceil(np.asarray(sequences, dtype=np.float64) / self.sequences)
+            counts = sequences() if callable(sequences) else sequences
+            return np.ceil(np.asarray(counts, dtype=np.float64) / self.sequences)
         return np.ceil(np.asarray(tokens, dtype=np.float64) / max(float(self.tokens or 0), longest, 1.0))
 
     def typical_tokens(self, lengths: np.ndarray) -> float:

@@ -155,7 +155,7 @@ def rank_loads(seq_tokens: np.ndarray, flops: np.ndarray, attn_flops: np.ndarray
         return grid
 
     tok = per(seq)
-    micro_batches = micro.count(tok, per(np.ones_like(seq)), float(seq.max()) if len(seq) else 1.0)
+    micro_batches = micro.count(tok, lambda: per(np.ones_like(seq)), float(seq.max()) if len(seq) else 1.0)
     return RankLoads(per(np.asarray(flops, dtype=np.float64)).max(axis=0), per(np.asarray(attn_flops, dtype=np.float64)).max(axis=0),
                      tok.max(axis=0), micro_batches.max(axis=0))
 
