@@ -20,7 +20,7 @@ from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
 from oppo_sim.hw.costs.eager import DEFAULT_VLLM_RELEASE, EAGER_HOST_OP_S, VLLM_RELEASES
 from oppo_sim.hw.costs.op_cost import add_op_costs_arg, hardware_for
 from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
-from oppo_sim.hw.costs.sync import SYNC_MECHANISMS
+from oppo_sim.hw.costs.sync import REFIT_GROUPS, SYNC_MECHANISMS
 from oppo_sim.hw.costs.trainer_layout import BALANCE_ORDERS, MOE_DISPATCHERS, ROUTER_DTYPES, TRAIN_BACKENDS, TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
@@ -183,7 +183,7 @@ def add_offload_arg(p) -> None:
 
 def add_weight_moves_args(p) -> None:
     """How the framework moves weights besides the trainer's state: ``--reference-on-host``
-    (``SimConfig.reference_on_host``) and ``--refit-buffers`` (``SimConfig.refit_buffers``)."""
+    (``SimConfig.reference_on_host``), ``--refit-buffers`` and ``--refit-group`` (``SimConfig.refit_*``)."""
     p.add_argument("--reference-on-host", action="store_true",
                    help="the reference model's weights stay in pinned host memory and are swapped with the policy's "
                         "on the training GPUs for each reference pass, as NeMo RL's policy workers do "
@@ -193,6 +193,10 @@ def add_weight_moves_args(p) -> None:
                    help="weight sync: 1 exports and hands over tensor by tensor (verl, OpenRLHF); 2 packs tensors into "
                         "two buffers in flight so each one's export overlaps the previous one's hand-off, one NCCL call "
                         "a buffer (NeMo RL's refit, NRL_REFIT_NUM_BUFFERS=2) (default %(default)s)")
+    p.add_argument("--refit-group", choices=REFIT_GROUPS, default="rank0",
+                   help="who joins a weight sync's broadcast between pools: rank0 = the trainer's rank 0 and the engines "
+                        "(OpenRLHF; one NIC out of its node), all = every trainer and engine rank (NeMo RL, verl; every "
+                        "NIC of a node) (default %(default)s)")
 
 
 def add_algorithm_args(p: argparse.ArgumentParser, reward: bool = True) -> None:
@@ -389,7 +393,7 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
             flash_attention=not a.eager_attention, sequence_parallel=a.sp, **micro_batch_fields(a),
             full_logits=a.full_logits,
         ), **limit_fields(a),
-        critic=critic_field(a), colocate=a.colocate, train_memory_fraction=getattr(a, "train_memory_fraction", 0.9), sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, reference_on_host=getattr(a, "reference_on_host", False), refit_buffers=getattr(a, "refit_buffers", 1), nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
+        critic=critic_field(a), colocate=a.colocate, train_memory_fraction=getattr(a, "train_memory_fraction", 0.9), sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, reference_on_host=getattr(a, "reference_on_host", False), refit_buffers=getattr(a, "refit_buffers", 1), refit_group=getattr(a, "refit_group", "rank0"), nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 

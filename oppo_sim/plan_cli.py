@@ -189,7 +189,7 @@ def _request(a: argparse.Namespace):
                      placement=(colocated_placement if a.reference_on_host else paper_placement)(count),
                      max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
                      offload_train_state=a.offload_train_state, reference_on_host=a.reference_on_host,
-                     refit_buffers=a.refit_buffers,
+                     refit_buffers=a.refit_buffers, refit_group=a.refit_group,
                      train_memory=TrainMemoryConfig(full_logits=a.full_logits), **limit_fields(a),
                      **engine_fields(a, gpu), **algorithm_fields(a))
     space = space_for(base, count, a.nodes, layouts=a.layouts, policies=policies,

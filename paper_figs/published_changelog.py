@@ -506,5 +506,31 @@ CHANGES: tuple[Change, ...] = (
                  "points; the 70B row fits again. The median rises 20.6 -> 23.6%: the OpenRLHF DeepSpeed row was just "
                  "under it and the next error above is its own. With a published mean response 19.7 -> 20.0%; without the "
                  "contradicted runs 20.1 -> 20.6%.")),
+    Change("2026-11-27", "model",
+           "Ring collectives across nodes at the NICs of the group's GPUs in a node side by side (hw/costs/links.py: "
+           "min(link_bw, k x net_bw) for k of the group's GPUs in a scale-up domain; a group strided one rank a node gets "
+           "one NIC): the data-parallel reductions, the TP all-gathers, Megatron's allgather token dispatcher, ZeRO-3 "
+           "gathers, the weight export's gathers and a TP decode group's all-reduces; point-to-point and all-to-all "
+           "traffic stays at each GPU's NIC. The sync's broadcast between pools by who joins it (--refit-group: rank0, "
+           "OpenRLHF's trainer rank 0 and engines, the default; all, NeMo RL's and verl's groups of every trainer and "
+           "engine rank), set by the NeMo RL and verl readers and on the NeMo RL records",
+           23.6, 24.2, 199.0, 199.0,
+           note=("Found reading why the one-step-off DeepSeek-V3 refit (~87 s a step) outlasted NeMo RL's whole published "
+                 "step (64.9 s): the model sent every cross-node collective through one 50 GB/s NIC a GPU, where NCCL lays "
+                 "a ring through a node's GPUs over NVLink and crosses to the next node on as many channels as NICs "
+                 "(nccl-tests across nodes of 8 H100 + 8 x 400 Gb/s: ~400-450 GB/s bus bandwidth), and NeMo RL's "
+                 "model_update_group holds every training and inference worker (grpo.py), as verl's actor_rollout "
+                 "group does; OpenRLHF's holds only the trainer's rank 0 besides the engines. Moved: DeepSeek-V3 one "
+                 "step off on 512 H100 +56.9 -> -4.2% (refit legs 51.6 -> 13.8 s), on 256 GB200 +31.2 -> -29.2%; "
+                 "Qwen3-235B one step off on 256 H100 +30.7 -> +24.2%, on 128 GB200 -38.1 -> -43.2%; on policy "
+                 "Qwen3-235B on 128 H100 -4.6 -> -42.9% and DeepSeek-V3 on 256 H100 -9.3 -> -45.7% (the allgather "
+                 "dispatcher's rings over EP16's two nodes and TP32 decode's all-reduces: their earlier agreement was "
+                 "one NIC's network time standing in for what is missing on GB200 as well); the rest within 2.5 points. "
+                 "GB200/H100 per GPU: Qwen3-235B +61% -> -4%, DeepSeek-V3 +81% -> +12%, Qwen3-30B-A3B +14% -> +13%. "
+                 "With a published mean response 20.0 -> 22.1%; without the contradicted runs 20.6 -> 23.6%; the "
+                 "calibration check's factor 1.12 -> 1.23, its held-out runs 25.8% uncalibrated either way, 29.8 -> "
+                 "41.1% calibrated. NeMo RL measured ~55 s for the colocated DeepSeek-V3 refit in PR #638 (an earlier "
+                 "release without the packed refit); the on-policy sync is now 14 s (was 41). Nothing was tuned: the "
+                 "bandwidth is the NICs the GPU table already lists.")),
 )
 """The changes, oldest first."""

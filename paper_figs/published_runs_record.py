@@ -71,6 +71,7 @@ class PublishedRun:
     optimizer_offload: float = 0.0  # share of the Adam state stepped on the CPU (OpenRLHF --adam_offload, Megatron's fraction)
     reference_on_host: bool = False  # NeMo RL: the reference in pinned host memory, swapped in for its pass
     refit_buffers: int = 1  # weight sync: 1 tensor by tensor, 2 NeMo RL's double-buffered refit
+    refit_group: str = "rank0"  # a sync between pools: "rank0" (OpenRLHF's group), "all" (NeMo RL's, verl's)
     padded_batches: bool = False  # scoring and training pad every sequence to the batch's longest (no packing)
     micro_batch_tokens: int | None = None  # packed micro-batches of training (NeMo RL train_mb_tokens, verl's dynamic bsz)
     logprob_micro_batch_tokens: int | None = None  # ... of the forward-only passes (NeMo RL logprob_mb_tokens)

@@ -82,18 +82,32 @@ def per_node(cfg: SimConfig, gpus: int, what: str) -> int:
     return gpus // cfg.nodes
 
 
+_REFIT_GROUP = {"nemo-rl": ("NeMo RL", "all"), "verl": ("verl", "all"), "openrlhf": ("OpenRLHF", "rank0")}
+_GROUP_WORDS = {"all": "every trainer and engine rank", "rank0": "the trainer's rank 0 and the engines"}
+
+
+def _refit_group_notes(cfg: SimConfig, framework: str) -> list[str]:
+    """A note where the plan's refit broadcast group (``--refit-group``) is not the framework's, for pools apart."""
+    name, group = _REFIT_GROUP[framework]
+    if cfg.refit_group == group or cfg.placement.generate == cfg.placement.train:
+        return []
+    return [f"the plan broadcasts a refit over {_GROUP_WORDS[cfg.refit_group]}; {name} over {_GROUP_WORDS[group]}: "
+            f"plan with --refit-group {group} to price it so"]
+
+
 def weight_move_notes(cfg: SimConfig, framework: str, chosen: Chosen = Chosen()) -> list[str]:
     """Notes on how the plan moved the reference's and the refit's weights (``--reference-on-host``,
-    ``--refit-buffers``, an async plan's refit in flight) where ``framework`` (``verl``, ``openrlhf``,
+    ``--refit-buffers``, ``--refit-group``, an async plan's refit in flight) where ``framework`` (``verl``, ``openrlhf``,
     ``nemo-rl``) does it otherwise."""
     kl = cfg.algorithm.kl
+    out = _refit_group_notes(cfg, framework)
     if framework == "nemo-rl":
-        return ([] if cfg.reference_on_host or not kl else [
+        return out + ([] if cfg.reference_on_host or not kl else [
             "NeMo RL keeps the reference in host memory and swaps it with the policy for its pass: plan with "
             "--reference-on-host to price it so"]) + ([] if cfg.refit_buffers == 2 else [
                 "NeMo RL double-buffers its refit (NRL_REFIT_NUM_BUFFERS=2): plan with --refit-buffers 2 to price it so"])
     name = {"verl": "verl", "openrlhf": "OpenRLHF"}[framework]
-    out = [f"the plan swaps the reference in from host memory (NeMo RL's way); {name} keeps its weights on GPUs"
+    out += [f"the plan swaps the reference in from host memory (NeMo RL's way); {name} keeps its weights on GPUs"
            + (" (actor_rollout_ref.ref.fsdp_config.param_offload=True offloads them between passes)"
               if framework == "verl" else "")] if cfg.reference_on_host and kl else []
     out += [f"the plan refits the weights in flight (NeMo RL's in_flight_weight_updates); {name} has no such setting"] \

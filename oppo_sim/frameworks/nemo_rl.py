@@ -11,7 +11,8 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
   (``grpo.batch_multiplier`` -> ``--gen-batch-size``, ``grpo.dynamic_sampling_max_gen_batches`` ->
   ``--max-gen-batches``); ``loss_fn.reference_policy_kl_penalty`` 0 -> ``--no-reference``, else
   ``--reference-on-host`` (the policy worker keeps the reference in pinned host memory); NeMo RL's refit is
-  double-buffered (``NRL_REFIT_NUM_BUFFERS``, 2 by default) -> ``--refit-buffers 2``; the reward is an
+  double-buffered (``NRL_REFIT_NUM_BUFFERS``, 2 by default) -> ``--refit-buffers 2``, and between pools broadcast
+  over every training and inference worker -> ``--refit-group all``; the reward is an
   environment (``env.*``, off the GPUs) -> ``--reward rule``;
 - ``policy.model_name`` -> ``--actor``; ``data.max_input_seq_length`` -> ``--max-prompt`` (a longer prompt
   becomes a 4-token stub trained with weight 0: filtered here); ``policy.generation.max_new_tokens`` ->
@@ -181,6 +182,8 @@ def _batches(g: _Get) -> None:
                "for its pass (use_reference_model)" if kl > 0 else "no reference model")
     g.b.use("NRL_REFIT_NUM_BUFFERS", 2, "--refit-buffers", 2, default=True,
             note="NeMo RL's refit packs tensors into buffers, two in flight (an environment variable, not the recipe's)")
+    g.b.use("model_update_group", "all", "--refit-group", "all", default=True,
+            note="a refit between pools broadcasts over every trainer and engine rank (grpo.py's collective init)")
     g.b.use("env", "", "--reward", "rule", note="NeMo RL's environments score off the GPUs")
     model = g(P + "model_name")
     if model is not None:

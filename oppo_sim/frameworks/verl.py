@@ -46,7 +46,7 @@ verl's vLLM sharding manager:
 | ``model.enable_gradient_checkpointing`` (FSDP); ``actor.megatron.override_transformer_config.recompute_granularity`` (Megatron) | ``--recompute full`` / ``none``; ``full``/``selective``/``none`` |
 | ``critic.model.path`` (with ``adv_estimator=gae``) | ``--critic`` |
 | ``data.gen_batch_size``, ``algorithm.filter_groups.max_num_gen_batches`` (DAPO) | ``--gen-batch-size``, ``--max-gen-batches`` |
-| one-step-off / fully-async entry points, ``rollout.n_gpus_per_node``, ``rollout.nnodes``, ``async_training.*`` | ``--placement "gen-apart G+T"`` and ``--policy async --staleness K`` (:mod:`oppo_sim.frameworks.verl_layout`) |
+| one-step-off / fully-async entry points, ``rollout.n_gpus_per_node``, ``rollout.nnodes``, ``async_training.*`` | ``--placement "gen-apart G+T"`` and ``--policy async --staleness K`` (:mod:`oppo_sim.frameworks.verl_layout`); ``--refit-group all`` (the weights broadcast over every actor and rollout worker) |
 | ``model.path`` | ``--actor``: the path's ``config.json`` where it exists here, else a table id matched from the name (``Qwen/Qwen2.5-7B-Instruct`` -> ``qwen2.5-7b``), else a one-line error naming it (unless ``--actor`` is typed) |
 | ``algorithm.adv_estimator`` | ``--algorithm``: gae -> ppo, grpo, rloo, reinforce_plus_plus(_baseline) -> reinforce++; grpo with ``algorithm.filter_groups.enable`` -> dapo |
 | ``reward_model.enable``, ``reward_model.model.path`` | ``--reward MODEL``, or ``--reward rule`` (verl's reward function) when the reward model is off |

@@ -207,6 +207,8 @@ def placement_and_policy(b: Builder, cfg: dict, dflt: dict, schedule: str, tp: i
           default=dflt["trainer.nnodes"], note=f"rollout on {gen} GPUs, the trainer (and reference" + (
               f") on {train}, the reward model on {score}" if score else f", reward) on {train}")
           + f"; {nodes + score_nodes} node(s) of up to {NODE_GPUS} GPUs")
+    b.use("actor_rollout collective group", "all", "--refit-group", "all", default=True,
+          note="the weights are broadcast over every actor and rollout worker (ParameterSynchronizer)")
     hk = "actor_rollout_ref.hybrid_engine"
     if schedule == "one-step-off":
         _async(b, hk, cfg[hk], 1, "one-step-off: step t+1 generates while step t trains", dflt[hk])

@@ -18,7 +18,7 @@ from oppo_sim.hw.memory.pool_memory import COLOCATE_MODES
 from oppo_sim.hw.models.lookup import ModelSpec, get_model
 from oppo_sim.hw.fitting.overheads import ExecutorOverheads
 from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, check_sleep_level
-from oppo_sim.hw.costs.sync import SYNC_MECHANISMS, check_refit_buffers
+from oppo_sim.hw.costs.sync import SYNC_MECHANISMS, check_refit_buffers, check_refit_group
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.traces.synthetic import RewardCurve
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT, DEFAULT_MAX_RESPONSE, Trace
@@ -73,6 +73,8 @@ class SimConfig:
     train_memory_fraction: float = 0.9  # share of a GPU the trainer and scorers may use where the engine is not
     #                                     running (the rest: CUDA context, NCCL buffers, fragmentation)
     refit_buffers: int = 1  # weight sync: 1 tensor by tensor (verl, OpenRLHF), 2 NeMo RL's double-buffered refit
+    refit_group: str = "rank0"  # the NCCL group a sync between pools broadcasts over: "rank0" (the trainer's rank 0
+    #                             and the engines: OpenRLHF) or "all" (every trainer and engine rank: NeMo RL, verl)
     reference_on_host: bool = False  # NeMo RL: the reference's weights stay in pinned host memory and are swapped
     #                                  with the policy's for each reference pass (memory_plan.reference_swapped)
 
@@ -140,6 +142,7 @@ class SimConfig:
                 f"generation pool '{gen.name}' has {gen.devices} devices, not a multiple of tensor parallelism {self.engine.tp}"
             )
         check_refit_buffers(self.refit_buffers)
+        check_refit_group(self.refit_group)
         if self.reference_on_host and self.placement.pool_of("reference") != self.placement.train:
             raise ConfigError("reference_on_host swaps the reference with the policy on the trainer's GPUs (NeMo RL's "
                               "policy worker): the reference must run on the training pool")

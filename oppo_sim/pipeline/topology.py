@@ -4,6 +4,8 @@ training setup the memory plan resolved and the trainer's layout)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from oppo_sim.hw.costs.costmodel import CostModel
 from oppo_sim.hw.devices.gpu_table import domain_gpus
 from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
@@ -39,22 +41,44 @@ def sync_plan(cfg: SimConfig) -> SyncPlan:
     node, or one rack-scale NVLink domain such as GB200 NVL72's), the network otherwise."""
     pl = cfg.placement
     if cfg.sync != "auto":
-        return SyncPlan(SyncMechanism(cfg.sync), cfg.engine.tp, cfg.refit_buffers)
+        return SyncPlan(SyncMechanism(cfg.sync), cfg.engine.tp, cfg.refit_buffers, _ring_members(cfg))
     if pl.generate == pl.train:
         return SyncPlan(SyncMechanism.IPC, cfg.engine.tp, cfg.refit_buffers)
     domains = pool_domains(cfg)
     one = len(domains[pl.generate] | domains[pl.train]) == 1
-    return SyncPlan(SyncMechanism.NVLINK if one else SyncMechanism.NETWORK, cfg.engine.tp, cfg.refit_buffers)
+    return SyncPlan(SyncMechanism.NVLINK if one else SyncMechanism.NETWORK, cfg.engine.tp, cfg.refit_buffers,
+                    _ring_members(cfg))
+
+
+def _ring_members(cfg: SimConfig) -> int:
+    """The sync ring's GPUs in each scale-up domain it crosses (``SyncPlan.per_domain``): 1 where the trainer's rank 0
+    alone joins the engines (``refit_group`` rank0), else the fewest GPUs the trainer's or the engines' pool has in one
+    of its domains."""
+    if cfg.refit_group == "rank0":
+        return 1
+    pl = cfg.placement
+    fewest = fewest_per_domain(cfg)
+    return min(fewest[pl.generate], fewest[pl.train])
+
+
+def fewest_per_domain(cfg: SimConfig) -> dict[str, int]:
+    """Per pool, the fewest of its GPUs in one of its scale-up domains (laid out as :func:`pool_domains` lays them)."""
+    block, out, start = domain_block(cfg), {}, 0
+    for p in cfg.placement.pools:
+        out[p.name] = min(Counter(d // block for d in range(start, start + p.devices)).values())
+        start += p.devices
+    return out
 
 
 def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
     """One cost model per pool, with the report's training setup, the configuration's sync plan, its
     scale-up domain (a tensor-parallel group larger than a domain runs its all-reduces over the network) and
     the trainer's layout on the pool that trains."""
-    t, plan, domains, block = report.train, sync_plan(cfg), pool_domains(cfg), domain_block(cfg)
+    t, plan, domains, block, fewest = report.train, sync_plan(cfg), pool_domains(cfg), domain_block(cfg), fewest_per_domain(cfg)
     return {
         p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan,
                           cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel, domain=block,
+                          pool_domain_gpus=fewest[p.name],
                           host_gpus=-(-cfg.placement.total_devices // cfg.nodes), host_op_s=cfg.eager_host_op_s,
                           **_trainer_fields(cfg, t, p.name == cfg.placement.train))
         for p in cfg.placement.pools

@@ -5,8 +5,8 @@ Every operation is timed as
     overhead_s + max(flops / (devices * peak_flops * eff_compute), bytes / (devices * mem_bw * eff_memory))
 
 plus, for tensor parallelism, two all-reduces of the layer's activations per layer over the scale-up
-interconnect (``link_bw``), and for data-parallel training a gradient all-reduce per optimizer step (over
-``net_bw`` when the pool spans scale-up domains, ``gpu_table.domain_gpus``), both timed by
+interconnect (``link_bw``), and for data-parallel training a gradient all-reduce per optimizer step (across the
+network when the pool spans scale-up domains, as ``oppo_sim.hw.costs.links`` prices a ring), both timed by
 ``hardware.allreduce_seconds`` with the calibrated ``collective`` parameters. The efficiencies and
 overheads come from ``Hardware.params`` (defaults, or fitted by ``oppo_sim.hw.fitting.calibration``);
 bandwidths follow ``oppo_sim.hw.devices.hardware``'s convention (one direction, per GPU).
@@ -40,12 +40,13 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.costs.decode_kernels import DecodeKernels
 from oppo_sim.hw.costs.eager import DEFAULT_VLLM_RELEASE, EAGER_HOST_OP_S, eager_host_seconds
 from oppo_sim.hw.costs.expert_parallel import decode_comm_coeffs
+from oppo_sim.hw.costs.links import group_nodes, ring_bw, ring_share
 from oppo_sim.hw.costs.spans import sum_max_lines_floor
 from oppo_sim.hw.devices.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds, nodes_spanned
 from oppo_sim.hw.memory.train_memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.hw.costs.sync import SyncPlan, sync_seconds
-from oppo_sim.hw.costs.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, expert_excess, forward_ranks, forward_seconds, fsdp_train_seconds, group_bw, group_nodes,
+from oppo_sim.hw.costs.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, expert_excess, forward_ranks, forward_seconds, fsdp_train_seconds,
                                      megatron_train_seconds, scorer_batch_scale)
 from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
@@ -78,7 +79,8 @@ class DecodeCost:
     hw: Hardware
     tp: int = 1
     expert_parallel: bool = False
-    link_bw: float | None = None  # bytes/s, one direction, of the group's collectives (None: the GPU's link_bw)
+    link_bw: float | None = None  # bytes/s, one direction, of the group's all-reduces (None: the GPU's link_bw)
+    a2a_bw: float | None = None  # bytes/s of its expert all-to-alls (None: link_bw's); see links.ring_bw
     nodes: int = 1  # scale-up domains the replica's tp GPUs span (its collectives' latency grows with them)
     host_s: float = 0.0  # eager mode: host seconds per step issuing its kernels (0: CUDA graphs)
 
@@ -111,7 +113,8 @@ class DecodeCost:
         layer, each of ``tokens * hidden * dtype_bytes`` bytes (``allreduce_seconds`` is affine in the
         bytes); with expert parallelism, a MoE layer's second one is a dispatch and a combine all-to-all."""
         bw = self.link_bw if self.link_bw is not None else self.hw.gpu.link_bw
-        return decode_comm_coeffs(self.model, self.hw.params.collective, self.tp, bw, self.expert_parallel, self.nodes)
+        return decode_comm_coeffs(self.model, self.hw.params.collective, self.tp, bw, self.expert_parallel, self.nodes,
+                                  self.a2a_bw if self.a2a_bw is not None else bw)
 
     def comm(self, tokens: float) -> float:
         """Seconds of the tensor-parallel all-reduces of an iteration over ``tokens`` tokens (0 at tp 1)."""
@@ -195,11 +198,10 @@ class CostModel:
     recompute: str = "none"
     flash_attention: bool = True
     sync: SyncPlan = SyncPlan()
-    cross_node: bool = False  # the pool spans scale-up domains (nodes, or NVL72 racks): its gradient all-reduce
-    #                           crosses the network (net_bw); see gpu_table.domain_gpus
+    cross_node: bool = False  # the pool spans scale-up domains (nodes, NVL72 racks): its collectives cross the network
     expert_parallel: int = 1  # training: a MoE model's experts sharded over this many ranks (Megatron's EP)
-    domain: int = 0  # GPUs per scale-up domain (gpu_table.domain_gpus); 0: unbounded. A tensor-parallel
-    #                  generation group larger than it runs its all-reduces at net_bw (a ring at its slowest link)
+    domain: int = 0  # GPUs per scale-up domain (gpu_table.domain_gpus; 0: unbounded), the links rule (costs.links)
+    pool_domain_gpus: int = 0  # the pool's GPUs in one of its domains (fewest; 0: whole domains): a ring's NICs
     layout: TrainerLayout = TrainerLayout()  # the trainer's backend and parallelism (oppo_sim.hw.costs.trainer_cost)
     micro: MicroBatch = MicroBatch()  # the trainer's micro-batch (TrainMemoryConfig's; default: one longest sequence)
     forward_micro: MicroBatch = MicroBatch()  # the forward-only passes' (TrainMemoryConfig's; not given: the above)
@@ -227,9 +229,10 @@ class CostModel:
         the scale-up domain (``domain``), as a TP group over several nodes does. ``host_op_s`` > 0: the engine
         runs eagerly (vLLM ``enforce_eager``), each op it issues costs the host that long (``oppo_sim.hw.costs.eager``; the ops
         of vLLM release ``vllm_version``)."""
-        across = self.domain > 0 and tp > self.domain
-        return DecodeCost(model, self.hw, tp, expert_parallel, self.hw.gpu.net_bw if across else None,
-                          nodes_spanned(tp, self.domain), eager_host_seconds(model, tp, host_op_s, vllm_version))
+        g, across = self.hw.gpu, self.domain > 0 and tp > self.domain  # all-reduces as rings, all-to-alls per NIC
+        bws = (ring_share(g.link_bw, g.net_bw, self.domain), g.net_bw) if across else (None, None)
+        return DecodeCost(model, self.hw, tp, expert_parallel, *bws, nodes_spanned(tp, self.domain),
+                          eager_host_seconds(model, tp, host_op_s, vllm_version))
 
     def prefill_flops(self, model: ModelSpec, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool) -> float:
         return float(np.sum(model.forward_flops(new_tokens, context, scalar_head=scalar_head)))
@@ -288,14 +291,13 @@ class CostModel:
     def gradient_sync(self, weight_bytes: float, devices: int) -> float:
         """Seconds of one optimizer step's collectives over ``devices`` data-parallel ranks: the gradient
         all-reduce (ZeRO-2's reduce-scatter + all-gather move the same bus bytes), and under ZeRO-3 also
-        the parameter all-gather, half an all-reduce's bytes (the ZeRO paper's 1.5x). Over ``net_bw`` when
-        the pool spans scale-up domains: a ring runs at its slowest link. With hybrid sharding (the layout's
-        ``fsdp_size``) those run inside each shard group, and the ``1 / fsdp_size`` of the gradients a rank
-        holds is all-reduced across the groups."""
+        the parameter all-gather, half an all-reduce's bytes (the ZeRO paper's 1.5x), as rings (``links.ring_bw``).
+        With hybrid sharding (the layout's ``fsdp_size``) those run inside each shard group, and the ``1 / fsdp_size``
+        of the gradients a rank holds is all-reduced across the groups (every ``fsdp_size``-th rank)."""
         coll, s = self.hw.params.collective, self.layout.shard_ranks(devices)
-        t = allreduce_seconds(coll, weight_bytes, s, group_bw(self, s, devices), group_nodes(self, s, devices))
+        t = allreduce_seconds(coll, weight_bytes, s, ring_bw(self, s, devices), group_nodes(self, s, devices))
         if s < devices:
-            t += allreduce_seconds(coll, weight_bytes / s, devices // s, group_bw(self, devices, devices),
+            t += allreduce_seconds(coll, weight_bytes / s, devices // s, ring_bw(self, devices, devices, stride=s),
                                    group_nodes(self, devices, devices))
         return t + (self.param_gather(weight_bytes, s, devices) if self.zero_stage == 3 else 0.0)
 
@@ -309,7 +311,7 @@ class CostModel:
             return 0.0
         pool = devices if pool is None else pool
         return collective_seconds(self.hw.params.collective, (devices - 1) / devices * weight_bytes,
-                                  group_bw(self, devices, pool), "all-gather", devices, group_nodes(self, devices, pool))
+                                  ring_bw(self, devices, pool), "all-gather", devices, group_nodes(self, devices, pool))
 
     def recompute_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:
         """FLOPs one training pass over sequences of ``seq_tokens`` tokens spends recomputing activations:

@@ -71,17 +71,18 @@ def dispatch_kind(dispatcher: str = "alltoall") -> str:
 
 
 def decode_comm_coeffs(model: ModelSpec, op: OpParams, tp: int, bw: float, expert_parallel: bool,
-                       nodes: int = 1) -> tuple[float, float]:
+                       nodes: int = 1, a2a_bw: float | None = None) -> tuple[float, float]:
     """(fixed, per-token) seconds of one generation iteration's collectives on a ``tp``-GPU replica over
-    ``nodes`` nodes: two all-reduces of ``tokens · hidden · dtype_bytes`` per layer; with expert parallelism a
-    MoE layer keeps one and adds a dispatch and a combine all-to-all (each GPU holding ``1 / tp`` of the
-    tokens). Each call's latency grows with ``tp`` and the nodes (``hardware.collective_latency``)."""
+    ``nodes`` nodes: two all-reduces of ``tokens · hidden · dtype_bytes`` per layer at ``bw``; with expert
+    parallelism a MoE layer keeps one and adds a dispatch and a combine all-to-all at ``a2a_bw`` (default ``bw``;
+    each GPU holding ``1 / tp`` of the tokens). Each call's latency grows with ``tp`` and the nodes
+    (``hardware.collective_latency``)."""
     fixed = allreduce_seconds(op, 0.0, tp, bw, nodes)
     per_token = allreduce_seconds(op, model.hidden * model.dtype_bytes, tp, bw, nodes) - fixed
     if not (expert_parallel and model.moe) or tp == 1:
         return 2.0 * model.layers * fixed, 2.0 * model.layers * per_token
     reduces = 2 * model.layers - model.moe_layers
-    a2a_per_token = alltoall_bytes_per_token(model, tp) / tp / (bw * op.eff_memory)
+    a2a_per_token = alltoall_bytes_per_token(model, tp) / tp / ((bw if a2a_bw is None else a2a_bw) * op.eff_memory)
     return (reduces * fixed + 2 * model.moe_layers * collective_latency(op, "all-to-all", tp, nodes),
             reduces * per_token + 2 * model.moe_layers * a2a_per_token)
 

@@ -13,8 +13,14 @@ hands them over one of four ways:
   to every engine rank, whose loader slices it — so every generator GPU receives all ``W`` bytes whatever its
   tensor parallelism (verl's one-step-off and fully-async ``sync_rollout_weights``, OpenRLHF's
   ``_broadcast_to_vllm``, NeMo RL's ``packed_broadcast_producer``: a whole tensor to every rank).
-- ``network`` — generators in another scale-up domain (on other nodes): the same broadcast over each GPU's own
-  NIC (``net_bw``: 400 Gb/s NDR InfiniBand per H100/H200 in a DGX, 200 Gb/s HDR per A100).
+- ``network`` — generators in another scale-up domain (on other nodes): the same broadcast, an NCCL ring, across
+  the network (``net_bw`` per GPU: 400 Gb/s NDR InfiniBand per H100/H200 in a DGX, 200 Gb/s HDR per A100). A ring
+  leaves a node through the NICs of the group's GPUs there, side by side (``links.ring_share``), so the group's
+  make-up decides it (``SyncPlan.per_domain``, from ``--refit-group``): OpenRLHF's group is the trainer's rank 0
+  and the engine ranks (``_model_update_group``, ``world_size = engines x tp + 1``), its root alone on its node
+  with one NIC; NeMo RL's ``model_update_group`` (``grpo.py``: "world includes all training workers and all
+  inference workers") and verl's ``actor_rollout`` group (``create_collective_group`` over the actor and rollout
+  workers) hold every rank, so every node's NICs carry the ring, up to the scale-up link.
 - ``host`` — staged through host memory: the full weights are gathered on one trainer rank, copied to
   its host over that rank's one PCIe link, then loaded into each generator GPU from host memory tensor
   by tensor (a state dict handed over by RPC or a file, as simple integrations and engine "refit" APIs
@@ -27,8 +33,10 @@ model's parameter tensors (:attr:`ModelSpec.param_tensors`: 339 for a 7B Qwen2.5
 
     ipc:      overhead_s + (W / tp) / (mem_bw * eff) + T * SYNC_PER_TENSOR_S
     nvlink:   overhead_s + W / (link_bw * eff) + T * (SYNC_PER_TENSOR_S + latency of one NCCL call, NVLink)
-    network:  overhead_s + W / (net_bw * eff)  + T * (SYNC_PER_TENSOR_S + latency of one NCCL call, network)
+    network:  overhead_s + W / (ring * eff)    + T * (SYNC_PER_TENSOR_S + latency of one NCCL call, network)
     host:     overhead_s + W / (host_bw * eff) + (W / tp) / (host_bw * eff) + T * HOST_PER_TENSOR_S
+
+with ``ring = min(link_bw, per_domain x net_bw)`` (``per_domain`` 1 for OpenRLHF's group).
 
 Every framework moves the weights **tensor by tensor**, even over NCCL: OpenRLHF gathers each ZeRO-3
 parameter and broadcasts it to the engines one ``named_parameters()`` entry at a time, each with a Ray call
@@ -72,10 +80,11 @@ from dataclasses import dataclass
 from enum import Enum
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.costs.links import ring_share
 from oppo_sim.hw.devices.hardware import Hardware, collective_latency
 from oppo_sim.hw.models.lookup import ModelSpec
 
-__all__ = ["SyncMechanism", "SYNC_MECHANISMS", "HOST_PER_TENSOR_S", "SYNC_PER_TENSOR_S", "SyncPlan", "check_refit_buffers", "param_tensors",
+__all__ = ["REFIT_GROUPS", "SyncMechanism", "SYNC_MECHANISMS", "check_refit_group", "HOST_PER_TENSOR_S", "SYNC_PER_TENSOR_S", "SyncPlan", "check_refit_buffers", "param_tensors",
            "per_tensor_seconds", "push_terms", "sync_legs", "sync_seconds"]
 
 HOST_PER_TENSOR_S = 2e-3
@@ -104,6 +113,8 @@ class SyncMechanism(str, Enum):
 
 
 SYNC_MECHANISMS: tuple[str, ...] = tuple(m.value for m in SyncMechanism)
+REFIT_GROUPS: tuple[str, ...] = ("rank0", "all")
+"""Who joins a sync's broadcast between pools: the trainer's rank 0 and the engines, or every rank of both."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,7 @@ class SyncPlan:
     mechanism: SyncMechanism = SyncMechanism.NVLINK
     gen_tp: int = 1
     buffers: int = 1  # 1: tensor by tensor (verl, OpenRLHF); 2: NeMo RL's packed ping-pong buffers (module notes)
+    per_domain: int = 1  # the network path's ring: the group's GPUs in each scale-up domain, whose NICs it takes
 
     def __post_init__(self) -> None:
         check_refit_buffers(self.buffers)
@@ -124,8 +136,10 @@ class SyncPlan:
                 raise ConfigError(
                     f"unknown sync mechanism {self.mechanism!r}; known: {', '.join(SYNC_MECHANISMS)}"
                 ) from None
-        if isinstance(self.gen_tp, bool) or not isinstance(self.gen_tp, int) or self.gen_tp < 1:
-            raise ConfigError(f"sync: gen_tp must be an integer >= 1, got {self.gen_tp!r}")
+        for name in ("gen_tp", "per_domain"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"sync: {name} must be an integer >= 1, got {v!r}")
 
 
 def check_refit_buffers(buffers: object) -> int:
@@ -133,6 +147,13 @@ def check_refit_buffers(buffers: object) -> int:
     if isinstance(buffers, bool) or buffers not in (1, 2):
         raise ConfigError(f"refit_buffers must be 1 (tensor by tensor) or 2 (double-buffered), got {buffers!r}")
     return int(buffers)  # type: ignore[arg-type]
+
+
+def check_refit_group(group: object) -> str:
+    """``group`` if it is one of :data:`REFIT_GROUPS`, else ``ConfigError``."""
+    if group not in REFIT_GROUPS:
+        raise ConfigError(f"refit_group must be one of {', '.join(REFIT_GROUPS)}, got {group!r}")
+    return str(group)
 
 
 def param_tensors(model: ModelSpec) -> int:
@@ -167,7 +188,7 @@ def push_terms(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> tuple[float, f
     if plan.mechanism is SyncMechanism.NVLINK:
         return w, g.link_bw
     if plan.mechanism is SyncMechanism.NETWORK:
-        return w, g.net_bw
+        return w, ring_share(g.link_bw, g.net_bw, plan.per_domain)
     raise ConfigError("push_terms: the host path has two legs (sync_legs)")
 
 

@@ -44,8 +44,10 @@ all-gather of the rank's shard over its ``dp · cp`` data-parallel ranks (the ro
 ``ep-dp-pp`` with expert tensor parallelism 1, so an EP group is ``ep`` consecutive ranks): a group of
 ``span`` consecutive ranks runs over the scale-up link when it fits in one scale-up domain
 (``gpu_table.domain_gpus``), over the network otherwise — TP spans ``tp``, CP ``tp · cp``, EP ``ep``, the
-data-parallel groups a whole stage (``devices / pp``); pipeline neighbours are ``devices / pp`` apart,
-over the network whenever the pool spans domains.
+data-parallel groups a whole stage (``devices / pp``, every ``tp``-th rank of it); pipeline neighbours are
+``devices / pp`` apart, over the network whenever the pool spans domains. Across the network, point-to-point
+and all-to-all traffic runs at each GPU's NIC, ring collectives (TP's, the data-parallel reductions, the
+allgather dispatcher's) at the NICs of the group's GPUs in a domain together (``oppo_sim.hw.costs.links``).
 
 Not modelled: overlap of the TP, EP and data-parallel collectives with compute (Megatron's
 ``tp_comm_overlap``, ``overlap_grad_reduce``, ``overlap_param_gather``), uneven pipeline stages, MoE
@@ -64,11 +66,12 @@ from oppo_sim.hw.costs.expert_parallel import alltoall_bytes_per_token, dispatch
 from oppo_sim.hw.costs.megatron_host import host_seconds
 from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.hw.costs.op_cost import expert_flop_excess
-from oppo_sim.hw.devices.hardware import allreduce_seconds, collective_latency, collective_seconds, nodes_spanned
+from oppo_sim.hw.costs.links import group_bw, group_nodes, ring_bw
+from oppo_sim.hw.devices.hardware import allreduce_seconds, collective_latency, collective_seconds
 from oppo_sim.hw.models.model_spec import ModelSpec
 from oppo_sim.hw.memory.trainer_memory import expert_tp, stage_params
 
-__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "CPU_ADAM_PARAMS_PER_S", "cpu_optimizer_seconds", "dp_partition", "RankLoads", "rank_loads", "group_bw", "group_nodes", "fsdp_train_seconds",
+__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "CPU_ADAM_PARAMS_PER_S", "cpu_optimizer_seconds", "dp_partition", "RankLoads", "rank_loads", "fsdp_train_seconds",
            "megatron_train_seconds", "with_host", "forward_ranks", "scorer_batch_scale", "forward_seconds", "expert_excess"]
 
 OPTIMIZER_BYTES_PER_PARAM = 16
@@ -160,25 +163,6 @@ def rank_loads(seq_tokens: np.ndarray, flops: np.ndarray, attn_flops: np.ndarray
                      tok.max(axis=0), micro_batches.max(axis=0))
 
 
-def group_bw(cost, span: int, devices: int) -> float:
-    """The bandwidth of a group of ``span`` consecutive ranks of a ``devices``-GPU pool: the network where
-    it leaves the scale-up domain (larger than ``cost.domain``, or the whole pool where the pool spans
-    domains), else the scale-up link."""
-    g = cost.hw.gpu
-    across = (span >= devices and cost.cross_node and span > 1) or (cost.domain > 0 and span > cost.domain)
-    return g.net_bw if across else g.link_bw
-
-
-def group_nodes(cost, span: int, devices: int) -> int:
-    """Scale-up domains a group of ``span`` consecutive ranks spans (as :func:`group_bw` decides the link):
-    its collectives' latency grows with them (``hardware.collective_latency``)."""
-    if span <= 1:
-        return 1
-    if span >= devices and cost.cross_node:  # the whole pool, which spans domains: at least two
-        return max(2, nodes_spanned(span, cost.domain))
-    return nodes_spanned(span, cost.domain)
-
-
 def _lat(cost, kind: str, span: int, devices: int) -> float:
     """Latency of one ``kind`` collective over a group of ``span`` ranks of the pool."""
     return collective_latency(cost.hw.params.collective, kind, span, group_nodes(cost, span, devices))
@@ -193,8 +177,9 @@ def _exchange_seconds(cost, model: ModelSpec, ep: int, devices: int, tokens: flo
     how = lay.moe_dispatcher if lay.megatron else "alltoall"
     sent = dispatch_bytes_per_token(model, ep, how) * tokens
     combine = lay.combine_bytes(model.dtype_bytes) / model.dtype_bytes if how == "allgather" else 1.0
-    bw = group_bw(cost, ep, devices) * cost.hw.params.collective.eff_memory
-    return 2 * _lat(cost, dispatch_kind(how), ep, devices) + (1.0 + combine) * sent / bw
+    kind = dispatch_kind(how)  # the allgather dispatcher's all-gather and reduce-scatter are ring collectives
+    bw = (group_bw(cost, ep, devices) if kind == "all-to-all" else ring_bw(cost, ep, devices)) * cost.hw.params.collective.eff_memory
+    return 2 * _lat(cost, kind, ep, devices) + (1.0 + combine) * sent / bw
 
 
 def with_host(cost, model: ModelSpec, gpu, m, ep: int, train: bool):
@@ -300,7 +285,7 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     if tp > 1:
         calls = (8 + (4 if cost.recompute == "full" else 0)) * layers * m
         bus = (tp - 1) / tp * tok_mb * model.hidden * dt
-        stage = stage + calls * collective_seconds(coll, bus, group_bw(cost, tp, devices), "all-gather", tp,
+        stage = stage + calls * collective_seconds(coll, bus, ring_bw(cost, tp, devices), "all-gather", tp,
                                                     group_nodes(cost, tp, devices))
     if cp > 1:
         bw = group_bw(cost, tp * cp, devices)
@@ -316,12 +301,12 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
         act = tok_mb / tp * model.hidden * dt
         stage = stage + 2 * vpp * m * (coll.overhead_s + act / (bw * coll.eff_memory))
         stage = stage * (1.0 + (pp - 1) / (vpp * m))
-    stage_span = devices // pp
-    bw = group_bw(cost, stage_span, devices)
+    stage_span = devices // pp  # a stage's data-parallel groups, one per model-parallel rank, side by side
     nodes = group_nodes(cost, devices, devices)  # the data-parallel group is strided over the whole pool
-    sync = allreduce_seconds(coll, dense_rank * dt, dp * cp, bw, nodes)
+    sync = allreduce_seconds(coll, dense_rank * dt, dp * cp, ring_bw(cost, stage_span, devices, stride=tp), nodes)
     if ep > 1:
-        sync += allreduce_seconds(coll, routed_rank * dt, expert_dp, bw, nodes)
+        stride = ep * expert_tp(lay, ep)
+        sync += allreduce_seconds(coll, routed_rank * dt, expert_dp, ring_bw(cost, stage_span, devices, stride=stride), nodes)
     return float(np.sum(stage)) + minibatches * (sync + op.overhead_s + cpu_optimizer_seconds(cost, opt, devices))
 
 
@@ -377,7 +362,7 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
         return t + op.overhead_s * m
     if lay.tp > 1:
         bus = (lay.tp - 1) / lay.tp * rank_tokens / m / lay.cp * model.hidden * model.dtype_bytes
-        t += 4 * model.layers / lay.pp * m * collective_seconds(coll, bus, group_bw(cost, lay.tp, devices), "all-gather",
+        t += 4 * model.layers / lay.pp * m * collective_seconds(coll, bus, ring_bw(cost, lay.tp, devices), "all-gather",
                                                                 lay.tp, group_nodes(cost, lay.tp, devices))
     t = float(with_host(cost, model, t, m, ep, train=False)) + op.overhead_s * m
     if lay.pp > 1:

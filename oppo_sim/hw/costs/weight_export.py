@@ -17,7 +17,7 @@ whole tensor on every trainer rank — the engines' loaders then take their tens
   ``(pp - 1) / pp`` of a stage's shards ``dense / tp + routed / (ep · etp)`` over the pipeline group's path (the
   network whenever the pool spans scale-up domains: pipeline neighbours are ``devices / pp`` apart),
   ``(tp - 1) / tp`` of the dense weights over the TP group and ``(ep · etp - 1) / (ep · etp)`` of the routed
-  experts over the expert group — each group over the link where it sits (``trainer_cost.group_bw``:
+  experts over the expert group — each group over the link where it sits (``links.ring_bw``:
   Megatron's rank order, an EP group of ``ep`` consecutive ranks).
 
 Seconds: those bytes at the ``collective`` op's efficiency, plus one collective's latency
@@ -32,7 +32,7 @@ newer paths that send each engine rank only its own shard (NeMo RL's NCCL reshar
 
 from __future__ import annotations
 
-from oppo_sim.hw.costs.trainer_cost import group_bw, group_nodes
+from oppo_sim.hw.costs.links import group_nodes, ring_bw
 from oppo_sim.hw.devices.hardware import collective_latency
 from oppo_sim.hw.memory.trainer_memory import expert_tp
 from oppo_sim.hw.models.model_spec import ModelSpec
@@ -61,7 +61,7 @@ def export_legs(cost, model: ModelSpec, devices: int) -> dict[str, float]:
 
     def leg(nbytes: float, span: int, calls: float, kind: str = "all-gather", nodes: int | None = None) -> float:
         n = group_nodes(cost, span, devices) if nodes is None else nodes
-        return calls * collective_latency(coll, kind, span, n) + nbytes / (group_bw(cost, span, devices) * coll.eff_memory)
+        return calls * collective_latency(coll, kind, span, n) + nbytes / (ring_bw(cost, span, devices) * coll.eff_memory)
 
     if not lay.megatron:
         if cost.zero_stage >= 3:  # over the shard group (the pool, or fsdp_size ranks under hybrid sharding)
@@ -75,7 +75,8 @@ def export_legs(cost, model: ModelSpec, devices: int) -> dict[str, float]:
         shard = dense / lay.tp + routed / egroup
         pp_nodes = min(lay.pp, group_nodes(cost, devices, devices))
         out["pipeline broadcast"] = (loops * collective_latency(coll, "broadcast", lay.pp, pp_nodes)
-                                     + (lay.pp - 1) / lay.pp * shard / (group_bw(cost, devices, devices) * coll.eff_memory))
+                                     + (lay.pp - 1) / lay.pp * shard
+                                     / (ring_bw(cost, devices, devices, stride=devices // lay.pp) * coll.eff_memory))
     if lay.tp > 1:
         out["tensor all-gather"] = leg((lay.tp - 1) / lay.tp * dense, lay.tp, dense_tensors)
     if egroup > 1:

@@ -1,0 +1,71 @@
+"""Which link a group of GPUs communicates over, and at what bandwidth: the one rule the trainer's collectives,
+the weight export and the engines' tensor-parallel all-reduces apply (``gpu_table.domain_gpus`` says which GPUs
+share a scale-up domain).
+
+A group of ``span`` consecutive ranks of a pool runs over the scale-up link (``link_bw``: NVLink, Infinity Fabric,
+PCIe peer-to-peer) when it fits in one scale-up domain, and crosses the network when it is larger than a domain or
+is the whole of a pool that spans domains. Across the network the bandwidth depends on the collective:
+
+- **Point-to-point and all-to-all** traffic (pipeline sends, the context-parallel ring's exchange, expert
+  all-to-alls, Ulysses): each GPU sends its share to other nodes through its own NIC, ``net_bw``
+  (:func:`group_bw`).
+- **Ring collectives** (all-reduce, all-gather, reduce-scatter, broadcast): NCCL lays its rings through the GPUs
+  of a node over the scale-up link and crosses to the next node once per ring, each of its channels through
+  another NIC (one NIC per GPU on the rail-optimised clusters of the GPU table). A channel carries ``1 / C`` of
+  the data, so the node's NICs carry the channels side by side and a rank's bus bandwidth is the NICs of the
+  group's GPUs in a domain together, at most the scale-up link: ``min(link_bw, k · net_bw)`` for ``k`` of the
+  group's GPUs in each domain (:func:`ring_bw`). nccl-tests' all-reduce across nodes of 8 H100 with one
+  400 Gb/s NIC each (50 GB/s) reaches a bus bandwidth of about 400-450 GB/s, not the 50 GB/s of one NIC. Several
+  groups that share a domain's NICs at the same time (the data-parallel groups of a tensor-parallel layout, one
+  per TP rank) each get their members' NICs: a group strided by ``s`` ranks has ``domain / s`` GPUs in a domain.
+  A group with one GPU in a domain (one rank a node, or a broadcast's root alone on its node) gets that GPU's NIC.
+"""
+
+from __future__ import annotations
+
+from oppo_sim.hw.devices.hardware import nodes_spanned
+
+__all__ = ["crosses", "group_bw", "group_nodes", "ring_bw", "ring_share"]
+
+
+def crosses(cost, span: int, devices: int) -> bool:
+    """Whether a group of ``span`` consecutive ranks of a ``devices``-GPU pool priced by ``cost`` (a ``CostModel``:
+    its ``domain`` and ``cross_node``) leaves the scale-up domain: larger than a domain, or the whole pool where
+    the pool spans domains."""
+    return (span >= devices and cost.cross_node and span > 1) or (cost.domain > 0 and span > cost.domain)
+
+
+def group_bw(cost, span: int, devices: int) -> float:
+    """Bandwidth of point-to-point or all-to-all traffic in a group of ``span`` consecutive ranks of a
+    ``devices``-GPU pool: ``net_bw`` where the group crosses the network, else the scale-up link."""
+    g = cost.hw.gpu
+    return g.net_bw if crosses(cost, span, devices) else g.link_bw
+
+
+def ring_share(link_bw: float, net_bw: float, per_domain: int) -> float:
+    """Bus bandwidth of a ring collective across the network with ``per_domain`` of its GPUs in each scale-up
+    domain: their NICs together, at most the scale-up link (module notes)."""
+    return min(link_bw, max(1, int(per_domain)) * net_bw)
+
+
+def ring_bw(cost, span: int, devices: int, stride: int = 1) -> float:
+    """Bus bandwidth of a ring collective (all-reduce, all-gather, reduce-scatter, broadcast) over a group of
+    ``span`` ranks of a ``devices``-GPU pool, every ``stride``-th rank (1: consecutive): the scale-up link inside a
+    domain; across the network, the NICs of the group's GPUs in a domain together (:func:`ring_share`)."""
+    g = cost.hw.gpu
+    if not crosses(cost, span, devices):
+        return g.link_bw
+    if cost.domain <= 0:  # GPUs per domain unknown: one NIC, as a ring at its slowest link
+        return g.net_bw
+    here = min(span, cost.domain, cost.pool_domain_gpus or cost.domain)  # the group's GPUs in a domain
+    return ring_share(g.link_bw, g.net_bw, here // max(1, stride))
+
+
+def group_nodes(cost, span: int, devices: int) -> int:
+    """Scale-up domains a group of ``span`` consecutive ranks spans (as :func:`crosses` decides the link): its
+    collectives' latency grows with them (``hardware.collective_latency``)."""
+    if span <= 1:
+        return 1
+    if span >= devices and cost.cross_node:  # the whole pool, which spans domains: at least two
+        return max(2, nodes_spanned(span, cost.domain))
+    return nodes_spanned(span, cost.domain)
