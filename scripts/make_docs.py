@@ -29,8 +29,9 @@ for _p in (ROOT, ROOT / "scripts"):  # run as a script from anywhere
 
 from docs_gpu_tables import GPU_TABLES  # noqa: E402
 from docs_tables import TABLES as _TABLES  # noqa: E402
+from docs_trainer_tables import TRAINER_TABLES  # noqa: E402
 
-TABLES = {**_TABLES, **GPU_TABLES}
+TABLES = {**_TABLES, **GPU_TABLES, **TRAINER_TABLES}
 
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S)
 PAGES = ("README.md", "docs/*.md", "benchmarks/README.md")

@@ -347,3 +347,15 @@ def test_an_async_run_is_timed_at_its_steady_state(monkeypatch):
     assert (mod.sim_steps(sync, 3), mod.sim_steps(off, 3), mod.sim_steps(off, 4), mod.sim_steps(off, 1)) == (3, 6, 6, 4)
     row = mod.simulate_run(off, steps=1)
     assert row["status"] == "ok" and row["policy"] == "async" and row["predicted_step_s"] > 0
+
+
+def test_the_pretraining_check_prices_every_row_and_names_its_line(monkeypatch):
+    mod = _load("pretrain_check", monkeypatch)
+    rows = _load("pretrain_rows", monkeypatch)
+    df = mod.check()
+    assert len(df) == len(rows.ROWS) and (df["predicted_step_s"] > 0).all()
+    assert df["source"].str.contains(rows.COMMIT).all() and df["source"].str.contains("#L").all()
+    assert set(df["gpu"]) == {"h100-sxm", "b200", "gb200"}
+    # more GPUs of the same kind and layout for one model: the step is shorter (the trainer scales, never stalls)
+    one = rows.ROWS[2]
+    assert mod.step_seconds(dataclasses.replace(one, gpus=128)) < mod.step_seconds(one)
