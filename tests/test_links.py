@@ -18,7 +18,6 @@ from oppo_sim.frameworks.verl import translate_verl
 from oppo_sim.hw.costs.costmodel import CostModel
 from oppo_sim.hw.costs.links import group_bw, ring_bw
 from oppo_sim.hw.costs.sync import SyncMechanism, SyncPlan, sync_legs
-from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.hw.devices.hardware import get_hardware
 from oppo_sim.hw.models.lookup import get_model
 from oppo_sim.pipeline.config import SimConfig
