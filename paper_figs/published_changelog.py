@@ -532,5 +532,16 @@ CHANGES: tuple[Change, ...] = (
                  "41.1% calibrated. NeMo RL measured ~55 s for the colocated DeepSeek-V3 refit in PR #638 (an earlier "
                  "release without the packed refit); the on-policy sync is now 14 s (was 41). Nothing was tuned: the "
                  "bandwidth is the NICs the GPU table already lists.")),
+    Change("2026-11-27", "model",
+           "All-to-alls across nodes (expert dispatch and combine under the alltoall dispatcher, Ulysses, a TP decode "
+           "group's expert exchange): a GPU's share for the group's GPUs on other nodes leaves through its NIC while its "
+           "share for its own node crosses the scale-up link at the same time, at the pace of the slower "
+           "(links.alltoall_bw); all of it went through the NIC before",
+           24.2, 24.2, 199.0, 199.0,
+           note=("Made reading the links rule of the entry before for the traffic it left at one NIC. No row moved: every "
+                 "record's all-to-all groups sit inside a node (verl's EP8 and Ulysses groups; NeMo RL's MoE recipes use "
+                 "the allgather dispatcher, a ring). It changes what a plan with an expert or sequence-parallel group "
+                 "over several nodes is priced at: EP16 over two 8-GPU nodes sends 8/15 of its bytes over the NIC, "
+                 "1.9x the NIC's rate for the whole.")),
 )
 """The changes, oldest first."""

@@ -16,7 +16,7 @@ from oppo_sim.frameworks.nemo_rl import translate_nemo_rl
 from oppo_sim.frameworks.openrlhf import translate_openrlhf
 from oppo_sim.frameworks.verl import translate_verl
 from oppo_sim.hw.costs.costmodel import CostModel
-from oppo_sim.hw.costs.links import group_bw, ring_bw
+from oppo_sim.hw.costs.links import alltoall_bw, alltoall_share, group_bw, ring_bw
 from oppo_sim.hw.costs.sync import SyncMechanism, SyncPlan, sync_legs
 from oppo_sim.hw.devices.hardware import get_hardware
 from oppo_sim.hw.models.lookup import get_model
@@ -42,7 +42,7 @@ def test_inside_a_domain_every_collective_runs_over_the_scale_up_link():
 def test_a_ring_across_nodes_takes_the_nics_of_its_gpus_in_a_node_side_by_side():
     c = cost(cross_node=True)
     assert ring_bw(c, 16, 16) == pytest.approx(min(LINK, 8 * NET))  # 16 consecutive ranks: 8 NICs a node
-    assert group_bw(c, 16, 16) == NET  # an all-to-all or a pipeline send: each GPU's own NIC
+    assert group_bw(c, 16, 16) == NET  # a pipeline send: each GPU's own NIC
     assert ring_bw(c, 16, 16, stride=4) == pytest.approx(2 * NET)  # every 4th rank: 2 of the group's GPUs a node
     assert ring_bw(c, 16, 16, stride=8) == NET  # one rank a node (a data-parallel group under TP8)
     assert ring_bw(cost(cross_node=True, pool_domain_gpus=2), 4, 4) == pytest.approx(2 * NET)  # a pool of 2 a node
@@ -61,10 +61,20 @@ def test_a_data_parallel_gradient_all_reduce_across_nodes_runs_on_every_nic():
     assert one_nic / eight == pytest.approx(8 * NET / NET, rel=0.05)  # bandwidth-bound: 8x (latency aside)
 
 
-def test_a_tensor_parallel_decode_group_across_nodes_all_reduces_as_a_ring_and_exchanges_experts_per_nic():
+def test_an_all_to_all_across_nodes_sends_its_far_share_per_nic_beside_its_near_share_over_the_link():
+    # 16 ranks over two nodes of 8: 8 of the 15 peers are far (the NIC), 7 near (NVLink), sent side by side
+    far, near = 8 / 15 / NET, 7 / 15 / LINK
+    assert alltoall_share(LINK, NET, 16, 8) == pytest.approx(1 / max(far, near))
+    assert alltoall_share(LINK, NET, 16, 1) == pytest.approx(NET)  # one rank a node: everything over the NIC
+    assert alltoall_share(LINK, NET, 8, 8) == pytest.approx(LINK)  # the whole group in one domain
+    c = cost(cross_node=True)
+    assert alltoall_bw(c, 16, 16) == pytest.approx(alltoall_share(LINK, NET, 16, 8)) and alltoall_bw(c, 8, 16) == LINK
+
+
+def test_a_tensor_parallel_decode_group_across_nodes_all_reduces_as_a_ring_and_exchanges_experts_as_an_all_to_all():
     moe = get_model("qwen3-30b-a3b")
     dc = cost().decode(moe, tp=16, expert_parallel=True)
-    assert dc.link_bw == pytest.approx(min(LINK, 8 * NET)) and dc.a2a_bw == NET
+    assert dc.link_bw == pytest.approx(min(LINK, 8 * NET)) and dc.a2a_bw == pytest.approx(alltoall_share(LINK, NET, 16, 8))
     assert cost().decode(moe, tp=8).link_bw is None  # inside the node: the link
 
 

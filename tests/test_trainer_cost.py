@@ -18,6 +18,7 @@ from oppo_sim.hw.costs.costmodel import CostModel as _CostModel
 from oppo_sim.hw.devices.hardware import CostParams, OpParams, allreduce_seconds, get_hardware
 from oppo_sim.hw.memory.train_memory import ADAM_BYTES, head_activation_bytes, layer_activation_bytes_per_token
 from oppo_sim.hw.models.lookup import get_model
+from oppo_sim.hw.costs.links import alltoall_share
 from oppo_sim.hw.costs.trainer_cost import dp_partition, rank_loads
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.hw.costs.micro_batches import MicroBatch
@@ -209,13 +210,14 @@ def test_megatron_ep_all_to_all_inside_or_across_the_domain():
     inside, across = cost(8).train(MOE, 16, SEQS, 1), cost(4).train(MOE, 16, SEQS, 1)
     # dp 16: 4 sequences per rank, 4 micro-batches; each sends k * hidden * 2 bytes * 7/8 per token, 4 calls per MoE layer
     sent = 4 * MOE.moe_layers * 4 * 2048 * MOE.experts_per_token * MOE.hidden * 2 * 7 / 8
-    assert across - inside == pytest.approx(sent / net - sent / link)
+    a2a = alltoall_share(link, net, 8, 4)  # EP8 over two domains of 4: 4 of the 7 peers far, 3 near
+    assert across - inside == pytest.approx(sent / a2a - sent / link)
     # the fsdp path prices it the same way: over the link when the EP group fits in the domain
     fs_in = CostModel(hw(link=link, net=net), expert_parallel=8, domain=8, cross_node=True,
                       pool_domain_gpus=4).train(MOE, 16, SEQS, 1)
     fs_out = CostModel(hw(link=link, net=net), expert_parallel=8, domain=4, cross_node=True,
                        pool_domain_gpus=4).train(MOE, 16, SEQS, 1)
-    assert fs_out - fs_in == pytest.approx(sent / net - sent / link)
+    assert fs_out - fs_in == pytest.approx(sent / a2a - sent / link)
 
 
 def test_megatron_allgather_dispatcher_moves_ep_minus_one_tokens():

@@ -40,7 +40,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.costs.decode_kernels import DecodeKernels
 from oppo_sim.hw.costs.eager import DEFAULT_VLLM_RELEASE, EAGER_HOST_OP_S, eager_host_seconds
 from oppo_sim.hw.costs.expert_parallel import decode_comm_coeffs
-from oppo_sim.hw.costs.links import group_nodes, ring_bw, ring_share
+from oppo_sim.hw.costs.links import alltoall_share, group_nodes, ring_bw, ring_share
 from oppo_sim.hw.costs.spans import sum_max_lines_floor
 from oppo_sim.hw.devices.hardware import Hardware, OpParams, allreduce_seconds, collective_seconds, nodes_spanned
 from oppo_sim.hw.memory.train_memory import RECOMPUTE_MODES, ZERO_STAGES
@@ -80,7 +80,7 @@ class DecodeCost:
     tp: int = 1
     expert_parallel: bool = False
     link_bw: float | None = None  # bytes/s, one direction, of the group's all-reduces (None: the GPU's link_bw)
-    a2a_bw: float | None = None  # bytes/s of its expert all-to-alls (None: link_bw's); see links.ring_bw
+    a2a_bw: float | None = None  # bytes/s of its expert all-to-alls (None: link_bw's); see links.alltoall_share
     nodes: int = 1  # scale-up domains the replica's tp GPUs span (its collectives' latency grows with them)
     host_s: float = 0.0  # eager mode: host seconds per step issuing its kernels (0: CUDA graphs)
 
@@ -229,8 +229,9 @@ class CostModel:
         the scale-up domain (``domain``), as a TP group over several nodes does. ``host_op_s`` > 0: the engine
         runs eagerly (vLLM ``enforce_eager``), each op it issues costs the host that long (``oppo_sim.hw.costs.eager``; the ops
         of vLLM release ``vllm_version``)."""
-        g, across = self.hw.gpu, self.domain > 0 and tp > self.domain  # all-reduces as rings, all-to-alls per NIC
-        bws = (ring_share(g.link_bw, g.net_bw, self.domain), g.net_bw) if across else (None, None)
+        g, across = self.hw.gpu, self.domain > 0 and tp > self.domain  # links: all-reduces as rings, all-to-alls
+        bws = (ring_share(g.link_bw, g.net_bw, self.domain), alltoall_share(g.link_bw, g.net_bw, tp, self.domain)) \
+            if across else (None, None)
         return DecodeCost(model, self.hw, tp, expert_parallel, *bws, nodes_spanned(tp, self.domain),
                           eager_host_seconds(model, tp, host_op_s, vllm_version))
 

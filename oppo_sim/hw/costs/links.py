@@ -6,9 +6,12 @@ A group of ``span`` consecutive ranks of a pool runs over the scale-up link (``l
 PCIe peer-to-peer) when it fits in one scale-up domain, and crosses the network when it is larger than a domain or
 is the whole of a pool that spans domains. Across the network the bandwidth depends on the collective:
 
-- **Point-to-point and all-to-all** traffic (pipeline sends, the context-parallel ring's exchange, expert
-  all-to-alls, Ulysses): each GPU sends its share to other nodes through its own NIC, ``net_bw``
-  (:func:`group_bw`).
+- **Point-to-point** traffic (pipeline sends, the context-parallel ring's exchange): a GPU at a node's edge sends
+  through its own NIC, ``net_bw`` (:func:`group_bw`).
+- **All-to-all** traffic (expert dispatch and combine, Ulysses): of the ``(n - 1) / n`` of its bytes a GPU sends to
+  the others, the share bound for the ``n - k`` GPUs on other nodes leaves through its own NIC while the share for
+  the ``k - 1`` beside it crosses the scale-up link at the same time; the slower of the two sets the pace
+  (:func:`alltoall_bw`, per byte sent).
 - **Ring collectives** (all-reduce, all-gather, reduce-scatter, broadcast): NCCL lays its rings through the GPUs
   of a node over the scale-up link and crosses to the next node once per ring, each of its channels through
   another NIC (one NIC per GPU on the rail-optimised clusters of the GPU table). A channel carries ``1 / C`` of
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 from oppo_sim.hw.devices.hardware import nodes_spanned
 
-__all__ = ["crosses", "group_bw", "group_nodes", "ring_bw", "ring_share"]
+__all__ = ["alltoall_bw", "alltoall_share", "crosses", "group_bw", "group_nodes", "ring_bw", "ring_share"]
 
 
 def crosses(cost, span: int, devices: int) -> bool:
@@ -36,10 +39,32 @@ def crosses(cost, span: int, devices: int) -> bool:
 
 
 def group_bw(cost, span: int, devices: int) -> float:
-    """Bandwidth of point-to-point or all-to-all traffic in a group of ``span`` consecutive ranks of a
-    ``devices``-GPU pool: ``net_bw`` where the group crosses the network, else the scale-up link."""
+    """Bandwidth of point-to-point traffic in a group of ``span`` consecutive ranks of a ``devices``-GPU pool:
+    ``net_bw`` where the group crosses the network, else the scale-up link."""
     g = cost.hw.gpu
     return g.net_bw if crosses(cost, span, devices) else g.link_bw
+
+
+def alltoall_share(link_bw: float, net_bw: float, span: int, per_domain: int) -> float:
+    """Bandwidth per byte a GPU sends in an all-to-all over ``span`` ranks with ``per_domain`` of them in its
+    scale-up domain: its bytes for other domains over its NIC beside those for its own over the link (module
+    notes); ``net_bw`` where the domain holds only itself."""
+    if span <= 1:
+        return link_bw
+    k = max(1, min(int(per_domain), span))
+    far, near = (span - k) / (span - 1), (k - 1) / (span - 1)
+    return 1.0 / max(far / net_bw, near / link_bw)
+
+
+def alltoall_bw(cost, span: int, devices: int) -> float:
+    """Bandwidth per byte sent of an all-to-all over ``span`` consecutive ranks of a ``devices``-GPU pool: the
+    scale-up link inside a domain; across the network, :func:`alltoall_share` with the group's GPUs in a domain."""
+    g = cost.hw.gpu
+    if not crosses(cost, span, devices):
+        return g.link_bw
+    if cost.domain <= 0:
+        return g.net_bw
+    return alltoall_share(g.link_bw, g.net_bw, span, min(span, cost.domain, cost.pool_domain_gpus or cost.domain))
 
 
 def ring_share(link_bw: float, net_bw: float, per_domain: int) -> float:

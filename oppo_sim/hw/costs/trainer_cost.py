@@ -46,8 +46,9 @@ all-gather of the rank's shard over its ``dp · cp`` data-parallel ranks (the ro
 (``gpu_table.domain_gpus``), over the network otherwise — TP spans ``tp``, CP ``tp · cp``, EP ``ep``, the
 data-parallel groups a whole stage (``devices / pp``, every ``tp``-th rank of it); pipeline neighbours are
 ``devices / pp`` apart, over the network whenever the pool spans domains. Across the network, point-to-point
-and all-to-all traffic runs at each GPU's NIC, ring collectives (TP's, the data-parallel reductions, the
-allgather dispatcher's) at the NICs of the group's GPUs in a domain together (``oppo_sim.hw.costs.links``).
+traffic runs at each GPU's NIC, an all-to-all at its NIC for the share bound off the node, ring collectives (TP's,
+the data-parallel reductions, the allgather dispatcher's) at the NICs of the group's GPUs in a domain together
+(``oppo_sim.hw.costs.links``).
 
 Not modelled: overlap of the TP, EP and data-parallel collectives with compute (Megatron's
 ``tp_comm_overlap``, ``overlap_grad_reduce``, ``overlap_param_gather``), uneven pipeline stages, MoE
@@ -66,7 +67,7 @@ from oppo_sim.hw.costs.expert_parallel import alltoall_bytes_per_token, dispatch
 from oppo_sim.hw.costs.megatron_host import host_seconds
 from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.hw.costs.op_cost import expert_flop_excess
-from oppo_sim.hw.costs.links import group_bw, group_nodes, ring_bw
+from oppo_sim.hw.costs.links import alltoall_bw, group_bw, group_nodes, ring_bw
 from oppo_sim.hw.devices.hardware import allreduce_seconds, collective_latency, collective_seconds
 from oppo_sim.hw.models.model_spec import ModelSpec
 from oppo_sim.hw.memory.trainer_memory import expert_tp, stage_params
@@ -178,7 +179,7 @@ def _exchange_seconds(cost, model: ModelSpec, ep: int, devices: int, tokens: flo
     sent = dispatch_bytes_per_token(model, ep, how) * tokens
     combine = lay.combine_bytes(model.dtype_bytes) / model.dtype_bytes if how == "allgather" else 1.0
     kind = dispatch_kind(how)  # the allgather dispatcher's all-gather and reduce-scatter are ring collectives
-    bw = (group_bw(cost, ep, devices) if kind == "all-to-all" else ring_bw(cost, ep, devices)) * cost.hw.params.collective.eff_memory
+    bw = (alltoall_bw(cost, ep, devices) if kind == "all-to-all" else ring_bw(cost, ep, devices)) * cost.hw.params.collective.eff_memory
     return 2 * _lat(cost, kind, ep, devices) + (1.0 + combine) * sent / bw
 
 
@@ -254,10 +255,10 @@ def fsdp_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, minibat
     if ep > 1:
         per_token = alltoall_bytes_per_token(model, ep)
         a2a = _lat(cost, "all-to-all", ep, devices) * 4 * model.moe_layers * micro
-        t += a2a + 4 * model.moe_layers * float(tokens_dev.sum()) * per_token / (group_bw(cost, ep, devices) * coll.eff_memory)
+        t += a2a + 4 * model.moe_layers * float(tokens_dev.sum()) * per_token / (alltoall_bw(cost, ep, devices) * coll.eff_memory)
     if sp > 1:  # Ulysses: Q/K/V in and the output out, forward and backward, per layer and micro-batch
         width = (2 * model.attn_width + 2 * model.kv_width) * model.dtype_bytes
-        bw = group_bw(cost, sp, devices)
+        bw = alltoall_bw(cost, sp, devices)
         t += (4 * model.layers * micro * _lat(cost, "all-to-all", sp, devices)
               + 2 * model.layers * float(tokens_dev.sum()) * width * (sp - 1) / sp / (bw * coll.eff_memory))
     return t
@@ -357,7 +358,7 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
     if not lay.megatron:
         if split > 1:  # Ulysses: Q/K/V in and the output out, per layer and micro-batch
             width = (2 * model.attn_width + 2 * model.kv_width) * model.dtype_bytes
-            bw = group_bw(cost, split, devices)
+            bw = alltoall_bw(cost, split, devices)
             t += model.layers * (2 * m * _lat(cost, "all-to-all", split, devices) + rank_tokens / split * width * (split - 1) / split / (bw * coll.eff_memory))
         return t + op.overhead_s * m
     if lay.tp > 1:
