@@ -62,16 +62,7 @@ a sync is measured end to end (``oppo-real``'s ``weight_sync_s``, fitted by
 ``calibration.with_sync_seconds``), and besides the NCCL broadcast it packs buckets and loads them into
 the engine, so its fraction of the link is its own; both are fractions of the same one-direction bandwidth.
 
-What makes a sync slow, in this model — and what separates Baidu's 15-minute parameter sync from its
-20-second "refit" (a 10B model on 16 x A100 with TRT-LLM generators): (1) funnelling the whole model
-through one rank's host link instead of every GPU sending over its own link in parallel; (2) a fixed
-cost per tensor of milliseconds (a host round trip each) instead of a fraction of one; (3) the path's bandwidth (PCIe or a NIC instead of
-NVLink). Baidu's slow path also rebuilt the TRT-LLM engine from a saved checkpoint (a disk round trip
-and an engine compile, minutes of work this module does not model); the refit kept the built engine
-and replaced its weights from host memory, which is this module's ``host`` path: for ~20 GB of weights
-and ~400 tensors on an A100 node it costs 20e9/19.2e9 + 20e9/19.2e9 + 400 x 2 ms ~ 2.9 s before the
-engine's own per-tensor work, against 20e9/(300e9 x 0.6) ~ 0.11 s for the bucketed NVLink broadcast
-(A100 NVLink 3: 300 GB/s each way).
+What makes a sync slow, with a worked example: ``docs/model.md`` (the model's stages, the weight sync).
 """
 
 from __future__ import annotations
