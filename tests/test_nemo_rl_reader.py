@@ -248,3 +248,13 @@ def test_packing_and_dynamic_batching_together_are_refused_in_one_line(capsys):
     assert main(["run", "--from-nemo-rl", path, "--from-nemo-rl", "policy.dynamic_batching.enabled=true"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "NeMo RL refuses both" in err
+
+
+@pytest.mark.parametrize("overrides, noted", [
+    (["policy.megatron_cfg.tensor_model_parallel_size=4"], True),  # the recipe's 1 and 2 differ at TP 4
+    (["policy.megatron_cfg.tensor_model_parallel_size=2"], False),  # below 4: no check
+    (["policy.megatron_cfg.tensor_model_parallel_size=4", "policy.logprob_batch_size=1"], False),  # equal sizes
+])
+def test_nemo_rls_tp4_batch_check_is_said(overrides, noted):
+    t = translate_nemo_rl([str(LLM / "performance" / "grpo-llama3.1-8b-instruct-2n8g.yaml"), *overrides])
+    assert any("NRL_IGNORE_TP_ACCURACY_CHECK" in n for n in t.notes) == noted

@@ -292,11 +292,16 @@ def _trainer(g: _Get) -> None:
         ckpt = D + "activation_checkpointing"
     on = as_bool(ckpt, g(ckpt, False))
     g.use(ckpt, "--recompute", "full" if on else "none", v=on)
-    _micro_batches(g)
+    _micro_batches(g, tp)
 
 
-def _micro_batches(g: _Get) -> None:
-    """Packed or dynamic micro-batches by their token budgets; neither, padded ones of a count of sequences."""
+def _micro_batches(g: _Get, tp: int) -> None:
+    """Packed or dynamic micro-batches by their token budgets; neither, padded ones of a count of sequences. At ``tp``
+    >= 4 NeMo RL asserts equal training and log-prob micro-batch sizes (lm_policy.py): said in the notes."""
+    train, lp = g(P + "train_micro_batch_size"), g(P + "logprob_batch_size")
+    if tp >= 4 and lp is not None and train != lp:
+        g.b.notes.append(f"NeMo RL refuses {P}train_micro_batch_size={train} with {P}logprob_batch_size={lp} at tensor "
+                         f"parallelism {tp} >= 4 (a batch-variant accuracy check) unless NRL_IGNORE_TP_ACCURACY_CHECK=1")
     pack = as_bool(P + "sequence_packing.enabled", g(P + "sequence_packing.enabled", False))
     dyn = as_bool(P + "dynamic_batching.enabled", g(P + "dynamic_batching.enabled", False))
     if pack and dyn:  # lm_policy.py asserts it
