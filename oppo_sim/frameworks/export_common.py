@@ -83,6 +83,7 @@ def per_node(cfg: SimConfig, gpus: int, what: str) -> int:
 
 
 _REFIT_GROUP = {"nemo-rl": ("NeMo RL", "all"), "verl": ("verl", "all"), "openrlhf": ("OpenRLHF", "rank0")}
+"""Per framework: its name, and who joins its refit's broadcast between pools (``--refit-group``)."""
 _GROUP_WORDS = {"all": "every trainer and engine rank", "rank0": "the trainer's rank 0 and the engines"}
 
 
@@ -106,7 +107,7 @@ def weight_move_notes(cfg: SimConfig, framework: str, chosen: Chosen = Chosen())
             "NeMo RL keeps the reference in host memory and swaps it with the policy for its pass: plan with "
             "--reference-on-host to price it so"]) + ([] if cfg.refit_buffers == 2 else [
                 "NeMo RL double-buffers its refit (NRL_REFIT_NUM_BUFFERS=2): plan with --refit-buffers 2 to price it so"])
-    name = {"verl": "verl", "openrlhf": "OpenRLHF"}[framework]
+    name = _REFIT_GROUP[framework][0]
     out += [f"the plan swaps the reference in from host memory (NeMo RL's way); {name} keeps its weights on GPUs"
            + (" (actor_rollout_ref.ref.fsdp_config.param_offload=True offloads them between passes)"
               if framework == "verl" else "")] if cfg.reference_on_host and kl else []

@@ -23,16 +23,21 @@ def domain_block(cfg: SimConfig) -> int:
     return min(domain_gpus(cfg.hardware_of(p.name).gpu, total, cfg.nodes) for p in cfg.placement.pools)
 
 
+def _pool_layout(cfg: SimConfig) -> dict[str, Counter]:
+    """Per pool, its GPUs in each scale-up domain it sits in (domain index -> GPUs), the pools laid out in order over
+    blocks of :func:`domain_block` GPUs."""
+    block, out, start = domain_block(cfg), {}, 0
+    for p in cfg.placement.pools:
+        out[p.name] = Counter(d // block for d in range(start, start + p.devices))
+        start += p.devices
+    return out
+
+
 def pool_domains(cfg: SimConfig) -> dict[str, frozenset[int]]:
     """The scale-up domains each pool's devices sit in (``gpu_table.domain_gpus``: blocks of whole nodes
     that share ``link_bw``; ``nodes`` nodes of equal size, pools laid out in order). Where pools run on
     different GPUs, the smallest block of theirs holds for all (two kinds of GPU share no NVLink)."""
-    block = domain_block(cfg)
-    out, start = {}, 0
-    for p in cfg.placement.pools:
-        out[p.name] = frozenset(d // block for d in range(start, start + p.devices))
-        start += p.devices
-    return out
+    return {name: frozenset(c) for name, c in _pool_layout(cfg).items()}
 
 
 def sync_plan(cfg: SimConfig) -> SyncPlan:
@@ -63,11 +68,7 @@ def _ring_members(cfg: SimConfig) -> int:
 
 def fewest_per_domain(cfg: SimConfig) -> dict[str, int]:
     """Per pool, the fewest of its GPUs in one of its scale-up domains (laid out as :func:`pool_domains` lays them)."""
-    block, out, start = domain_block(cfg), {}, 0
-    for p in cfg.placement.pools:
-        out[p.name] = min(Counter(d // block for d in range(start, start + p.devices)).values())
-        start += p.devices
-    return out
+    return {name: min(c.values()) for name, c in _pool_layout(cfg).items()}
 
 
 def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:

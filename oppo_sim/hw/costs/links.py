@@ -59,12 +59,8 @@ def alltoall_share(link_bw: float, net_bw: float, span: int, per_domain: int) ->
 def alltoall_bw(cost, span: int, devices: int) -> float:
     """Bandwidth per byte sent of an all-to-all over ``span`` consecutive ranks of a ``devices``-GPU pool: the
     scale-up link inside a domain; across the network, :func:`alltoall_share` with the group's GPUs in a domain."""
-    g = cost.hw.gpu
-    if not crosses(cost, span, devices):
-        return g.link_bw
-    if cost.domain <= 0:
-        return g.net_bw
-    return alltoall_share(g.link_bw, g.net_bw, span, min(span, cost.domain, cost.pool_domain_gpus or cost.domain))
+    g, here = cost.hw.gpu, _in_domain(cost, span, devices)
+    return g.link_bw if here is None else alltoall_share(g.link_bw, g.net_bw, span, here)
 
 
 def ring_share(link_bw: float, net_bw: float, per_domain: int) -> float:
@@ -77,13 +73,18 @@ def ring_bw(cost, span: int, devices: int, stride: int = 1) -> float:
     """Bus bandwidth of a ring collective (all-reduce, all-gather, reduce-scatter, broadcast) over a group of
     ``span`` ranks of a ``devices``-GPU pool, every ``stride``-th rank (1: consecutive): the scale-up link inside a
     domain; across the network, the NICs of the group's GPUs in a domain together (:func:`ring_share`)."""
-    g = cost.hw.gpu
+    g, here = cost.hw.gpu, _in_domain(cost, span, devices)
+    return g.link_bw if here is None else ring_share(g.link_bw, g.net_bw, here // max(1, stride))
+
+
+def _in_domain(cost, span: int, devices: int) -> int | None:
+    """The group's consecutive GPUs in one scale-up domain where it crosses the network (1 where the GPUs a domain
+    are unknown: one NIC, a ring at its slowest link); None inside a domain."""
     if not crosses(cost, span, devices):
-        return g.link_bw
-    if cost.domain <= 0:  # GPUs per domain unknown: one NIC, as a ring at its slowest link
-        return g.net_bw
-    here = min(span, cost.domain, cost.pool_domain_gpus or cost.domain)  # the group's GPUs in a domain
-    return ring_share(g.link_bw, g.net_bw, here // max(1, stride))
+        return None
+    if cost.domain <= 0:
+        return 1
+    return min(span, cost.domain, cost.pool_domain_gpus or cost.domain)
 
 
 def group_nodes(cost, span: int, devices: int) -> int:
