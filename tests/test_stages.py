@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.core.placement import colocated_placement
+from oppo_sim.core.placement import colocated_placement, disaggregated_placement
 from oppo_sim.core.results import TIMELINE_COLUMNS, SimResult
 from oppo_sim.frameworks.stages import FRAMEWORKS, framework_timers, stage_groups, union_seconds
 from oppo_sim.pipeline.config import SimConfig
@@ -93,7 +93,8 @@ def test_nemo_rl_async_times_the_generation_its_trainer_waited_for():
     t = framework_timers(SimResult(steps, tl, {}), "nemo-rl-async")
     assert t["timing/train/exposed_generation"].tolist() == [10.0, 0.0, 3.0]
     assert t["timing/train/weight_sync"].tolist() == [1.0, 0.0, 1.0]
-    assert t["timing/train/total_step_time"].tolist() == [21.0, 21.0, 20.0]
+    # the loop's step: from the previous step's end (the first: its start), not the background generation before it
+    assert t["timing/train/total_step_time"].tolist() == [21.0, 10.0, 10.0]
     assert stage_groups(SimResult(steps, tl, {}), "nemo-rl-async")["generation"].tolist() == [10.0, 0.0, 3.0]
 
 
@@ -106,3 +107,20 @@ def test_a_nemo_rl_async_log_reads_with_the_async_loops_timers():
     log = read_run_log(Path(__file__).parent / "fixtures" / "logs" / "nemo_rl_pr1052_timing.log")
     assert stage_map(log, None) == "nemo-rl-async" and stage_map(log, "nemo-rl") == "nemo-rl"
     assert "timing/train/exposed_generation" in log.table.columns and "timing/train/weight_sync" in log.table.columns
+
+
+def test_an_async_steps_loop_timer_leaves_out_the_generation_that_overlapped_the_previous_step():
+    """One step off on its own GPUs: generation of step t+1 runs while step t trains, so a step's start is before
+    the previous step's end; the loop's step timer (NeMo RL's total_step_time, verl's step) is the simulator's
+    step_time_s — the time between step ends — and the mean over the steps is the run's mean step time."""
+    trace = Trace.from_arrays([100] * 32, [50, 80, 120, 400] * 8, name="async")
+    cfg = SimConfig(gpu="h100-sxm", actor="qwen2.5-0.5b", reward="qwen2.5-0.5b", batch=8,
+                    placement=disaggregated_placement(gen=2, train=1, score=1), max_response=512)
+    res = simulate(trace, "async", cfg)
+    steps = res.steps
+    assert (steps["start"].iloc[1:].to_numpy() < steps["end"].iloc[:-1].to_numpy()).any()  # the overlap is there
+    for fw in ("nemo-rl-async", "verl-0.7"):
+        t = framework_timers(res, fw)
+        name = "timing/train/total_step_time" if fw == "nemo-rl-async" else "timing_s/step"
+        assert t[name].tolist() == pytest.approx(steps["step_time_s"].tolist(), rel=1e-12)
+        assert t[name].sum() == pytest.approx(float(steps["end"].iloc[-1] - steps["start"].iloc[0]), rel=1e-9)

@@ -71,7 +71,11 @@ __all__ = ["Timer", "FRAMEWORK_TIMERS", "STAGE_GROUPS", "FRAMEWORKS", "EXPOSED",
            "union_seconds"]
 
 STEP = ("step", None)
-"""The step's wall time: from its start to its end (``SimResult.steps`` ``end - start``)."""
+"""The step's time as a training loop times an iteration: from the trainer being free (the previous step's end;
+the first step: its start) to the step's end (``SimResult.steps`` ``step_time_s``). In a synchronous run that is
+the step's start to its end; where generation runs ahead of the trainer (one step off, fully async) the
+generation that overlapped the previous step is not in it, as in NeMo RL's ``async_grpo_train`` and verl's
+loops, whose step timer wraps the wait for the batch, the passes and the sync."""
 EXPOSED = ("exposed", None)
 """The generation a trainer waits for: from the previous step's end (the first step: its start) to the step's
 generation's end, or 0 when the batch was ready first."""
@@ -169,6 +173,14 @@ def _covered(timeline: pd.DataFrame, covers: tuple[tuple[str, str | None], ...])
     return mask
 
 
+def _step_seconds(steps: pd.DataFrame) -> pd.Series:
+    """Each step's :data:`STEP` time: the table's ``step_time_s``, or (a table without it) its end less the
+    previous step's end (the first step: less its start)."""
+    if "step_time_s" in steps:
+        return steps["step_time_s"]
+    return steps["end"] - steps["end"].shift(1).fillna(steps["start"])
+
+
 def framework_timers(res: SimResult, framework: str) -> pd.DataFrame:
     """One row per step of ``res``: ``step``, then each of ``framework``'s timers (seconds, named as the
     framework logs them) that covers something in this run (a timer with nothing to time — ``values`` without
@@ -178,7 +190,7 @@ def framework_timers(res: SimResult, framework: str) -> pd.DataFrame:
     out: dict[str, list[float]] = {"step": [int(s) for s in steps["step"]]}
     for timer in timers:
         if timer.covers == (STEP,):
-            out[timer.name] = [float(v) for v in steps["end"] - steps["start"]]
+            out[timer.name] = [float(v) for v in _step_seconds(steps)]
             continue
         if timer.covers == (EXPOSED,):
             free = steps["end"].shift(1).fillna(steps["start"])  # the trainer is free from the previous step's end
