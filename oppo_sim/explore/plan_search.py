@@ -76,12 +76,8 @@ class _Space:
         delta = trial.suggest_categorical("delta", list(s.deltas)) if name in DEFERRING else None
         rule = trial.suggest_categorical("delta_rule", list(s.rules)) if name in RULED else None
         budget = trial.suggest_categorical("budget", list(s.budgets)) if name == "partial-rollout" else None
-        stale = None
-        if name == "async":
-            allowed = [k for k in s.stalenesses if s.max_staleness is None or k <= s.max_staleness]
-            stale = trial.suggest_categorical("staleness", allowed)
-        in_flight = True if name == "async" and s.in_flight else None
-        return Candidate(placement, PolicySpec(name, chunk, delta, rule, budget, stale, in_flight)).canonical()
+        stale = trial.suggest_categorical("staleness", list(s.async_stalenesses())) if name == "async" else None
+        return Candidate(placement, PolicySpec(name, chunk, delta, rule, budget, stale, s.in_flight_of(name))).canonical()
 
     def params(self, c: Candidate) -> dict[str, Any]:
         """The parameters that make :meth:`suggest` return ``c`` (to enqueue the reference)."""

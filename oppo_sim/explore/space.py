@@ -20,20 +20,8 @@ of :attr:`PlanSpace.backends` (:mod:`oppo_sim.explore.trainer_space`: FSDP / ZeR
 recomputation that fit, or Megatron with its tp / pp / ep searched: :meth:`PlanSpace.trainer_choices`), pruned
 by memory and trainer-phase cost before simulating (:mod:`oppo_sim.explore.trainer_rank`).
 
-What is *not* enumerated, because it cannot be better or is the same configuration twice:
-
-- other pool orders: generation comes first, so it starts on a node boundary (its tensor-parallel
-  groups are as aligned as they can be) and training right after it (they share a scale-up domain
-  whenever any order lets them, which decides the weight sync path, ``topology.sync_plan``);
-  scoring's position changes nothing the simulator times;
-- ``tp`` that does not divide the actor's attention heads (vLLM refuses it), exceeds a scale-up domain,
-  or puts a tensor-parallel group across two of them — a domain is a node, or several whole nodes where
-  the GPU's NVLink reaches past the node (GB200 NVL72: 72 GPUs over trays of 4; ``gpu_table.domain_gpus``);
-- a knob on a policy without it (C only multiplies chunked policies, Δ only deferring ones, …);
-- streaming where nothing can be streamed to: in ``colocated`` the frozen scorers share the generators'
-  GPUs, so no chunk reaches them early (``placement.streamed_roles``) — there ``stream`` and ``intra``
-  are ``baseline``, and ``oppo`` and ``chunk-autotune`` are ``dynamic-delta`` (checked by the tests).
-  :meth:`Candidate.canonical` maps such a candidate onto the one kept.
+What is *not* enumerated (it cannot be better, or is the same configuration twice) is listed in
+``docs/planner.md`` ("What the space leaves out"); :meth:`Candidate.canonical` maps such a candidate onto the one kept.
 """
 
 from __future__ import annotations
@@ -354,12 +342,18 @@ class PlanSpace:
             deltas = self.deltas if name in DEFERRING else (None,)
             rules = self.rules if name in RULED else (None,)
             budgets = self.budgets if name == "partial-rollout" else (None,)
-            stale = self.stalenesses if name == "async" else (None,)
-            if name == "async" and self.max_staleness is not None:
-                stale = tuple(k for k in stale if k <= self.max_staleness)
-            out += [PolicySpec(name, c, d, r, b, k, self.in_flight if name == "async" and self.in_flight else None)
+            stale = self.async_stalenesses() if name == "async" else (None,)
+            out += [PolicySpec(name, c, d, r, b, k, self.in_flight_of(name))
                     for c in chunks for d in deltas for r in rules for b in budgets for k in stale]
         return out
+
+    def async_stalenesses(self) -> tuple[int, ...]:
+        """The staleness bounds an async candidate takes: the space's, none above ``max_staleness``."""
+        return tuple(k for k in self.stalenesses if self.max_staleness is None or k <= self.max_staleness)
+
+    def in_flight_of(self, name: str) -> bool | None:
+        """A candidate's ``PolicySpec.in_flight``: True for async where the space refits in flight, else None."""
+        return True if name == "async" and self.in_flight else None
 
     def candidates(self, placements: list[PlacementSpec] | None = None) -> list[Candidate]:
         """The whole space in a fixed order (placements, then policies), symmetries removed; ``placements``:
