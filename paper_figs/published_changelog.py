@@ -543,5 +543,16 @@ CHANGES: tuple[Change, ...] = (
                  "the allgather dispatcher, a ring). It changes what a plan with an expert or sequence-parallel group "
                  "over several nodes is priced at: EP16 over two 8-GPU nodes sends 8/15 of its bytes over the NIC, "
                  "1.9x the NIC's rate for the whole.")),
+    Change("2026-11-27", "model",
+           "Stage timers: a framework's step timer (NeMo RL total_step_time, verl step, OpenRLHF step_total, the "
+           "e2e of the two-latency harnesses) is the loop's step, the simulator's step_time_s (from the previous step's "
+           "end), not a step's end less its start, which in a one-step-off or async run counted the generation that "
+           "ran beside the previous step a second time",
+           24.2, 24.2, 199.0, 199.0,
+           note=("Found reading NeMo RL's async_grpo_train (grpo.py at 9dbd9adc: total_step_time wraps the wait for "
+                 "the batch, the passes and the refit). No published number moved: the comparison already used "
+                 "step_time_s, and no async row publishes stages; a NeMo RL one-step-off row's total_step_time read "
+                 "~190-290 s against its ~97 s step before. What moves is a user's check of an async run's log "
+                 "(its step_s fit).")),
 )
 """The changes, oldest first."""
