@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
+from oppo_sim.cli_scoring import SCORING_FIELDS, add_scoring_args
 from oppo_sim.cli_limits import add_limit_args, add_logits_arg, add_micro_batch_args, limit_fields, micro_batch_fields
 from oppo_sim.cliargs import flag_name, nonneg_float, nonneg_int, on_off, positive
 from oppo_sim.core.errors import ConfigError
@@ -296,15 +297,7 @@ def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
     g.add_argument("--call-overhead", type=nonneg_float, default=None,
                    help=f"static engine: seconds per generate call beyond its forwards (default: the profile's fitted "
                         f"value, else {DEFAULT_CALL_OVERHEAD_S})")
-    s = p.add_argument_group("scoring")
-    s.add_argument("--stream-batching", action=BOOL, default=None,
-                   help=f"streamed chunks of several sequences share one scorer forward; --no-stream-batching: one "
-                        f"forward each (default {on_off(SimConfig.stream_batching)}; streaming policies only)")
-    s.add_argument("--scorer-max-tokens", type=positive(), default=None,
-                   help=f"tokens per scorer forward batch (default {SimConfig.scorer_max_tokens})")
-    s.add_argument("--padded-batches", action=BOOL, default=None,
-                   help=f"whole-sequence scoring and training pad every sequence to the batch's longest "
-                        f"(default {on_off(SimConfig.padded_batches)})")
+    add_scoring_args(p)
 
 
 def _given(a: argparse.Namespace, names) -> dict:
@@ -340,7 +333,7 @@ def engine_fields(a: argparse.Namespace, hardware: str) -> dict:
         "tp", "block_size", "num_gpu_blocks_override", *CONTINUOUS_ONLY)))
     static = _given(a, ("gen_batch", "call_tokens", "carry_kv"))
     out = {"engine": engine, "engine_kind": a.engine, "static": StaticConfig(**static),
-           **_given(a, ("stream_batching", "scorer_max_tokens", "padded_batches"))}
+           **_given(a, SCORING_FIELDS)}
     from oppo_sim.hw.fitting.profiles import profile_meta
 
     meta = profile_meta(hardware)

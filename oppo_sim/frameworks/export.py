@@ -21,6 +21,7 @@ algorithm, offload, ZeRO stage and recompute, the trainer's backend and layout, 
 from __future__ import annotations
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.frameworks.verl_padding import export_padding
 from oppo_sim.frameworks.export_common import (Chosen, layout_of, micro_rules, model_name, per_gpu_budget, per_node,
                                                 split_notes, weight_move_notes)
 from oppo_sim.hw.costs.micro_batches import MicroBatch
@@ -168,6 +169,7 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
         "reward_model.enable=True", f"reward_model.model.path={model_name(cfg.reward)}"]
     if alg.critic:  # verl's critic defaults to deepseek-llm-7b: name it (oppo-sim's is the reward model's shape)
         out.append(f"critic.model.path={model_name(cfg.models()['critic'])}")
+    out += export_padding(cfg)  # each model's use_remove_padding as the plan priced it
     lines = split_notes(out)
     name = [line for line in lines if line.startswith("--config-name=")]
     if name and "actor_rollout_ref.hybrid_engine=False" in lines:  # one-step-off's Megatron config

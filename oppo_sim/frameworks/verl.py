@@ -79,6 +79,7 @@ from oppo_sim.frameworks.translation import (
     resolve,
 )
 from oppo_sim.frameworks.verl_keys import check_typos
+from oppo_sim.frameworks.verl_padding import PADDING_KEYS, padding
 from oppo_sim.frameworks.verl_layout import (
     ASYNC_DEFAULTS,
     LAYOUT_KEYS,
@@ -142,7 +143,7 @@ _GROUPED = ("data.train_batch_size", "data.filter_overlong_prompts", "data.trunc
             A + "ulysses_sequence_parallel_size", A + "fsdp_config.param_offload", A + "fsdp_config.optimizer_offload",
             "actor_rollout_ref.ref.fsdp_config.param_offload", "critic.model.path", "critic.strategy")
 READ: frozenset[str] = frozenset([k for k, _, _ in _PLAIN] + list(_GROUPED) + [k for k, _ in DAPO_ROUNDS]
-                                 + list(LAYOUT_KEYS))
+                                 + list(LAYOUT_KEYS) + list(PADDING_KEYS))
 """Every verl key the reader translates; any other key is listed as ignored."""
 
 _WHY = {"data.": "dataset plumbing", "trainer.": "logging, checkpoints, validation", "critic.": "the critic trains "
@@ -225,6 +226,7 @@ def _translate(sources: tuple[str, ...], cfg: dict, stray: list[str], given: lis
     backend = _trainer_state(b, cfg, dflt)
     micro_batches(b, cfg, dflt, backend)
     algorithm = _algorithm(b, cfg, dflt)
+    padding(b, cfg, backend, critic=algorithm == "ppo", reward_model=as_bool("reward_model.enable", cfg["reward_model.enable"]))
     _dapo_rounds(b, cfg, dflt, given, algorithm, fully)
     placement_and_policy(b, cfg, dflt, schedule, as_int(R + "tensor_model_parallel_size",
                                                         cfg[R + "tensor_model_parallel_size"]))

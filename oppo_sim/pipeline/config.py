@@ -20,6 +20,7 @@ from oppo_sim.hw.fitting.overheads import ExecutorOverheads
 from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, check_sleep_level
 from oppo_sim.hw.costs.sync import SYNC_MECHANISMS, check_refit_buffers, check_refit_group
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
+from oppo_sim.pipeline.padding import check_padded_roles
 from oppo_sim.traces.synthetic import RewardCurve
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT, DEFAULT_MAX_RESPONSE, Trace
 
@@ -56,6 +57,8 @@ class SimConfig:
     scorer_max_tokens: int = 65536  # tokens per scorer forward batch
     stream_batching: bool = True  # batch streamed chunks of several sequences into one forward (False: one each)
     padded_batches: bool = False  # whole-sequence scoring and training pad every sequence to the batch's longest
+    padded_roles: tuple[str, ...] = ()  # roles whose passes run padded to max_prompt + max_response (verl without
+    #                                     use_remove_padding: its critic and reward model by default; pipeline.padding)
     overheads: ExecutorOverheads = field(default_factory=ExecutorOverheads)  # the driver's own time (0: ideal driver)
     reward_curve: RewardCurve = field(default_factory=RewardCurve)
     trace_offset: int = 0  # first trace row used (trace step, with a step column): oppo_sim.traces.rowmap
@@ -93,6 +96,9 @@ class SimConfig:
             (isinstance(self.offload_train_state, bool),
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (isinstance(self.reference_on_host, bool), f"reference_on_host must be a bool, got {self.reference_on_host!r}"),
+            (not self.padded_roles or self.max_prompt != DEFAULT_MAX_PROMPT,
+             f"padded_roles pads every sequence to max_prompt + max_response: give the run's prompt cap (--max-prompt, "
+             f"verl data.max_prompt_length); the default {DEFAULT_MAX_PROMPT:,} stands for no cap"),
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
             (isinstance(self.train_memory_fraction, (int, float)) and 0 < self.train_memory_fraction <= 1,
              f"train_memory_fraction must be in (0, 1], got {self.train_memory_fraction!r}"),
@@ -114,6 +120,7 @@ class SimConfig:
                 raise ConfigError(msg)
         check_sleep_level(self.sleep_level)
         check_host_op_s(self.eager_host_op_s)
+        object.__setattr__(self, "padded_roles", check_padded_roles(self.padded_roles))
         object.__setattr__(self, "engine_kind", EngineKind.parse(self.engine_kind))
         if self.engine.enforce_eager and self.engine_kind == EngineKind.STATIC:
             raise ConfigError("engine enforce_eager is vLLM's (the continuous engine); the static engine prices Hugging "

@@ -52,6 +52,7 @@ from oppo_sim.pipeline.generation import GenReplica
 from oppo_sim.pipeline.fit_check import fit_for_policy, sleep_wake_of
 from oppo_sim.pipeline.memory_plan import (frozen_gathers, frozen_shards, generation_kv_blocks, longest, reference_swapped,
                                            scorer_weights)
+from oppo_sim.pipeline.padding import pass_tokens
 from oppo_sim.pipeline.topology import cost_models, weight_sync_legs
 from oppo_sim.pipeline.samples import SimSample
 from oppo_sim.pipeline.step_record import StepRecord
@@ -330,10 +331,9 @@ class Pipeline:
             rec = self.records[t]
             rec.score_end = rec.train_start = self.env.now
             batch = [self.samples[sid] for sid in rec.batch]
-            seqs = np.array([s.prompt + s.target for s in batch], dtype=np.float64)
-            if cfg.padded_batches:
-                seqs = np.full_like(seqs, seqs.max())
-            for j in train_jobs(tcost, cfg.trained(), tpool.n, seqs, cfg.ppo_epochs, cfg.minibatches):
+            prompts, responses = np.array([s.prompt for s in batch]), np.array([s.target for s in batch])
+            for j in [j for t in cfg.trained() for j in train_jobs(  # each role's sequences as it pads them
+                    tcost, (t,), tpool.n, pass_tokens(cfg, t[0], prompts, responses), cfg.ppo_epochs, cfg.minibatches)]:
                 job = tpool.submit(tpool.all, j.seconds, activity="train", role=j.role, step=t, tokens=j.tokens, flops=j.flops)
                 yield job.done
             rec.train_end = self.env.now

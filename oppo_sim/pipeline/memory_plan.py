@@ -49,6 +49,7 @@ from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.hw.memory.pool_memory import ALWAYS, GENERATE, OTHER, MemoryReport, PoolMemory, RoleMemory
 from oppo_sim.hw.memory.trainer_memory import megatron_activation_bytes, megatron_state_bytes, micro_batches_bound
 from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.padding import padded_width
 from oppo_sim.traces.trace import DEFAULT_MAX_RESPONSE, Trace
 
 DEFAULT_PROMPT_TOKENS = 1024
@@ -67,6 +68,9 @@ def lengths(cfg: SimConfig, seq_tokens: int | None, response_tokens: int | None)
     resp = response_tokens if response_tokens is not None else min(seq, resp_cap)
     if seq < 1 or not 0 <= resp <= seq:
         raise ConfigError(f"need seq_tokens >= 1 and 0 <= response_tokens <= seq_tokens, got {seq} and {resp}")
+    if cfg.padded_roles:  # a padded pass is as wide as the caps (pipeline.padding)
+        width = padded_width(cfg, seq - resp, resp)
+        seq, resp = max(seq, width), max(resp, cfg.max_response or resp)
     return seq, resp
 
 

@@ -24,6 +24,7 @@ from oppo_sim.hw.costs.costmodel import CostModel, rule_reward_seconds
 from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool
+from oppo_sim.pipeline.padding import padded_width, pads
 from oppo_sim.pipeline.samples import SimSample
 
 
@@ -46,6 +47,7 @@ class Scorer:
         self.pool = pool
         self.model = model
         self.scalar = role in ("reward", "critic")
+        self.padded = pads(cfg, role)  # each sequence a row of the run's padded width (pipeline.padding)
         self._flop_coeffs = model.flop_coeffs(self.scalar)
         self.kv_capacity = kv_tokens
         self.cache: OrderedDict[int, int] = OrderedDict()  # sid -> cached tokens
@@ -73,9 +75,7 @@ class Scorer:
             items, new_tok, ctx_tok, redo = self._take_batch(one_by_one)
             if not items:  # nothing left to compute (chunks already covered by the cached context)
                 continue
-            if self.cfg.padded_batches and not one_by_one and len(new_tok) > 1:
-                width = max(n + c for n, c in zip(new_tok, ctx_tok))  # padded to the longest sequence
-                new_tok = [width - c for c in ctx_tok]
+            new_tok = self._padded(items, new_tok, ctx_tok, one_by_one)
             secs, flops = cost.prefill_cost(self.model, self.pool.n, new_tok, ctx_tok, scalar_head=self.scalar)
             secs = max(secs, self.gather_s)  # prefetched layer by layer beside the compute (0 unsharded)
             if self.swap_s and items[0][3] != self._swapped_step:
@@ -88,6 +88,18 @@ class Scorer:
             )
             yield job.done
             self._settle(items)
+
+    def _padded(self, items, new_tok: list[int], ctx_tok: list[int], one_by_one: bool) -> list[int]:
+        """New tokens of each sequence as the forward computes them (``pipeline.padding``): a padded role's final
+        forward the rest of its row of the run's padded width, ``padded_batches`` a whole-sequence batch's
+        longest; streamed chunks as they are."""
+        if self.padded:
+            width = padded_width(self.cfg, max(it[0].prompt for it in items), max(it[4] - it[0].prompt for it in items))
+            return [max(n, width - c) if it[2] else n for it, n, c in zip(items, new_tok, ctx_tok)]
+        if self.cfg.padded_batches and not one_by_one and len(new_tok) > 1:
+            width = max(n + c for n, c in zip(new_tok, ctx_tok))  # padded to the longest sequence
+            return [width - c for c in ctx_tok]
+        return new_tok
 
     def _take_batch(self, one_by_one: bool):
         """The ready work one forward takes (up to ``self.budget`` new tokens; one sequence when
@@ -103,7 +115,7 @@ class Scorer:
             s, upto, final, step, _streamed = queue.popleft()
             total = s.prompt + upto
             ctx = cache.get(s.sid, 0)
-            if ctx == 0 and s.group is not None:  # the group's shared prompt: prefilled once, attended by all
+            if ctx == 0 and s.group is not None and not self.padded:  # the group's prompt: prefilled once, attended by all
                 if s.group in self.shared:
                     ctx = s.prompt
                 else:
@@ -118,7 +130,7 @@ class Scorer:
             if high > ctx:  # this sequence's KV was evicted: re-prefilling what was computed before
                 k = min(n, high - ctx)
                 redo += per_token * k + per_pair * (k * ctx + k * (k + 1) / 2.0)
-            budget -= max(n, 1)
+            budget -= max(n, padded_width(self.cfg, s.prompt, upto) - ctx if self.padded and final else n, 1)
         return items, new_tok, ctx_tok, redo
 
     def _settle(self, items) -> None:

@@ -1,0 +1,53 @@
+"""The scoring options of ``oppo-sim run/compare/sweep/plan``: how the scorers batch their forwards and which
+passes run on padding (``oppo_sim.pipeline.padding``).
+
+- ``--stream-batching`` / ``--scorer-max-tokens``: streamed chunks of several sequences in one forward, and the
+  tokens a forward takes per data-parallel rank;
+- ``--padded-batches``: every whole-sequence forward and update padded to its batch's longest (NeMo RL without
+  sequence packing, TRL);
+- ``--padded-roles``: the named roles' passes at the caps' width, ``--max-prompt`` + ``--max-response`` (verl
+  without ``use_remove_padding``: by default its critic and its reward model).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from oppo_sim.cliargs import on_off, positive
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.padding import PADDED_ROLES, check_padded_roles
+
+__all__ = ["add_scoring_args", "SCORING_FIELDS", "padded_roles"]
+
+SCORING_FIELDS: tuple[str, ...] = ("stream_batching", "scorer_max_tokens", "padded_batches", "padded_roles")
+"""``SimConfig`` fields the scoring options set (where given)."""
+
+
+def padded_roles(text: str) -> tuple[str, ...]:
+    """``--padded-roles`` value: comma-separated roles (``none``: no role) -> a tuple; an unknown one ->
+    ``argparse.ArgumentTypeError`` naming the known ones."""
+    if text.strip().lower() == "none":
+        return ()
+    try:
+        return check_padded_roles(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_scoring_args(p: argparse.ArgumentParser) -> None:
+    """Add the "scoring" option group to ``p``."""
+    bool_action = argparse.BooleanOptionalAction
+    s = p.add_argument_group("scoring")
+    s.add_argument("--stream-batching", action=bool_action, default=None,
+                   help=f"streamed chunks of several sequences share one scorer forward; --no-stream-batching: one "
+                        f"forward each (default {on_off(SimConfig.stream_batching)}; streaming policies only)")
+    s.add_argument("--scorer-max-tokens", type=positive(), default=None,
+                   help=f"tokens per scorer forward batch (default {SimConfig.scorer_max_tokens})")
+    s.add_argument("--padded-batches", action=bool_action, default=None,
+                   help=f"whole-sequence scoring and training pad every sequence to the batch's longest "
+                        f"(default {on_off(SimConfig.padded_batches)})")
+    s.add_argument("--padded-roles", type=padded_roles, default=None, metavar="ROLES",
+                   help=f"roles whose passes run on sequences padded to --max-prompt + --max-response, as verl runs a "
+                        f"model without use_remove_padding (its critic and reward model by default): comma-separated "
+                        f"of {', '.join(PADDED_ROLES)} (actor: its update and old log-probs), or none (default none)")

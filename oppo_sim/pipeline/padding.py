@@ -1,0 +1,72 @@
+"""Padded passes: which of a step's whole-sequence forwards and updates run on padding, and how wide.
+
+A framework that does not remove padding runs a pass on the rectangular batch it holds, so every sequence
+costs the batch's width, not its own length. Two settings say where (``SimConfig``):
+
+- ``padded_batches``: every scoring forward and update pads its sequences to the longest of its batch
+  (NeMo RL without sequence packing, whose batch is padded to its longest sequence; TRL's padded batches);
+- ``padded_roles``: the named roles' passes run at the run's caps, ``max_prompt + max_response`` — verl
+  without ``use_remove_padding``: its dataset left-pads each prompt to ``data.max_prompt_length`` and its
+  rollout pads each response to ``max_response_length``, so ``input_ids`` are that wide for every sequence
+  (``dp_critic`` / ``dp_actor`` ``_forward_micro_batch`` run the module on them as they are). verl's defaults
+  at b178a3cd (``_generated_ppo_trainer.yaml``): the actor's model (its update, the old log-probs and the
+  reference, which share ``actor_rollout_ref.model``) removes padding; the critic's and the reward model's
+  do not.
+
+A role is one of :data:`PADDED_ROLES`; the log-prob pass belongs to ``actor``. Streamed chunks (OPPO's
+intra-step overlap) are not padded; a padded role's final forward computes the rest of its padded row.
+The memory plan takes the padded width as the longest sequence (``memory_plan.lengths``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from oppo_sim.core.errors import ConfigError
+
+__all__ = ["PADDED_ROLES", "check_padded_roles", "pads", "padded_width", "pass_tokens"]
+
+PADDED_ROLES: tuple[str, ...] = ("actor", "reference", "critic", "reward")
+"""Roles whose passes can run padded: the actor (its update and its old log-probs), the reference, the critic
+(its values and its update), the reward model."""
+
+_OWNER = {"logprob": "actor", "train": "actor"}
+
+
+def check_padded_roles(roles: object) -> tuple[str, ...]:
+    """``roles`` (a sequence of role names, or one comma-separated string) as a tuple in :data:`PADDED_ROLES`
+    order; an unknown name -> ``ConfigError`` (one line)."""
+    if isinstance(roles, str):
+        roles = [r.strip() for r in roles.split(",") if r.strip()]
+    if not isinstance(roles, (tuple, list)) or not all(isinstance(r, str) for r in roles):
+        raise ConfigError(f"padded_roles must be role names, got {roles!r}")
+    unknown = [r for r in roles if r not in PADDED_ROLES]
+    if unknown:
+        raise ConfigError(f"padded_roles: unknown role {unknown[0]!r}; known: {', '.join(PADDED_ROLES)}")
+    return tuple(r for r in PADDED_ROLES if r in roles)
+
+
+def pads(cfg, role: str) -> bool:
+    """Whether ``role``'s passes (a scorer role, or a trained one) run at the padded width (``padded_roles``)."""
+    return _OWNER.get(role, role) in cfg.padded_roles
+
+
+def padded_width(cfg, longest_prompt: int, longest_response: int) -> int:
+    """Tokens of a padded row: ``max_prompt + max_response``, each part the longest given where the run has no
+    cap for it."""
+    prompt = cfg.max_prompt if cfg.max_prompt is not None else longest_prompt
+    response = cfg.max_response if cfg.max_response is not None else longest_response
+    return int(prompt + response)
+
+
+def pass_tokens(cfg, role: str, prompts: np.ndarray, responses: np.ndarray) -> np.ndarray:
+    """Tokens each sequence of a whole-sequence pass of ``role`` computes: the run's padded width for a padded
+    role, the batch's longest with ``padded_batches``, else its own prompt + response."""
+    seqs = np.asarray(prompts, dtype=np.float64) + np.asarray(responses, dtype=np.float64)
+    if not len(seqs):
+        return seqs
+    if pads(cfg, role):
+        return np.full_like(seqs, padded_width(cfg, int(np.max(prompts)), int(np.max(responses))))
+    if cfg.padded_batches:
+        return np.full_like(seqs, seqs.max())
+    return seqs
