@@ -554,5 +554,15 @@ CHANGES: tuple[Change, ...] = (
                  "step_time_s, and no async row publishes stages; a NeMo RL one-step-off row's total_step_time read "
                  "~190-290 s against its ~97 s step before. What moves is a user's check of an async run's log "
                  "(its step_s fit).")),
+    Change("2026-11-27", "model",
+           "Padded passes (pipeline/padding.py, --padded-roles): the named roles' forwards and updates run on rows of "
+           "max_prompt + max_response tokens, as verl runs a model without use_remove_padding; the verl reader maps "
+           "each model's switch (v0.7.0's defaults: the actor removes padding, the critic and the reward model do not)",
+           24.2, 24.2, 199.0, 199.0,
+           note=("Found reading verl's dp_critic and its generated configs for what the reader listed as 'not "
+                 "modelled'. No published row moved: the verl records are GRPO runs without a critic or a reward model "
+                 "whose scripts remove the actor's padding. What moves is a verl PPO job that keeps v0.7.0's default "
+                 "critic: its values and update on padded rows (the shipped default trace with --max-prompt 1024 "
+                 "and padded critic and reward model: 46 -> 138 s a step at the 8,192-token response cap).")),
 )
 """The changes, oldest first."""
