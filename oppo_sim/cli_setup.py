@@ -124,6 +124,8 @@ def add_trainer_layout_args(p) -> None:
     p.add_argument("--vpp", type=positive(), default=1,
                    help="megatron virtual_pipeline_model_parallel_size: model chunks per pipeline rank (default %(default)s: none)")
     p.add_argument("--cp", type=positive(), default=1, help="megatron context_parallel_size (default %(default)s)")
+    p.add_argument("--etp", type=positive(), default=None, help="megatron expert_tensor_parallel_size: each routed "
+                   "expert split over N ranks (default: --train-tp, Megatron-Core's; RL MoE recipes set 1)")
     p.add_argument("--distributed-optimizer", action=argparse.BooleanOptionalAction, default=True,
                    help="megatron use_distributed_optimizer: Adam state sharded over the data-parallel ranks (default on)")
     p.add_argument("--moe-dispatcher", choices=MOE_DISPATCHERS, default="alltoall",
@@ -153,7 +155,7 @@ def add_trainer_layout_args(p) -> None:
 def trainer_layout(a) -> TrainerLayout:
     """``SimConfig.trainer`` from the parsed options (defaults where a command lacks them)."""
     return TrainerLayout(backend=getattr(a, "train_backend", "fsdp"), tp=getattr(a, "train_tp", 1), pp=getattr(a, "pp", 1),
-                         vpp=getattr(a, "vpp", 1), cp=getattr(a, "cp", 1),
+                         vpp=getattr(a, "vpp", 1), cp=getattr(a, "cp", 1), etp=getattr(a, "etp", None),
                          distributed_optimizer=getattr(a, "distributed_optimizer", True),
                          balance_batch=getattr(a, "balance_batch", True),
                          optimizer_offload=getattr(a, "optimizer_offload", 0.0),

@@ -564,5 +564,16 @@ CHANGES: tuple[Change, ...] = (
                  "whose scripts remove the actor's padding. What moves is a verl PPO job that keeps v0.7.0's default "
                  "critic: its values and update on padded rows (the shipped default trace with --max-prompt 1024 "
                  "and padded critic and reward model: 46 -> 138 s a step at the 8,192-token response cap).")),
+    Change("2026-11-27", "model",
+           "Megatron's expert tensor parallelism (--etp, TrainerLayout.etp): each routed expert split over etp ranks, "
+           "unset Megatron-Core's default (the trainer's TP) where the model had it fixed at 1 under expert "
+           "parallelism; the verl and NeMo RL readers and exports carry expert_tensor_parallel_size; the records state "
+           "the 1 their sources set (NeMo RL's base config, verl's two MoE scripts)",
+           24.2, 24.2, 199.0, 199.0,
+           note=("Found listing what the verl reader ignored on its own fixtures (expert_tensor_parallel_size 'not "
+                 "modelled'), and verl's default for it (null: Megatron-Core takes tensor_model_parallel_size). No "
+                 "published number moved: every MoE record's source sets 1, as the model assumed. What moves is a "
+                 "Megatron MoE job with TP > 1 that leaves it unset (verl's default): its experts are now split over TP "
+                 "as well, less memory and compute a rank and fewer expert-data-parallel ranks.")),
 )
 """The changes, oldest first."""

@@ -188,7 +188,7 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
                                        micro_batch_tokens=run.micro_batch_tokens, micro_batch_size=run.micro_batch_size,
                                        logprob_micro_batch_tokens=run.logprob_micro_batch_tokens,
                                        logprob_micro_batch_size=run.logprob_micro_batch_size),
-        trainer=TrainerLayout(run.train_backend, run.train_tp, run.pp, cp=run.cp, optimizer_offload=run.optimizer_offload,
+        trainer=TrainerLayout(run.train_backend, run.train_tp, run.pp, cp=run.cp, etp=run.etp, optimizer_offload=run.optimizer_offload,
                               balance_order=run.balance_order, fsdp_size=run.fsdp_size,
                               moe_dispatcher=run.moe_dispatcher, moe_router_dtype=run.moe_router_dtype),
         algorithm=Algorithm(name=run.algorithm, n=run.n, reward="rule" if rule else "model", kl=run.kl),

@@ -44,7 +44,7 @@ CASES = [  # (recipe, expected options written by hand from the file and its par
     ("recipes/llm/grpo-math-qwen3-30ba3b-megatron-tp4-32k.yaml",
      {"--batch": "64", "--n": "16", "--minibatches": "2", "--actor": "qwen3-30b-a3b", "--tp": "4", "--train-tp": "4",
       "--ep": "8", "--max-response": "32768", "--devices": "32", "--nodes": "4", "--recompute": "full",
-      "--moe-dispatcher": "allgather", "--moe-router-dtype": "fp64"}),  # NeMo RL's (and Megatron-Core's) default token dispatcher
+      "--moe-dispatcher": "allgather", "--moe-router-dtype": "fp64", "--etp": "1"}),  # NeMo RL's (and Megatron-Core's) default token dispatcher; its base config's expert TP
     ("recipes/llm/grpo-nanov3-30BA3B-2n8g-megatron-pack-cp.yaml",  # a Nemotron-H hybrid (Mamba2 + attention + MoE)
      {"--batch": "2", "--n": "8", "--minibatches": "1", "--actor": "nemotron-3-nano-30b-a3b", "--tp": "4",
       "--gpu-memory-utilization": "0.7", "--train-backend": "megatron", "--train-tp": "2", "--pp": "2", "--cp": "2",

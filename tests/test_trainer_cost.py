@@ -131,7 +131,7 @@ def test_megatron_state_dense_by_hand():
 
 
 def test_megatron_state_moe_experts_by_ep():
-    lay = megatron(tp=2)  # 16 devices, ep 8: experts over 8 ranks (expert TP 1), the rest over TP 2
+    lay = megatron(tp=2, etp=1)  # 16 devices, ep 8: experts over 8 ranks (expert TP 1), the rest over TP 2
     routed = MOE.routed_expert_params
     emb = MOE.vocab * MOE.hidden
     head = 0 if MOE.tied_embeddings else emb
@@ -140,6 +140,10 @@ def test_megatron_state_moe_experts_by_ep():
     assert s.weights == pytest.approx(2 * (dense / 2 + routed / 8))
     assert s.optimizer == pytest.approx(12 * (dense / 2 / 8 + routed / 8 / 2))  # dp 8; expert dp 16 / 8 = 2
     assert dense == MOE.params - routed and emb + head > 0
+    # expert_tensor_parallel_size unset: Megatron-Core takes tp, each expert split over 2 more ranks, expert dp 1
+    s2 = megatron_state_bytes(MOE, megatron(tp=2), 8, 16)
+    assert s2.weights == pytest.approx(2 * (dense / 2 + routed / 16))
+    assert s2.optimizer == pytest.approx(12 * (dense / 2 / 8 + routed / 16 / 1))
 
 
 def test_inflight_layers_1f1b_and_interleaved():
@@ -293,7 +297,7 @@ def test_frozen_moe_reference_under_megatron_holds_its_expert_shard():
     from oppo_sim.pipeline.memory_plan import memory_report
     from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
     cfg = SimConfig(actor="qwen3-30b-a3b", reward="qwen3-30b-a3b", gpu="h100-sxm", placement=colocated_placement(16),
-                    expert_parallel=8, trainer=megatron(tp=2), batch=16,
+                    expert_parallel=8, trainer=megatron(tp=2, etp=1), batch=16,
                     algorithm=Algorithm(name="grpo", n=4, reward="rule", kl=True))
     rep = memory_report(cfg, 4096, 3072, TrainMemoryConfig(zero_stage=2, recompute="full"))
     ref = next(r for r in rep.pool("main").roles if r.role == "reference")

@@ -17,8 +17,22 @@ def test_defaults_are_fsdp_data_parallel():
 def test_megatron_layout_counts_ranks():
     t = TrainerLayout("megatron", tp=4, pp=2, vpp=2, cp=2)
     assert t.model_parallel == 16 and t.data_parallel(64) == 4
-    assert t.label() == "megatron tp4 pp2 vpp2 cp2" and t.label(ep=8) == "megatron tp4 pp2 vpp2 cp2 ep8"
-    assert t.state(3, ep=8) == "megatron tp4 pp2 vpp2 cp2 ep8" and TrainerLayout().state(3, ep=8) == "ZeRO-3"
+    assert t.label() == "megatron tp4 pp2 vpp2 cp2" and t.label(ep=8) == "megatron tp4 pp2 vpp2 cp2 ep8 etp4"
+    assert t.state(3, ep=8) == "megatron tp4 pp2 vpp2 cp2 ep8 etp4" and TrainerLayout().state(3, ep=8) == "ZeRO-3"
+    one = TrainerLayout("megatron", tp=4, etp=1)  # experts whole on a rank, as RL MoE recipes set it: not named
+    assert one.expert_tp == 1 and one.label(ep=8) == "megatron tp4 pp1 ep8"
+
+
+def test_expert_tensor_parallelism_is_megatrons_and_divides_a_stage_with_ep():
+    assert TrainerLayout("megatron", tp=2).expert_tp == 2  # unset: Megatron-Core's default, tp
+    assert TrainerLayout("megatron", tp=2, etp=1).expert_tp == 1 and TrainerLayout().expert_tp == 1
+    with pytest.raises(ConfigError, match="--etp 2 is Megatron's expert_tensor_parallel_size"):
+        TrainerLayout(etp=2)
+    with pytest.raises(ConfigError, match="trainer etp must be an integer >= 1"):
+        TrainerLayout("megatron", etp=0)
+    TrainerLayout("megatron", tp=2, etp=2).check_experts(16, 8)  # 8 x 2 ranks: one stage of 16
+    with pytest.raises(ConfigError, match=r"--ep 8\) x expert tensor parallelism 4 must divide the 16 ranks"):
+        TrainerLayout("megatron", tp=4, etp=4).check_experts(16, 8)
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -53,3 +67,17 @@ def test_run_names_the_megatron_layout_not_a_zero_stage(capsys):
                  "--pp", "2", "--steps", "1", "--batch", "8", "--max-response", "256"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("memory headroom"))
     assert "trainer megatron tp2 pp2," in line and "ZeRO" not in line
+
+
+@pytest.mark.parametrize("overrides, etp", [
+    ("", "2"),  # verl leaves expert_tensor_parallel_size null: Megatron-Core's default, the actor's TP
+    ("actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=1", "1"),
+])
+def test_verl_reads_expert_tensor_parallelism_and_its_null(overrides, etp):
+    from oppo_sim.frameworks.verl import translate_verl
+    from framework_helpers import pairs
+    m = "actor_rollout_ref.actor.megatron."
+    got = pairs(translate_verl(f"actor_rollout_ref.actor.strategy=megatron {m}tensor_model_parallel_size=2 "
+                               f"{m}expert_model_parallel_size=4 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B "
+                               f"{overrides}").args)
+    assert got["--etp"] == etp and got["--ep"] == "4"

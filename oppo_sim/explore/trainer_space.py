@@ -13,10 +13,11 @@ MoE actor trains with), enumerated from what is structurally possible — before
   of ``tps`` that stays inside a scale-up domain and divides the attention heads (and the KV heads, or is
   a multiple of them), times every pipeline parallelism of ``pps`` that divides the decoder layers, times
   the virtual stages ``vpps`` (only with ``pp > 1``, the layers divisible by ``pp · vpp``), and for a MoE
-  actor every expert parallelism that divides the experts and one pipeline stage's ranks; ``tp · pp ·
-  cp`` must divide the pool. Context parallelism starts at the user's (1 by default) and is raised later
-  only where a layout does not fit without it (long sequences); the distributed optimizer is the user's
-  (on by default: it never costs memory or time in the model, so the planner does not try it off).
+  actor every expert parallelism that divides the experts and one pipeline stage's ranks, each routed expert
+  whole on a rank (``etp`` 1); ``tp · pp · cp`` must divide the pool. Context parallelism starts at the user's
+  (1 by default) and is raised later only where a layout does not fit without it (long sequences); the
+  distributed optimizer is the user's (on by default: it never costs memory or time in the model, so the
+  planner does not try it off).
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ class TrainerOptions:
 
 def megatron_template(trainer: TrainerLayout) -> TrainerLayout:
     """The Megatron layout the search varies: the user's own where it is Megatron, else Megatron with the
-    user's ``balance_batch`` and CPU optimizer share and the distributed optimizer on (the frameworks' recipes)."""
-    return trainer if trainer.megatron else trainer.plain("megatron")
+    user's ``balance_batch`` and CPU optimizer share and the distributed optimizer on (the frameworks' recipes);
+    its experts unsplit by TP (``etp`` 1, as the RL frameworks' MoE recipes set it) unless the user's says."""
+    t = trainer if trainer.megatron else trainer.plain("megatron")
+    return t if t.etp is not None else replace(t, etp=1)
 
 
 def _tp_ok(tp: int, heads: tuple[int, int], domain: int) -> bool:

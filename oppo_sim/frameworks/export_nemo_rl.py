@@ -63,6 +63,7 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
                                  if t.optimizer_offload > 0 else {})}}
         if cfg.expert_parallel > 1:
             mcfg["moe_token_dispatcher_type"] = t.moe_dispatcher
+            mcfg["expert_tensor_parallel_size"] = t.expert_tp
             mcfg["moe_router_dtype"] = None if t.moe_router_dtype == "model" else t.moe_router_dtype
         if t.vpp > 1:
             notes.append(f"virtual pipeline stages ({t.vpp}): set them in policy.megatron_cfg as your NeMo RL version "

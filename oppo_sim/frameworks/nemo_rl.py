@@ -64,7 +64,8 @@ WATCHED: tuple[str, ...] = (*READ, "grpo.async_grpo.enabled", "grpo.async_grpo.m
                             "loss_fn.reference_policy_kl_penalty", "grpo.adv_estimator.name", V + "async_engine", V + "enforce_eager",
                             M + "optimizer.optimizer_cpu_offload", M + "optimizer.optimizer_offload_fraction",
                             M + "enabled", D + "enabled", M + "tensor_model_parallel_size", M + "pipeline_model_parallel_size",
-                            M + "context_parallel_size", M + "expert_model_parallel_size", M + "activation_checkpointing",
+                            M + "context_parallel_size", M + "expert_model_parallel_size", M + "expert_tensor_parallel_size",
+                            M + "activation_checkpointing",
                             M + "sequence_parallel", D + "tensor_parallel_size", D + "context_parallel_size",
                             D + "activation_checkpointing", D + "expert_parallel_size", P + "sequence_packing.enabled",
                             P + "dynamic_batching.enabled", G + "colocated.resources.gpus_per_node", G + "colocated.resources.num_nodes",
@@ -263,6 +264,8 @@ def _trainer(g: _Get) -> None:
         g.use(M + "expert_model_parallel_size", "--ep", ep, v=ep)
         if ep > 1:
             _dispatcher(g)
+            etp = as_int(M + "expert_tensor_parallel_size", g(M + "expert_tensor_parallel_size", tp))
+            g.use(M + "expert_tensor_parallel_size", "--etp", etp, v=etp)
         if g(M + "virtual_pipeline_model_parallel_size") is not None:
             vpp = as_int(M + "virtual_pipeline_model_parallel_size", g(M + "virtual_pipeline_model_parallel_size"))
             g.use(M + "virtual_pipeline_model_parallel_size", "--vpp", vpp, v=vpp)

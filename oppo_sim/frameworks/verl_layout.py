@@ -61,7 +61,8 @@ BUDGET_KEYS = tuple(role + k for role, pre in ((A, "ppo_"), (R, "log_prob_"), (R
 per GPU and (deprecated) global (defaults False, 16384, null and null; the rollout's and the reference's switch and
 budget default to the actor's)."""
 LAYOUT_KEYS: tuple[str, ...] = (*MEGATRON_DEFAULTS, *ASYNC_DEFAULTS, *CPU_OPTIMIZER, "actor_rollout_ref.hybrid_engine",
-                                M + "override_transformer_config.recompute_granularity", *RM_POOL, *BUDGET_KEYS)
+                                M + "override_transformer_config.recompute_granularity", M + "expert_tensor_parallel_size",
+                                *RM_POOL, *BUDGET_KEYS)
 
 SCHEDULES = ("sync", "one-step-off", "fully-async")
 
@@ -114,6 +115,7 @@ def megatron(b: Builder, cfg: dict, dflt: dict) -> None:
     _cpu_optimizer(b, cfg)
     if ep > 1:
         _dispatcher(b, cfg)
+        _expert_tp(b, cfg, tp)
     rk = M + "override_transformer_config.recompute_granularity"
     gran = cfg.get(rk)
     gran = "none" if gran in (None, "null", "None") else str(gran).strip().lower()
@@ -130,6 +132,15 @@ def megatron(b: Builder, cfg: dict, dflt: dict) -> None:
                 other.append(f"{key}={cfg[key]}")
     if other:
         b.notes.append(f"{', '.join(other)}: oppo-sim lays the reference and the critic out as the actor")
+
+
+def _expert_tp(b: Builder, cfg: dict, tp: int) -> None:
+    """``expert_tensor_parallel_size`` -> ``--etp``; verl's default (null) is Megatron-Core's, the actor's TP."""
+    k = M + "expert_tensor_parallel_size"
+    if cfg.get(k) in (None, "null", "None"):
+        b.use(k, None, "--etp", tp, default=True, note=f"unset: Megatron-Core takes tensor_model_parallel_size ({tp})")
+    else:
+        b.use(k, cfg[k], "--etp", as_int(k, cfg[k]))
 
 
 def _dispatcher(b: Builder, cfg: dict) -> None:

@@ -70,7 +70,7 @@ from oppo_sim.hw.costs.op_cost import expert_flop_excess
 from oppo_sim.hw.costs.links import alltoall_bw, group_bw, group_nodes, ring_bw
 from oppo_sim.hw.devices.hardware import allreduce_seconds, collective_latency, collective_seconds
 from oppo_sim.hw.models.model_spec import ModelSpec
-from oppo_sim.hw.memory.trainer_memory import expert_tp, stage_params
+from oppo_sim.hw.memory.trainer_memory import stage_params
 
 __all__ = ["OPTIMIZER_BYTES_PER_PARAM", "CPU_ADAM_PARAMS_PER_S", "cpu_optimizer_seconds", "dp_partition", "RankLoads", "rank_loads", "fsdp_train_seconds",
            "megatron_train_seconds", "with_host", "forward_ranks", "scorer_batch_scale", "forward_seconds", "expert_excess"]
@@ -191,7 +191,7 @@ def with_host(cost, model: ModelSpec, gpu, m, ep: int, train: bool):
     if cost.host_op_s <= 0:
         return gpu
     lay = cost.layout
-    local = model.experts / (ep * expert_tp(lay, ep)) if model.moe else 0.0
+    local = model.experts / (ep * lay.expert_tp) if model.moe else 0.0
     hf, hb = host_seconds(model, cost.host_op_s, lay.pp, lay.tp, local, cost.recompute if train else "none")
     per = gpu / m
     if not train:
@@ -208,7 +208,7 @@ def expert_excess(cost, model: ModelSpec, micro_tokens: float, scalar_head: bool
     if not model.moe or cost.hw.ops is None:
         return 0.0
     ep = cost.expert_parallel
-    width = model.moe_intermediate / (expert_tp(cost.layout, ep) if cost.layout.megatron else 1)
+    width = model.moe_intermediate / (cost.layout.expert_tp if cost.layout.megatron else 1)
     tpe = micro_tokens * ep * model.experts_per_token / model.experts
     return expert_flop_excess(cost.hw.ops, model, tpe, width, scalar_head)
 
@@ -273,8 +273,8 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     loads = _loads(cost, model, dp, seq_tokens, minibatches, scalar_head)
     m = np.maximum(loads.micro_batches, 1.0)
     dense, routed = stage_params(model, pp, scalar_head)
-    dense_rank, routed_rank = dense / tp, routed / (ep * expert_tp(lay, ep))
-    expert_dp = max(1, devices // (pp * ep * expert_tp(lay, ep)))
+    dense_rank, routed_rank = dense / tp, routed / (ep * lay.expert_tp)
+    expert_dp = max(1, devices // (pp * ep * lay.expert_tp))
     w_rank = (dense_rank + routed_rank) * model.dtype_bytes
     opt = dense_rank / (dp * cp) + routed_rank / expert_dp if lay.distributed_optimizer else dense_rank + routed_rank
     compute = loads.flops / (tp * pp * cp * g.peak_flops * op.eff_compute)
@@ -306,7 +306,7 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     nodes = group_nodes(cost, devices, devices)  # the data-parallel group is strided over the whole pool
     sync = allreduce_seconds(coll, dense_rank * dt, dp * cp, ring_bw(cost, stage_span, devices, stride=tp), nodes)
     if ep > 1:
-        stride = ep * expert_tp(lay, ep)
+        stride = ep * lay.expert_tp
         sync += allreduce_seconds(coll, routed_rank * dt, expert_dp, ring_bw(cost, stage_span, devices, stride=stride), nodes)
     return float(np.sum(stage)) + minibatches * (sync + op.overhead_s + cpu_optimizer_seconds(cost, opt, devices))
 

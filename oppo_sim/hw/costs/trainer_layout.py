@@ -38,6 +38,11 @@ priced as ``alltoall``. ``moe_router_dtype`` (Megatron's; ``model`` is its None)
 probabilities are kept in, and the allgather dispatcher reduce-scatters the experts' output in it
 (``token_combine``: ``hidden_states.to(local_probs.dtype)``): NeMo RL's ``fp64`` moves four times the bf16 bytes in
 the combine and its backward.
+
+``etp`` (Megatron ``expert_tensor_parallel_size``; ``megatron`` only) splits each routed expert over that many ranks:
+unset, Megatron-Core takes ``tp`` (``initialize_model_parallel``), as verl leaves it (``null``); NeMo RL's base
+config sets 1, and so do verl's and Megatron-Bridge's MoE recipes. ``ep x etp`` ranks of a pipeline stage hold one
+copy of the experts.
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ class TrainerLayout:
     fsdp_size: int = 0  # fsdp: ranks of one shard group (0: the whole pool; N: hybrid sharding, module notes)
     moe_dispatcher: str = "alltoall"  # megatron moe_token_dispatcher_type (module notes)
     moe_router_dtype: str = "model"  # megatron moe_router_dtype: the allgather dispatcher's combine dtype (module notes)
+    etp: int | None = None  # megatron expert_tensor_parallel_size (None: Megatron-Core's default, tp; module notes)
 
     def __post_init__(self) -> None:
         if self.backend not in TRAIN_BACKENDS:
@@ -106,6 +112,10 @@ class TrainerLayout:
         if self.megatron and self.fsdp_size:
             raise ConfigError(f"--fsdp-size {self.fsdp_size} is FSDP's shard group; --train-backend megatron shards by "
                               "its own layout (--train-tp, --pp, --ep, the distributed optimizer)")
+        if self.etp is not None:
+            _count("etp", self.etp)
+            if not self.megatron and self.etp != 1:
+                raise ConfigError(f"--etp {self.etp} is Megatron's expert_tensor_parallel_size: it needs --train-backend megatron")
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError(f"virtual pipeline stages (--vpp {self.vpp}) need pipeline parallelism (--pp > 1)")
 
@@ -124,6 +134,12 @@ class TrainerLayout:
     def combine_bytes(self, dtype_bytes: int) -> int:
         """Bytes an element of the allgather dispatcher's combine moves: the router's dtype, else the model's."""
         return ROUTER_DTYPES[self.moe_router_dtype] or dtype_bytes
+
+    @property
+    def expert_tp(self) -> int:
+        """Tensor parallelism of the routed experts: ``etp``, or where unset Megatron-Core's default, ``tp``
+        (``initialize_model_parallel``); 1 under FSDP."""
+        return self.tp if self.etp is None else self.etp
 
     @property
     def model_parallel(self) -> int:
@@ -151,8 +167,9 @@ class TrainerLayout:
     def check_experts(self, devices: int, ep: int) -> None:
         """Megatron's expert-parallel groups are cut from one pipeline stage's ``devices / pp`` ranks: ``ep``
         must divide them (one line if not)."""
-        if self.megatron and ep > 1 and (devices // self.pp) % ep:
-            raise ConfigError(f"expert parallelism (--ep {ep}) must divide the {devices // self.pp} ranks of one "
+        if self.megatron and ep > 1 and (devices // self.pp) % (ep * self.expert_tp):
+            etp = f" x expert tensor parallelism {self.expert_tp}" if self.expert_tp > 1 else ""
+            raise ConfigError(f"expert parallelism (--ep {ep}){etp} must divide the {devices // self.pp} ranks of one "
                               f"pipeline stage ({devices} devices / pp {self.pp})")
 
     @property
@@ -167,7 +184,8 @@ class TrainerLayout:
         if not self.megatron:
             return f"fsdp hybrid {self.fsdp_size}" if self.fsdp_size else "fsdp"
         parts = [f"tp{self.tp}", f"pp{self.pp}"] + ([f"vpp{self.vpp}"] if self.vpp > 1 else []) + (
-            [f"cp{self.cp}"] if self.cp > 1 else []) + ([f"ep{ep}"] if ep > 1 else [])
+            [f"cp{self.cp}"] if self.cp > 1 else []) + ([f"ep{ep}"] if ep > 1 else []) + (
+            [f"etp{self.expert_tp}"] if ep > 1 and self.expert_tp > 1 else [])
         return "megatron " + " ".join(parts)
 
     def state(self, zero_stage, ep: int = 1) -> str:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from oppo_sim.hw.costs.links import group_nodes, ring_bw
 from oppo_sim.hw.devices.hardware import collective_latency
-from oppo_sim.hw.memory.trainer_memory import expert_tp
 from oppo_sim.hw.models.model_spec import ModelSpec
 
 __all__ = ["export_legs", "export_seconds"]
@@ -69,7 +68,7 @@ def export_legs(cost, model: ModelSpec, devices: int) -> dict[str, float]:
             return {"all-gather": leg((s - 1) / s * w, s, model.param_tensors)} if s > 1 else {}
         return {"expert all-gather": leg((ep - 1) / ep * routed, ep, routed_tensors / ep)} if ep > 1 else {}
     out: dict[str, float] = {}
-    egroup = ep * expert_tp(lay, ep) if model.moe else 1
+    egroup = ep * lay.expert_tp if model.moe else 1
     loops = dense_tensors + routed_tensors / egroup  # the rank's own (Megatron) tensors, each stage's in turn
     if lay.pp > 1:
         shard = dense / lay.tp + routed / egroup

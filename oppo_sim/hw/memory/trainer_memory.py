@@ -9,10 +9,9 @@ data-parallel ranks (with the context-parallel ones: Megatron shards it over ``d
 ``distributed_optimizer`` is on. A rank holds ``1 / tp`` of its stage's dense parameters; a stage is
 ``1 / pp`` of the decoder layers, plus the input embedding on the first stage and the output layer on the
 last (both on the one stage where ``pp == 1``; a tied embedding is kept on both ends, as Megatron does).
-The routed experts are split over ``ep`` ranks and not over TP (``expert_tensor_parallel_size`` 1, the
-setting of the RL frameworks' MoE recipes) where ``ep > 1``; without expert parallelism they are
-tensor-parallel like the dense MLP. Their Adam state is sharded over the expert-data-parallel ranks
-``devices / (pp · ep)``.
+The routed experts are split over ``ep`` ranks and each over ``etp`` (``TrainerLayout.expert_tp``: Megatron's
+``expert_tensor_parallel_size``, unset ``tp``; 1 in the RL frameworks' MoE recipes). Their Adam state is sharded
+over the expert-data-parallel ranks ``devices / (pp · ep · etp)``.
 
 **Activations** use :mod:`oppo_sim.hw.memory.train_memory`'s per-token, per-layer count (Korthikanti et al. 2022,
 "Reducing Activation Recomputation in Large Transformer Models", adapted to the Llama/Qwen layers), with
@@ -42,17 +41,11 @@ from oppo_sim.hw.memory.train_memory import (ADAM_BYTES, RECOMPUTE_MODES, WEIGHT
 from oppo_sim.hw.models.model_spec import ModelSpec
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 
-__all__ = ["MAIN_GRAD_BYTES", "expert_tp", "stage_params", "megatron_state_bytes", "inflight_layers",
+__all__ = ["MAIN_GRAD_BYTES", "stage_params", "megatron_state_bytes", "inflight_layers",
            "megatron_activation_bytes", "micro_batches_bound"]
 
 MAIN_GRAD_BYTES = 4
 """Megatron accumulates gradients in fp32 ``main_grad`` buffers (the ``6 + 12/d`` of its notes)."""
-
-
-def expert_tp(layout: TrainerLayout, ep: int) -> int:
-    """Tensor parallelism of the routed experts: 1 under expert parallelism (``expert_tensor_parallel_size``
-    1, as RL MoE recipes set it), the layout's ``tp`` without it."""
-    return 1 if ep > 1 else layout.tp
 
 
 def stage_params(model: ModelSpec, pp: int, scalar_head: bool = False) -> tuple[float, float]:
@@ -75,7 +68,7 @@ def megatron_state_bytes(model: ModelSpec, layout: TrainerLayout, ep: int, devic
     dp = layout.data_parallel(devices)
     dense, routed = stage_params(model, layout.pp, scalar_head)
     ep = ep if model.moe else 1
-    etp = expert_tp(layout, ep)
+    etp = layout.expert_tp
     dense_rank, routed_rank = dense / layout.tp, routed / (ep * etp)
     shard = layout.distributed_optimizer
     expert_dp = max(1, devices // (layout.pp * ep * etp))
