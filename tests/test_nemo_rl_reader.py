@@ -258,3 +258,15 @@ def test_packing_and_dynamic_batching_together_are_refused_in_one_line(capsys):
 def test_nemo_rls_tp4_batch_check_is_said(overrides, noted):
     t = translate_nemo_rl([str(LLM / "performance" / "grpo-llama3.1-8b-instruct-2n8g.yaml"), *overrides])
     assert any("NRL_IGNORE_TP_ACCURACY_CHECK" in n for n in t.notes) == noted
+
+
+@pytest.mark.parametrize("overrides, tp, gmu", [
+    (["+policy.generation.sglang_cfg.tp_size=2", "+policy.generation.sglang_cfg.mem_fraction_static=0.7"], "2", "0.7"),
+    (["+policy.generation.sglang_cfg.gpus_per_server=4"], "4", None),  # v0.5's key; no static fraction: SGLang's own
+])
+def test_an_sglang_engine_takes_its_own_gpus_and_memory_share_not_vllm_cfgs(overrides, tp, gmu):
+    t = translate_nemo_rl([str(BASE), "policy.generation.backend=sglang", *overrides])
+    got = pairs(t.args)
+    assert got["--tp"] == tp and got.get("--gpu-memory-utilization") == gmu  # the base's vllm_cfg (tp 1, 0.6) unused
+    assert any("vLLM-like engine" in n for n in t.notes)
+    assert (gmu is None) == any("mem_fraction_static unset" in n for n in t.notes)

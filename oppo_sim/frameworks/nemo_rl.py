@@ -17,8 +17,9 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
 - ``policy.model_name`` -> ``--actor``; ``data.max_input_seq_length`` -> ``--max-prompt`` (a longer prompt
   becomes a 4-token stub trained with weight 0: filtered here); ``policy.generation.max_new_tokens`` ->
   ``--max-response``, capped by ``policy.max_total_sequence_length`` (vLLM's ``max_model_len``);
-- ``policy.generation.vllm_cfg.tensor_parallel_size`` / ``gpu_memory_utilization`` / ``enforce_eager`` -> ``--tp`` /
-  ``--gpu-memory-utilization`` / ``--enforce-eager``;
+- the generation engine (``policy.generation.backend``: vllm, sglang, megatron; :mod:`~oppo_sim.frameworks.nemo_rl_engine`):
+  ``vllm_cfg.tensor_parallel_size`` / ``gpu_memory_utilization`` / ``enforce_eager`` -> ``--tp`` /
+  ``--gpu-memory-utilization`` / ``--enforce-eager``, SGLang's server GPUs and ``mem_fraction_static`` likewise;
 - the trainer: ``policy.megatron_cfg.enabled`` -> ``--train-backend megatron`` with
   ``tensor_model_parallel_size`` / ``pipeline_model_parallel_size`` / ``context_parallel_size`` /
   ``expert_model_parallel_size`` / ``optimizer.use_distributed_optimizer`` (``optimizer.optimizer_cpu_offload`` with
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.frameworks.nemo_rl_engine import engine
 from oppo_sim.frameworks.nemo_rl_recipe import Recipe, recipe, value
 from oppo_sim.frameworks.translation import Builder, Translation, as_bool, as_float, as_int, existing_file, split_words
 from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS, ROUTER_DTYPES
@@ -204,28 +206,7 @@ def _lengths(g: _Get) -> None:
         g.b.notes.append(f"vLLM's max_model_len {total} caps prompt + response: a response stops at {total} minus its "
                          f"prompt's length; oppo-sim caps prompts at {prompt} and responses at {min(new, total)} "
                          "separately (an upper bound)")
-    if g(G + "backend", "vllm") != "vllm":
-        g.b.notes.append(f"{G}backend={g(G + 'backend')}: generation simulated as oppo-sim's vLLM-like engine")
-    if g(G + "backend", "vllm") == "megatron":  # the policy generates itself: an engine is its Megatron model-parallel group
-        own = G + "mcore_generation_config.tensor_model_parallel_size"  # the generation's own layout, if it has one
-        key = own if g(own) is not None else M + "tensor_model_parallel_size"
-        tp = as_int(key, g(key, 1))
-        pp = 1 if key == own else as_int(M + "pipeline_model_parallel_size", g(M + "pipeline_model_parallel_size", 1))
-        g.use(key, "--tp", tp * pp, v=tp, note="generation backend megatron: each engine is a Megatron model-parallel "
-              f"group of {tp} x {pp} (tp x pp), priced as tensor parallel")
-        return _async(g)
-    tp = as_int(V + "tensor_parallel_size", g(V + "tensor_parallel_size", 1))
-    pp = as_int(V + "pipeline_parallel_size", g(V + "pipeline_parallel_size", 1))
-    g.use(V + "tensor_parallel_size", "--tp", tp * pp, v=tp, note="" if pp == 1 else
-          f"x vLLM pipeline_parallel_size {pp}: each engine's {tp * pp} GPUs, priced as tensor parallel")
-    if pp > 1:
-        g.use(V + "pipeline_parallel_size", v=pp, note="in --tp above")
-    gmu = as_float(V + "gpu_memory_utilization", g(V + "gpu_memory_utilization", 0.6))
-    g.use(V + "gpu_memory_utilization", "--gpu-memory-utilization", gmu, v=gmu)
-    if as_bool(V + "enforce_eager", g(V + "enforce_eager", False)):
-        g.use(V + "enforce_eager", "--enforce-eager", note="no CUDA graphs: the host issues every kernel of a decode step")
-    if as_bool(V + "async_engine", g(V + "async_engine", False)):
-        g.use(V + "async_engine", note="vLLM's async engine: requests stream through a continuous engine")
+    engine(g)
     _async(g)
 
 
