@@ -358,3 +358,10 @@ def test_verl_balance_batch_round_trips(tmp_path):
     path = tmp_path / "exported.verl"
     path.write_text(text)
     assert not config_of("--from-verl", str(path)).trainer.balance_batch
+
+
+def test_verl_rollout_name_is_echoed_and_an_sglang_rollout_is_said_to_be_priced_as_the_vllm_engine():
+    t = translate_verl("actor_rollout_ref.rollout.name=sglang data.train_batch_size=8")
+    used = {u.key: u for u in t.used}
+    assert "vLLM-like" in used["actor_rollout_ref.rollout.name"].note
+    assert not any(i.key == "actor_rollout_ref.rollout.name" for i in t.ignored)

@@ -134,7 +134,7 @@ DAPO_ROUNDS: tuple[tuple[str, str], ...] = (("data.gen_batch_size", "--gen-batch
                                             ("algorithm.filter_groups.max_num_gen_batches", "--max-gen-batches"))
 """DAPO's rounds: verl key -> the option of oppo-sim's round-by-round DAPO (where this oppo-sim lacks it, the
 key is listed as ignored by the command's parser)."""
-_GROUPED = ("data.train_batch_size", "data.filter_overlong_prompts", "data.truncation", R + "enable_chunked_prefill",
+_GROUPED = ("data.train_batch_size", "data.filter_overlong_prompts", "data.truncation", R + "enable_chunked_prefill", R + "name",
             R + "enforce_eager", "trainer.balance_batch", A + "fsdp_config.offload_policy",
             R + "free_cache_engine", A + "ppo_mini_batch_size", A + "use_kl_loss", "algorithm.use_kl_in_reward",
             "actor_rollout_ref.model.enable_gradient_checkpointing", "actor_rollout_ref.model.path",
@@ -277,6 +277,9 @@ def _prompts(b: Builder, cfg: dict, dflt: dict) -> None:
 
 
 def _engine(b: Builder, cfg: dict, dflt: dict, colocated: bool) -> None:
+    if R + "name" in cfg:  # vllm (verl's default), sglang, hf: the same rollout keys, one engine model
+        name = str(cfg[R + "name"]).strip().lower()
+        b.use(R + "name", name, note="" if name == "vllm" else "priced as oppo-sim's vLLM-like engine")
     k = R + "enable_chunked_prefill"
     on = as_bool(k, cfg[k])
     b.use(k, on, "--enable-chunked-prefill" if on else "--no-enable-chunked-prefill", default=dflt[k])
