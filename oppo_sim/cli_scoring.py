@@ -5,6 +5,7 @@ passes run on padding (``oppo_sim.pipeline.padding``).
   tokens a forward takes per data-parallel rank;
 - ``--padded-batches``: every whole-sequence forward and update padded to its batch's longest (NeMo RL without
   sequence packing, TRL);
+- ``--padded-micro-batches``: each counted micro-batch padded to its longest (OpenRLHF before sample packing);
 - ``--padded-roles``: the named roles' passes at the caps' width, ``--max-prompt`` + ``--max-response`` (verl
   without ``use_remove_padding``: by default its critic and its reward model).
 """
@@ -20,7 +21,8 @@ from oppo_sim.pipeline.padding import PADDED_ROLES, check_padded_roles
 
 __all__ = ["add_scoring_args", "SCORING_FIELDS", "padded_roles"]
 
-SCORING_FIELDS: tuple[str, ...] = ("stream_batching", "scorer_max_tokens", "padded_batches", "padded_roles")
+SCORING_FIELDS: tuple[str, ...] = ("stream_batching", "scorer_max_tokens", "padded_batches", "padded_micro_batches",
+                                   "padded_roles")
 """``SimConfig`` fields the scoring options set (where given)."""
 
 
@@ -47,6 +49,10 @@ def add_scoring_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--padded-batches", action=bool_action, default=None,
                    help=f"whole-sequence scoring and training pad every sequence to the batch's longest "
                         f"(default {on_off(SimConfig.padded_batches)})")
+    s.add_argument("--padded-micro-batches", action=bool_action, default=None,
+                   help=f"each micro-batch of --micro-batch-size (forwards: --logprob-micro-batch-size) sequences padded "
+                        f"to its longest, as OpenRLHF ran before --packing_samples (default "
+                        f"{on_off(SimConfig.padded_micro_batches)})")
     s.add_argument("--padded-roles", type=padded_roles, default=None, metavar="ROLES",
                    help=f"roles whose passes run on sequences padded to --max-prompt + --max-response, as verl runs a "
                         f"model without use_remove_padding (its critic and reward model by default): comma-separated "

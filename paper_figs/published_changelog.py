@@ -575,5 +575,21 @@ CHANGES: tuple[Change, ...] = (
                  "published number moved: every MoE record's source sets 1, as the model assumed. What moves is a "
                  "Megatron MoE job with TP > 1 that leaves it unset (verl's default): its experts are now split over TP "
                  "as well, less memory and compute a rank and fewer expert-data-parallel ranks.")),
+    Change("2026-11-27", "record",
+           "Padding as the 2024 benchmark's frameworks ran it: OpenRLHF at dbdd43b0 had no sample packing, so each "
+           "micro-batch is padded to its longest (--padded-micro-batches, new; the OpenRLHF reader sets it where neither "
+           "--packing_samples, ring attention nor the dynamic batch is on); DeepSpeed-Chat pads every prompt to "
+           "max_prompt_seq_len (1,024) before generating, so its record's prompts are 1,024 tokens (a record "
+           "prompt_sigma)",
+           24.2, 24.2, 199.0, 199.0,
+           note=("Found reading the OpenRLHF reader's ignored --packing_samples and the two frameworks' code "
+                 "(OpenRLHF experience_maker.py at dbdd43b0: prompts left-padded and responses right-padded to their "
+                 "micro-batch's longest; --packing_samples came in 2024-09, 4c902a2a; DeepSpeed-Chat's "
+                 "DataCollatorRLHF pads prompts to max_token_len). Moved: OpenRLHF Ray 7B +14.4 -> +18.7% (training "
+                 "stage -14.8 -> -8.5%), 13B +4.9 -> +7.0% (training -31.0 -> -27.7%), 70B -1.6 -> -0.4% (training "
+                 "-20.9 -> -17.9%), DeepSpeed -23.6 -> -22.2% (training -21.7 -> -17.3%); DeepSpeed-Chat +25.8 -> "
+                 "+36.3% (training -29.5 -> +11.4%: the update is now about right and the generation, +42% over the "
+                 "published, is what is off). With a published mean response 22.1 -> 21.4%; without the "
+                 "contradicted runs 23.6 -> 22.2%. Nothing was tuned: the paddings are the frameworks' own.")),
 )
 """The changes, oldest first."""

@@ -160,30 +160,36 @@ def _openrlhf(key: str, *, framework: str, model: str, hf: str, devices: int, pl
               step_s: float, gen_s: float, train_s: float, micro: tuple[int, int], engine: str = "continuous",
               gen_batch: int | None = None,
               max_num_seqs: int | None = None, nodes: int = 1, colocate: str = "sleep", note: str = "",
-              optimizer_offload: float = 1.0) -> PublishedRun:
+              optimizer_offload: float = 1.0, prompt: tuple[float, float | None, str] = (256, None, "")) -> PublishedRun:
     """An OpenRLHF benchmark row. ``optimizer_offload`` 1 by default: the benchmark does not list its flags, and
     every PPO script of the repository at that commit passes ``--adam_offload`` (the Adam step on the CPU:
     ``train_ppo_llama.sh``, ``train_ppo_llama_ray.sh``, ``_34b.sh``, ``_70b.sh``); without it the 13B row does
     not fit its 4-GPU training pool. ``micro``: the table's (generation, training) ``micro_batch_size`` columns —
-    the experience forwards run in the micro rollout batches, the updates in the micro train batches."""
+    the experience forwards run in the micro rollout batches, the updates in the micro train batches. ``prompt``: the
+    prompts' (mean, log-space spread — None: the default —, note — empty: the assumed HH/rm-static mean)."""
     return PublishedRun(
         key=key, framework=framework, source=OPENRLHF_BENCH, version=OPENRLHF, model=model, hf_model=hf,
         gpu="a800-80gb", devices=devices, nodes=nodes, placement=placement, batch=1024, n=1, max_prompt=1024,
         max_response=1024, algorithm="ppo", reward=model, kl=True, tp=tp, published_step_s=step_s,
         minibatches=1024 // 128, engine=engine, optimizer_offload=optimizer_offload, gen_batch=gen_batch,
         micro_batch_size=micro[1], logprob_micro_batch_size=micro[0],
+        padded_micro_batches=not framework.startswith("DeepSpeed-Chat"),
         max_num_seqs=max_num_seqs, colocate=colocate,
         recompute="full",
         mean_response=1024,
-        mean_prompt=256, response_sigma=0.0,
+        mean_prompt=prompt[0], prompt_sigma=prompt[1], response_sigma=0.0,
         stages=Stages(generation_s=gen_s, training_s=train_s, definition=_OPENRLHF_STAGES,
                       timers="deepspeed-chat" if framework.startswith("DeepSpeed-Chat") else "openrlhf"),
-        prompt_note=_OPENRLHF_PROMPT, response_note=_OPENRLHF_LENGTHS,
+        prompt_note=prompt[2] or _OPENRLHF_PROMPT, response_note=_OPENRLHF_LENGTHS,
         notes=("PPO, reward model and critic initialised from the actor's size; rollout 1024 prompts, train "
                f"batch 128, 1 epoch; gradient checkpointing; micro-batches (the table's columns) of {micro[0]} samples "
                f"for generation and the experience forwards, {micro[1]} to train; "
                + ("Adam on the CPU (--adam_offload, as every PPO script of the repository at this commit); "
-                  if optimizer_offload and not framework.startswith("DeepSpeed-Chat") else "") + note))
+                  if optimizer_offload and not framework.startswith("DeepSpeed-Chat") else "")
+               + ("no sample packing at this commit (--packing_samples came in 2024-09): each micro-batch padded to "
+                  "its longest, the experience forwards' prompts left and responses right, the updates' sequences "
+                  "left (experience_maker.py, replay_buffer.py); " if not framework.startswith("DeepSpeed-Chat") else "")
+               + note))
 
 
 OPENRLHF_RUNS: tuple[PublishedRun, ...] = (
@@ -216,6 +222,9 @@ OPENRLHF_RUNS: tuple[PublishedRun, ...] = (
               hf="meta-llama/Llama-2-7b-hf", devices=8, placement="colocated", tp=1, micro=(4, 4), step_s=1184.31,
               gen_s=975.36,
               train_s=209.05, engine="static", gen_batch=4, colocate="resident", optimizer_offload=0.0,
+              prompt=(1024, 0.0, "every prompt as DeepSpeed-Chat computes on it: padded to max_prompt_seq_len, 1,024 "
+                      "tokens (its DataCollatorRLHF pads each batch's prompts to max_token_len before generation, and "
+                      "generation, the experience forwards and the updates run on the padded rows)"),
               note=("DeepSpeed-Chat as optimised by OpenRLHF's benchmark, which turns DeepSpeed's hybrid engine off (its "
                     "README: it does not work with ZeRO-3; its llama_7b.sh has no --enable_hybrid_engine): Hugging Face "
                     "generate on the actor's own modules, 4 per GPU; every "

@@ -74,6 +74,7 @@ class PublishedRun:
     refit_buffers: int = 1  # weight sync: 1 tensor by tensor, 2 NeMo RL's double-buffered refit
     refit_group: str = "rank0"  # a sync between pools: "rank0" (OpenRLHF's group), "all" (NeMo RL's, verl's)
     padded_batches: bool = False  # scoring and training pad every sequence to the batch's longest (no packing)
+    padded_micro_batches: bool = False  # each counted micro-batch padded to its longest (OpenRLHF before packing)
     micro_batch_tokens: int | None = None  # packed micro-batches of training (NeMo RL train_mb_tokens, verl's dynamic bsz)
     logprob_micro_batch_tokens: int | None = None  # ... of the forward-only passes (NeMo RL logprob_mb_tokens)
     micro_batch_size: int | None = None  # or a fixed count of sequences (verl ppo_micro_batch_size_per_gpu, OpenRLHF's)
@@ -87,6 +88,7 @@ class PublishedRun:
     assumed_mean_response: float | None = None  # used when no mean is published
     mean_prompt: float | None = None  # published, derived (prompt_note says how) or assumed
     response_sigma: float = 0.7  # log-space spread of the synthetic response lengths
+    prompt_sigma: float | None = None  # log-space spread of the synthetic prompt lengths (None: published_runs_sim's)
     trace: tuple[str, ...] | None = None  # named traces (the first found is used) instead of the synthetic one
     tokens_per_s_per_gpu: float | None = None  # NeMo RL: published throughput, for the prompt length
     stages: Stages = field(default_factory=Stages)

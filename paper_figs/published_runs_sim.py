@@ -102,7 +102,8 @@ def run_trace(run: PublishedRun, rows: int, seed: int = 0) -> Trace:
                                  max_response=cap)
     rng = np.random.default_rng(seed)
     pmean = derived_prompt_mean(run)
-    prompts = rng.lognormal(math.log(pmean) - PROMPT_SIGMA ** 2 / 2, PROMPT_SIGMA, rows)
+    sigma = PROMPT_SIGMA if run.prompt_sigma is None else run.prompt_sigma
+    prompts = rng.lognormal(math.log(pmean) - sigma ** 2 / 2, sigma, rows)
     prompts = np.clip(np.rint(prompts), 1, run.max_prompt).astype(np.int64)
     mean = run.mean_response if run.mean_response is not None else run.assumed_mean_response
     if mean is None:
@@ -184,6 +185,7 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
         minibatches=run.minibatches, max_response=response_cap(run), nodes=run.nodes, expert_parallel=run.ep,
         colocate=run.colocate, sleep_level=run.sleep_level, max_prompt=run.max_prompt, truncate_prompt=True,
         reference_on_host=run.reference_on_host, refit_buffers=run.refit_buffers, refit_group=run.refit_group, padded_batches=run.padded_batches,
+        padded_micro_batches=run.padded_micro_batches,
         train_memory=TrainMemoryConfig(zero_stage=run.zero, recompute=run.recompute, sequence_parallel=run.sp,
                                        micro_batch_tokens=run.micro_batch_tokens, micro_batch_size=run.micro_batch_size,
                                        logprob_micro_batch_tokens=run.logprob_micro_batch_tokens,

@@ -15,7 +15,7 @@ from oppo_sim.frameworks.export import export
 from oppo_sim.frameworks.verl import translate_verl
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.memory_plan import lengths
-from oppo_sim.pipeline.padding import check_padded_roles, pass_tokens
+from oppo_sim.pipeline.padding import check_padded_roles, micro_widths, pass_tokens
 from oppo_sim.pipeline.simulate import simulate
 from oppo_sim.traces.trace import Trace
 
@@ -110,3 +110,46 @@ def test_a_verl_export_writes_every_models_switch_and_reads_back_to_the_same_rol
         assert sum("use_remove_padding" in line for line in lines) == 3  # actor, critic, reward model (PPO)
         got = pairs(translate_verl(" ".join(lines)).args)
         assert got.get("--padded-roles") == (",".join(roles) or None)
+
+
+def test_micro_batches_pad_to_their_own_longest():
+    assert micro_widths(np.array([1, 5, 2, 3, 9, 1, 4]), 3).tolist() == [5, 5, 5, 9, 9, 9, 4]
+    assert micro_widths(np.array([3, 1]), 1).tolist() == [3, 1]  # one sequence a micro-batch: nothing to pad
+    # cut in admission order, whatever order the batch finished in: ids 0,1 and 2,3 share micro-batches
+    assert micro_widths(np.array([9, 1, 2, 3]), 2, ids=np.array([2, 0, 3, 1])).tolist() == [9, 3, 9, 3]
+    cfg = replace(BASE, padded_micro_batches=True, train_memory=replace(BASE.train_memory, micro_batch_size=2))
+    prompts, responses = np.array([10, 30, 20, 5]), np.array([5, 100, 50, 60])
+    assert pass_tokens(cfg, "actor", prompts, responses).tolist() == [130, 130, 70, 70]  # an update: longest sequence
+    assert pass_tokens(replace(cfg, padded_micro_batches=False), "actor", prompts, responses).tolist() == [15, 130, 70, 65]
+
+
+def test_padded_micro_batches_cost_the_updates_and_forwards_their_padding():
+    micro = replace(BASE.train_memory, micro_batch_size=4, logprob_micro_batch_size=8)
+    plain = simulate(TRACE, "baseline", replace(BASE, train_memory=micro))
+    padded = simulate(TRACE, "baseline", replace(BASE, train_memory=micro, padded_micro_batches=True))
+    a, b = _tokens(plain), _tokens(padded)
+    for role in ("actor", "critic"):
+        assert b[("train", role)] > a[("train", role)]
+    for role in ("logprob", "reward", "critic"):  # the experience forwards, micro-batches of 8
+        assert b[("score", role)] > a[("score", role)]
+    assert b[("generate", "generate")] == a[("generate", "generate")]
+
+
+@pytest.mark.parametrize("flags, padded", [
+    ("--micro_train_batch_size 4", True),  # OpenRLHF's default: no packing, each micro-batch padded
+    ("--micro_train_batch_size 4 --packing_samples", False),
+    ("--micro_train_batch_size 4 --ring_attn_size 2", False),  # ring attention turns packing on
+])
+def test_openrlhf_packing_decides_the_micro_batch_padding(flags, padded):
+    from oppo_sim.frameworks.openrlhf import translate_openrlhf
+    args = translate_openrlhf(f"--pretrain meta-llama/Llama-2-7b-hf --rollout_batch_size 64 {flags}").args
+    assert ("--padded-micro-batches" in args) == padded
+
+
+def test_an_openrlhf_export_packs_unless_the_plan_padded_its_micro_batches():
+    from oppo_sim.frameworks.openrlhf import translate_openrlhf
+    for padded in (False, True):
+        cfg = replace(BASE, padded_micro_batches=padded, train_memory=replace(BASE.train_memory, micro_batch_size=4))
+        text = export(cfg, "openrlhf")
+        assert ("--ds.packing_samples" in text) != padded
+        assert ("--padded-micro-batches" in translate_openrlhf(text).args) == padded

@@ -235,8 +235,10 @@ def test_the_openrlhf_record_agrees_with_the_openrlhf_reader(monkeypatch):
               "--reward_pretrain meta-llama/Llama-2-70b-hf --train_batch_size 128 --micro_rollout_batch_size 4 "
               "--rollout_batch_size 1024 --max_epochs 1 --prompt_max_len 1024 --generate_max_len 1024 "
               "--zero_stage 3 --gradient_checkpointing --adam_offload\n")  # a line break: arguments, not a file name
-    args = dict(zip(*[iter(a for a in translate_openrlhf(script).args if a not in ("--truncate-prompt",))] * 2))
+    got = translate_openrlhf(script).args
+    args = dict(zip(*[iter(a for a in got if a not in ("--truncate-prompt", "--padded-micro-batches"))] * 2))
     cfg = mod.sim_config(run, steps=1)
+    assert ("--padded-micro-batches" in got) == cfg.padded_micro_batches  # no --packing_samples at that commit
     assert int(args["--batch"]) == cfg.batch and int(args["--n"]) == cfg.algorithm.n
     assert int(args["--minibatches"]) == cfg.minibatches and int(args["--ppo-epochs"]) == cfg.ppo_epochs
     assert int(args["--max-response"]) == cfg.max_response and int(args["--tp"]) == cfg.engine.tp

@@ -105,7 +105,9 @@ def _trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
     out += ["--ds.adam_offload"] if f > 0 else []
     out += ["--actor.gradient_checkpointing_enable"] if chosen.recompute not in (None, "none") else []
     sp = cfg.train_memory.sequence_parallel
-    out += [f"--ds.ring_attn_size {sp}", "--ds.packing_samples"] if sp > 1 else []
+    out += [f"--ds.ring_attn_size {sp}"] if sp > 1 else []
+    # packed unless the plan priced each micro-batch padded (OpenRLHF pads without --ds.packing_samples)
+    out += [] if cfg.padded_micro_batches and sp == 1 else ["--ds.packing_samples"]
     return out + _micro_batches(cfg, sp)
 
 

@@ -80,7 +80,7 @@ ESTIMATORS: dict[str, str] = {"gae": "ppo", "group_norm": "grpo", "rloo": "rloo"
 FLAGS: frozenset[str] = frozenset({
     "colocate_all_models", "colocate_actor_ref", "colocate_critic_reward", "vllm_enable_sleep", "gradient_checkpointing",
     "use_kl_loss", "dynamic_filtering", "enable_prefix_caching", "async_train", "deepspeed_enable_sleep",
-    "partial_rollout", "enforce_eager", "adam_offload", "use_dynamic_batch"})
+    "partial_rollout", "enforce_eager", "adam_offload", "use_dynamic_batch", "packing_samples"})
 """The on/off flags the reader reads (flat names)."""
 READ: frozenset[str] = frozenset({*OPENRLHF_DEFAULTS, *SPLIT_LENGTHS, *TOTAL_LENGTHS, *FLAGS, "pretrain",
                                   "reward_pretrain", "remote_rm_url", "agent_func_path", "critic_pretrain",
@@ -293,6 +293,13 @@ def _micro_batches(b: Builder, o: dict, d: dict, f: Names) -> None:
             n = as_int(f(k), o[k])
             b.use(f(k), n, opt, n, default=d[k], note="samples a micro-batch" + (
                 "" if not d[k] else " (the default of the flat-flag releases; 1 since 2026-04-11)" if not f.dotted else ""))
+        if as_int(f("ring_attn_size"), o["ring_attn_size"]) > 1:  # ring attention turns packing on (train_ppo_ray.py)
+            b.use(f("packing_samples"), True, default="packing_samples" not in o, note="ring attention packs the samples")
+        elif "packing_samples" in o:
+            b.use(f("packing_samples"), True, note="samples packed: no padding")
+        else:
+            b.use(f("packing_samples"), False, "--padded-micro-batches", default=True,
+                  note="unpacked: each micro-batch padded to its longest (prompts left, responses right)")
         return
     ring = as_int(f("ring_attn_size"), o["ring_attn_size"])
     times = f" x ring attention {ring}" if ring > 1 else ""

@@ -57,6 +57,7 @@ class SimConfig:
     scorer_max_tokens: int = 65536  # tokens per scorer forward batch
     stream_batching: bool = True  # batch streamed chunks of several sequences into one forward (False: one each)
     padded_batches: bool = False  # whole-sequence scoring and training pad every sequence to the batch's longest
+    padded_micro_batches: bool = False  # each counted micro-batch padded to its longest (OpenRLHF before packing)
     padded_roles: tuple[str, ...] = ()  # roles whose passes run padded to max_prompt + max_response (verl without
     #                                     use_remove_padding: its critic and reward model by default; pipeline.padding)
     overheads: ExecutorOverheads = field(default_factory=ExecutorOverheads)  # the driver's own time (0: ideal driver)
@@ -96,6 +97,7 @@ class SimConfig:
             (isinstance(self.offload_train_state, bool),
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (isinstance(self.reference_on_host, bool), f"reference_on_host must be a bool, got {self.reference_on_host!r}"),
+            (isinstance(self.padded_micro_batches, bool), f"padded_micro_batches must be a bool, got {self.padded_micro_batches!r}"),
             (not self.padded_roles or self.max_prompt != DEFAULT_MAX_PROMPT,
              f"padded_roles pads every sequence to max_prompt + max_response: give the run's prompt cap (--max-prompt, "
              f"verl data.max_prompt_length); the default {DEFAULT_MAX_PROMPT:,} stands for no cap"),

@@ -332,8 +332,9 @@ class Pipeline:
             rec.score_end = rec.train_start = self.env.now
             batch = [self.samples[sid] for sid in rec.batch]
             prompts, responses = np.array([s.prompt for s in batch]), np.array([s.target for s in batch])
+            ids = np.array([s.sid for s in batch])
             for j in [j for t in cfg.trained() for j in train_jobs(  # each role's sequences as it pads them
-                    tcost, (t,), tpool.n, pass_tokens(cfg, t[0], prompts, responses), cfg.ppo_epochs, cfg.minibatches)]:
+                    tcost, (t,), tpool.n, pass_tokens(cfg, t[0], prompts, responses, ids), cfg.ppo_epochs, cfg.minibatches)]:
                 job = tpool.submit(tpool.all, j.seconds, activity="train", role=j.role, step=t, tokens=j.tokens, flops=j.flops)
                 yield job.done
             rec.train_end = self.env.now

@@ -5,6 +5,11 @@ costs the batch's width, not its own length. Two settings say where (``SimConfig
 
 - ``padded_batches``: every scoring forward and update pads its sequences to the longest of its batch
   (NeMo RL without sequence packing, whose batch is padded to its longest sequence; TRL's padded batches);
+- ``padded_micro_batches``: each micro-batch of a count of sequences (``micro_batch_size``, and
+  ``logprob_micro_batch_size`` for the forwards) padded to its own longest, as OpenRLHF ran before sample packing
+  (``--packing_samples``, 2024-09): its experience forwards on the micro rollout batch's prompts left-padded to
+  their longest and responses right-padded to theirs (``experience_maker.py`` at dbdd43b0), its updates on the micro
+  train batch padded to its longest sequence (``zero_pad_sequences``); micro-batches are cut in the samples' admission order (the rollout's prompt order);
 - ``padded_roles``: the named roles' passes run at the run's caps, ``max_prompt + max_response`` — verl
   without ``use_remove_padding``: its dataset left-pads each prompt to ``data.max_prompt_length`` and its
   rollout pads each response to ``max_response_length``, so ``input_ids`` are that wide for every sequence
@@ -24,7 +29,7 @@ import numpy as np
 
 from oppo_sim.core.errors import ConfigError
 
-__all__ = ["PADDED_ROLES", "check_padded_roles", "pads", "padded_width", "pass_tokens"]
+__all__ = ["PADDED_ROLES", "check_padded_roles", "pads", "padded_width", "pass_tokens", "micro_widths", "forward_micro"]
 
 PADDED_ROLES: tuple[str, ...] = ("actor", "reference", "critic", "reward")
 """Roles whose passes can run padded: the actor (its update and its old log-probs), the reference, the critic
@@ -59,9 +64,31 @@ def padded_width(cfg, longest_prompt: int, longest_response: int) -> int:
     return int(prompt + response)
 
 
-def pass_tokens(cfg, role: str, prompts: np.ndarray, responses: np.ndarray) -> np.ndarray:
-    """Tokens each sequence of a whole-sequence pass of ``role`` computes: the run's padded width for a padded
-    role, the batch's longest with ``padded_batches``, else its own prompt + response."""
+def micro_widths(lengths: np.ndarray, k: int, ids: np.ndarray | None = None) -> np.ndarray:
+    """Each of ``lengths`` replaced by the largest of its micro-batch: groups of ``k`` consecutive in the order of
+    ``ids`` (the samples' admission order, as a framework batches its rollout; None: as given), the last one
+    shorter."""
+    lengths = np.asarray(lengths, dtype=np.float64)
+    if k <= 1 or len(lengths) <= 1:
+        return lengths
+    order = np.argsort(ids, kind="stable") if ids is not None else np.arange(len(lengths))
+    groups = np.arange(len(lengths)) // k
+    out = np.empty_like(lengths)
+    out[order] = np.maximum.reduceat(lengths[order], np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]]))[groups]
+    return out
+
+
+def forward_micro(cfg) -> int:
+    """Sequences a forward-only micro-batch holds where counted (``logprob_micro_batch_size``, else training's); 0
+    where micro-batches are by tokens."""
+    t = cfg.train_memory
+    return t.logprob_micro_batch_size or (t.micro_batch_size if t.logprob_micro_batch_tokens is None else 0) or 0
+
+
+def pass_tokens(cfg, role: str, prompts: np.ndarray, responses: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
+    """Tokens each sequence of an update of ``role`` computes: the run's padded width for a padded role, the
+    batch's longest with ``padded_batches``, its micro-batch's longest with ``padded_micro_batches``, else its
+    own prompt + response (``ids``: the samples' admission order, in which micro-batches are cut)."""
     seqs = np.asarray(prompts, dtype=np.float64) + np.asarray(responses, dtype=np.float64)
     if not len(seqs):
         return seqs
@@ -69,4 +96,6 @@ def pass_tokens(cfg, role: str, prompts: np.ndarray, responses: np.ndarray) -> n
         return np.full_like(seqs, padded_width(cfg, int(np.max(prompts)), int(np.max(responses))))
     if cfg.padded_batches:
         return np.full_like(seqs, seqs.max())
+    if cfg.padded_micro_batches:
+        return micro_widths(seqs, cfg.train_memory.micro_batch_size or 0, ids)
     return seqs

@@ -18,13 +18,14 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Callable
 
+import numpy as np
 import simpy
 
 from oppo_sim.hw.costs.costmodel import CostModel, rule_reward_seconds
 from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool
-from oppo_sim.pipeline.padding import padded_width, pads
+from oppo_sim.pipeline.padding import forward_micro, micro_widths, padded_width, pads
 from oppo_sim.pipeline.samples import SimSample
 
 
@@ -92,13 +93,19 @@ class Scorer:
     def _padded(self, items, new_tok: list[int], ctx_tok: list[int], one_by_one: bool) -> list[int]:
         """New tokens of each sequence as the forward computes them (``pipeline.padding``): a padded role's final
         forward the rest of its row of the run's padded width, ``padded_batches`` a whole-sequence batch's
-        longest; streamed chunks as they are."""
+        longest, ``padded_micro_batches`` its micro-batch's longest prompt and response; streamed chunks as they are."""
         if self.padded:
             width = padded_width(self.cfg, max(it[0].prompt for it in items), max(it[4] - it[0].prompt for it in items))
             return [max(n, width - c) if it[2] else n for it, n, c in zip(items, new_tok, ctx_tok)]
         if self.cfg.padded_batches and not one_by_one and len(new_tok) > 1:
             width = max(n + c for n, c in zip(new_tok, ctx_tok))  # padded to the longest sequence
             return [width - c for c in ctx_tok]
+        k = forward_micro(self.cfg) if self.cfg.padded_micro_batches and not one_by_one else 0
+        if k > 1 and len(new_tok) > 1:  # each micro-batch: prompts to their longest, responses to theirs
+            ids = np.array([it[0].sid for it in items])
+            prompts = micro_widths(np.array([it[0].prompt for it in items]), k, ids)
+            responses = micro_widths(np.array([it[4] - it[0].prompt for it in items]), k, ids)
+            return [max(n, int(p + r) - c) for n, c, p, r in zip(new_tok, ctx_tok, prompts, responses)]
         return new_tok
 
     def _take_batch(self, one_by_one: bool):
