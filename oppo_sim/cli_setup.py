@@ -12,6 +12,7 @@ import argparse
 from dataclasses import replace
 
 from oppo_sim.cli_scoring import SCORING_FIELDS, add_scoring_args
+from oppo_sim.cli_trainer import add_trainer_layout_args, trainer_layout
 from oppo_sim.cli_limits import add_limit_args, add_logits_arg, add_micro_batch_args, limit_fields, micro_batch_fields
 from oppo_sim.cliargs import flag_name, nonneg_float, nonneg_int, on_off, positive
 from oppo_sim.core.errors import ConfigError
@@ -22,7 +23,6 @@ from oppo_sim.hw.costs.eager import DEFAULT_VLLM_RELEASE, EAGER_HOST_OP_S, VLLM_
 from oppo_sim.hw.costs.op_cost import add_op_costs_arg, hardware_for
 from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
 from oppo_sim.hw.costs.sync import REFIT_GROUPS, SYNC_MECHANISMS
-from oppo_sim.hw.costs.trainer_layout import BALANCE_ORDERS, MOE_DISPATCHERS, ROUTER_DTYPES, TRAIN_BACKENDS, TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
 ENGINES: tuple[str, ...] = tuple(k.value for k in EngineKind)
@@ -106,62 +106,6 @@ def critic_field(a: argparse.Namespace) -> str | None:
     if critic is not None and ALIASES.get(name, name) != "ppo":
         raise ConfigError(f"--critic {critic}: algorithm '{a.algorithm}' has no critic (only ppo trains one); drop it")
     return critic
-
-
-def add_trainer_layout_args(p) -> None:
-    """The trainer's backend and model parallelism (``SimConfig.trainer``, ``oppo_sim.hw.costs.trainer_layout``)."""
-    p.add_argument("--train-memory-fraction", type=positive(float), default=0.9, metavar="FRACTION",
-                   help="share of each GPU the trainer and scoring models may use where the engine is not running (it "
-                        "sleeps, or is on other GPUs); the engine's own share is --gpu-memory-utilization "
-                        "(default %(default)s: the rest is CUDA context, NCCL buffers, fragmentation)")
-    p.add_argument("--train-backend", choices=TRAIN_BACKENDS, default="fsdp",
-                   help="the trainer: fsdp (FSDP / DeepSpeed ZeRO data parallel; verl actor.strategy=fsdp, OpenRLHF) or "
-                        "megatron (Megatron-Core TP/PP/CP/EP; verl ppo_megatron_trainer, NeMo RL megatron_cfg) "
-                        "(default %(default)s)")
-    p.add_argument("--train-tp", type=positive(), default=1,
-                   help="megatron tensor_model_parallel_size, with sequence parallelism (default %(default)s)")
-    p.add_argument("--pp", type=positive(), default=1, help="megatron pipeline_model_parallel_size (default %(default)s)")
-    p.add_argument("--vpp", type=positive(), default=1,
-                   help="megatron virtual_pipeline_model_parallel_size: model chunks per pipeline rank (default %(default)s: none)")
-    p.add_argument("--cp", type=positive(), default=1, help="megatron context_parallel_size (default %(default)s)")
-    p.add_argument("--etp", type=positive(), default=None, help="megatron expert_tensor_parallel_size: each routed "
-                   "expert split over N ranks (default: --train-tp, Megatron-Core's; RL MoE recipes set 1)")
-    p.add_argument("--distributed-optimizer", action=argparse.BooleanOptionalAction, default=True,
-                   help="megatron use_distributed_optimizer: Adam state sharded over the data-parallel ranks (default on)")
-    p.add_argument("--moe-dispatcher", choices=MOE_DISPATCHERS, default="alltoall",
-                   help="megatron moe_token_dispatcher_type, how tokens reach their experts under --ep: alltoall "
-                        "(verl's), allgather (Megatron-Core's and NeMo RL's default: more bytes where ep exceeds the "
-                        "top-k), flex (DeepEP, priced as alltoall) (default %(default)s)")
-    p.add_argument("--moe-router-dtype", choices=tuple(ROUTER_DTYPES), default="model",
-                   help="megatron moe_router_dtype: the allgather dispatcher reduce-scatters the experts' output in it "
-                        "(NeMo RL's fp64: four times the bf16 bytes); model = Megatron's None, the model's dtype "
-                        "(default %(default)s)")
-    p.add_argument("--balance-order", choices=BALANCE_ORDERS, default="length",
-                   help="how --balance-batch orders each rank's share before the mini-batch split: length (verl from "
-                        "0.6.1: by length, short ones at both ends) or batch (earlier verl: batch order) "
-                        "(default %(default)s)")
-    p.add_argument("--optimizer-offload", type=nonneg_float, default=0.0, metavar="FRACTION",
-                   help="share of the optimizer state whose Adam step runs on the host CPU: 1 = DeepSpeed "
-                        "offload_optimizer (OpenRLHF --adam_offload), Megatron optimizer_offload_fraction with "
-                        "optimizer_cpu_offload (default %(default)s: Adam on the GPUs)")
-    p.add_argument("--fsdp-size", type=int, default=0, metavar="N",
-                   help="fsdp: verl fsdp_config.fsdp_size, ranks of one shard group - hybrid sharding, the state "
-                        "sharded inside groups of N and replicated across them (default %(default)s: -1 / 0, the whole pool)")
-    p.add_argument("--balance-batch", action=argparse.BooleanOptionalAction, default=True,
-                   help="verl trainer.balance_batch: deal each step's sequences to the data-parallel ranks balanced by "
-                        "tokens (default on, verl's); --no-balance-batch: contiguous chunks in batch order")
-
-
-def trainer_layout(a) -> TrainerLayout:
-    """``SimConfig.trainer`` from the parsed options (defaults where a command lacks them)."""
-    return TrainerLayout(backend=getattr(a, "train_backend", "fsdp"), tp=getattr(a, "train_tp", 1), pp=getattr(a, "pp", 1),
-                         vpp=getattr(a, "vpp", 1), cp=getattr(a, "cp", 1), etp=getattr(a, "etp", None),
-                         distributed_optimizer=getattr(a, "distributed_optimizer", True),
-                         balance_batch=getattr(a, "balance_batch", True),
-                         optimizer_offload=getattr(a, "optimizer_offload", 0.0),
-                         balance_order=getattr(a, "balance_order", "length"), fsdp_size=getattr(a, "fsdp_size", 0),
-                         moe_dispatcher=getattr(a, "moe_dispatcher", "alltoall"),
-                         moe_router_dtype=getattr(a, "moe_router_dtype", "model"))
 
 
 def add_sleep_level_arg(p) -> None:
@@ -392,4 +336,4 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
     )
 
 
-__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "add_offload_arg", "add_sleep_level_arg", "add_trainer_layout_args", "algorithm_fields", "add_setup_args", "critic_field", "check_engine_flags", "engine_fields", "sim_config", "trainer_layout"]
+__all__ = ["ENGINES", "add_algorithm_args", "add_engine_args", "add_offload_arg", "add_sleep_level_arg", "algorithm_fields", "add_setup_args", "critic_field", "check_engine_flags", "engine_fields", "sim_config"]

@@ -97,10 +97,6 @@ class SimConfig:
             (isinstance(self.offload_train_state, bool),
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (isinstance(self.reference_on_host, bool), f"reference_on_host must be a bool, got {self.reference_on_host!r}"),
-            (isinstance(self.padded_micro_batches, bool), f"padded_micro_batches must be a bool, got {self.padded_micro_batches!r}"),
-            (not self.padded_roles or self.max_prompt != DEFAULT_MAX_PROMPT,
-             f"padded_roles pads every sequence to max_prompt + max_response: give the run's prompt cap (--max-prompt, "
-             f"verl data.max_prompt_length); the default {DEFAULT_MAX_PROMPT:,} stands for no cap"),
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
             (isinstance(self.train_memory_fraction, (int, float)) and 0 < self.train_memory_fraction <= 1,
              f"train_memory_fraction must be in (0, 1], got {self.train_memory_fraction!r}"),
@@ -122,7 +118,6 @@ class SimConfig:
                 raise ConfigError(msg)
         check_sleep_level(self.sleep_level)
         check_host_op_s(self.eager_host_op_s)
-        object.__setattr__(self, "padded_roles", check_padded_roles(self.padded_roles))
         object.__setattr__(self, "engine_kind", EngineKind.parse(self.engine_kind))
         if self.engine.enforce_eager and self.engine_kind == EngineKind.STATIC:
             raise ConfigError("engine enforce_eager is vLLM's (the continuous engine); the static engine prices Hugging "
@@ -130,6 +125,7 @@ class SimConfig:
         if self.reward_curve.seed is None:  # the synthetic rewards follow the run's seed
             object.__setattr__(self, "reward_curve", replace(self.reward_curve, seed=self.seed))
         self._check_pools()
+        self._check_padding()
         # resolve names now so a typo fails at construction with a one-line error
         actor = self.models()["train"]
         self.hardware_of(self.placement.generate)
@@ -143,6 +139,14 @@ class SimConfig:
                               f"under --train-backend megatron sequences are split with --cp")
         if self.engine.enable_expert_parallel and not actor.moe:
             raise ConfigError(f"expert parallelism (--ep) needs a mixture-of-experts model; '{actor.id}' is dense")
+
+    def _check_padding(self) -> None:
+        object.__setattr__(self, "padded_roles", check_padded_roles(self.padded_roles))
+        if not isinstance(self.padded_micro_batches, bool):
+            raise ConfigError(f"padded_micro_batches must be a bool, got {self.padded_micro_batches!r}")
+        if self.padded_roles and self.max_prompt == DEFAULT_MAX_PROMPT:
+            raise ConfigError(f"padded_roles pads every sequence to max_prompt + max_response: give the run's prompt cap "
+                              f"(--max-prompt, verl data.max_prompt_length); the default {DEFAULT_MAX_PROMPT:,} stands for no cap")
 
     def _check_pools(self) -> None:
         gen = self.placement.pool(self.placement.generate)
