@@ -28,6 +28,11 @@ def add_trainer_layout_args(p) -> None:
     p.add_argument("--vpp", type=positive(), default=1,
                    help="megatron virtual_pipeline_model_parallel_size: model chunks per pipeline rank (default %(default)s: none)")
     p.add_argument("--cp", type=positive(), default=1, help="megatron context_parallel_size (default %(default)s)")
+    p.add_argument("--first-stage-layers", type=positive(), default=None, metavar="N",
+                   help="megatron num_layers_in_first_pipeline_stage: an uneven pipeline split, the rest even over the "
+                        "stages between (default: an even split)")
+    p.add_argument("--last-stage-layers", type=positive(), default=None, metavar="N",
+                   help="megatron num_layers_in_last_pipeline_stage (default: an even split)")
     p.add_argument("--etp", type=positive(), default=None, help="megatron expert_tensor_parallel_size: each routed "
                    "expert split over N ranks (default: --train-tp, Megatron-Core's; RL MoE recipes set 1)")
     p.add_argument("--distributed-optimizer", action=argparse.BooleanOptionalAction, default=True,
@@ -60,6 +65,8 @@ def trainer_layout(a) -> TrainerLayout:
     """``SimConfig.trainer`` from the parsed options (defaults where a command lacks them)."""
     return TrainerLayout(backend=getattr(a, "train_backend", "fsdp"), tp=getattr(a, "train_tp", 1), pp=getattr(a, "pp", 1),
                          vpp=getattr(a, "vpp", 1), cp=getattr(a, "cp", 1), etp=getattr(a, "etp", None),
+                         first_stage_layers=getattr(a, "first_stage_layers", None),
+                         last_stage_layers=getattr(a, "last_stage_layers", None),
                          distributed_optimizer=getattr(a, "distributed_optimizer", True),
                          balance_batch=getattr(a, "balance_batch", True),
                          optimizer_offload=getattr(a, "optimizer_offload", 0.0),

@@ -128,14 +128,14 @@ VERL_RUNS: tuple[PublishedRun, ...] = (
         model="deepseek-v3", hf_model="deepseek-ai/DeepSeek-V3 (MTP off)", gpu="h20", devices=96, nodes=12,
         placement="colocated", batch=96, n=8, max_prompt=2048, max_response=9632, algorithm="grpo", reward="rule",
         kl=True, tp=32, published_step_s=1700, minibatches=96 // 32, gpu_memory_utilization=0.6, recompute="full", ep=8,
-        train_backend="megatron", train_tp=8, pp=12, etp=1, moe_dispatcher="flex",
+        train_backend="megatron", train_tp=8, pp=12, etp=1, stage_layers=(None, 6), moe_dispatcher="flex",
         max_num_seqs=1024, max_num_batched_tokens=2048 + 9632, enforce_eager=True, optimizer_offload=1.0,
         vllm_version="0.8.5", mean_response=1960, mean_prompt=150, micro_batch_tokens=2048 + 9632,
         logprob_micro_batch_tokens=2048 + 9632,
         stages=Stages(generation_s=1050, timers="verl-0.7", definition="rollout time (s): verl's gen"),
         prompt_note="not published; assumed a 150-token mean (math prompts)",
         response_note="mean response 1,960 published; lognormal spread 0.7, capped at 9,632 (1204 x 8, as the script)",
-        notes=("Megatron TP8 PP12 EP8 (ETP1; dynamic batch size: prompt + response tokens a GPU to train and for "
+        notes=("Megatron TP8 PP12 EP8 (ETP1; the last pipeline stage 6 layers, the script's LAST_LAYER, the other 11 of 5; dynamic batch size: prompt + response tokens a GPU to train and for "
                "log-probs), DeepEP's flex token dispatcher (priced as all-to-all), with the optimizer on the CPU (optimizer_offload_fraction 1 with "
                "optimizer_cpu_offload; 1.5 TB CPU memory per node); GRPO with a KL loss; rule reward; vLLM without CUDA graphs (the script's "
                "rollout.enforce_eager=True), vLLM 0.8.5 (the page's recommended image, "

@@ -42,13 +42,15 @@ _NEMO_PROMPT = ("derived from the table: tokens/s/GPU x GPUs x step time / (prom
 def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str, devices: int, nodes: int,
           prompts: int, n: int, train_gbs: int, max_total: int, mean_response: float, tp: int, tok_s_gpu: float,
           step_s: float, recipe: str, recompute: str | None = None, train: tuple[int, int, int, int] = (1, 1, 1, 1),
-          note: str = "", off: int = 0, gen: int = 0, packed: bool = True, logprob_mbs: int = 1) -> PublishedRun:
+          note: str = "", off: int = 0, gen: int = 0, packed: bool = True, logprob_mbs: int = 1,
+          stages: tuple[int | None, int | None] = (None, None)) -> PublishedRun:
     """``train``: the table's 'Training [TP,CP,EP,PP,VPP]' column (VPP n/a). ``off``: the table's 'N-step Off'
     rows (NeMo RL's async GRPO, ``max_trajectory_age_steps``; 0: on policy, colocated), generation on its own
     ``gen`` GPUs (``policy.generation.colocated.resources``) and training on the rest. ``packed``: the recipe's
     ``policy.sequence_packing.enabled`` (off: each micro-batch padded to the batch's longest sequence); packed, micro-batches
     of ``train_mb_tokens`` = max_total x ``train_micro_batch_size`` (1 in every recipe) tokens and log-prob ones of
-    ``logprob_mb_tokens`` = max_total x ``logprob_batch_size`` (``logprob_mbs``, as the recipe composes it)."""
+    ``logprob_mb_tokens`` = max_total x ``logprob_batch_size`` (``logprob_mbs``, as the recipe composes it).
+    ``stages``: the recipe's ``num_layers_in_first/last_pipeline_stage``."""
     train_tp, cp, ep, pp = train
     return PublishedRun(
         key=key, framework=f"NeMo RL {version}" + (f" ({off}-step off)" if off else ""),
@@ -61,6 +63,7 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         in_flight=off > 0,
         published_step_s=step_s, minibatches=prompts * n // train_gbs, gpu_memory_utilization=0.8 if off else 0.6,
         recompute=recompute, ep=ep, train_backend="megatron", train_tp=train_tp, pp=pp, cp=cp, etp=1 if ep > 1 else None,
+        stage_layers=stages,
         mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True, refit_buffers=2, refit_group="all",
         moe_dispatcher="allgather", moe_router_dtype="fp64", padded_batches=not packed,
         micro_batch_tokens=max_total if packed else None, logprob_micro_batch_tokens=max_total * logprob_mbs if packed else None,
@@ -103,12 +106,12 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
     _nemo("nemo-v0.5-qwen3-235b-a22b-128xh100", version="v0.5", commit=NEMO_V05, model="qwen3-235b-a22b",
           hf="Qwen/Qwen3-235B-A22B", gpu="h100-sxm", devices=128, nodes=16, prompts=16, n=32, train_gbs=512,
           max_total=8192, mean_response=5700, tp=16, tok_s_gpu=54.1, step_s=431, recipe="grpo-qwen3-235b-16n8g",
-          recompute="full", train=(2, 2, 16, 8), note="training TP2 CP2 EP16 PP8; async vLLM engine"),
+          recompute="full", train=(2, 2, 16, 8), note="training TP2 CP2 EP16 PP8; async vLLM engine", stages=(11, 11)),
     _nemo("nemo-v0.5-deepseek-v3-256xh100", version="v0.5", commit=NEMO_V05, model="deepseek-v3",
           hf="unsloth/DeepSeek-V3-0324-BF16", gpu="h100-sxm", devices=256, nodes=32, prompts=32, n=16,
           train_gbs=512, max_total=1536, mean_response=744, tp=32, tok_s_gpu=12.7, step_s=134,
           recipe="grpo-deepseek-v3-32n8g", recompute="full", train=(1, 1, 16, 16),
-          note="training EP16 PP16; async vLLM engine"),
+          note="training EP16 PP16; async vLLM engine", stages=(3, 2)),
     _nemo("nemo-v0.5-llama3.1-8b-8xgb200", version="v0.5", commit=NEMO_V05, model="llama-3.1-8b",
           hf="meta-llama/Llama-3.1-8B-Instruct", gpu="gb200", devices=8, nodes=2, prompts=64, n=32, train_gbs=512,
           max_total=4096, mean_response=1066, tp=1, tok_s_gpu=3359, step_s=91.0,
@@ -130,11 +133,11 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
     # GB200-NVL72 on policy, the MoE rows (4 GPUs per node; the NVLink domain spans the trays)
     _nemo("nemo-v0.5-deepseek-v3-128xgb200", version="v0.5", commit=NEMO_V05, **_DSV3, gpu="gb200", devices=128,
           nodes=32, mean_response=996, tp=32, tok_s_gpu=34.3, step_s=128, recipe="grpo-deepseek-v3-32n4g",
-          recompute="full", train=(1, 1, 16, 8), note="training EP16 PP8 (uneven first and last stages: not modelled); "
-          "async vLLM engine", packed=False),
+          recompute="full", train=(1, 1, 16, 8), note="training EP16 PP8, first and last stages of 7 and 6 layers; "
+          "async vLLM engine", packed=False, stages=(7, 6)),
     _nemo("nemo-v0.5-qwen3-235b-a22b-64xgb200", version="v0.5", commit=NEMO_V05, **_Q235, gpu="gb200", devices=64,
           nodes=16, mean_response=5711, tp=8, tok_s_gpu=140, step_s=332, recipe="grpo-qwen3-235b-16n4g",
-          recompute="full", train=(2, 2, 16, 4), note="training TP2 CP2 EP16 PP4; async vLLM engine"),
+          recompute="full", train=(2, 2, 16, 4), note="training TP2 CP2 EP16 PP4; async vLLM engine", stages=(23, 23)),
     _nemo("nemo-v0.5-qwen3-30b-a3b-16xgb200", version="v0.5", commit=NEMO_V05, **_Q30, gpu="gb200", devices=16,
           nodes=4, mean_response=3198, tp=1, tok_s_gpu=1822, step_s=232, recipe="grpo-qwen3-30ba3b-4n4g",
           train=(1, 1, 16, 1), note="training EP16; token-dropless MoE"),
@@ -144,11 +147,11 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
           recompute="full", off=1, gen=8, logprob_mbs=2),
     _nemo("nemo-v0.5-deepseek-v3-512xh100-1off", version="v0.5", commit=NEMO_V05, **_DSV3, gpu="h100-sxm", devices=512,
           nodes=64, mean_response=738, tp=32, tok_s_gpu=13.1, step_s=64.9, recipe="grpo-deepseek-v3-64n8g-async-1off",
-          recompute="full", train=(1, 1, 16, 16), off=1, gen=256, note="training EP16 PP16", logprob_mbs=2),
+          recompute="full", train=(1, 1, 16, 16), off=1, gen=256, note="training EP16 PP16", logprob_mbs=2, stages=(3, 2)),
     _nemo("nemo-v0.5-qwen3-235b-a22b-256xh100-1off", version="v0.5", commit=NEMO_V05, **_Q235, gpu="h100-sxm",
           devices=256, nodes=32, mean_response=5707, tp=8, tok_s_gpu=58.7, step_s=203,
           recipe="grpo-qwen3-235b-32n8g-async-1off", recompute="full", train=(4, 1, 16, 8), off=1, gen=128,
-          note="training TP4 EP16 PP8"),
+          note="training TP4 EP16 PP8", stages=(11, 11)),
     _nemo("nemo-v0.5-qwen3-30b-a3b-32xh100-1off", version="v0.5", commit=NEMO_V05, **_Q30, gpu="h100-sxm", devices=32,
           nodes=4, mean_response=3201, tp=2, tok_s_gpu=1391, step_s=154, recipe="grpo-qwen3-30ba3b-4n8g-async-1off",
           train=(1, 1, 8, 2), off=1, gen=16, note="training EP8 PP2"),
@@ -161,11 +164,11 @@ NEMO_RUNS: tuple[PublishedRun, ...] = (
           recompute="full", off=1, gen=4, logprob_mbs=2),
     _nemo("nemo-v0.5-deepseek-v3-256xgb200-1off", version="v0.5", commit=NEMO_V05, **_DSV3, gpu="gb200", devices=256,
           nodes=64, mean_response=994, tp=16, tok_s_gpu=31.7, step_s=64.5, recipe="grpo-deepseek-v3-64n4g-async-1off",
-          recompute="full", train=(1, 1, 16, 8), off=1, gen=128, note="training EP16 PP8", packed=False),
+          recompute="full", train=(1, 1, 16, 8), off=1, gen=128, note="training EP16 PP8", packed=False, stages=(7, 6)),
     _nemo("nemo-v0.5-qwen3-235b-a22b-128xgb200-1off", version="v0.5", commit=NEMO_V05, **_Q235, gpu="gb200",
           devices=128, nodes=32, mean_response=5711, tp=8, tok_s_gpu=87.9, step_s=268,
           recipe="grpo-qwen3-235b-32n4g-async-1off", recompute="full", train=(4, 1, 16, 4), off=1, gen=64,
-          note="training TP4 EP16 PP4"),
+          note="training TP4 EP16 PP4", stages=(23, 23)),
     _nemo("nemo-v0.5-qwen3-30b-a3b-32xgb200-1off", version="v0.5", commit=NEMO_V05, **_Q30, gpu="gb200", devices=32,
           nodes=8, mean_response=3204, tp=1, tok_s_gpu=1558, step_s=136, recipe="grpo-qwen3-30ba3b-8n4g-async-1off",
           train=(1, 1, 16, 1), off=1, gen=16, note="training EP16"),

@@ -67,6 +67,7 @@ class PublishedRun:
     pp: int = 1  # Megatron pipeline_model_parallel_size
     cp: int = 1  # Megatron context_parallel_size
     etp: int | None = None  # Megatron expert_tensor_parallel_size (None: Megatron-Core's default, train_tp)
+    stage_layers: tuple[int | None, int | None] = (None, None)  # Megatron num_layers_in_first / last_pipeline_stage
     moe_dispatcher: str = "alltoall"  # Megatron moe_token_dispatcher_type under ep > 1 (NeMo RL's default: allgather)
     moe_router_dtype: str = "model"  # Megatron moe_router_dtype (NeMo RL's default fp64: the allgather combine's dtype)
     optimizer_offload: float = 0.0  # share of the Adam state stepped on the CPU (OpenRLHF --adam_offload, Megatron's fraction)

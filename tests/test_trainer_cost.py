@@ -328,7 +328,7 @@ def test_megatron_host_time_layer_ops_by_hand():
     assert layer_ops(MOE, 1, 16) == (48 * 96, 48 * 157)
     assert layer_ops(DENSE) == (32 * 18, 32 * 34)  # Llama: attention and MLP
     assert layer_ops(DENSE, tp=2) == (32 * 22, 32 * 40)  # TP with SP: 4 and 6 collectives a layer
-    f, b = host_seconds(MOE, 1e-5, pp=2, local_experts=16, recompute="full")
+    f, b = host_seconds(MOE, 1e-5, share=0.5, local_experts=16, recompute="full")
     assert (f, b) == pytest.approx((48 * 96 * 1e-5 / 2, 48 * (96 + 157) * 1e-5 / 2))  # recompute: the forward again
 
 

@@ -1,5 +1,7 @@
 """The trainer layout's contract: backend names, megatron-only parallelism, the devices it must divide, the flags."""
 
+from dataclasses import replace
+
 import pytest
 
 from oppo_sim.cli import build_parser
@@ -81,3 +83,52 @@ def test_verl_reads_expert_tensor_parallelism_and_its_null(overrides, etp):
                                f"{m}expert_model_parallel_size=4 actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B "
                                f"{overrides}").args)
     assert got["--etp"] == etp and got["--ep"] == "4"
+
+
+def test_an_uneven_pipeline_split_is_paced_by_its_largest_stage():
+    even = TrainerLayout("megatron", pp=16)
+    uneven = TrainerLayout("megatron", pp=16, first_stage_layers=3, last_stage_layers=2)  # DeepSeek-V3's 61 layers
+    assert even.stage_layers(61) == pytest.approx(61 / 16) and uneven.stage_layers(61) == 4.0  # 3, 14 x 4, 2
+    assert TrainerLayout("megatron", pp=12, last_stage_layers=6).stage_layers(61) == 6.0  # 11 x 5, then 6
+    uneven.check_stages(61)
+    with pytest.raises(ConfigError, match="61 layers less 3 on the first and 3 on the last stage leave 55 for 14"):
+        TrainerLayout("megatron", pp=16, first_stage_layers=3, last_stage_layers=3).check_stages(61)
+    with pytest.raises(ConfigError, match="needs --pp > 1"):
+        TrainerLayout("megatron", first_stage_layers=3)
+
+
+def test_the_largest_stage_sets_a_megatron_steps_compute_and_a_ranks_weights():
+    from oppo_sim.hw.costs.costmodel import CostModel
+    from oppo_sim.hw.devices.hardware import get_hardware
+    from oppo_sim.hw.memory.trainer_memory import megatron_state_bytes
+    from oppo_sim.hw.models.lookup import get_model
+    import numpy as np
+    m = get_model("deepseek-v3")
+    even, uneven = TrainerLayout("megatron", pp=16), TrainerLayout("megatron", pp=16, first_stage_layers=3, last_stage_layers=2)
+    seqs = np.full(64, 2048.0)
+    t = [CostModel(get_hardware("h100-sxm"), layout=lay, expert_parallel=16).train(m, 256, seqs, 1) for lay in (even, uneven)]
+    assert t[1] > t[0]
+    w = [megatron_state_bytes(m, lay, 16, 256).weights for lay in (even, uneven)]
+    assert w[1] > w[0]
+    from oppo_sim.core.placement import colocated_placement
+    with pytest.raises(ConfigError, match="must divide evenly"):  # checked against the actor's layers
+        SimConfig(actor="deepseek-v3", reward="qwen2.5-0.5b", gpu="h100-sxm", placement=colocated_placement(16),
+                  trainer=TrainerLayout("megatron", pp=16, first_stage_layers=3, last_stage_layers=3))
+
+
+def test_the_readers_and_exports_carry_an_uneven_pipeline_split():
+    from oppo_sim.frameworks.export import export
+    from oppo_sim.frameworks.verl import translate_verl
+    from framework_helpers import pairs
+    from pathlib import Path
+    script = Path(__file__).parent / "fixtures" / "frameworks" / "verl" / "grpo_deepseek671b_math_megatron_96gb.sh"
+    got = pairs(translate_verl(str(script)).args)
+    assert got["--last-stage-layers"] == "6" and "--first-stage-layers" not in got  # the script's LAST_LAYER
+    cfg = SimConfig(actor="qwen3-30b-a3b", reward="qwen2.5-0.5b", gpu="h100-sxm", expert_parallel=2,
+                    placement=__import__("oppo_sim.core.placement", fromlist=["x"]).colocated_placement(8),
+                    trainer=TrainerLayout("megatron", pp=4, first_stage_layers=11, last_stage_layers=11, etp=1))
+    text = export(cfg, "verl")
+    back = pairs(translate_verl(" ".join(l for l in text.splitlines() if l and not l.startswith("#"))).args)
+    assert back["--first-stage-layers"] == "11" and back["--last-stage-layers"] == "11" and back["--etp"] == "1"
+    grpo = replace(cfg, algorithm=replace(cfg.algorithm, name="grpo", n=4, reward="rule"))  # NeMo RL runs GRPO
+    assert "num_layers_in_first_pipeline_stage: 11" in export(grpo, "nemo-rl")

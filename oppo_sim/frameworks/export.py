@@ -64,6 +64,8 @@ def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
                f"{_M}context_parallel_size={t.cp}", f"{_M}expert_model_parallel_size={cfg.expert_parallel}",
                f"{_M}use_distributed_optimizer={t.distributed_optimizer}"]
         out += [f"{_M}virtual_pipeline_model_parallel_size={t.vpp}"] if t.vpp > 1 else []
+        out += [f"+{_M}override_transformer_config.num_layers_in_{end}_pipeline_stage={n}"
+                for end, n in (("first", t.first_stage_layers), ("last", t.last_stage_layers)) if n is not None]
         out += [f"{_M}expert_tensor_parallel_size={t.expert_tp}",
                 f"+{_M}override_transformer_config.moe_token_dispatcher_type={t.moe_dispatcher}"] \
             if cfg.expert_parallel > 1 else []

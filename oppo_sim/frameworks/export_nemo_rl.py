@@ -61,6 +61,9 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
                 "optimizer": {"use_distributed_optimizer": t.distributed_optimizer,
                               **({"optimizer_cpu_offload": True, "optimizer_offload_fraction": t.optimizer_offload}
                                  if t.optimizer_offload > 0 else {})}}
+        for end, n in (("first", t.first_stage_layers), ("last", t.last_stage_layers)):
+            if n is not None:
+                mcfg[f"num_layers_in_{end}_pipeline_stage"] = n
         if cfg.expert_parallel > 1:
             mcfg["moe_token_dispatcher_type"] = t.moe_dispatcher
             mcfg["expert_tensor_parallel_size"] = t.expert_tp

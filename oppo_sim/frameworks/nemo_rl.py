@@ -247,6 +247,10 @@ def _trainer(g: _Get) -> None:
             _dispatcher(g)
             etp = as_int(M + "expert_tensor_parallel_size", g(M + "expert_tensor_parallel_size", tp))
             g.use(M + "expert_tensor_parallel_size", "--etp", etp, v=etp)
+        for k, opt in (("num_layers_in_first_pipeline_stage", "--first-stage-layers"),
+                       ("num_layers_in_last_pipeline_stage", "--last-stage-layers")):
+            if pp > 1 and g(M + k) is not None:
+                g.use(M + k, opt, as_int(M + k, g(M + k)), v=g(M + k), note="an uneven pipeline split")
         if g(M + "virtual_pipeline_model_parallel_size") is not None:
             vpp = as_int(M + "virtual_pipeline_model_parallel_size", g(M + "virtual_pipeline_model_parallel_size"))
             g.use(M + "virtual_pipeline_model_parallel_size", "--vpp", vpp, v=vpp)

@@ -62,6 +62,8 @@ per GPU and (deprecated) global (defaults False, 16384, null and null; the rollo
 budget default to the actor's)."""
 LAYOUT_KEYS: tuple[str, ...] = (*MEGATRON_DEFAULTS, *ASYNC_DEFAULTS, *CPU_OPTIMIZER, "actor_rollout_ref.hybrid_engine",
                                 M + "override_transformer_config.recompute_granularity", M + "expert_tensor_parallel_size",
+                                M + "override_transformer_config.num_layers_in_first_pipeline_stage",
+                                M + "override_transformer_config.num_layers_in_last_pipeline_stage",
                                 *RM_POOL, *BUDGET_KEYS)
 
 SCHEDULES = ("sync", "one-step-off", "fully-async")
@@ -116,6 +118,11 @@ def megatron(b: Builder, cfg: dict, dflt: dict) -> None:
     if ep > 1:
         _dispatcher(b, cfg)
         _expert_tp(b, cfg, tp)
+    for k, opt in (("num_layers_in_first_pipeline_stage", "--first-stage-layers"),
+                   ("num_layers_in_last_pipeline_stage", "--last-stage-layers")):
+        key = M + "override_transformer_config." + k
+        if pp > 1 and cfg.get(key) not in (None, "null", "None"):
+            b.use(key, cfg[key], opt, as_int(key, cfg[key]), note="an uneven pipeline split")
     rk = M + "override_transformer_config.recompute_granularity"
     gran = cfg.get(rk)
     gran = "none" if gran in (None, "null", "None") else str(gran).strip().lower()

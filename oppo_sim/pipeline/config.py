@@ -130,10 +130,14 @@ class SimConfig:
         actor = self.models()["train"]
         self.hardware_of(self.placement.generate)
         check_expert_parallel(actor, self.expert_parallel, self.placement.pool(self.placement.train).devices)
+        self._check_trainer(actor)
+
+    def _check_trainer(self, actor: ModelSpec) -> None:
         if not isinstance(self.trainer, TrainerLayout):
             raise ConfigError(f"trainer must be a TrainerLayout, got {type(self.trainer).__name__}")
         self.trainer.check_devices(self.placement.pool(self.placement.train).devices)
         self.trainer.check_experts(self.placement.pool(self.placement.train).devices, self.expert_parallel)
+        self.trainer.check_stages(actor.layers)
         if self.trainer.megatron and self.train_memory.sequence_parallel > 1:
             raise ConfigError(f"--sp {self.train_memory.sequence_parallel} is FSDP's Ulysses sequence parallelism; "
                               f"under --train-backend megatron sequences are split with --cp")

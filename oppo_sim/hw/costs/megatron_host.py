@@ -75,11 +75,12 @@ def layer_ops(model: ModelSpec, tp: int = 1, local_experts: float = 0.0, c: Mega
     return part(0), part(1)
 
 
-def host_seconds(model: ModelSpec, host_op_s: float, pp: int = 1, tp: int = 1, local_experts: float = 0.0,
+def host_seconds(model: ModelSpec, host_op_s: float, share: float = 1.0, tp: int = 1, local_experts: float = 0.0,
                  recompute: str = "none") -> tuple[float, float]:
-    """(forward, backward) host seconds of one micro-batch through one of ``pp`` pipeline stages (the layers split
-    evenly); under full recomputation the backward issues the forward's ops again."""
+    """(forward, backward) host seconds of one micro-batch through a pipeline stage holding ``share`` of the layers
+    (``1 / pp`` split evenly; ``TrainerLayout.stage_layers`` over the layers); under full recomputation the backward
+    issues the forward's ops again."""
     fwd, bwd = layer_ops(model, tp, local_experts)
     if recompute == "full":
         bwd += fwd
-    return fwd * host_op_s / pp, bwd * host_op_s / pp
+    return fwd * host_op_s * share, bwd * host_op_s * share

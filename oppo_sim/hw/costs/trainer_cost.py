@@ -192,7 +192,8 @@ def with_host(cost, model: ModelSpec, gpu, m, ep: int, train: bool):
         return gpu
     lay = cost.layout
     local = model.experts / (ep * lay.expert_tp) if model.moe else 0.0
-    hf, hb = host_seconds(model, cost.host_op_s, lay.pp, lay.tp, local, cost.recompute if train else "none")
+    stage = lay.stage_layers(model.layers) / model.layers if lay.megatron else 1.0  # the stage's share of the layers
+    hf, hb = host_seconds(model, cost.host_op_s, stage, lay.tp, local, cost.recompute if train else "none")
     per = gpu / m
     if not train:
         return m * np.maximum(hf, per)
@@ -272,15 +273,16 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     ep = cost.expert_parallel if model.moe else 1
     loads = _loads(cost, model, dp, seq_tokens, minibatches, scalar_head)
     m = np.maximum(loads.micro_batches, 1.0)
-    dense, routed = stage_params(model, pp, scalar_head)
+    share = lay.stage_layers(model.layers) / model.layers  # the largest stage's share of the layers (1 / pp evenly)
+    dense, routed = stage_params(model, pp, scalar_head, share)
     dense_rank, routed_rank = dense / tp, routed / (ep * lay.expert_tp)
     expert_dp = max(1, devices // (pp * ep * lay.expert_tp))
     w_rank = (dense_rank + routed_rank) * model.dtype_bytes
     opt = dense_rank / (dp * cp) + routed_rank / expert_dp if lay.distributed_optimizer else dense_rank + routed_rank
-    compute = loads.flops / (tp * pp * cp * g.peak_flops * op.eff_compute)
+    compute = loads.flops * share / (tp * cp * g.peak_flops * op.eff_compute)
     memory = (3.0 * w_rank * m + OPTIMIZER_BYTES_PER_PARAM * opt * (1.0 - lay.optimizer_offload)) / (g.mem_bw * op.eff_memory)
     stage = np.maximum(compute, memory)
-    layers = model.layers / pp
+    layers = lay.stage_layers(model.layers)
     tok_mb = loads.tokens / m / cp  # tokens of one micro-batch on one CP rank (the TP group's)
     dt = model.dtype_bytes
     if tp > 1:
@@ -292,10 +294,10 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
         bw = group_bw(cost, tp * cp, devices)
         kv = (cp - 1) * tok_mb * 2 * model.kv_width * dt / tp  # one forward's ring passes per layer
         ring = layers * m * (3 * (cp - 1) * coll.overhead_s + 3 * kv / (bw * coll.eff_memory))
-        attn = loads.attn_flops / (tp * pp * cp * g.peak_flops * op.eff_compute)
+        attn = loads.attn_flops * share / (tp * cp * g.peak_flops * op.eff_compute)
         stage = stage + np.maximum(0.0, ring - attn)
     if ep > 1:  # dispatch and combine, forward and backward
-        stage = stage + 2 * model.moe_layers / pp * m * _exchange_seconds(cost, model, ep, devices, tok_mb / tp)
+        stage = stage + 2 * model.moe_layers * share * m * _exchange_seconds(cost, model, ep, devices, tok_mb / tp)
     stage = with_host(cost, model, stage, m, ep, train=True) + op.overhead_s * m
     if pp > 1:
         bw = group_bw(cost, devices, devices)  # neighbours devices / pp apart: across whenever the pool spans domains
@@ -349,12 +351,13 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
         slowest, rank_tokens = float(np.sum(flops)), float(np.sum(tokens))
         longest = float(np.max(tokens)) if len(tokens) else 1.0
         m = max(float(cost.micro_batch(True).count(np.array([rank_tokens]), np.array([float(len(tokens))]), longest)[0]), 1.0)
-    t = max(slowest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
     lay = cost.layout
+    share = lay.stage_layers(model.layers) / model.layers if lay.megatron else 1.0 / lay.pp  # the largest stage's
+    t = max(slowest * share * lay.pp / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
     ep = cost.expert_parallel if model.moe else 1
     if ep > 1:  # each MoE layer's dispatch and combine, per micro-batch, of a model-parallel rank's tokens
         shard = lay.tp * lay.cp if lay.megatron else split
-        t += model.moe_layers / lay.pp * m * _exchange_seconds(cost, model, ep, devices, rank_tokens / m / shard)
+        t += model.moe_layers * share * m * _exchange_seconds(cost, model, ep, devices, rank_tokens / m / shard)
     if not lay.megatron:
         if split > 1:  # Ulysses: Q/K/V in and the output out, per layer and micro-batch
             width = (2 * model.attn_width + 2 * model.kv_width) * model.dtype_bytes
@@ -363,7 +366,7 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
         return t + op.overhead_s * m
     if lay.tp > 1:
         bus = (lay.tp - 1) / lay.tp * rank_tokens / m / lay.cp * model.hidden * model.dtype_bytes
-        t += 4 * model.layers / lay.pp * m * collective_seconds(coll, bus, ring_bw(cost, lay.tp, devices), "all-gather",
+        t += 4 * model.layers * share * m * collective_seconds(coll, bus, ring_bw(cost, lay.tp, devices), "all-gather",
                                                                 lay.tp, group_nodes(cost, lay.tp, devices))
     t = float(with_host(cost, model, t, m, ep, train=False)) + op.overhead_s * m
     if lay.pp > 1:

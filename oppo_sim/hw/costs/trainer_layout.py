@@ -39,6 +39,11 @@ probabilities are kept in, and the allgather dispatcher reduce-scatters the expe
 (``token_combine``: ``hidden_states.to(local_probs.dtype)``): NeMo RL's ``fp64`` moves four times the bf16 bytes in
 the combine and its backward.
 
+``first_stage_layers`` / ``last_stage_layers`` (Megatron ``num_layers_in_first_pipeline_stage`` /
+``num_layers_in_last_pipeline_stage``; ``megatron`` with ``pp > 1``) split the decoder layers unevenly, the rest evenly
+over the stages between, as NeMo RL's and verl's large-MoE recipes set them (DeepSeek-V3's 61 layers over 16
+stages: 3, 14 x 4, 2); the largest stage paces the pipeline (:meth:`TrainerLayout.stage_layers`).
+
 ``etp`` (Megatron ``expert_tensor_parallel_size``; ``megatron`` only) splits each routed expert over that many ranks:
 unset, Megatron-Core takes ``tp`` (``initialize_model_parallel``), as verl leaves it (``null``); NeMo RL's base
 config sets 1, and so do verl's and Megatron-Bridge's MoE recipes. ``ep x etp`` ranks of a pipeline stage hold one
@@ -84,6 +89,8 @@ class TrainerLayout:
     moe_dispatcher: str = "alltoall"  # megatron moe_token_dispatcher_type (module notes)
     moe_router_dtype: str = "model"  # megatron moe_router_dtype: the allgather dispatcher's combine dtype (module notes)
     etp: int | None = None  # megatron expert_tensor_parallel_size (None: Megatron-Core's default, tp; module notes)
+    first_stage_layers: int | None = None  # megatron num_layers_in_first_pipeline_stage (None: an even split)
+    last_stage_layers: int | None = None  # megatron num_layers_in_last_pipeline_stage (None: an even split)
 
     def __post_init__(self) -> None:
         if self.backend not in TRAIN_BACKENDS:
@@ -116,6 +123,11 @@ class TrainerLayout:
             _count("etp", self.etp)
             if not self.megatron and self.etp != 1:
                 raise ConfigError(f"--etp {self.etp} is Megatron's expert_tensor_parallel_size: it needs --train-backend megatron")
+        for name in ("first_stage_layers", "last_stage_layers"):
+            if getattr(self, name) is not None:
+                _count(name, getattr(self, name))
+                if self.pp == 1:
+                    raise ConfigError(f"--{name.replace('_', '-')} sets an uneven pipeline split: it needs --pp > 1")
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError(f"virtual pipeline stages (--vpp {self.vpp}) need pipeline parallelism (--pp > 1)")
 
@@ -140,6 +152,29 @@ class TrainerLayout:
         """Tensor parallelism of the routed experts: ``etp``, or where unset Megatron-Core's default, ``tp``
         (``initialize_model_parallel``); 1 under FSDP."""
         return self.tp if self.etp is None else self.etp
+
+    def stage_layers(self, layers: int) -> float:
+        """Decoder layers of the largest pipeline stage of a ``layers``-layer model: ``layers / pp``, or with an uneven
+        split the largest of the first, the last and the middle stages (Megatron-Core's
+        ``num_layers_in_first/last_pipeline_stage``, the rest split evenly over the stages between)."""
+        first, last = self.first_stage_layers, self.last_stage_layers
+        if self.pp == 1 or (first is None and last is None):
+            return layers / self.pp
+        middle_stages = self.pp - (first is not None) - (last is not None)
+        rest = layers - (first or 0) - (last or 0)
+        return float(max(first or 0, last or 0, rest / middle_stages if middle_stages else 0))
+
+    def check_stages(self, layers: int) -> None:
+        """An uneven pipeline split must leave the middle stages whole, equal layer counts (one line if not)."""
+        first, last = self.first_stage_layers, self.last_stage_layers
+        if first is None and last is None:
+            return
+        middle_stages = self.pp - (first is not None) - (last is not None)
+        rest = layers - (first or 0) - (last or 0)
+        if rest < 0 or (middle_stages and (rest <= 0 or rest % (middle_stages * self.vpp))) or (not middle_stages and rest):
+            raise ConfigError(f"pipeline split: {layers} layers less {first or 0} on the first and {last or 0} on the "
+                              f"last stage leave {rest} for {middle_stages} middle stage(s) x vpp {self.vpp}: they must "
+                              "divide evenly (Megatron-Core)")
 
     @property
     def model_parallel(self) -> int:

@@ -48,10 +48,12 @@ MAIN_GRAD_BYTES = 4
 """Megatron accumulates gradients in fp32 ``main_grad`` buffers (the ``6 + 12/d`` of its notes)."""
 
 
-def stage_params(model: ModelSpec, pp: int, scalar_head: bool = False) -> tuple[float, float]:
-    """(dense parameters, routed-expert parameters) of the largest pipeline stage: ``1 / pp`` of the decoder
-    layers plus the larger end (embedding on the first stage, output layer on the last; both where
-    ``pp == 1``; a tied or scalar head counts as the embedding's copy or a ``hidden``-wide vector)."""
+def stage_params(model: ModelSpec, pp: int, scalar_head: bool = False, share: float | None = None) -> tuple[float, float]:
+    """(dense parameters, routed-expert parameters) of the largest pipeline stage: ``share`` of the decoder layers
+    (``TrainerLayout.stage_layers`` over the layers; None: ``1 / pp``) plus the larger end (embedding on the first
+    stage, output layer on the last; both where ``pp == 1``; a tied or scalar head counts as the embedding's copy or a
+    ``hidden``-wide vector)."""
+    share = 1.0 / pp if share is None else share
     emb = model.vocab * model.hidden
     total = model.params_scalar_head if scalar_head else model.params
     in_total = model.hidden if scalar_head else (0 if model.tied_embeddings else emb)  # the head as `total` counts it
@@ -59,14 +61,14 @@ def stage_params(model: ModelSpec, pp: int, scalar_head: bool = False) -> tuple[
     routed = model.routed_expert_params
     layers = total - emb - in_total - routed
     ends = emb + in_total if pp == 1 else max(emb, last)
-    return layers / pp + ends, routed / pp
+    return layers * share + ends, routed * share
 
 
 def megatron_state_bytes(model: ModelSpec, layout: TrainerLayout, ep: int, devices: int,
                          scalar_head: bool = False) -> StateBytes:
     """Weights, fp32 gradients and Adam state per rank of the largest stage (module notes)."""
     dp = layout.data_parallel(devices)
-    dense, routed = stage_params(model, layout.pp, scalar_head)
+    dense, routed = stage_params(model, layout.pp, scalar_head, layout.stage_layers(model.layers) / model.layers)
     ep = ep if model.moe else 1
     etp = layout.expert_tp
     dense_rank, routed_rank = dense / layout.tp, routed / (ep * etp)
@@ -114,10 +116,11 @@ def megatron_activation_bytes(model: ModelSpec, layout: TrainerLayout, tokens: i
         one = rebuilt if recompute == "full" else 0.0
         return tokens * (layers * kept + one) / split
 
-    first = body(inflight_layers(model.layers, layout.pp, layout.vpp, micro_batches))
+    stage = layout.stage_layers(model.layers)  # an uneven split's ends taken at its largest stage (an upper bound)
+    first = body(inflight_layers(stage * layout.pp, layout.pp, layout.vpp, micro_batches))
     resp = tokens if response_tokens is None else response_tokens
     head = head_activation_bytes(model, tokens, resp, scalar_head, full_logits) / split
-    last = body(model.layers / layout.pp) + head
+    last = body(stage) + head
     return max(first, last) if layout.pp > 1 else first + head
 
 
