@@ -1,7 +1,7 @@
 """Padded passes: which of a step's whole-sequence forwards and updates run on padding, and how wide.
 
 A framework that does not remove padding runs a pass on the rectangular batch it holds, so every sequence
-costs the batch's width, not its own length. Two settings say where (``SimConfig``):
+costs the batch's width, not its own length. Three settings say where (``SimConfig``):
 
 - ``padded_batches``: every scoring forward and update pads its sequences to the longest of its batch
   (NeMo RL without sequence packing, whose batch is padded to its longest sequence; TRL's padded batches);
@@ -9,7 +9,8 @@ costs the batch's width, not its own length. Two settings say where (``SimConfig
   ``logprob_micro_batch_size`` for the forwards) padded to its own longest, as OpenRLHF ran before sample packing
   (``--packing_samples``, 2024-09): its experience forwards on the micro rollout batch's prompts left-padded to
   their longest and responses right-padded to theirs (``experience_maker.py`` at dbdd43b0), its updates on the micro
-  train batch padded to its longest sequence (``zero_pad_sequences``); micro-batches are cut in the samples' admission order (the rollout's prompt order);
+  train batch padded to its longest sequence (``zero_pad_sequences``); micro-batches are cut in the samples'
+  admission order (the rollout's prompt order);
 - ``padded_roles``: the named roles' passes run at the run's caps, ``max_prompt + max_response`` — verl
   without ``use_remove_padding``: its dataset left-pads each prompt to ``data.max_prompt_length`` and its
   rollout pads each response to ``max_response_length``, so ``input_ids`` are that wide for every sequence
