@@ -119,7 +119,7 @@ def test_micro_batches_pad_to_their_own_longest():
     assert micro_widths(np.array([9, 1, 2, 3]), 2, ids=np.array([2, 0, 3, 1])).tolist() == [9, 3, 9, 3]
     cfg = replace(BASE, padded_micro_batches=True, train_memory=replace(BASE.train_memory, micro_batch_size=2))
     prompts, responses = np.array([10, 30, 20, 5]), np.array([5, 100, 50, 60])
-    assert pass_tokens(cfg, "actor", prompts, responses).tolist() == [130, 130, 70, 70]  # an update: longest sequence
+    assert pass_tokens(cfg, "actor", prompts, responses, micro=2).tolist() == [130, 130, 70, 70]  # an update: longest sequence
     assert pass_tokens(replace(cfg, padded_micro_batches=False), "actor", prompts, responses).tolist() == [15, 130, 70, 65]
 
 

@@ -25,6 +25,7 @@ from oppo_sim.frameworks.verl_padding import export_padding
 from oppo_sim.frameworks.export_common import (Chosen, layout_of, micro_rules, model_name, per_gpu_budget, per_node,
                                                 split_notes, weight_move_notes)
 from oppo_sim.hw.costs.micro_batches import MicroBatch
+from oppo_sim.hw.costs.trainer_layout import STAGE_SPLIT
 from oppo_sim.pipeline.config import SimConfig
 
 FRAMEWORKS: tuple[str, ...] = ("verl", "openrlhf", "nemo-rl")
@@ -64,8 +65,8 @@ def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
                f"{_M}context_parallel_size={t.cp}", f"{_M}expert_model_parallel_size={cfg.expert_parallel}",
                f"{_M}use_distributed_optimizer={t.distributed_optimizer}"]
         out += [f"{_M}virtual_pipeline_model_parallel_size={t.vpp}"] if t.vpp > 1 else []
-        out += [f"+{_M}override_transformer_config.num_layers_in_{end}_pipeline_stage={n}"
-                for end, n in (("first", t.first_stage_layers), ("last", t.last_stage_layers)) if n is not None]
+        out += [f"+{_M}override_transformer_config.{k}={getattr(t, field)}"
+                for k, field, _ in STAGE_SPLIT if getattr(t, field) is not None]
         out += [f"{_M}expert_tensor_parallel_size={t.expert_tp}",
                 f"+{_M}override_transformer_config.moe_token_dispatcher_type={t.moe_dispatcher}"] \
             if cfg.expert_parallel > 1 else []

@@ -17,6 +17,7 @@ from typing import Any
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.export_common import Chosen, layout_of, micro_rules, model_name, per_node, weight_move_notes
 from oppo_sim.hw.costs.micro_batches import MicroBatch
+from oppo_sim.hw.costs.trainer_layout import STAGE_SPLIT
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT
 
@@ -61,9 +62,7 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
                 "optimizer": {"use_distributed_optimizer": t.distributed_optimizer,
                               **({"optimizer_cpu_offload": True, "optimizer_offload_fraction": t.optimizer_offload}
                                  if t.optimizer_offload > 0 else {})}}
-        for end, n in (("first", t.first_stage_layers), ("last", t.last_stage_layers)):
-            if n is not None:
-                mcfg[f"num_layers_in_{end}_pipeline_stage"] = n
+        mcfg.update({k: getattr(t, field) for k, field, _ in STAGE_SPLIT if getattr(t, field) is not None})
         if cfg.expert_parallel > 1:
             mcfg["moe_token_dispatcher_type"] = t.moe_dispatcher
             mcfg["expert_tensor_parallel_size"] = t.expert_tp

@@ -51,7 +51,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.nemo_rl_engine import engine
 from oppo_sim.frameworks.nemo_rl_recipe import Recipe, recipe, value
 from oppo_sim.frameworks.translation import Builder, Translation, as_bool, as_float, as_int, existing_file, split_words
-from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS, ROUTER_DTYPES
+from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS, ROUTER_DTYPES, STAGE_SPLIT
 
 P, G, V, M, D = "policy.", "policy.generation.", "policy.generation.vllm_cfg.", "policy.megatron_cfg.", "policy.dtensor_cfg."
 READ: tuple[str, ...] = (
@@ -247,8 +247,7 @@ def _trainer(g: _Get) -> None:
             _dispatcher(g)
             etp = as_int(M + "expert_tensor_parallel_size", g(M + "expert_tensor_parallel_size", tp))
             g.use(M + "expert_tensor_parallel_size", "--etp", etp, v=etp)
-        for k, opt in (("num_layers_in_first_pipeline_stage", "--first-stage-layers"),
-                       ("num_layers_in_last_pipeline_stage", "--last-stage-layers")):
+        for k, _, opt in STAGE_SPLIT:
             if pp > 1 and g(M + k) is not None:
                 g.use(M + k, opt, as_int(M + k, g(M + k)), v=g(M + k), note="an uneven pipeline split")
         if g(M + "virtual_pipeline_model_parallel_size") is not None:

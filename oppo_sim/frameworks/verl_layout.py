@@ -27,7 +27,7 @@ from typing import Any
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import Async
 from oppo_sim.frameworks.translation import Builder, as_bool, as_float, as_int
-from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS, ROUTER_DTYPES
+from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS, ROUTER_DTYPES, STAGE_SPLIT
 
 A = "actor_rollout_ref.actor."
 M = A + "megatron."
@@ -62,8 +62,7 @@ per GPU and (deprecated) global (defaults False, 16384, null and null; the rollo
 budget default to the actor's)."""
 LAYOUT_KEYS: tuple[str, ...] = (*MEGATRON_DEFAULTS, *ASYNC_DEFAULTS, *CPU_OPTIMIZER, "actor_rollout_ref.hybrid_engine",
                                 M + "override_transformer_config.recompute_granularity", M + "expert_tensor_parallel_size",
-                                M + "override_transformer_config.num_layers_in_first_pipeline_stage",
-                                M + "override_transformer_config.num_layers_in_last_pipeline_stage",
+                                *(M + "override_transformer_config." + k for k, _, _ in STAGE_SPLIT),
                                 *RM_POOL, *BUDGET_KEYS)
 
 SCHEDULES = ("sync", "one-step-off", "fully-async")
@@ -118,8 +117,7 @@ def megatron(b: Builder, cfg: dict, dflt: dict) -> None:
     if ep > 1:
         _dispatcher(b, cfg)
         _expert_tp(b, cfg, tp)
-    for k, opt in (("num_layers_in_first_pipeline_stage", "--first-stage-layers"),
-                   ("num_layers_in_last_pipeline_stage", "--last-stage-layers")):
+    for k, _, opt in STAGE_SPLIT:
         key = M + "override_transformer_config." + k
         if pp > 1 and cfg.get(key) not in (None, "null", "None"):
             b.use(key, cfg[key], opt, as_int(key, cfg[key]), note="an uneven pipeline split")

@@ -332,11 +332,13 @@ class Pipeline:
             rec.score_end = rec.train_start = self.env.now
             batch = [self.samples[sid] for sid in rec.batch]
             prompts, responses = np.array([s.prompt for s in batch]), np.array([s.target for s in batch])
-            ids = np.array([s.sid for s in batch])
-            for j in [j for t in cfg.trained() for j in train_jobs(  # each role's sequences as it pads them
-                    tcost, (t,), tpool.n, pass_tokens(cfg, t[0], prompts, responses, ids), cfg.ppo_epochs, cfg.minibatches)]:
-                job = tpool.submit(tpool.all, j.seconds, activity="train", role=j.role, step=t, tokens=j.tokens, flops=j.flops)
-                yield job.done
+            ids, micro = np.array([s.sid for s in batch]), tcost.micro_batch().sequences or 0
+            for trained in cfg.trained():  # each model's update on its sequences as it pads them
+                seqs = pass_tokens(cfg, trained[0], prompts, responses, ids, micro)
+                for j in train_jobs(tcost, (trained,), tpool.n, seqs, cfg.ppo_epochs, cfg.minibatches):
+                    job = tpool.submit(tpool.all, j.seconds, activity="train", role=j.role, step=t, tokens=j.tokens,
+                                       flops=j.flops)
+                    yield job.done
             rec.train_end = self.env.now
             if self.sleepwake is not None:  # the other roles' state back to the host, the engine awake, before the sync
                 yield self._switch("wake", t)

@@ -30,7 +30,7 @@ import numpy as np
 
 from oppo_sim.core.errors import ConfigError
 
-__all__ = ["PADDED_ROLES", "check_padded_roles", "pads", "padded_width", "pass_tokens", "micro_widths", "forward_micro"]
+__all__ = ["PADDED_ROLES", "check_padded_roles", "pads", "padded_width", "pass_tokens", "micro_widths"]
 
 PADDED_ROLES: tuple[str, ...] = ("actor", "reference", "critic", "reward")
 """Roles whose passes can run padded: the actor (its update and its old log-probs), the reference, the critic
@@ -79,17 +79,12 @@ def micro_widths(lengths: np.ndarray, k: int, ids: np.ndarray | None = None) -> 
     return out
 
 
-def forward_micro(cfg) -> int:
-    """Sequences a forward-only micro-batch holds where counted (``logprob_micro_batch_size``, else training's); 0
-    where micro-batches are by tokens."""
-    t = cfg.train_memory
-    return t.logprob_micro_batch_size or (t.micro_batch_size if t.logprob_micro_batch_tokens is None else 0) or 0
-
-
-def pass_tokens(cfg, role: str, prompts: np.ndarray, responses: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
+def pass_tokens(cfg, role: str, prompts: np.ndarray, responses: np.ndarray, ids: np.ndarray | None = None,
+                micro: int = 0) -> np.ndarray:
     """Tokens each sequence of an update of ``role`` computes: the run's padded width for a padded role, the
-    batch's longest with ``padded_batches``, its micro-batch's longest with ``padded_micro_batches``, else its
-    own prompt + response (``ids``: the samples' admission order, in which micro-batches are cut)."""
+    batch's longest with ``padded_batches``, its micro-batch's longest with ``padded_micro_batches`` (``micro``
+    sequences a micro-batch, ``CostModel.micro_batch``'s; 0 where they are by tokens), else its own prompt +
+    response (``ids``: the samples' admission order, in which micro-batches are cut)."""
     seqs = np.asarray(prompts, dtype=np.float64) + np.asarray(responses, dtype=np.float64)
     if not len(seqs):
         return seqs
@@ -98,5 +93,5 @@ def pass_tokens(cfg, role: str, prompts: np.ndarray, responses: np.ndarray, ids:
     if cfg.padded_batches:
         return np.full_like(seqs, seqs.max())
     if cfg.padded_micro_batches:
-        return micro_widths(seqs, cfg.train_memory.micro_batch_size or 0, ids)
+        return micro_widths(seqs, micro, ids)
     return seqs

@@ -25,7 +25,7 @@ from oppo_sim.hw.costs.costmodel import CostModel, rule_reward_seconds
 from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.devices import DevicePool
-from oppo_sim.pipeline.padding import forward_micro, micro_widths, padded_width, pads
+from oppo_sim.pipeline.padding import micro_widths, padded_width, pads
 from oppo_sim.pipeline.samples import SimSample
 
 
@@ -100,7 +100,7 @@ class Scorer:
         if self.cfg.padded_batches and not one_by_one and len(new_tok) > 1:
             width = max(n + c for n, c in zip(new_tok, ctx_tok))  # padded to the longest sequence
             return [width - c for c in ctx_tok]
-        k = forward_micro(self.cfg) if self.cfg.padded_micro_batches and not one_by_one else 0
+        k = (self.cost.micro_batch(True).sequences or 0) if self.cfg.padded_micro_batches and not one_by_one else 0
         if k > 1 and len(new_tok) > 1:  # each micro-batch: prompts to their longest, responses to theirs
             ids = np.array([it[0].sid for it in items])
             prompts = micro_widths(np.array([it[0].prompt for it in items]), k, ids)

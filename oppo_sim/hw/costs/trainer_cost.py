@@ -51,8 +51,8 @@ the data-parallel reductions, the allgather dispatcher's) at the NICs of the gro
 (``oppo_sim.hw.costs.links``).
 
 Not modelled: overlap of the TP, EP and data-parallel collectives with compute (Megatron's
-``tp_comm_overlap``, ``overlap_grad_reduce``, ``overlap_param_gather``), uneven pipeline stages, MoE
-routing imbalance, and the per-micro-batch tokens of a rank being unequal (its tokens are taken as spread
+``tp_comm_overlap``, ``overlap_grad_reduce``, ``overlap_param_gather``), the ends of an uneven pipeline split
+apart from its largest stage (every stage is priced as that one), MoE routing imbalance, and the per-micro-batch tokens of a rank being unequal (its tokens are taken as spread
 evenly over its micro-batches).
 """
 
@@ -192,8 +192,8 @@ def with_host(cost, model: ModelSpec, gpu, m, ep: int, train: bool):
         return gpu
     lay = cost.layout
     local = model.experts / (ep * lay.expert_tp) if model.moe else 0.0
-    stage = lay.stage_layers(model.layers) / model.layers if lay.megatron else 1.0  # the stage's share of the layers
-    hf, hb = host_seconds(model, cost.host_op_s, stage, lay.tp, local, cost.recompute if train else "none")
+    hf, hb = host_seconds(model, cost.host_op_s, lay.stage_share(model.layers), lay.tp, local,
+                          cost.recompute if train else "none")
     per = gpu / m
     if not train:
         return m * np.maximum(hf, per)
@@ -273,7 +273,7 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     ep = cost.expert_parallel if model.moe else 1
     loads = _loads(cost, model, dp, seq_tokens, minibatches, scalar_head)
     m = np.maximum(loads.micro_batches, 1.0)
-    share = lay.stage_layers(model.layers) / model.layers  # the largest stage's share of the layers (1 / pp evenly)
+    share = lay.stage_share(model.layers)  # the largest stage's share of the layers (1 / pp evenly)
     dense, routed = stage_params(model, pp, scalar_head, share)
     dense_rank, routed_rank = dense / tp, routed / (ep * lay.expert_tp)
     expert_dp = max(1, devices // (pp * ep * lay.expert_tp))
@@ -352,7 +352,7 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
         longest = float(np.max(tokens)) if len(tokens) else 1.0
         m = max(float(cost.micro_batch(True).count(np.array([rank_tokens]), np.array([float(len(tokens))]), longest)[0]), 1.0)
     lay = cost.layout
-    share = lay.stage_layers(model.layers) / model.layers if lay.megatron else 1.0 / lay.pp  # the largest stage's
+    share = lay.stage_share(model.layers)  # the largest stage's share of the layers (1 / pp evenly)
     t = max(slowest * share * lay.pp / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
     ep = cost.expert_parallel if model.moe else 1
     if ep > 1:  # each MoE layer's dispatch and combine, per micro-batch, of a model-parallel rank's tokens

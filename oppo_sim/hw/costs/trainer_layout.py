@@ -63,7 +63,13 @@ MOE_DISPATCHERS = ("alltoall", "allgather", "flex")
 ROUTER_DTYPES = MappingProxyType({"model": 0, "fp32": 4, "fp64": 8})
 """Megatron ``moe_router_dtype`` (``model``: Megatron's None, the model's own dtype) and its bytes per element."""
 
-__all__ = ["TRAIN_BACKENDS", "BALANCE_ORDERS", "MOE_DISPATCHERS", "ROUTER_DTYPES", "TrainerLayout"]
+STAGE_SPLIT: tuple[tuple[str, str, str], ...] = (
+    ("num_layers_in_first_pipeline_stage", "first_stage_layers", "--first-stage-layers"),
+    ("num_layers_in_last_pipeline_stage", "last_stage_layers", "--last-stage-layers"))
+"""An uneven pipeline split as Megatron names it, the :class:`TrainerLayout` field and oppo-sim's option, for the
+readers and the exports."""
+
+__all__ = ["TRAIN_BACKENDS", "BALANCE_ORDERS", "MOE_DISPATCHERS", "ROUTER_DTYPES", "STAGE_SPLIT", "TrainerLayout"]
 
 
 def _count(name: str, v) -> None:
@@ -153,24 +159,32 @@ class TrainerLayout:
         (``initialize_model_parallel``); 1 under FSDP."""
         return self.tp if self.etp is None else self.etp
 
+    def _middle(self, layers: int) -> tuple[int, int]:
+        """(stages between the first and the last that an uneven split leaves even, the layers left for them)."""
+        first, last = self.first_stage_layers, self.last_stage_layers
+        return self.pp - (first is not None) - (last is not None), layers - (first or 0) - (last or 0)
+
     def stage_layers(self, layers: int) -> float:
         """Decoder layers of the largest pipeline stage of a ``layers``-layer model: ``layers / pp``, or with an uneven
         split the largest of the first, the last and the middle stages (Megatron-Core's
         ``num_layers_in_first/last_pipeline_stage``, the rest split evenly over the stages between)."""
         first, last = self.first_stage_layers, self.last_stage_layers
-        if self.pp == 1 or (first is None and last is None):
+        if first is None and last is None:
             return layers / self.pp
-        middle_stages = self.pp - (first is not None) - (last is not None)
-        rest = layers - (first or 0) - (last or 0)
+        middle_stages, rest = self._middle(layers)
         return float(max(first or 0, last or 0, rest / middle_stages if middle_stages else 0))
+
+    def stage_share(self, layers: int) -> float:
+        """The largest pipeline stage's share of a ``layers``-layer model's layers (``1 / pp`` split evenly; 1 without
+        pipeline parallelism): what a stage's compute, collectives and host time scale by."""
+        return self.stage_layers(layers) / layers
 
     def check_stages(self, layers: int) -> None:
         """An uneven pipeline split must leave the middle stages whole, equal layer counts (one line if not)."""
         first, last = self.first_stage_layers, self.last_stage_layers
         if first is None and last is None:
             return
-        middle_stages = self.pp - (first is not None) - (last is not None)
-        rest = layers - (first or 0) - (last or 0)
+        middle_stages, rest = self._middle(layers)
         if rest < 0 or (middle_stages and (rest <= 0 or rest % (middle_stages * self.vpp))) or (not middle_stages and rest):
             raise ConfigError(f"pipeline split: {layers} layers less {first or 0} on the first and {last or 0} on the "
                               f"last stage leave {rest} for {middle_stages} middle stage(s) x vpp {self.vpp}: they must "

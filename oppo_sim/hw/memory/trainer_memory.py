@@ -27,8 +27,8 @@ stage holds one micro-batch of its layers plus the output layer's (vocabulary-pa
 larger of the two ends is the rank's peak.
 
 Not modelled: the embedding's activations, Megatron's communication buffers (grad buckets, the
-all-to-all dispatcher's permutation buffers), and uneven layer splits (``L`` not divisible by ``pp``: the
-stages are taken as ``L / pp`` layers each).
+all-to-all dispatcher's permutation buffers), and the ends of an uneven layer split apart from its largest stage
+(``TrainerLayout.stage_layers``: the first and the last stage are taken at its size, an upper bound).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def megatron_state_bytes(model: ModelSpec, layout: TrainerLayout, ep: int, devic
                          scalar_head: bool = False) -> StateBytes:
     """Weights, fp32 gradients and Adam state per rank of the largest stage (module notes)."""
     dp = layout.data_parallel(devices)
-    dense, routed = stage_params(model, layout.pp, scalar_head, layout.stage_layers(model.layers) / model.layers)
+    dense, routed = stage_params(model, layout.pp, scalar_head, layout.stage_share(model.layers))
     ep = ep if model.moe else 1
     etp = layout.expert_tp
     dense_rank, routed_rank = dense / layout.tp, routed / (ep * etp)
