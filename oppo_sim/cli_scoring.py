@@ -7,7 +7,9 @@ passes run on padding (``oppo_sim.pipeline.padding``).
   sequence packing, TRL);
 - ``--padded-micro-batches``: each counted micro-batch padded to its longest (OpenRLHF before sample packing);
 - ``--padded-roles``: the named roles' passes at the caps' width, ``--max-prompt`` + ``--max-response`` (verl
-  without ``use_remove_padding``: by default its critic and its reward model).
+  without ``use_remove_padding``: by default its critic and its reward model);
+- ``--after-update``: the passes of a step that wait for the previous step's update and weight sync (the trainer's
+  own; a framework's training loop runs every pass so).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import argparse
 
 from oppo_sim.cliargs import on_off, positive
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.placement import SCORING_ROLES, check_after_update
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.padding import PADDED_ROLES, check_padded_roles
 
-__all__ = ["add_scoring_args", "SCORING_FIELDS", "padded_roles"]
+__all__ = ["add_scoring_args", "SCORING_FIELDS", "padded_roles", "after_update"]
 
 SCORING_FIELDS: tuple[str, ...] = ("stream_batching", "scorer_max_tokens", "padded_batches", "padded_micro_batches",
-                                   "padded_roles")
+                                   "padded_roles", "after_update")
 """``SimConfig`` fields the scoring options set (where given)."""
 
 
@@ -33,6 +36,18 @@ def padded_roles(text: str) -> tuple[str, ...]:
         return ()
     try:
         return check_padded_roles(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def after_update(text: str) -> tuple[str, ...]:
+    """``--after-update`` value: comma-separated scoring roles, ``all`` or ``none`` -> a tuple; an unknown one ->
+    ``argparse.ArgumentTypeError`` naming the known ones."""
+    key = text.strip().lower()
+    if key in ("all", "none"):
+        return SCORING_ROLES if key == "all" else ()
+    try:
+        return check_after_update(text)
     except ConfigError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -57,3 +72,9 @@ def add_scoring_args(p: argparse.ArgumentParser) -> None:
                    help=f"roles whose passes run on sequences padded to --max-prompt + --max-response, as verl runs a "
                         f"model without use_remove_padding (its critic and reward model by default): comma-separated "
                         f"of {', '.join(PADDED_ROLES)} (actor: its update and old log-probs), or none (default none)")
+    s.add_argument("--after-update", type=after_update, default=None, metavar="ROLES",
+                   help=f"scoring passes that start only once the previous step's update and weight sync are done, "
+                        f"whatever the policy overlaps: comma-separated of {', '.join(SCORING_ROLES)}, all (a "
+                        f"framework's training loop, which runs every pass in turn: the verl, OpenRLHF and NeMo RL "
+                        f"readers set it) or none; default {','.join(SimConfig.after_update)}, the passes oppo's train "
+                        f"worker runs itself")

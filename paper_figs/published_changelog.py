@@ -604,5 +604,21 @@ CHANGES: tuple[Change, ...] = (
                  "Moved: verl DeepSeek-V3 on 96 H20 -37.7 -> -35.1% (its last stage holds 6 layers against 5.1 evenly: "
                  "training 210 -> 248 s); NeMo RL's eight rows with an uneven split by at most 0.5 points (4 layers "
                  "against 3.8, 12 against 11.75). Nothing was tuned: the splits are the recipes'.")),
+    Change("2026-11-27", "model",
+           "A training loop runs its scoring passes after the previous step (--after-update, SimConfig.after_update): an "
+           "async step's log-prob and reference forwards on the trainer's GPUs start once the previous step's update "
+           "and weight sync are done, where they had shared the GPUs with that update; the framework readers set it for "
+           "every pass (--after-update all), and so do the records; by default it holds the passes oppo's train worker "
+           "runs itself (critic, logprob)",
+           24.2, 24.2, 199.0, 199.0,
+           note=("Found reading a NeMo RL one-step-off row's timeline (Qwen3-30B-A3B, 32 GB200): the next step's log-probs "
+                 "started during the update, and the steps alternated 57 / 93 s. NeMo RL's async_grpo_train (grpo.py at "
+                 "9dbd9adc) runs logprobs, training and the refit in turn; verl's and OpenRLHF's async trainers too "
+                 "(OpenRLHF's TrainingActor: make_experience, then the update); oppo's real executor computes the "
+                 "log-probs and values on its train worker as the first phase of the update. Moved (the one-step-off "
+                 "rows only): Llama-3.1-8B 16 H100 +18.7 -> +13.7%, 8 GB200 -3.9 -> -8.9%; Qwen3-32B 32 GB200 -17.2 -> "
+                 "-19.6%, 64 H100 -0.9 -> -0.7%; Qwen3-30B-A3B 32 GB200 -44.8 -> -47.2% (the update no longer shares its "
+                 "GPUs, so it ends sooner). The calibration check's factor 1.23 -> 1.25 and its held-out runs 33.0% "
+                 "uncalibrated either way, 46.5 -> 48.6% calibrated. Nothing was tuned: the order is the frameworks'.")),
 )
 """The changes, oldest first."""

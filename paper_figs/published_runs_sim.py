@@ -13,7 +13,7 @@ import pandas as pd
 
 from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError, TraceError
-from oppo_sim.core.placement import Placement, Pool, colocated_placement, paper_placement
+from oppo_sim.core.placement import SCORING_ROLES, Placement, Pool, colocated_placement, paper_placement
 from oppo_sim.core.policies import Baseline, Policy, make_policy
 from oppo_sim.core.results import TIMELINE_COLUMNS, SimResult
 from oppo_sim.engine.request import EngineConfig
@@ -186,6 +186,7 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
         colocate=run.colocate, sleep_level=run.sleep_level, max_prompt=run.max_prompt, truncate_prompt=True,
         reference_on_host=run.reference_on_host, refit_buffers=run.refit_buffers, refit_group=run.refit_group, padded_batches=run.padded_batches,
         padded_micro_batches=run.padded_micro_batches,
+        after_update=SCORING_ROLES,  # every framework's trainer runs the passes in its loop, after the last sync
         train_memory=TrainMemoryConfig(zero_stage=run.zero, recompute=run.recompute, sequence_parallel=run.sp,
                                        micro_batch_tokens=run.micro_batch_tokens, micro_batch_size=run.micro_batch_size,
                                        logprob_micro_batch_tokens=run.logprob_micro_batch_tokens,

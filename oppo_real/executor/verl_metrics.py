@@ -52,11 +52,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from oppo_sim.core.placement import TRAINER_PASSES
+
 STAGE_ROWS: dict[str, tuple[str, ...]] = {  # verl timer -> the timeline roles whose rows it sums
     "timing_s/reward": ("reward", "rule"), "timing_s/old_log_prob": ("logprob",), "timing_s/ref": ("reference",),
     "timing_s/values": ("critic",),
 }
-TRAIN_SCORING_ROLES = ("logprob", "critic")
+TRAIN_SCORING_ROLES = TRAINER_PASSES  # the passes the train worker runs before its update
 
 
 def verl_step_metrics(steps: pd.DataFrame, timeline: pd.DataFrame, rollouts: pd.DataFrame,

@@ -11,6 +11,11 @@ SCORING_ROLES: tuple[str, ...] = ("reward", "reference", "critic", "logprob")
 """Forward passes needed before the PPO update: reward score, reference log-probs (KL), critic values,
 and the actor's own (old) log-probs."""
 
+TRAINER_PASSES: tuple[str, ...] = ("critic", "logprob")
+"""The scoring passes the training workers run themselves, as the first phase of their update: the actor's old
+log-probs and the critic's values (oppo's train worker; every framework's trainer). Whatever a step's generation
+overlaps, these passes of step t start only after step t-1's update and weight sync (``SimConfig.after_update``)."""
+
 FROZEN_ROLES: frozenset[str] = frozenset({"reward", "reference"})
 """Roles whose weights never change: their KV cache stays valid across steps, so they can be streamed to."""
 
@@ -74,6 +79,17 @@ class Placement:
                                                                           or r in running)]
             parts.append(f"{p.name}[{p.devices}]={'+'.join(roles) or 'idle'}")
         return " ".join(parts)
+
+
+def check_after_update(roles: object) -> tuple[str, ...]:
+    """``roles`` (a tuple or comma-separated text) as a tuple of scoring roles in ``SCORING_ROLES`` order, or
+    ``ConfigError`` naming the known ones (one line)."""
+    names = [r.strip() for r in roles.split(",") if r.strip()] if isinstance(roles, str) else list(roles)  # type: ignore[call-overload]
+    unknown = [r for r in names if r not in SCORING_ROLES]
+    if unknown:
+        raise ConfigError(f"after_update: unknown scoring role(s) {', '.join(map(str, unknown))}; "
+                          f"known: {', '.join(SCORING_ROLES)}")
+    return tuple(r for r in SCORING_ROLES if r in names)
 
 
 def paper_placement(devices: int = 8) -> Placement:

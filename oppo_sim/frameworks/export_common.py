@@ -102,6 +102,10 @@ def weight_move_notes(cfg: SimConfig, framework: str, chosen: Chosen = Chosen())
     ``nemo-rl``) does it otherwise."""
     kl = cfg.algorithm.kl
     out = _refit_group_notes(cfg, framework)
+    if "async" in chosen.policy and set(cfg.scoring_roles()) - set(cfg.after_update):
+        out.append(f"the plan starts {', '.join(r for r in cfg.scoring_roles() if r not in cfg.after_update)} of a "
+                   f"step beside the previous update; {_REFIT_GROUP[framework][0]}'s trainer runs every pass after the "
+                   f"previous step's sync: plan with --after-update all to price it so")
     if framework == "nemo-rl":
         return out + ([] if cfg.reference_on_host or not kl else [
             "NeMo RL keeps the reference in host memory and swaps it with the policy for its pass: plan with "

@@ -148,7 +148,7 @@ def export_nemo_rl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
     if alg.reward != "rule":
         notes.append(f"the plan scores with the reward model {model_name(cfg.reward)}: set up NeMo RL's reward-model "
                      "environment under env: (the recipe keeps the math environment)")
-    notes += weight_move_notes(cfg, "nemo-rl")
+    notes += weight_move_notes(cfg, "nemo-rl", chosen)
     if cfg.ppo_epochs > 1:
         notes.append(f"NeMo RL trains each step's samples once: the plan's {cfg.ppo_epochs} epochs have no setting")
     sequences = cfg.batch * alg.n

@@ -127,6 +127,7 @@ def translate_nemo_rl(values: Sequence[str]) -> Translation:
     _lengths(g)
     _trainer(g)
     _placement(g)
+    b.training_loop("NeMo RL")
     echoed = {u.key for u in b.used}
     for k in sorted(r.own):
         if not any(k == e or k.startswith(e + ".") for e in echoed) and k in r.flat:

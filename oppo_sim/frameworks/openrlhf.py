@@ -196,6 +196,7 @@ def translate_openrlhf(text: str) -> Translation:
     _training(b, o, d, f)
     _micro_batches(b, o, d, f)
     placement(b, o, d, given, f)
+    b.training_loop("OpenRLHF")
     echoed = {u.key for u in b.used}
     for k in sorted(k for k in given if f(k) not in echoed):
         b.ignore(f(k), "" if given[k] is True else given[k], _WHY.get(k, "no effect in this placement" if k in READ

@@ -143,6 +143,13 @@ class Builder:
         else:
             self.use(key, value, flag, arg, note=how)
 
+    def training_loop(self, name: str) -> None:
+        """The framework's trainer runs every scoring pass in its own loop, one after the other, once the previous
+        step's update and weight sync are done: ``--after-update all`` (it matters to an async schedule)."""
+        self.use("training loop", "one pass at a time", "--after-update", "all", default=True,
+                 note=f"{name}'s trainer runs each step's scoring passes in turn, after the previous step's update and "
+                      f"weight sync")
+
     def ignore(self, key: str, value: Any, why: str) -> None:
         self.ignored.append(Ignored(key, value, why))
 

@@ -230,6 +230,7 @@ def _translate(sources: tuple[str, ...], cfg: dict, stray: list[str], given: lis
     _dapo_rounds(b, cfg, dflt, given, algorithm, fully)
     placement_and_policy(b, cfg, dflt, schedule, as_int(R + "tensor_model_parallel_size",
                                                         cfg[R + "tensor_model_parallel_size"]))
+    b.training_loop("verl")
     _ignored(b, cfg, given, stray, said, backend, set(unknown), added, schedule)
     return b.done()
 

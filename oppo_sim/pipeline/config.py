@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.core.placement import Placement, paper_placement
+from oppo_sim.core.placement import TRAINER_PASSES, Placement, check_after_update, paper_placement
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams
@@ -81,6 +81,9 @@ class SimConfig:
     #                             and the engines: OpenRLHF) or "all" (every trainer and engine rank: NeMo RL, verl)
     reference_on_host: bool = False  # NeMo RL: the reference's weights stay in pinned host memory and are swapped
     #                                  with the policy's for each reference pass (memory_plan.reference_swapped)
+    after_update: tuple[str, ...] = TRAINER_PASSES  # scoring roles whose passes of step t wait for step t-1's update
+    #                                               and weight sync: the trainer's own (oppo's train worker); a
+    #                                               framework's training loop runs every pass so (all SCORING_ROLES)
 
     def __post_init__(self) -> None:
         checks = [
@@ -125,7 +128,7 @@ class SimConfig:
         if self.reward_curve.seed is None:  # the synthetic rewards follow the run's seed
             object.__setattr__(self, "reward_curve", replace(self.reward_curve, seed=self.seed))
         self._check_pools()
-        self._check_padding()
+        self._check_scoring()
         # resolve names now so a typo fails at construction with a one-line error
         actor = self.models()["train"]
         self.hardware_of(self.placement.generate)
@@ -144,8 +147,9 @@ class SimConfig:
         if self.engine.enable_expert_parallel and not actor.moe:
             raise ConfigError(f"expert parallelism (--ep) needs a mixture-of-experts model; '{actor.id}' is dense")
 
-    def _check_padding(self) -> None:
+    def _check_scoring(self) -> None:
         object.__setattr__(self, "padded_roles", check_padded_roles(self.padded_roles))
+        object.__setattr__(self, "after_update", check_after_update(self.after_update))
         if not isinstance(self.padded_micro_batches, bool):
             raise ConfigError(f"padded_micro_batches must be a bool, got {self.padded_micro_batches!r}")
         if self.padded_roles and self.max_prompt == DEFAULT_MAX_PROMPT:

@@ -5,22 +5,19 @@ what is scored whole — is taken by :mod:`oppo_sim.core.stepmachine` (via the r
 :class:`~oppo_sim.core.ledger.Ledger`). This module only turns engine events into the machine's
 inputs and its actions into simulated work:
 
-- one :class:`~oppo_sim.pipeline.generation.GenReplica` per generation replica (data parallel);
-- one :class:`~oppo_sim.pipeline.scoring.Scorer` per scoring role the algorithm has
-  (``Algorithm.scoring_roles``), and the CPU :class:`~oppo_sim.pipeline.scoring.RuleScorer` (role
-  ``rule``) for a rule reward;
-- the trace row each admitted sample replays: :class:`~oppo_sim.traces.rowmap.TraceReplay`, at admission;
-- groups (n responses per prompt): the members share the prompt of the trace row of the group's first
-  sid, each its own response length; the rewards dynamic sampling reads come with each finish, from the
-  trace's ``reward`` column, else drawn once per group (informative with probability
-  ``Algorithm.informative``, seeded by the run's seed and the group id); dropped and trimmed groups: rewarded;
-- the rollout loop (:meth:`Pipeline.rollout`): plan, staleness gate, start the machine, run its
-  actions, stop the engines when it says so;
-- the trainer loop (:meth:`Pipeline.trainer`): waits for the machine's ``Train``, runs the PPO epochs
-  for the actor (and the critic, where the algorithm has one), syncs the weights and completes the step;
-- where the engine takes turns with the roles sharing its GPUs (``memory_plan.sleep_wake_of``), a
-  ``sleep`` job on its pool when generation ends (the scorers there and the training start after it) and
-  a ``wake`` job before the weight sync: the step's ``sleep_wake_s``.
+- one :class:`~oppo_sim.pipeline.generation.GenReplica` per generation replica (data parallel); one
+  :class:`~oppo_sim.pipeline.scoring.Scorer` per scoring role (``Algorithm.scoring_roles``) and, for a rule
+  reward, the CPU :class:`~oppo_sim.pipeline.scoring.RuleScorer` (role ``rule``); a role of
+  ``SimConfig.after_update`` gets a step's work once the previous step has ended (``Pipeline._put``);
+- the trace row each admitted sample replays (:class:`~oppo_sim.traces.rowmap.TraceReplay`, at admission);
+  groups share the prompt of their first sid's row, each its own response length; the rewards dynamic
+  sampling reads come with each finish, from the trace's ``reward`` column, else drawn once per group
+  (informative with probability ``Algorithm.informative``, seeded by the run's seed and the group id);
+- the rollout loop (:meth:`Pipeline.rollout`): plan, staleness gate, start the machine, run its actions;
+- the trainer loop (:meth:`Pipeline.trainer`): waits for the machine's ``Train``, runs the PPO epochs for the
+  actor (and the critic), syncs the weights and completes the step;
+- where the engine takes turns with the roles sharing its GPUs (``memory_plan.sleep_wake_of``), a ``sleep``
+  job on its pool when generation ends and a ``wake`` job before the weight sync: the step's ``sleep_wake_s``.
 
 Every timing comes from the cost model via the device pools.
 """
@@ -28,6 +25,7 @@ Every timing comes from the cost model via the device pools.
 from __future__ import annotations
 
 import gc
+import math
 from dataclasses import replace
 from typing import Callable
 
@@ -106,6 +104,7 @@ class Pipeline:
         self.records: list[StepRecord] = []
         self.version_ev = self.env.event()
         self.train_ev: dict[int, simpy.Event] = {}
+        self._held: dict[int, list[tuple]] = {}  # step -> the next step's work for cfg.after_update roles, until it ends
         self.gen_done: dict[int, simpy.Event] = {}  # step -> its generation ended (EndGeneration)
         self.stopping: list[simpy.Event] = []
         self.machines: dict[int, StepMachine] = {}  # steps generating (two at once where weights refit in flight)
@@ -191,7 +190,7 @@ class Pipeline:
             if kind is Emit:
                 s = self._sample(a.sid)
                 for role in a.roles:
-                    self.scorers[role].put(s, a.upto, a.final, step, True)
+                    self._put(role, s, a.upto, a.final, step, True)
                 if not a.final:
                     s.req.emit_at = a.next_emit_at
             elif kind is Launch:  # (a fresh one may be another step's, started by a slot this step freed)
@@ -211,14 +210,19 @@ class Pipeline:
                 self.gen_done[step].succeed()
                 loads = None
             elif kind is ScoreWhole:
-                scorer = self.scorers[a.role]
                 for sid in a.sids:
                     s = self._sample(sid)
-                    scorer.put(s, s.target, True, step)
+                    self._put(a.role, s, s.target, True, step)
             elif kind is Train:
                 self._train_event(a.step).succeed()
             elif kind is not Defer and kind is not FormBatch:  # those the ledger holds; the engines gave the requests back
                 raise TypeError(f"unknown action {a!r}")
+
+    def _put(self, role: str, s: SimSample, upto: int, final: bool, step: int, streamed: bool = False) -> None:
+        """``s`` up to ``upto`` to ``role``'s scorer; for a role of ``cfg.after_update``, once step ``step - 1`` ended."""
+        if role in self.cfg.after_update and step > 0 and math.isnan(self.records[step - 1].end):
+            return self._held.setdefault(step - 1, []).append((role, s, upto, final, step, streamed))
+        self.scorers[role].put(s, upto, final, step, streamed)
 
     def _train_event(self, step: int) -> simpy.Event:
         ev = self.train_ev.get(step)
@@ -254,11 +258,10 @@ class Pipeline:
         kept: that work is done too, though it trains nothing (where the reward role streamed, its final chunk
         did it already)."""
         for role in ("reward", "rule"):
-            scorer = self.scorers.get(role)
-            if scorer is not None and role not in self.ledger.streamed:
+            if role in self.scorers and role not in self.ledger.streamed:
                 for sid in sids:
                     s = self._sample(sid)
-                    scorer.put(s, s.target, True, step)
+                    self._put(role, s, s.target, True, step)
 
     # -- processes -----------------------------------------------------------------------------------
     def rollout(self):
@@ -349,6 +352,8 @@ class Pipeline:
             for r in (() if rec.plan.overlap else self.replicas):  # refit in flight: the running keep their KV
                 r.reset()
             rec.end = self.env.now
+            for role, s, upto, final, step, streamed in self._held.pop(t, ()):  # the next step's passes may start
+                self.scorers[role].put(s, upto, final, step, streamed)
             self._finish_step(rec, batch)
             if self.on_step is not None:
                 self.on_step(rec)
