@@ -28,7 +28,8 @@ from oppo_sim.hw.devices.gpu_table import GPUS  # noqa: E402
 from oppo_sim.hw.costs.op_cost import MOE_BLOCK_TOKENS  # noqa: E402
 
 FORMAT = "oppo-op-table/1"
-GPU_MAP = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200",
+GPU_MAP = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200", "b300_sxm": "b300",
+           "gb300": "gb300",
            "a100_sxm": "a100-80gb", "l40s": "l40s", "rtx_pro_6000_server": "rtx-pro-6000"}
 """AIConfigurator's system directory -> oppo's GPU-table id (the datasheet the fractions are taken against)."""
 FRAMEWORK = "vllm"

@@ -64,15 +64,16 @@ def test_export_variants_differ_from_their_parent_only_by_the_link():
 def test_memory_is_what_the_device_reports():
     assert GPUS["b200"].mem_bytes == 183_359 * MiB  # nvidia-smi; 180 GB on NVIDIA's sheet
     assert GPUS["gb200"].mem_bytes == 189_471 * MiB  # 186 GB
+    assert GPUS["b300"].mem_bytes == 275_040 * MiB and GPUS["gb300"].mem_bytes == 284_208 * MiB  # 288 GB sold
     assert GPUS["mi300x"].mem_bytes == 192 * GiB  # rocm-smi 206,158,430,208 B
 
 
 def test_domain_sizes():
     domains = {g.id: (g.nvlink_domain, g.domain_spans_nodes) for g in GPUS.values()}
-    assert domains["gb200"] == (72, True)
-    assert all(domains[g] == (8, False) for g in ("h20", "h800", "a800-80gb", "b200", "mi300x", "h200", "a100-80gb"))
+    assert domains["gb200"] == domains["gb300"] == (72, True)
+    assert all(domains[g] == (8, False) for g in ("h20", "h800", "a800-80gb", "b200", "b300", "mi300x", "h200", "a100-80gb"))
     assert all(domains[g] == (1, False) for g in ("l40s", "rtx-4090", "rtx-pro-6000"))
-    assert [g for g, (_, spans) in domains.items() if spans] == ["gb200"]
+    assert [g for g, (_, spans) in domains.items() if spans] == ["gb200", "gb300"]
 
 
 # ---------------------------------------------------------------------------- same NVLink domain, not same node

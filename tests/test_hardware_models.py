@@ -26,7 +26,7 @@ from oppo_sim.hw.devices.hardware import (
 from oppo_sim.hw.models.lookup import MODELS, ModelSpec, get_model, model_from_hf_config
 
 GPU_IDS = ["a100-40gb", "a100-80gb", "h100-sxm", "h200", "gh200", "l40s", "rtx-4090", "rtx-pro-6000",
-           "h20", "h800", "a800-80gb", "b200", "gb200", "mi300x"]
+           "h20", "h800", "a800-80gb", "b200", "gb200", "b300", "gb300", "mi300x"]
 MODEL_IDS = [
     "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
     "qwen2.5-72b", "qwen3-8b", "qwen3-32b", "llama-3.1-8b", "llama-3.1-70b",

@@ -51,6 +51,19 @@ def test_the_command_line_default_is_a_gpus_own_table():
     assert hardware_for("h200").ops.kind == "tables" and hardware_for("h20").ops is None
 
 
+@pytest.mark.parametrize("gpu, system", [("b300", "b300_sxm"), ("gb300", "gb300")])
+def test_blackwell_ultra_is_priced_by_its_own_tables(gpu, system):
+    hw = hardware_for(gpu)
+    assert hw.ops.kind == "tables" and system in priced_by(hw)["decode"]
+    table = shipped_table(gpu)
+    assert table.peak_flops == hw.gpu.peak_flops and table.moe_frac and table.mla_frac  # MoE and MLA measured
+    # the same weights read at the same fraction of a bandwidth no lower: a Blackwell Ultra decode iteration is no
+    # slower than its Blackwell predecessor's by more than the tables' spread
+    older = {"b300": "b200", "gb300": "gb200"}[gpu]
+    new, old = (CostModel(hardware_for(g)).decode(DENSE).iteration(64, 64 * 2000) for g in (gpu, older))
+    assert 0.8 < new / old < 1.2
+
+
 def test_a_cpu_keeps_the_roofline():  # CPU validate is unaffected: no table, no architecture to borrow from
     from oppo_sim.hw.fitting.profiles import cpu_spec
 

@@ -44,7 +44,8 @@ caller's ``Hardware`` stays as built (roofline) unless :func:`with_op_costs` is 
 
 ARCH: dict[str, str] = {"h100-sxm": "hopper", "h200": "hopper", "gh200": "hopper", "h20": "hopper", "h800": "hopper",
                         "a100-40gb": "ampere", "a100-80gb": "ampere", "a800-80gb": "ampere",
-                        "b200": "blackwell", "gb200": "blackwell", "l40s": "ada", "rtx-4090": "ada",
+                        "b200": "blackwell", "gb200": "blackwell", "b300": "blackwell", "gb300": "blackwell",
+                        "l40s": "ada", "rtx-4090": "ada",
                         "rtx-pro-6000": "blackwell-gddr"}
 """GPU-table id -> architecture, for borrowing fractions. GPUs not listed (MI300X) keep the defaults."""
 

@@ -14,9 +14,9 @@ through NVSwitch on HGX/DGX boards, NVLink through the NVLink Switch trays of a 
 AMD Infinity Fabric on an MI300X platform, PCIe peer-to-peer on PCIe cards. ``nvlink_domain`` says
 how many GPUs one such domain spans, and ``domain_spans_nodes`` whether it reaches past a node:
 
-- HGX/DGX boards (A100, A800, H100, H800, H20, H200, B200): 8 GPUs, the whole node; never past it.
+- HGX/DGX boards (A100, A800, H100, H800, H20, H200, B200, B300): 8 GPUs, the whole node; never past it.
   GH200: a node of 4 superchips.
-- GB200 NVL72: 72 GPUs over 18 compute trays of 4 GPUs — the domain spans nodes (``True``).
+- GB200 and GB300 NVL72: 72 GPUs over 18 compute trays of 4 GPUs — the domain spans nodes (``True``).
 - MI300X platforms: 8 GPUs fully connected by Infinity Fabric inside the node.
 - PCIe cards (L40S, RTX 4090, RTX PRO 6000): 1 — no GPU shares an NVLink with another. Their peers are
   reached over PCIe, which is what their ``link_bw`` holds, and PCIe reaches every GPU of the node; so
@@ -118,6 +118,7 @@ _PCIE5_X16 = 64e9  # PCIe 5.0 x16: 32 GT/s x 16 lanes (63e9 after coding); quote
 _NET_100G = 12.5e9  # a 100 Gb/s NIC per GPU
 _NET_200G = 25e9  # a 200 Gb/s NIC per GPU (InfiniBand HDR / 200 GbE)
 _NET_400G = 50e9  # a 400 Gb/s NIC per GPU (InfiniBand NDR / 400 GbE)
+_NET_800G = 100e9  # an 800 Gb/s NIC per GPU (ConnectX-8: InfiniBand XDR / 800 GbE)
 
 # mem_bytes: ``nvidia-smi --query-gpu=memory.total`` (MiB) of each card. A100 40/80GB, H100 80GB, L40S:
 # the totals listed in modal-labs/modal-client PR #2797 ("nvidia quotes GB on their GPUs not GiB");
@@ -224,6 +225,25 @@ _GPU_LIST = (
         "assumed shared: 225 GB/s each way per GPU; one ConnectX-7 400 Gb/s per GPU (4 a tray); nvidia-smi "
         "189,471 MiB (public 'NVIDIA GB200' logs)",
         host_bw=225e9, net_bw=_NET_400G, nvlink_domain=72, domain_spans_nodes=True,
+    ),
+    GPUSpec(
+        "b300", "NVIDIA B300 (HGX, Blackwell Ultra, 1100 W)", 2250e12, 8000e9, 275_040 * MiB, _NVLINK5,
+        "NVIDIA HGX B300 figures (glennklockwood.com/garden/processors/B300, from NVIDIA's Blackwell Ultra "
+        "material): BF16 tensor 2.25 PFLOPS dense (4.5 sparse), as B200; 288 GB HBM3e (12-high) at up to 8 TB/s; "
+        "NVLink 5 1.8 TB/s (both directions); one ConnectX-8 800 Gb/s SuperNIC per GPU (HGX B300); Xeon hosts "
+        "on PCIe 5.0 (the GPU's own PCIe 6.0 link is faster than the host's); nvidia-smi 275,040 MiB and a "
+        "1,100 W cap (public 'NVIDIA B300 SXM6 AC' logs)",
+        host_bw=_PCIE5_X16, net_bw=_NET_800G,
+    ),
+    GPUSpec(
+        "gb300", "NVIDIA GB300 NVL72 (Blackwell Ultra GPU, 1400 W)", 2500e12, 8000e9, 284_208 * MiB, _NVLINK5,
+        "NVIDIA GB300 NVL72 datasheet: 720 PFLOPS FP8 (sparse) and 576 TB/s HBM3e over 72 GPUs = per GPU BF16 "
+        "tensor 2.5 PFLOPS dense and 8 TB/s, as GB200 (verda.com 'GB300 NVL72 architecture' per-GPU table); 288 GB "
+        "HBM3e; NVLink 5 1.8 TB/s (both directions) across one 72-GPU domain of 18 trays of 4 GPUs; 72 ConnectX-8 "
+        "NICs (800 Gb/s, one per GPU; glennklockwood.com/garden/processors/B300); NVLink-C2C to the tray's "
+        "Grace CPUs, assumed shared as on GB200: 225 GB/s each way per GPU; nvidia-smi 284,208 MiB and a 1,400 W "
+        "cap (public 'NVIDIA GB300' logs)",
+        host_bw=225e9, net_bw=_NET_800G, nvlink_domain=72, domain_spans_nodes=True,
     ),
     GPUSpec(
         "mi300x", "AMD Instinct MI300X 192GB", 1307.4e12, 5300e9, 206_158_430_208, 448e9,
