@@ -22,11 +22,12 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.fitting.calibration import MEASUREMENT_COLUMNS, fit_profile, predict_seconds
 from oppo_sim.hw.devices.hardware import GPUS, OP_KINDS, GPUSpec, Hardware, default_params
 
-_NAMES = (("gh200", "gh200"), ("gb200", "gb200"), ("b200", "b200"), ("h200", "h200"), ("h20", "h20"),
+_NAMES = (("gh200", "gh200"), ("gb300", "gb300"), ("b300", "b300"), ("gb200", "gb200"), ("b200", "b200"), ("h200", "h200"),
+          ("h20", "h20"),
           ("h100", "h100-sxm"), ("h800", "h800"), ("a800", "a800-80gb"), ("mi300x", "mi300x"), ("l40s", "l40s"),
           ("4090", "rtx-4090"), ("rtx pro 6000", "rtx-pro-6000"))
-"""Device-name fragment -> table id, the longer name first where one contains another (gh200 / gb200 / b200,
-h200 / h20)."""
+"""Device-name fragment -> table id, the longer name first where one contains another (gh200 / gb300 / b300 /
+gb200 / b200, h200 / h20)."""
 
 
 def gpu_table_id(name: str, total_bytes: float | None = None) -> str | None:

@@ -131,6 +131,7 @@ def test_profile_table_against_the_gpu_table():
     assert gpu_table_id("NVIDIA A100-SXM4-40GB", 40e9) == "a100-40gb" and gpu_table_id("NVIDIA A100-SXM4-80GB") == "a100-80gb"
     assert gpu_table_id("NVIDIA H20") == "h20" and gpu_table_id("NVIDIA H800") == "h800"
     assert gpu_table_id("NVIDIA B200") == "b200" and gpu_table_id("NVIDIA GB200") == "gb200"
+    assert gpu_table_id("NVIDIA B300 SXM6 AC") == "b300" and gpu_table_id("NVIDIA GB300") == "gb300"
     assert gpu_table_id("NVIDIA A800-SXM4-80GB") == "a800-80gb" and gpu_table_id("AMD Instinct MI300X") == "mi300x"
     assert gpu_table_id("Tesla T4") is None
     with pytest.raises(ConfigError, match="--gpu"):
