@@ -620,5 +620,16 @@ CHANGES: tuple[Change, ...] = (
                  "-19.6%, 64 H100 -0.9 -> -0.7%; Qwen3-30B-A3B 32 GB200 -44.8 -> -47.2% (the update no longer shares its "
                  "GPUs, so it ends sooner). The calibration check's factor 1.23 -> 1.25 and its held-out runs 33.0% "
                  "uncalibrated either way, 46.5 -> 48.6% calibrated. Nothing was tuned: the order is the frameworks'.")),
+    Change("2026-11-27", "model",
+           "The training loop's passes on one pool run one after the other (a Scorer of SimConfig.after_update holds "
+           "its pool's loop lock while it scores a step's whole sequences), where they had shared the GPUs side by side",
+           24.2, 24.2, 199.0, 199.0,
+           note=("Found after the entry above, in oppo-sim check's constructed verl log: timing_s/old_log_prob and "
+                 "timing_s/ref each timed the two passes' common window, so each stage read the pair's time and their "
+                 "sum twice it. verl's trainer calls the two in turn; NeMo RL's policy workers too. The step does not "
+                 "move where the passes were compute-bound together; the per-timer figures do. Moved: verl Qwen3-30B-A3B "
+                 "on 128 H20, step -20.1 -> -20.3%, its old_log_prob + ref stage 70.0 -> 35.0 s predicted against 49.6 "
+                 "published (+41 -> -29%); no other row. The constructed check log (tests/fixtures/logs, made by the "
+                 "simulator with known parameters) was written again under the rule.")),
 )
 """The changes, oldest first."""

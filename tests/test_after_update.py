@@ -96,3 +96,25 @@ def test_an_async_export_says_where_the_plan_differs_from_the_framework_loop():
     assert "plan with --after-update all to price it so" in text and "the plan starts reference of a step" in text
     assert "--after-update" not in export(_cfg(after_update=SCORING_ROLES), "verl", Chosen("async(k=1)"))
     assert "--after-update" not in export(cfg, "verl", Chosen("baseline"))
+
+
+def test_the_loops_passes_on_one_pool_run_one_after_the_other():
+    from oppo_sim.core.placement import colocated_placement
+
+    def windows(after):
+        cfg = SimConfig(batch=16, steps=2, gpu="h100-sxm", actor="qwen2.5-0.5b", reward="qwen2.5-0.5b", max_response=256,
+                        placement=colocated_placement(4), algorithm=GRPO, after_update=after)
+        res = simulate(_trace(), Baseline(), cfg)
+        tl = res.timeline[(res.timeline["activity"] == "score") & (res.timeline["step"] == 1)
+                          & res.timeline["role"].isin(("logprob", "reference"))]
+        return {r: (g["start"].min(), g["end"].max()) for r, g in tl.groupby("role")}, res
+
+    apart, res_apart = windows(SCORING_ROLES)  # verl's and NeMo RL's loops: the log-probs, then the reference
+    (a0, a1), (b0, b1) = sorted(apart.values())
+    assert a1 <= b0 + 1e-9  # one after the other
+    side, res_side = windows(("critic",))  # not loop passes: they share the pool side by side
+    (c0, c1), (d0, d1) = sorted(side.values())
+    assert d0 < c1 - 1e-9
+    # the same work either way: the step does not move where both passes were compute-bound together
+    assert abs(res_apart.steps["step_time_s"].sum() - res_side.steps["step_time_s"].sum()) < 0.02 * res_side.steps[
+        "step_time_s"].sum()

@@ -136,6 +136,7 @@ class Pipeline:
         pl = self.cfg.placement
         self.scorers: dict[str, Scorer | RuleScorer] = {}
         gpu_roles = [r for r in SCORING_ROLES if r in self.roles]
+        loops = {p.name: simpy.Resource(self.env, capacity=1) for p in pl.pools}  # the loop's passes, one at a time
         for role in gpu_roles:
             name = pl.pool_of(role)
             pool = self.pools[name]
@@ -147,8 +148,8 @@ class Pipeline:
             gather = cost.param_gather(w, shards, pool.n) if frozen_gathers(self.cfg) else 0.0  # Megatron: never
             swap = swap_seconds(scorer_weights(self.cfg, role, pool.n, self.memory.train.zero_stage)[0],
                                 self.cfg.hardware_of(name).gpu.host_bw) if reference_swapped(self.cfg, role) else 0.0
-            self.scorers[role] = Scorer(self.env, role, model, pool, cost, self.cfg,
-                                        free / model.kv_bytes_per_token(), self.on_scored, gather, swap)
+            self.scorers[role] = Scorer(self.env, role, model, pool, cost, self.cfg, free / model.kv_bytes_per_token(),
+                                        self.on_scored, gather, swap, loops[name] if role in self.cfg.after_update else None)
         if "rule" in self.roles:  # CPU workers, off the GPU pools (in the timeline, in no utilization)
             cpu = DevicePool(self.env, "cpu", RULE_WORKERS, 0.0, 0.0, self.timeline)
             self.scorers["rule"] = RuleScorer(self.env, cpu, self.algorithm.reward_cost_ms, self.on_scored)

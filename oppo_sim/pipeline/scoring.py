@@ -11,7 +11,11 @@ the pool-wide batch of an unsharded scorer), and the gather overlaps the forward
 ZeRO-3 prefetch the next layer's parameters while one computes): a forward costs the longer of the two.
 
 A reference held on the host (``memory_plan.reference_swapped``) pays its swap with the policy's weights
-(``swap_s``) once per step, with the first forward of that step's work."""
+(``swap_s``) once per step, with the first forward of that step's work.
+
+A pass of the training loop (``SimConfig.after_update``) holds its pool's ``loop`` while it scores a step's whole
+sequences: the loop's passes on one pool run one after the other, as a worker group runs one call at a time,
+where other work shares the GPUs (processor sharing)."""
 
 from __future__ import annotations
 
@@ -34,8 +38,9 @@ class Scorer:
 
     def __init__(self, env: simpy.Environment, role: str, model: ModelSpec, pool: DevicePool, cost: CostModel,
                  cfg: SimConfig, kv_tokens: float, on_scored: Callable[[str, list[int]], None], gather_s: float = 0.0,
-                 swap_s: float = 0.0):
+                 swap_s: float = 0.0, loop: simpy.Resource | None = None):
         self.env = env
+        self.loop = loop  # the pool's training-loop lock, for a pass of cfg.after_update (None: shares freely)
         self.gather_s = gather_s  # each forward's all-gather of weights sharded with the trainer (0: a full copy)
         self.swap_s = swap_s  # once a step: a host-held reference swapped with the policy's weights (0: none)
         self._swapped_step = -1
@@ -65,14 +70,22 @@ class Scorer:
             self._wake.succeed()
 
     def _run(self):
-        cost = self.cost
+        cost, queue = self.cost, self.queue
+        held, held_step = None, -1
         while True:
-            if not self.queue:
+            if held is not None and (not queue or queue[0][3] != held_step or queue[0][4]):
+                self.loop.release(held)  # this step's pass is done: the loop's next pass on the pool may start
+                held = None
+            if not queue:
                 self._wake = self.env.event()
                 yield self._wake
                 self._wake = None
                 continue
-            one_by_one = not self.cfg.stream_batching and self.queue[0][4]
+            if self.loop is not None and held is None and not queue[0][4]:
+                held, held_step = self.loop.request(), queue[0][3]
+                yield held
+                continue
+            one_by_one = not self.cfg.stream_batching and queue[0][4]
             items, new_tok, ctx_tok, redo = self._take_batch(one_by_one)
             if not items:  # nothing left to compute (chunks already covered by the cached context)
                 continue
