@@ -81,9 +81,9 @@ class SimConfig:
     #                             and the engines: OpenRLHF) or "all" (every trainer and engine rank: NeMo RL, verl)
     reference_on_host: bool = False  # NeMo RL: the reference's weights stay in pinned host memory and are swapped
     #                                  with the policy's for each reference pass (memory_plan.reference_swapped)
-    after_update: tuple[str, ...] = TRAINER_PASSES  # scoring roles whose passes of step t wait for step t-1's update
-    #                                               and weight sync: the trainer's own (oppo's train worker); a
-    #                                               framework's training loop runs every pass so (all SCORING_ROLES)
+    after_update: tuple[str, ...] = TRAINER_PASSES  # the training loop's scoring passes: step t's wait for step t-1's
+    #                                               update and weight sync, and run one after the other on a pool;
+    #                                               oppo's train worker's own by default, every pass in a framework's
 
     def __post_init__(self) -> None:
         checks = [
