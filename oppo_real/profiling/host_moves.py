@@ -15,7 +15,9 @@ transformers model, read on the meta device; nothing is loaded or built):
   80 GB) the first parameters up to that share are moved (a *shard*: what one GPU holds under ZeRO /
   FSDP) and the row says ``shard f=…``. At the largest fraction the offload is also timed pinning its host
   buffers on the spot (``host_alloc`` = ``per offload``, as vLLM's sleep allocates its CPU backup each
-  time); the fit uses the copies into buffers pinned once (``reused``).
+  time), and the trainer's state is moved as NeMo RL's ``move_optimizer`` and verl's FSDP offload move it:
+  ``.to("cpu")`` per tensor into fresh *pageable* memory and ``.to(device)`` back (``host_alloc`` =
+  ``pageable``); the fit takes the copies into buffers pinned once (``reused``), and the pageable ones apart.
 - ``sync``: the engine's weights refilled from the trainer's copy on the same GPU (``d2d``), exported to
   pinned host memory (``d2h``) and loaded from it (``h2d``): the legs of a weight sync on one GPU and
   through the host. (``oppo-real profile --ops sync`` times the engine's own ``load_weights`` end to end.)
@@ -165,6 +167,15 @@ class _Mover:
         self.sync()
         return time.perf_counter() - t0
 
+    def pageable(self, src: list, to: str) -> tuple[float, list]:
+        """``Tensor.to(to)`` of each tensor (``"cpu"``: into fresh pageable host memory; the device: back from it),
+        as NeMo RL's ``move_optimizer`` and verl's FSDP offload copy; timed to the end of the last copy."""
+        self.sync()
+        t0 = time.perf_counter()
+        out = [x.to(to, copy=True) for x in src]  # (a copy on the CPU too, where .to("cpu") would return x)
+        self.sync()
+        return time.perf_counter() - t0, out
+
     def reload(self, s: TensorSet, host: list) -> tuple[float, list]:
         """A reload into freshly allocated device memory (a wake: the memory was given back)."""
         self.sync()
@@ -207,6 +218,13 @@ def _sleepwake_rows(mv: _Mover, s: TensorSet, grid: MoveGrid, row: Callable[...,
             for _ in range(grid.repeats):
                 mv.release()  # the previous one's pinned buffers: freed, not reused
                 rows.append(row(s, n, frac, "d2h", legs["d2h"], mv.offload_alloc(s, dev), "per offload"))
+            for _ in range(grid.repeats if s.name == "train_state" else 0):  # NeMo RL's and verl's pageable moves
+                mv.release()
+                sec, paged = mv.pageable(dev, "cpu")
+                dev = None
+                mv.release()
+                back, dev = mv.pageable(paged, mv.device)
+                rows += [row(s, n, frac, "d2h", legs["d2h"], sec, "pageable"), row(s, n, frac, "h2d", legs["h2d"], back, "pageable")]
         dev = None
         mv.release()
     return rows
@@ -288,12 +306,14 @@ def fit_line(nbytes: np.ndarray, seconds: np.ndarray) -> tuple[float, float, flo
 
 def fit_moves(table: pd.DataFrame, host_bw: float | None = None) -> pd.DataFrame:
     """Fixed cost and GiB/s per (measurement, set, direction) and per (measurement, direction) over all its
-    sets (``set`` = ``all``), from the copies into buffers pinned once. ``host_bw`` (bytes/s, the GPU table's
+    sets (``set`` = ``all``), from the copies into buffers pinned once; the pageable moves of the trainer's state
+    apart (``set`` = ``train_state (pageable)``, one size: the median rate). ``host_bw`` (bytes/s, the GPU table's
     host link): the ``eff`` the simulator's ``host_bw * eff`` would need to match the fitted rate."""
-    reused = table[table["host_alloc"] == "reused"]
+    reused, paged = table[table["host_alloc"] == "reused"], table[table["host_alloc"] == "pageable"]
     out = []
     for keys, g in list(reused.groupby(["move", "set", "direction"])) + [
-            ((m, "all", d), g) for (m, d), g in reused.groupby(["move", "direction"]) if g["set"].nunique() > 1]:
+            ((m, "all", d), g) for (m, d), g in reused.groupby(["move", "direction"]) if g["set"].nunique() > 1] + [
+            ((m, f"{st} (pageable)", d), g) for (m, st, d), g in paged.groupby(["move", "set", "direction"])]:
         fixed, rate, r2 = fit_line(g["bytes"].to_numpy(), g["seconds"].to_numpy())
         out.append({"device": g["device"].iloc[0], "model": g["model"].iloc[0], "move": keys[0], "set": keys[1],
                     "direction": keys[2], "n": len(g), "points": g["bytes"].nunique(), "fixed_s": fixed, "gib_s": rate,

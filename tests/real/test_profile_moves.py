@@ -55,6 +55,9 @@ def test_moves_run_end_to_end_on_the_cpu():
     assert (reused.groupby(["set", "direction", "fraction"]).size() == GRID.repeats).all()
     per = sw[sw["host_alloc"] == "per offload"]
     assert set(per["direction"]) == {"d2h"} and (per["fraction"] == 1.0).all() and len(per) == 3 * GRID.repeats
+    paged = sw[sw["host_alloc"] == "pageable"]  # NeMo RL's move_optimizer, verl's FSDP offload: .to() per tensor
+    assert set(zip(paged["set"], paged["leg"])) == {("train_state", "offload"), ("train_state", "reload")}
+    assert (paged["fraction"] == 1.0).all() and len(paged) == 2 * GRID.repeats
     full = reused[(reused["set"] == "engine_weights") & (reused["fraction"] == 1.0)]
     assert (full["bytes"] == TINY.params * 2).all()
     sy = table[table["move"] == "sync"]
@@ -63,8 +66,11 @@ def test_moves_run_end_to_end_on_the_cpu():
     assert {("sleepwake", "all", "d2h"), ("sleepwake", "all", "h2d"), ("sync", "weights", "d2d")} <= set(
         zip(fit["move"], fit["set"], fit["direction"]))
     assert "all" not in set(fit.loc[fit["move"] == "sync", "set"])  # one set: nothing to pool
-    per_set = fit["set"] != "all"
-    assert (fit.loc[per_set, "points"] == 2).all() and (fit.loc[~per_set, "points"] == 6).all()  # 2 fractions x 3 sets
+    pageable = fit["set"] == "train_state (pageable)"
+    assert set(fit.loc[pageable, "direction"]) == {"d2h", "h2d"} and (fit.loc[pageable, "points"] == 1).all()
+    assert fit.loc[pageable, "fixed_s"].isna().all() and (fit.loc[pageable, "gib_s"] > 0).all()  # one size: a rate
+    per_set = (fit["set"] != "all") & ~pageable
+    assert (fit.loc[per_set, "points"] == 2).all() and (fit.loc[fit["set"] == "all", "points"] == 6).all()  # 2 x 3 sets
     np.testing.assert_allclose(fit["eff_vs_host_bw"], fit["gib_s"] * GiB / 64e9)  # NaN where the rate is
 
 
