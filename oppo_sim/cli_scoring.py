@@ -47,7 +47,7 @@ def after_update(text: str) -> tuple[str, ...]:
     if key in ("all", "none"):
         return SCORING_ROLES if key == "all" else ()
     try:
-        return check_after_update(text)
+        return check_after_update(key)
     except ConfigError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -74,7 +74,7 @@ def add_scoring_args(p: argparse.ArgumentParser) -> None:
                         f"of {', '.join(PADDED_ROLES)} (actor: its update and old log-probs), or none (default none)")
     s.add_argument("--after-update", type=after_update, default=None, metavar="ROLES",
                    help=f"scoring passes that start only once the previous step's update and weight sync are done, "
-                        f"whatever the policy overlaps: comma-separated of {', '.join(SCORING_ROLES)}, all (a "
+                        f"whatever the policy overlaps, and on one pool one after the other: comma-separated of {', '.join(SCORING_ROLES)}, all (a "
                         f"framework's training loop, which runs every pass in turn: the verl, OpenRLHF and NeMo RL "
                         f"readers set it) or none; default {','.join(SimConfig.after_update)}, the passes oppo's train "
                         f"worker runs itself")

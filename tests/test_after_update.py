@@ -109,7 +109,7 @@ def test_the_loops_passes_on_one_pool_run_one_after_the_other():
                           & res.timeline["role"].isin(("logprob", "reference"))]
         return {r: (g["start"].min(), g["end"].max()) for r, g in tl.groupby("role")}, res
 
-    apart, res_apart = windows(SCORING_ROLES)  # verl's and NeMo RL's loops: the log-probs, then the reference
+    apart, res_apart = windows(SCORING_ROLES)  # verl's and NeMo RL's loops: one pass, then the other
     (a0, a1), (b0, b1) = sorted(apart.values())
     assert a1 <= b0 + 1e-9  # one after the other
     side, res_side = windows(("critic",))  # not loop passes: they share the pool side by side

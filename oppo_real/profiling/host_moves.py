@@ -15,9 +15,10 @@ transformers model, read on the meta device; nothing is loaded or built):
   80 GB) the first parameters up to that share are moved (a *shard*: what one GPU holds under ZeRO /
   FSDP) and the row says ``shard f=…``. At the largest fraction the offload is also timed pinning its host
   buffers on the spot (``host_alloc`` = ``per offload``, as vLLM's sleep allocates its CPU backup each
-  time), and the trainer's state is moved as NeMo RL's ``move_optimizer`` and verl's FSDP offload move it:
-  ``.to("cpu")`` per tensor into fresh *pageable* memory and ``.to(device)`` back (``host_alloc`` =
-  ``pageable``); the fit takes the copies into buffers pinned once (``reused``), and the pageable ones apart.
+  time; verl's FSDP offload, a non-blocking ``.to("cpu")``, lands in fresh pinned memory too), and the trainer's
+  state is moved as NeMo RL's ``move_optimizer`` moves its optimizer state: a blocking ``.to("cpu")`` per tensor
+  into fresh *pageable* memory and ``.to(device)`` back (``host_alloc`` = ``pageable``); the fit takes the
+  copies into buffers pinned once (``reused``), and the pageable ones apart.
 - ``sync``: the engine's weights refilled from the trainer's copy on the same GPU (``d2d``), exported to
   pinned host memory (``d2h``) and loaded from it (``h2d``): the legs of a weight sync on one GPU and
   through the host. (``oppo-real profile --ops sync`` times the engine's own ``load_weights`` end to end.)
@@ -168,8 +169,8 @@ class _Mover:
         return time.perf_counter() - t0
 
     def pageable(self, src: list, to: str) -> tuple[float, list]:
-        """``Tensor.to(to)`` of each tensor (``"cpu"``: into fresh pageable host memory; the device: back from it),
-        as NeMo RL's ``move_optimizer`` and verl's FSDP offload copy; timed to the end of the last copy."""
+        """A blocking ``Tensor.to(to)`` of each tensor (``"cpu"``: into fresh pageable host memory; the device: back
+        from it), as NeMo RL's ``move_optimizer`` copies; timed to the end of the last copy."""
         self.sync()
         t0 = time.perf_counter()
         out = [x.to(to, copy=True) for x in src]  # (a copy on the CPU too, where .to("cpu") would return x)
@@ -218,12 +219,13 @@ def _sleepwake_rows(mv: _Mover, s: TensorSet, grid: MoveGrid, row: Callable[...,
             for _ in range(grid.repeats):
                 mv.release()  # the previous one's pinned buffers: freed, not reused
                 rows.append(row(s, n, frac, "d2h", legs["d2h"], mv.offload_alloc(s, dev), "per offload"))
-            for _ in range(grid.repeats if s.name == "train_state" else 0):  # NeMo RL's and verl's pageable moves
+            for _ in range(grid.repeats if s.name == "train_state" else 0):  # NeMo RL's pageable moves
                 mv.release()
                 sec, paged = mv.pageable(dev, "cpu")
                 dev = None
                 mv.release()
                 back, dev = mv.pageable(paged, mv.device)
+                paged = None  # one pageable copy alive at a time
                 rows += [row(s, n, frac, "d2h", legs["d2h"], sec, "pageable"), row(s, n, frac, "h2d", legs["h2d"], back, "pageable")]
         dev = None
         mv.release()
@@ -274,7 +276,8 @@ def run_moves(config, moves: tuple[str, ...], grid: MoveGrid, device: str = "cpu
         b = s.bytes_of(n)
         return {"op": "move", "device": name, "model": model, "move": move, "set": s.name, "direction": direction,
                 "leg": leg, "fraction": frac, "tensors": n, "bytes": b, "seconds": seconds, "gib_s": b / GiB / seconds,
-                "host_memory": host_memory, "host_alloc": alloc, "note": s.note}
+                "host_memory": "pageable" if mv.cuda and alloc == "pageable" else host_memory, "host_alloc": alloc,
+                "note": s.note}
 
     rows: list[dict] = []
     for move in moves:

@@ -13,8 +13,9 @@ and the actor's own (old) log-probs."""
 
 TRAINER_PASSES: tuple[str, ...] = ("critic", "logprob")
 """The scoring passes the training workers run themselves, as the first phase of their update: the actor's old
-log-probs and the critic's values (oppo's train worker; every framework's trainer). Whatever a step's generation
-overlaps, these passes of step t start only after step t-1's update and weight sync (``SimConfig.after_update``)."""
+log-probs and the critic's values (oppo's train worker; every framework's trainer). The default of
+``SimConfig.after_update``: whatever a step's generation overlaps, its passes of step t start only after step t-1's
+update and weight sync, and on one pool one after the other over a step's whole sequences."""
 
 FROZEN_ROLES: frozenset[str] = frozenset({"reward", "reference"})
 """Roles whose weights never change: their KV cache stays valid across steps, so they can be streamed to."""

@@ -47,8 +47,10 @@ PCIe Gen5 GPU copies twice as fast — while torch_memory_saver's CPU backup (wh
 bound by the library's copy path rather than the link (absolute rates, capped by the pinned ones).
 vLLM's sleep mode backs weights up with a pinned copy (``CuMemAllocator``: ``pin_memory`` CPU tensors,
 ``copy_``) and DeepSpeed's ``offload_states`` pins its buffers: both are :data:`PINNED_COPY`, the default
-for both legs (verl's FSDP offload copies with ``.to("cpu", non_blocking=True)`` into pageable memory,
-which can be slower: not modelled). Going to sleep and waking are priced separately; a step pays both
+for both legs (verl's FSDP offload copies with ``.to("cpu", non_blocking=True)``, which PyTorch's ``_to_copy``
+lands in freshly pinned memory; NeMo RL's ``move_optimizer`` copies its optimizer state with a blocking
+``.to("cpu")`` into pageable memory, which can be slower: not modelled, ``oppo-real profile --moves sleepwake``
+measures it). Going to sleep and waking are priced separately; a step pays both
 (``step_s``), and :attr:`SleepWake.switch_s` is their mean, what a driver charging two equal switches uses.
 Nothing is charged where nothing takes turns: a pool that only generates, ``colocate="resident"``, or a
 policy under which generation and training run at the same time (``async``: the memory plan keeps
@@ -203,6 +205,6 @@ def swap_seconds(nbytes: float, host_bw: float, copy: HostCopy = PINNED_COPY) ->
     """Seconds of one swap of a frozen model held on the host with the policy's weights of the same size
     (``nbytes`` a device): NeMo RL's ``use_reference_model`` copies the policy's weights to the host, loads the
     reference's from pinned host memory, runs the pass, and copies the policy's back — one copy to the host and
-    two from it, each a leg at ``copy``'s rate with its fixed cost (the policy's copy lands in pageable memory,
-    which can be slower: not modelled, as for verl's FSDP offload). 0 where nothing moves."""
+    two from it, each a leg at ``copy``'s rate with its fixed cost (the policy's copy is a non-blocking
+    ``.to("cpu")``, which PyTorch lands in freshly pinned memory). 0 where nothing moves."""
     return copy.leg(nbytes, "to_host", host_bw) + 2.0 * copy.leg(nbytes, "from_host", host_bw)
