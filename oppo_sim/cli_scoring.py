@@ -29,27 +29,26 @@ SCORING_FIELDS: tuple[str, ...] = ("stream_batching", "scorer_max_tokens", "padd
 """``SimConfig`` fields the scoring options set (where given)."""
 
 
-def padded_roles(text: str) -> tuple[str, ...]:
-    """``--padded-roles`` value: comma-separated roles (``none``: no role) -> a tuple; an unknown one ->
-    ``argparse.ArgumentTypeError`` naming the known ones."""
-    if text.strip().lower() == "none":
-        return ()
+def _roles(text: str, check, every: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """A roles option's value: comma-separated names, ``none`` (and, given ``every``, ``all``) -> a tuple by ``check``;
+    an unknown name -> ``argparse.ArgumentTypeError`` naming the known ones."""
+    key = text.strip().lower()
+    if key == "none" or (every is not None and key == "all"):
+        return () if key == "none" else every
     try:
-        return check_padded_roles(text)
+        return check(key)
     except ConfigError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def padded_roles(text: str) -> tuple[str, ...]:
+    """``--padded-roles`` value: comma-separated roles or ``none``."""
+    return _roles(text, check_padded_roles)
 
 
 def after_update(text: str) -> tuple[str, ...]:
-    """``--after-update`` value: comma-separated scoring roles, ``all`` or ``none`` -> a tuple; an unknown one ->
-    ``argparse.ArgumentTypeError`` naming the known ones."""
-    key = text.strip().lower()
-    if key in ("all", "none"):
-        return SCORING_ROLES if key == "all" else ()
-    try:
-        return check_after_update(key)
-    except ConfigError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    """``--after-update`` value: comma-separated scoring roles, ``all`` or ``none``."""
+    return _roles(text, check_after_update, SCORING_ROLES)
 
 
 def add_scoring_args(p: argparse.ArgumentParser) -> None:

@@ -58,7 +58,6 @@ STAGE_ROWS: dict[str, tuple[str, ...]] = {  # verl timer -> the timeline roles w
     "timing_s/reward": ("reward", "rule"), "timing_s/old_log_prob": ("logprob",), "timing_s/ref": ("reference",),
     "timing_s/values": ("critic",),
 }
-TRAIN_SCORING_ROLES = TRAINER_PASSES  # the passes the train worker runs before its update
 
 
 def verl_step_metrics(steps: pd.DataFrame, timeline: pd.DataFrame, rollouts: pd.DataFrame,
@@ -76,7 +75,7 @@ def verl_step_metrics(steps: pd.DataFrame, timeline: pd.DataFrame, rollouts: pd.
             if mask.any():
                 m[name] = float(dur[mask].sum())
         update = rows[(rows["activity"] == "train") & (rows["role"] == "actor")]
-        scored = rows[(rows["activity"] == "score") & rows["role"].isin(TRAIN_SCORING_ROLES)]
+        scored = rows[(rows["activity"] == "score") & rows["role"].isin(TRAINER_PASSES)]  # the train worker's own passes
         if len(update) and len(scored):
             m["timing_s/adv"] = float(max(0.0, update["start"].min() - scored["end"].max()))
         if len(update):

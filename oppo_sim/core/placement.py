@@ -82,15 +82,22 @@ class Placement:
         return " ".join(parts)
 
 
-def check_after_update(roles: object) -> tuple[str, ...]:
-    """``roles`` (a tuple or comma-separated text) as a tuple of scoring roles in ``SCORING_ROLES`` order, or
-    ``ConfigError`` naming the known ones (one line)."""
-    names = [r.strip() for r in roles.split(",") if r.strip()] if isinstance(roles, str) else list(roles)  # type: ignore[call-overload]
-    unknown = [r for r in names if r not in SCORING_ROLES]
+def check_roles(roles: object, known: tuple[str, ...], what: str, kind: str = "role") -> tuple[str, ...]:
+    """``roles`` (a sequence of role names, or one comma-separated string) as a tuple in ``known``'s order; not names,
+    or an unknown one -> ``ConfigError`` naming ``what`` and the known ones (one line)."""
+    if isinstance(roles, str):
+        roles = [r.strip() for r in roles.split(",") if r.strip()]
+    if not isinstance(roles, (tuple, list)) or not all(isinstance(r, str) for r in roles):
+        raise ConfigError(f"{what} must be role names, got {roles!r}")
+    unknown = [r for r in roles if r not in known]
     if unknown:
-        raise ConfigError(f"after_update: unknown scoring role(s) {', '.join(map(str, unknown))}; "
-                          f"known: {', '.join(SCORING_ROLES)}")
-    return tuple(r for r in SCORING_ROLES if r in names)
+        raise ConfigError(f"{what}: unknown {kind} {unknown[0]!r}; known: {', '.join(known)}")
+    return tuple(r for r in known if r in roles)
+
+
+def check_after_update(roles: object) -> tuple[str, ...]:
+    """``SimConfig.after_update``: scoring roles in ``SCORING_ROLES`` order (:func:`check_roles`)."""
+    return check_roles(roles, SCORING_ROLES, "after_update", "scoring role")
 
 
 def paper_placement(devices: int = 8) -> Placement:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.placement import check_roles
 
 __all__ = ["PADDED_ROLES", "check_padded_roles", "pads", "padded_width", "pass_tokens", "micro_widths"]
 
@@ -40,16 +40,8 @@ _OWNER = {"logprob": "actor", "train": "actor"}
 
 
 def check_padded_roles(roles: object) -> tuple[str, ...]:
-    """``roles`` (a sequence of role names, or one comma-separated string) as a tuple in :data:`PADDED_ROLES`
-    order; an unknown name -> ``ConfigError`` (one line)."""
-    if isinstance(roles, str):
-        roles = [r.strip() for r in roles.split(",") if r.strip()]
-    if not isinstance(roles, (tuple, list)) or not all(isinstance(r, str) for r in roles):
-        raise ConfigError(f"padded_roles must be role names, got {roles!r}")
-    unknown = [r for r in roles if r not in PADDED_ROLES]
-    if unknown:
-        raise ConfigError(f"padded_roles: unknown role {unknown[0]!r}; known: {', '.join(PADDED_ROLES)}")
-    return tuple(r for r in PADDED_ROLES if r in roles)
+    """``SimConfig.padded_roles``: role names in :data:`PADDED_ROLES` order (``core.placement.check_roles``)."""
+    return check_roles(roles, PADDED_ROLES, "padded_roles")
 
 
 def pads(cfg, role: str) -> bool:
