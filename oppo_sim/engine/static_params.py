@@ -31,7 +31,7 @@ the next layers while the current one computes, so a forward costs the larger of
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from oppo_sim.core.errors import ConfigError
@@ -109,6 +109,12 @@ class StaticCostParams:
         v = self.ops_per_layer
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ConfigError(f"static ops_per_layer must be an integer >= 0, got {v!r}")
+
+    def on_host(self, scale: float) -> "StaticCostParams":
+        """These costs on a host ``scale`` times slower than the x86 one they were measured on (``Hardware.host_scale``):
+        the call's overhead and the host time per op, both host work, that much longer."""
+        return self if scale == 1.0 else replace(self, call_overhead_s=self.call_overhead_s * scale,
+                                                 host_op_s=self.host_op_s * scale)
 
     def host_forward_s(self, layers: int) -> float:
         """Host seconds one forward's ops take to issue: ``(ops_per_layer x layers + HF_STEP_OPS) x host_op_s``,

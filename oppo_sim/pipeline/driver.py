@@ -117,10 +117,10 @@ class Pipeline:
         cfg, name = self.cfg, self.cfg.placement.generate
         pool, cost, model, tp = self.pools[name], self.cost_of[name], self.models["generate"], self.cfg.engine.tp
         blocks = generation_kv_blocks(cfg, self.memory)  # the engine's share less its weights and profiled memory
-        dc = cost.decode(model, tp, cfg.engine.enable_expert_parallel, cfg.eager_host_op_s if cfg.engine.enforce_eager else 0.0,
+        dc = cost.decode(model, tp, cfg.engine.enable_expert_parallel, cost.host_op_s if cfg.engine.enforce_eager else 0.0,
                          cfg.engine.vllm_version)
         zero3 = cfg.engine_kind == EngineKind.STATIC and name == cfg.placement.train and self.memory.train.zero_stage == 3
-        static_cost = cfg.static_cost
+        static_cost = cfg.static_cost.on_host(cost.hw.host_scale)  # x86-measured host terms on this GPU's host
         if zero3:  # the trainer's ZeRO-3 shards, gathered for generate (inside a shard group under hybrid sharding)
             static_cost = replace(static_cost, gather_s=cost.param_gather(model.weight_bytes(), cfg.trainer.shard_ranks(pool.n), pool.n))
         self.replicas = [

@@ -73,7 +73,7 @@ def replay(trace: Trace, cfg: ReplayConfig | None = None) -> ReplayResult:
     tp = cfg.engine.tp
     pool = DevicePool(env, "serve", tp, hw.gpu.peak_flops, 0.0, Timeline())
     blocks = kv_blocks_for(model, hw.gpu.mem_bytes, cfg.engine, f"{tp} x {hw.gpu.id} ({model.id})")
-    host_op_s = cfg.eager_host_op_s if cfg.engine.enforce_eager else 0.0
+    host_op_s = cfg.eager_host_op_s * hw.host_scale if cfg.engine.enforce_eager else 0.0
     decode = CostModel(hw).decode(model, tp, cfg.engine.enable_expert_parallel, host_op_s, cfg.engine.vllm_version)
     core = EngineCore(decode, cfg.engine, blocks)
     reqs = [Req(i, int(trace.prompt_tokens[i]), int(trace.response_tokens[i]), arrival=float(arrivals[i])) for i in range(n)]

@@ -38,7 +38,8 @@ EAGER_HOST_OP_S = 22e-6
 measured: the median of the H200's eager decode iterations (the project's decoder with CUDA graphs off, a
 Qwen2.5-1.5B shape, 14 points, host-bound: kernels 15-26% of the wall time) over the 1,281 ops one iteration issues —
 21.9 us, 15.9-34.1 over the points (``paper_figs/eager_host_op.py``, ``paper_figs/out/gpu_h200/eager_host_op*.csv``).
-One host CPU (the H200 machine's); an older or busier host is slower. The same constant prices Hugging Face
+One x86 host CPU (the H200 machine's); an older or busier host is slower, and a Grace host (GH200, GB200, GB300) is
+priced at ``Hardware.host_scale`` times it (:mod:`oppo_sim.hw.devices.gpu_table`). The same constant prices Hugging Face
 ``generate``'s eager forward (``static_params.HF_HOST_OP_S``)."""
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ Not modelled: the host syncs inside a MoE layer's forward (``tokens_per_expert.c
 of host and GPU per pass rather than per segment between syncs is a lower bound; Transformer Engine's heavier
 module calls (an unmeasured 2-5x an eager op) against the cheaper launches from C++ inside one call (the grouped
 GEMMs), both priced at one eager op; the per-sequence loop of NeMo RL's loss (~200 ops a packed sequence, outside
-the layers); a slower host CPU (one per-op cost for every machine).
+the layers). The per-op cost is an x86 server host's; a Grace host's is ``Hardware.host_scale`` times it
+(:mod:`oppo_sim.hw.devices.gpu_table`, "Host CPU"), applied where the cost model is built.
 """
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> dict[str, float
         legs["to_host"] = w / (g.host_bw * op.eff_memory)  # whole model through one rank's host link
         legs["from_host"] = share / (g.host_bw * op.eff_memory)  # every generator GPU over its own link
     packed = plan.buffers > 1 and plan.mechanism is not SyncMechanism.HOST  # one call per buffer, not per tensor
-    legs["per_tensor"] = model.param_tensors * (SYNC_PER_TENSOR_S if packed else per_tensor_seconds(hw, plan.mechanism))
+    legs["per_tensor"] = model.param_tensors * (SYNC_PER_TENSOR_S * hw.host_scale if packed else per_tensor_seconds(hw, plan.mechanism))
     return legs
 
 
@@ -185,13 +185,14 @@ def push_terms(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> tuple[float, f
 
 def per_tensor_seconds(hw: Hardware, mechanism: SyncMechanism) -> float:
     """Fixed seconds per parameter tensor of a sync along ``mechanism``: :data:`SYNC_PER_TENSOR_S` (and on the
-    NVLink or network path one two-party NCCL call's latency); :data:`HOST_PER_TENSOR_S` on the host path."""
+    NVLink or network path one two-party NCCL call's latency); :data:`HOST_PER_TENSOR_S` on the host path. The
+    host's part is x86-measured: times ``hw.host_scale`` (a Grace host's is longer)."""
     if mechanism is SyncMechanism.HOST:
-        return HOST_PER_TENSOR_S
+        return HOST_PER_TENSOR_S * hw.host_scale
     if mechanism is SyncMechanism.IPC:
-        return SYNC_PER_TENSOR_S
+        return SYNC_PER_TENSOR_S * hw.host_scale
     nodes = 2 if mechanism is SyncMechanism.NETWORK else 1
-    return SYNC_PER_TENSOR_S + collective_latency(hw.params.collective, "broadcast", 2, nodes)
+    return SYNC_PER_TENSOR_S * hw.host_scale + collective_latency(hw.params.collective, "broadcast", 2, nodes)
 
 
 def sync_seconds(model: ModelSpec, hw: Hardware, plan: SyncPlan = SyncPlan()) -> float:

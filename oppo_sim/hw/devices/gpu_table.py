@@ -31,6 +31,14 @@ trays: two racks, the network between them; 8 H200 over 2 nodes: two blocks of 4
 them). The nodes are taken to fill a domain in order, as a scheduler that places a job rack by rack
 does. A node the user declares larger than the domain is taken as one fabric, as before this rule
 existed (16 H100 on ``--nodes 1``: ``link_bw`` between all 16).
+
+**Host CPU.** What the host does — issue every op of an eager pass, run the engine's scheduler each step, load
+each tensor of a weight sync — is priced with constants measured on x86 server hosts. ``host_op_scale`` is how
+much longer the same work takes on this GPU's host: 1 for x86 hosts; for NVIDIA's Grace hosts the ratio of one
+public measurement (NVIDIA/TransformerEngine#2053, 2025-08: the host time of one ``torch.nn.Linear`` forward,
+bf16, 8,192 tokens x 2,048, 37.08 us on GB200 and 33.17 us on GH200 against 13.48 us on a DGX H100's Xeon
+Platinum 8480C): :data:`GRACE_HOST_OP_SCALE` for GB200 (and GB300, the same Grace CPU; not measured),
+:data:`GH200_HOST_OP_SCALE` for GH200. How it applies: :mod:`oppo_sim.hw.devices.hardware`.
 """
 
 from __future__ import annotations
@@ -47,6 +55,11 @@ MiB = 2**20
 """Bytes in a mebibyte: ``nvidia-smi`` reports memory in MiB."""
 GiB = 2**30
 """Bytes in a gibibyte: the unit of every printed memory figure."""
+
+GRACE_HOST_OP_SCALE = 37.08 / 13.48
+"""GB200's host seconds per PyTorch op over a DGX H100's (NVIDIA/TransformerEngine#2053): 2.75."""
+GH200_HOST_OP_SCALE = 33.17 / 13.48
+"""GH200's host seconds per PyTorch op over a DGX H100's (the same measurement): 2.46."""
 
 _ID_RE = re.compile(r"^[a-z0-9]+(?:[-.][a-z0-9]+)*$")
 
@@ -74,6 +87,7 @@ class GPUSpec:
     net_bw: float = 25e9  # bytes/s per GPU, one direction, to other nodes (default: a 200 Gb/s NIC per GPU)
     nvlink_domain: int = 8  # GPUs one scale-up link domain spans (8: an HGX board; 72: GB200 NVL72; 1: PCIe)
     domain_spans_nodes: bool = False  # the domain reaches past a node (GB200 NVL72's trays), see domain_gpus
+    host_op_scale: float = 1.0  # the host CPU's seconds per PyTorch op over an x86 server host's (GRACE_HOST_OP_SCALE)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _ID_RE.match(self.id):
@@ -82,7 +96,7 @@ class GPUSpec:
             raise ConfigError(f"GPU '{self.id}': name must be a non-empty string")
         if not isinstance(self.source, str):
             raise ConfigError(f"GPU '{self.id}': source must be a string")
-        for f in ("peak_flops", "mem_bw", "mem_bytes", "link_bw", "host_bw", "net_bw"):
+        for f in ("peak_flops", "mem_bw", "mem_bytes", "link_bw", "host_bw", "net_bw", "host_op_scale"):
             _check_positive(f"GPU '{self.id}'", f, getattr(self, f))
         d = self.nvlink_domain
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
@@ -163,7 +177,7 @@ _GPU_LIST = (
         "NVIDIA GH200 datasheet (HBM3e variant): BF16 989 TFLOPS dense, 4.9 TB/s, NVLink 900 GB/s (both "
         "directions), NVLink-C2C 900 GB/s to Grace memory (450 GB/s each way); nvidia-smi 146,831 MiB; "
         "one ConnectX-7 400 Gb/s per superchip; NVLink domain: a node of 4 superchips (quad-GH200 nodes)",
-        host_bw=450e9, net_bw=_NET_400G, nvlink_domain=4,
+        host_bw=450e9, net_bw=_NET_400G, nvlink_domain=4, host_op_scale=GH200_HOST_OP_SCALE,
     ),
     GPUSpec(
         "l40s", "NVIDIA L40S 48GB", 362e12, 864e9, 46_068 * MiB, _PCIE4_X16,
@@ -224,7 +238,7 @@ _GPU_LIST = (
         "multi-node tuning guide); NVLink-C2C 900 GB/s (both directions) from one Grace to its two GPUs, "
         "assumed shared: 225 GB/s each way per GPU; one ConnectX-7 400 Gb/s per GPU (4 a tray); nvidia-smi "
         "189,471 MiB (public 'NVIDIA GB200' logs)",
-        host_bw=225e9, net_bw=_NET_400G, nvlink_domain=72, domain_spans_nodes=True,
+        host_bw=225e9, net_bw=_NET_400G, nvlink_domain=72, domain_spans_nodes=True, host_op_scale=GRACE_HOST_OP_SCALE,
     ),
     GPUSpec(
         "b300", "NVIDIA B300 (HGX, Blackwell Ultra, 1100 W)", 2250e12, 8000e9, 275_040 * MiB, _NVLINK5,
@@ -243,7 +257,7 @@ _GPU_LIST = (
         "NICs (800 Gb/s, one per GPU; glennklockwood.com/garden/processors/B300); NVLink-C2C to the tray's "
         "Grace CPUs, assumed shared as on GB200: 225 GB/s each way per GPU; nvidia-smi 284,208 MiB and a 1,400 W "
         "cap (public 'NVIDIA GB300' logs)",
-        host_bw=225e9, net_bw=_NET_800G, nvlink_domain=72, domain_spans_nodes=True,
+        host_bw=225e9, net_bw=_NET_800G, nvlink_domain=72, domain_spans_nodes=True, host_op_scale=GRACE_HOST_OP_SCALE,
     ),
     GPUSpec(
         "mi300x", "AMD Instinct MI300X 192GB", 1307.4e12, 5300e9, 206_158_430_208, 448e9,
@@ -269,4 +283,4 @@ def get_gpu(gpu_id: str) -> GPUSpec:
         raise ConfigError(f"unknown GPU {gpu_id!r}; known: {', '.join(GPUS)}") from None
 
 
-__all__ = ["MiB", "GiB", "GPUSpec", "GPUS", "get_gpu", "domain_gpus"]
+__all__ = ["MiB", "GiB", "GPUSpec", "GPUS", "get_gpu", "domain_gpus", "GRACE_HOST_OP_SCALE", "GH200_HOST_OP_SCALE"]

@@ -13,6 +13,7 @@ entry written this way)::
     network_gb_s_per_direction: 50       # required: its own NIC (400 Gb/s = 50), one direction
     nvlink_domain: 8                     # optional (8): GPUs one scale-up domain spans
     domain_spans_nodes: false            # optional (false): true where the domain reaches past a node (NVL72)
+    host_op_scale: 1                     # optional (1): host time per op over an x86 server's (Grace: gpu_table)
     id: h20                              # optional (the file's name): lowercase-dashed
     source: NVIDIA HGX H20 datasheet     # optional (the file's path)
     efficiencies:                        # optional: cost parameters per op, over the defaults
@@ -40,7 +41,7 @@ from typing import Any
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.userfiles import read_yaml_mapping
 from oppo_sim.hw.devices.gpu_table import GPUSpec, MiB
-from oppo_sim.hw.devices.hardware import DEFAULT_COST_PARAMS, OP_KINDS, UNCALIBRATED, CostParams, GiB, Hardware
+from oppo_sim.hw.devices.hardware import DEFAULT_COST_PARAMS, OP_KINDS, UNCALIBRATED, CostParams, GiB, Hardware, datasheet_hardware
 
 YAML_SUFFIXES: tuple[str, ...] = (".yaml", ".yml")
 
@@ -52,7 +53,7 @@ _SCALED = {  # YAML key -> (GPUSpec field, factor to bytes/s or FLOP/s)
     "network_gb_s_per_direction": ("net_bw", 10**9),
 }
 _MEMORY = {"memory_mib": MiB, "memory_gib": GiB}
-_OPTIONAL = ("id", "source", "nvlink_domain", "domain_spans_nodes", "efficiencies")
+_OPTIONAL = ("id", "source", "nvlink_domain", "domain_spans_nodes", "host_op_scale", "efficiencies")
 KEYS: tuple[str, ...] = ("name", *_SCALED, *_MEMORY, *_OPTIONAL)
 """Every key a GPU YAML may hold."""
 _OP_KEYS = ("eff_compute", "eff_memory", "overhead_s")
@@ -102,7 +103,8 @@ def _spec(doc: dict, path: Path, where: str) -> GPUSpec:
         raise ConfigError(f"{where}: 'domain_spans_nodes' must be true or false, got {spans!r}")
     try:
         return GPUSpec(id=doc.get("id", _default_id(path)), name=doc["name"],
-                       source=doc.get("source", f"datasheet spec {path}"), nvlink_domain=d, domain_spans_nodes=spans, **kw)
+                       source=doc.get("source", f"datasheet spec {path}"), nvlink_domain=d, domain_spans_nodes=spans,
+                       host_op_scale=_number(where, "host_op_scale", doc.get("host_op_scale", 1), positive=True), **kw)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
 
@@ -148,7 +150,7 @@ def load_gpu_yaml(path: str | PathLike) -> Hardware:
     source = f"{UNCALIBRATED}, datasheet spec {path}"
     if given:
         source = f"datasheet spec {path} with its own efficiencies for {', '.join(given)}, {UNCALIBRATED} otherwise"
-    return Hardware(gpu, params, source)
+    return datasheet_hardware(gpu, params, source, given)
 
 
 def gpu_yaml_dict(gpu: GPUSpec) -> dict:
@@ -158,7 +160,8 @@ def gpu_yaml_dict(gpu: GPUSpec) -> dict:
     out = {"id": d["id"], "name": d["name"], "source": d["source"]}
     out.update({k: d[f] / factor for k, (f, factor) in _SCALED.items()})
     out.update({"memory_mib": int(mib) if float(mib).is_integer() else mib,
-                "nvlink_domain": d["nvlink_domain"], "domain_spans_nodes": d["domain_spans_nodes"]})
+                "nvlink_domain": d["nvlink_domain"], "domain_spans_nodes": d["domain_spans_nodes"],
+                "host_op_scale": d["host_op_scale"]})
     return out
 
 

@@ -41,7 +41,7 @@ there is no ``devices`` divisor (each GPU moves its own bus bytes).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Mapping
 
@@ -57,6 +57,8 @@ __all__ = [
     "domain_gpus",
     "OpParams",
     "CostParams",
+    "HOST_OVERHEAD_OPS",
+    "datasheet_hardware",
     "OP_KINDS",
     "DEFAULT_COST_PARAMS",
     "GPU_COST_PARAMS",
@@ -243,6 +245,8 @@ class Hardware:
     params: CostParams = DEFAULT_COST_PARAMS
     params_source: str = field(default=UNCALIBRATED, compare=False)
     ops: object | None = None  # measured kernel fractions (``oppo_sim.hw.costs.op_cost.OpCosts``); None: the roofline
+    host_scale: float = 1.0  # multiplies the x86-measured per-op and per-tensor host constants (datasheet hardware:
+    #                          the GPU's host_op_scale; a calibrated profile: 1, its fits hold its own host's time)
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GPUSpec):
@@ -251,6 +255,9 @@ class Hardware:
             raise ConfigError(f"Hardware: params must be a CostParams, got {type(self.params).__name__}")
         if not isinstance(self.params_source, str) or not self.params_source.strip():
             raise ConfigError(f"Hardware: params_source must be a non-empty string, got {self.params_source!r}")
+        h = self.host_scale
+        if isinstance(h, bool) or not isinstance(h, (int, float)) or not math.isfinite(h) or h <= 0:
+            raise ConfigError(f"Hardware: host_scale must be a positive number, got {h!r}")
 
     @property
     def id(self) -> str:
@@ -262,10 +269,28 @@ class Hardware:
         return f"{self.gpu.id} ({self.params_source})"
 
 
+HOST_OVERHEAD_OPS: tuple[str, ...] = ("decode", "prefill", "train", "sync")
+"""The operations whose fixed ``overhead_s`` is host time (the engine's scheduler step, a pass's or a sync's call
+from Python); the collective's is NCCL's latency on the links, not the host's."""
+
+
+def datasheet_hardware(gpu: GPUSpec, params: CostParams = DEFAULT_COST_PARAMS, source: str = UNCALIBRATED,
+                       own: tuple[str, ...] = ()) -> Hardware:
+    """``gpu`` priced from its datasheet: on a host slower than the x86 servers the constants were measured on
+    (``gpu.host_op_scale`` > 1, Grace), the default parameters' host overheads (:data:`HOST_OVERHEAD_OPS`) are
+    that much longer, and ``host_scale`` carries the ratio to the per-op and per-tensor host constants. The ops in
+    ``own`` hold parameters measured or given for this GPU (on its own host): kept as they are."""
+    k = gpu.host_op_scale
+    scaled = {op: replace(params.op(op), overhead_s=params.op(op).overhead_s * k)
+              for op in HOST_OVERHEAD_OPS if op not in own and k != 1.0}
+    return Hardware(gpu, replace(params, **scaled), source, host_scale=k)
+
+
 def get_hardware(gpu: str) -> Hardware:
-    """A GPU-table id -> ``Hardware(get_gpu(id))`` with the default cost parameters (a calibrated profile
+    """A GPU-table id -> its :func:`datasheet_hardware` with the default cost parameters (a calibrated profile
     or a datasheet YAML is read by ``oppo_sim.hw.fitting.profiles.resolve_hardware`` at the command-line boundary)."""
     text = str(gpu).strip()
     if text.lower() in GPUS:
-        return Hardware(GPUS[text.lower()], default_params(text), default_params_source(text))
+        measured = OP_KINDS if default_params_source(text) != UNCALIBRATED else ()
+        return datasheet_hardware(GPUS[text.lower()], default_params(text), default_params_source(text), measured)
     raise ConfigError(f"unknown GPU {text!r}; known: {', '.join(GPUS)} (a calibrated .json profile: --profile)")

@@ -27,8 +27,7 @@ from oppo_sim.hw.devices.hardware import (
     GPUSpec,
     Hardware,
     OpParams,
-    default_params,
-    default_params_source,
+    get_hardware,
 )
 
 PROFILE_FORMAT = "oppo-profile/2"
@@ -225,7 +224,7 @@ def resolve_hardware(gpu_or_profile: str | PathLike | Hardware) -> Hardware:
         return gpu_or_profile
     text = str(gpu_or_profile).strip()
     if text.lower() in GPUS:
-        return Hardware(GPUS[text.lower()], default_params(text), default_params_source(text))
+        return get_hardware(text)
     if is_gpu_yaml(text):
         return load_gpu_yaml(text)
     if text.lower().endswith(".json") or Path(text).exists():
