@@ -108,7 +108,7 @@ def _engine(cfg) -> str:
     from oppo_sim.hw.costs.eager import eager_ops_per_step
 
     ops = eager_ops_per_step(cfg.models()["generate"], cfg.engine.tp, cfg.engine.vllm_version)
-    op_s = cfg.eager_host_op_s * cfg.hardware_of(cfg.placement.generate).host_scale
+    op_s = cfg.host_op_s(cfg.placement.generate)
     host = f"{ops * op_s * 1e3:.1f} ms of host time" if op_s else "host time in the profile"
     return f"continuous engine, eager (no CUDA graphs: {ops:,} ops a step in vLLM {cfg.engine.vllm_version}, {host})"
 
@@ -348,8 +348,8 @@ def _add_replay_parser(sub) -> None:
                     help=f"no CUDA graphs: the host issues every kernel of a step (default {on_off(E.enforce_eager)})")
     rp.add_argument("--host-op-us", dest="host_op_us", type=nonneg_float, default=None, metavar="US",
                     help=f"with --enforce-eager: host microseconds per issued op; it depends on the host CPU (default "
-                         f"{EAGER_HOST_OP_S * 1e6:g}, measured on an x86 H200 machine; a Grace host's GPU id x its host_op_scale; a "
-                         f"profile's own where it has one)")
+                         f"{EAGER_HOST_OP_S * 1e6:g}, measured on an x86 H200 machine, times a Grace GPU id's host_op_scale; a "
+                         f"profile's own where it has one; a value given is your host's own)")
     rp.add_argument("--long-prefill-token-threshold", type=nonneg_int, default=E.long_prefill_token_threshold,
                     help="most prefill tokens of one request per iteration (default %(default)s = off)")
     rp.add_argument("--num-gpu-blocks-override", type=positive(), default=None,

@@ -228,8 +228,8 @@ def add_engine_args(p: argparse.ArgumentParser, tp: bool = True) -> None:
     g.add_argument("--host-op-us", dest="host_op_us", type=nonneg_float, default=None, metavar="US",
                    help=f"host microseconds per eagerly issued op: a --enforce-eager step's kernels and Hugging Face "
                         f"generate's ops in the static engine (each step or forward costs the larger of the host's time and the GPU's); it depends on the host CPU (default "
-                        f"{EAGER_HOST_OP_S * 1e6:g}, measured on an x86 H200 machine; a Grace host's GPU id x its host_op_scale, "
-                        f"also Megatron's layers; a profile's own where it has one)")
+                        f"{EAGER_HOST_OP_S * 1e6:g}, measured on an x86 H200 machine, times a Grace GPU id's host_op_scale, also for "
+                        f"Megatron's layers; a profile's own where it has one; a value given is your host's own)")
     g.add_argument("--long-prefill-token-threshold", type=nonneg_int, default=None,
                    help=f"continuous engine: most prefill tokens of one request per iteration "
                         f"(default {e.long_prefill_token_threshold} = off)")

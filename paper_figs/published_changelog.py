@@ -635,8 +635,8 @@ CHANGES: tuple[Change, ...] = (
            "The host CPU (GPUSpec.host_op_scale, Hardware.host_scale): the host constants measured on x86 servers -- "
            "the seconds per eagerly issued op (vLLM's eager steps, Hugging Face generate, Megatron-Core's layers), the "
            "engine's per-step and a pass's or a sync's fixed overheads, the per-tensor work of a weight sync -- take "
-           "longer on a Grace host by the measured ratio: GB200 (and GB300) x2.75, GH200 x2.46; x86 hosts x1; a "
-           "calibrated profile x1 (its fits hold its own host's time)",
+           "longer on a Grace host by the measured ratio: GB200 (and GB300) x2.75, GH200 x2.46; x86 hosts x1; a value "
+           "given (--host-op-us, a profile's measured one) is its host's own; a profile keeps the factor it was fitted with",
            24.2, 18.6, 199.0, 199.0,
            note=("Listed as unpriced in this page's MoE paragraph ('a slower host CPU (Grace)') and in "
                  "megatron_host.py. The ratio is one public measurement, not a fit: NVIDIA/TransformerEngine#2053 "

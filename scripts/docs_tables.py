@@ -271,7 +271,8 @@ def gpu_table() -> str:
     rows = [{"id": f"`{g.id}`", "GPU": g.name, "bf16 dense TFLOPS": f"{g.peak_flops / 1e12:,.0f}",
              "memory GB/s": f"{g.mem_bw / 1e9:,.0f}", "memory GiB": f"{g.mem_bytes / GiB:.1f}",
              "link GB/s": f"{g.link_bw / 1e9:,.0f}", "host GB/s": f"{g.host_bw / 1e9:,.0f}",
-             "network GB/s": f"{g.net_bw / 1e9:,.1f}", "NVLink domain": g.nvlink_domain}
+             "network GB/s": f"{g.net_bw / 1e9:,.1f}", "NVLink domain": g.nvlink_domain,
+             "host time / op": f"{g.host_op_scale:.2f}x"}
             for g in GPUS.values()]
     return _md(pd.DataFrame(rows))
 

@@ -142,7 +142,7 @@ def test_a_profile_given_to_run_prices_no_eager_host_time(tmp_path):
     parse = build_parser().parse_args
     assert sim_config(parse(["run", "--enforce-eager", "--profile", str(path)])).eager_host_op_s == 0.0
     cfg = sim_config(parse(["run", "--enforce-eager"]))
-    assert cfg.engine.enforce_eager and cfg.eager_host_op_s == EAGER_HOST_OP_S
+    assert cfg.engine.enforce_eager and cfg.eager_host_op_s is None and cfg.host_op_s(cfg.placement.generate) == EAGER_HOST_OP_S
     fitted = tmp_path / "fitted.json"  # check --calibrate fitted it on an eager run with the host's floor: kept
     save_profile(resolve_hardware("h200"), fitted, meta={"eager_host_op_s": 7e-6})
     assert sim_config(parse(["run", "--enforce-eager", "--gpu", str(fitted)])).eager_host_op_s == 7e-6

@@ -111,10 +111,12 @@ class StaticCostParams:
             raise ConfigError(f"static ops_per_layer must be an integer >= 0, got {v!r}")
 
     def on_host(self, scale: float) -> "StaticCostParams":
-        """These costs on a host ``scale`` times slower than the x86 one they were measured on (``Hardware.host_scale``):
-        the call's overhead and the host time per op, both host work, that much longer."""
-        return self if scale == 1.0 else replace(self, call_overhead_s=self.call_overhead_s * scale,
-                                                 host_op_s=self.host_op_s * scale)
+        """The x86-measured defaults on a host ``scale`` times slower (``Hardware.host_scale``): the call's overhead and
+        the host time per op, both host work, that much longer. Values given (a profile's fit, ``--call-overhead``,
+        ``--host-op-us``) are their own host's: kept."""
+        if scale == 1.0 or self != StaticCostParams(gather_s=self.gather_s):
+            return self
+        return replace(self, call_overhead_s=self.call_overhead_s * scale, host_op_s=self.host_op_s * scale)
 
     def host_forward_s(self, layers: int) -> float:
         """Host seconds one forward's ops take to issue: ``(ops_per_layer x layers + HF_STEP_OPS) x host_op_s``,

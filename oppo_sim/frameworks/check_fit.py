@@ -131,7 +131,7 @@ def hardware_at(base: Hardware, theta: dict[str, float], source: str = "check fi
             ops[kind] = replace(op, overhead_s=float(max(0.0, v)))
         else:
             ops[kind] = replace(op, eff_compute=min(1.0, op.eff_compute * v), eff_memory=min(1.0, op.eff_memory * v))
-    return Hardware(base.gpu, CostParams(**ops), source)
+    return Hardware(base.gpu, CostParams(**ops), source, host_scale=base.host_scale)  # the per-op host time is not fitted
 
 
 @dataclass(frozen=True)
@@ -320,8 +320,9 @@ def write_profile(f: Fit, path: str, run: CheckRun, held_out: dict, given: dict 
             "overheads": _overheads(run, f.step_s)}
     if (given or {}).get("driver"):  # where the driver's costs were measured (oppo-real profile --driver)
         meta["driver"] = given["driver"]
-    if run.cfg.engine.enforce_eager and run.cfg.eager_host_op_s > 0:  # fitted with the eager host's floor: keep it
-        meta["eager_host_op_s"] = run.cfg.eager_host_op_s
+    op_s = run.cfg.host_op_s(run.cfg.placement.generate)
+    if run.cfg.engine.enforce_eager and op_s > 0:  # fitted with the eager host's floor: keep it
+        meta["eager_host_op_s"] = op_s
     save_profile(f.hardware(), path, meta)
 
 

@@ -10,7 +10,7 @@ from oppo_sim.core.placement import TRAINER_PASSES, Placement, check_after_updat
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams
-from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S, check_host_op_s
+from oppo_sim.hw.costs.eager import check_host_op_s, host_op_seconds
 from oppo_sim.hw.costs.expert_parallel import check_expert_parallel
 from oppo_sim.hw.devices.hardware import Hardware, get_hardware
 from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
@@ -46,8 +46,8 @@ class SimConfig:
     engine_kind: EngineKind = EngineKind.CONTINUOUS  # continuous (vLLM-style) or static (TRL generate, calls of C)
     static: StaticConfig = field(default_factory=StaticConfig)  # the static engine's mini-batch and call size
     static_cost: StaticCostParams = field(default_factory=StaticCostParams)  # its per-call overhead
-    eager_host_op_s: float = EAGER_HOST_OP_S  # engine.enforce_eager: host seconds per issued op (0: a profile's
-    #                                            fitted decode holds them; oppo_sim.hw.costs.eager)
+    eager_host_op_s: float | None = None  # host seconds per eagerly issued op (vLLM eager, Megatron; None: the x86
+    #                                       EAGER_HOST_OP_S on each pool's host; 0: a profile's fits hold them)
     ppo_epochs: int = 4  # TRL PPOConfig.num_ppo_epochs
     minibatches: int = 1  # TRL PPOConfig.num_mini_batches
     max_response: int | None = DEFAULT_MAX_RESPONSE
@@ -201,6 +201,10 @@ class SimConfig:
         if self.algorithm.critic:
             out.append(("critic", models["critic"], True))
         return tuple(out)
+
+    def host_op_s(self, pool: str) -> float:
+        """Host seconds per eagerly issued op on ``pool``'s host (``oppo_sim.hw.costs.eager.host_op_seconds``)."""
+        return host_op_seconds(self.eager_host_op_s, self.hardware_of(pool).host_scale)
 
     def hardware_of(self, pool: str) -> Hardware:
         p = self.placement.pool(pool)

@@ -17,7 +17,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.engine.continuous import EngineCore
 from oppo_sim.engine.request import FINISH, EngineConfig, Req, kv_blocks_for
 from oppo_sim.hw.costs.costmodel import CostModel
-from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S, check_host_op_s
+from oppo_sim.hw.costs.eager import check_host_op_s, host_op_seconds
 from oppo_sim.hw.devices.hardware import Hardware, get_hardware
 from oppo_sim.hw.models.lookup import ModelSpec, get_model
 from oppo_sim.pipeline.devices import DevicePool, Timeline
@@ -34,7 +34,8 @@ class ReplayConfig:
     time_scale: float = 1.0  # multiply inter-arrival times (0.5 = twice the load)
     rate: float | None = None  # requests/s Poisson arrivals instead of the trace's timestamps
     seed: int = 0
-    eager_host_op_s: float = EAGER_HOST_OP_S  # engine.enforce_eager: host seconds per issued op (0: a profile's)
+    eager_host_op_s: float | None = None  # engine.enforce_eager: host seconds per issued op (None: the x86 constant on
+    #                                       the GPU's host; 0: a profile's)
 
     def __post_init__(self) -> None:
         check_host_op_s(self.eager_host_op_s)
@@ -73,7 +74,7 @@ def replay(trace: Trace, cfg: ReplayConfig | None = None) -> ReplayResult:
     tp = cfg.engine.tp
     pool = DevicePool(env, "serve", tp, hw.gpu.peak_flops, 0.0, Timeline())
     blocks = kv_blocks_for(model, hw.gpu.mem_bytes, cfg.engine, f"{tp} x {hw.gpu.id} ({model.id})")
-    host_op_s = cfg.eager_host_op_s * hw.host_scale if cfg.engine.enforce_eager else 0.0
+    host_op_s = host_op_seconds(cfg.eager_host_op_s, hw.host_scale) if cfg.engine.enforce_eager else 0.0
     decode = CostModel(hw).decode(model, tp, cfg.engine.enable_expert_parallel, host_op_s, cfg.engine.vllm_version)
     core = EngineCore(decode, cfg.engine, blocks)
     reqs = [Req(i, int(trace.prompt_tokens[i]), int(trace.response_tokens[i]), arrival=float(arrivals[i])) for i in range(n)]

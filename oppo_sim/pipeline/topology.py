@@ -80,7 +80,7 @@ def cost_models(cfg: SimConfig, report: MemoryReport) -> dict[str, CostModel]:
         p.name: CostModel(cfg.hardware_of(p.name), t.zero_stage, t.recompute, t.flash_attention, plan,
                           cross_node=len(domains[p.name]) > 1, expert_parallel=cfg.expert_parallel, domain=block,
                           pool_domain_gpus=fewest[p.name],
-                          host_gpus=-(-cfg.placement.total_devices // cfg.nodes), host_op_s=cfg.eager_host_op_s * cfg.hardware_of(p.name).host_scale,
+                          host_gpus=-(-cfg.placement.total_devices // cfg.nodes), host_op_s=cfg.host_op_s(p.name),
                           **_trainer_fields(cfg, t, p.name == cfg.placement.train))
         for p in cfg.placement.pools
     }

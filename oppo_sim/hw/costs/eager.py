@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.models.lookup import ModelSpec
 
-__all__ = ["EAGER_HOST_OP_S", "EagerOps", "VLLM_RELEASES", "DEFAULT_VLLM_RELEASE", "check_host_op_s", "check_vllm_release",
+__all__ = ["EAGER_HOST_OP_S", "EagerOps", "host_op_seconds", "VLLM_RELEASES", "DEFAULT_VLLM_RELEASE", "check_host_op_s", "check_vllm_release",
            "eager_ops_per_step", "eager_host_seconds"]
 
 EAGER_HOST_OP_S = 22e-6
@@ -84,11 +84,20 @@ def check_vllm_release(v, where: str = "vllm_version") -> str:
     return v
 
 
-def check_host_op_s(v, where: str = "eager_host_op_s") -> float:
-    """A host cost per op as given (seconds, finite, >= 0); else a one-line ``ConfigError`` naming ``where``."""
+def check_host_op_s(v, where: str = "eager_host_op_s") -> float | None:
+    """A host cost per op as given (seconds, finite, >= 0; None: :data:`EAGER_HOST_OP_S` on the GPU's host, see
+    :func:`host_op_seconds`); else a one-line ``ConfigError`` naming ``where``."""
+    if v is None:
+        return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
         raise ConfigError(f"{where} must be a finite number >= 0, got {v!r}")
     return float(v)
+
+
+def host_op_seconds(given: float | None, host_scale: float) -> float:
+    """Host seconds per eagerly issued op: ``given`` (the user's or a profile's, its own host's), else the x86-measured
+    :data:`EAGER_HOST_OP_S` times the host's ``Hardware.host_scale``."""
+    return EAGER_HOST_OP_S * host_scale if given is None else given
 
 
 def eager_ops_per_step(model: ModelSpec, tp: int = 1, release: str = DEFAULT_VLLM_RELEASE) -> int:

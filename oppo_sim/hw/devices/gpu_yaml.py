@@ -24,7 +24,8 @@ Vendors quote NVLink, Infinity Fabric and PCIe with both directions summed: halv
 ``memory_mib`` from ``nvidia-smi --query-gpu=memory.total`` is what the memory model wants.
 
 Such a GPU runs with :data:`~oppo_sim.hw.devices.hardware.DEFAULT_COST_PARAMS` — efficiencies no measurement
-has set — unless ``efficiencies`` gives some; ``Hardware.params_source`` says which, and the headers of
+has set, their host overheads stretched by ``host_op_scale`` — unless ``efficiencies`` gives some (an
+``overhead_s`` given is its host's own); ``Hardware.params_source`` says which, and the headers of
 ``oppo-sim run``/``compare``/``plan`` print it. An unknown key, a missing one or a bad value is a
 one-line ``ConfigError`` naming the file and the key.
 """
@@ -101,10 +102,11 @@ def _spec(doc: dict, path: Path, where: str) -> GPUSpec:
     spans = doc.get("domain_spans_nodes", False)
     if not isinstance(spans, bool):
         raise ConfigError(f"{where}: 'domain_spans_nodes' must be true or false, got {spans!r}")
+    host = _number(where, "host_op_scale", doc.get("host_op_scale", 1), positive=True)
     try:
         return GPUSpec(id=doc.get("id", _default_id(path)), name=doc["name"],
                        source=doc.get("source", f"datasheet spec {path}"), nvlink_domain=d, domain_spans_nodes=spans,
-                       host_op_scale=_number(where, "host_op_scale", doc.get("host_op_scale", 1), positive=True), **kw)
+                       host_op_scale=host, **kw)
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
 
@@ -150,7 +152,8 @@ def load_gpu_yaml(path: str | PathLike) -> Hardware:
     source = f"{UNCALIBRATED}, datasheet spec {path}"
     if given:
         source = f"datasheet spec {path} with its own efficiencies for {', '.join(given)}, {UNCALIBRATED} otherwise"
-    return datasheet_hardware(gpu, params, source, given)
+    own = tuple(op for op in given if "overhead_s" in doc["efficiencies"][op])  # its host's own fixed cost
+    return datasheet_hardware(gpu, params, source, own)
 
 
 def gpu_yaml_dict(gpu: GPUSpec) -> dict:

@@ -246,7 +246,8 @@ class Hardware:
     params_source: str = field(default=UNCALIBRATED, compare=False)
     ops: object | None = None  # measured kernel fractions (``oppo_sim.hw.costs.op_cost.OpCosts``); None: the roofline
     host_scale: float = 1.0  # multiplies the x86-measured per-op and per-tensor host constants (datasheet hardware:
-    #                          the GPU's host_op_scale; a calibrated profile: 1, its fits hold its own host's time)
+    #                          the GPU's host_op_scale; a profile: the one it was fitted with, saved in it; values
+    #                          given by the user or measured on the host are that host's own and never multiplied)
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GPUSpec):

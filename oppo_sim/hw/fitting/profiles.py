@@ -45,13 +45,15 @@ def _json_default(o: Any) -> Any:
 
 
 def save_profile(hw: Hardware, path: str | PathLike, meta: dict | None = None) -> None:
-    """Write ``hw`` as a JSON profile: ``{"format", "gpu", "params", "meta"}``. Creates parent folders."""
+    """Write ``hw`` as a JSON profile: ``{"format", "gpu", "params", "host_scale", "meta"}`` (``host_scale``: what the
+    x86-measured host constants its fits do not hold are stretched by, ``Hardware.host_scale``). Creates parent folders."""
     if not isinstance(hw, Hardware):
         raise ConfigError(f"save_profile needs a Hardware, got {type(hw).__name__}")
     doc = {
         "format": PROFILE_FORMAT,
         "gpu": asdict(hw.gpu),
         "params": {op: asdict(hw.params.op(op)) for op in OP_KINDS},
+        "host_scale": hw.host_scale,
         "meta": dict(meta or {}),
     }
     try:
@@ -135,7 +137,11 @@ def read_profile(path: str | PathLike) -> tuple[Hardware, dict]:
     meta = doc.get("meta", {})
     if not isinstance(meta, dict):
         raise ConfigError(f"{where}: field 'meta' must be an object")
-    return Hardware(gpu, CostParams(**ops), f"calibrated profile {path}"), meta
+    scale = doc.get("host_scale", 1.0)  # profiles from before it: 1
+    try:
+        return Hardware(gpu, CostParams(**ops), f"calibrated profile {path}", host_scale=scale), meta
+    except ConfigError as e:
+        raise ConfigError(f"{where}: field 'host_scale': {e}") from None
 
 
 def profile_meta(hardware: str | PathLike) -> dict | None:
