@@ -219,7 +219,7 @@ def test_profile_round_trip_exact(tmp_path):
     assert resolve_hardware(str(path)) == hw
     doc = json.loads(path.read_text())
     assert doc["format"] == "oppo-profile/2"
-    assert set(doc) == {"format", "gpu", "params", "meta"}
+    assert set(doc) == {"format", "gpu", "params", "host_scale", "meta"}
     assert set(doc["params"]) == {"decode", "prefill", "train", "sync", "collective"}
 
 
