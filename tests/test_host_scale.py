@@ -14,6 +14,7 @@ from oppo_sim.core.placement import colocated_placement
 from oppo_sim.frameworks.check_fit import hardware_at
 from oppo_sim.engine.static_params import StaticCostParams
 from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
+from oppo_sim.hw.costs.op_cost import priced_by
 from oppo_sim.hw.costs.sync import HOST_PER_TENSOR_S, SYNC_PER_TENSOR_S, SyncMechanism, per_tensor_seconds
 from oppo_sim.hw.devices.gpu_table import GH200_HOST_OP_SCALE, GRACE_HOST_OP_SCALE, GPUS
 from oppo_sim.hw.devices.gpu_yaml import gpu_yaml_dict, load_gpu_yaml
@@ -44,6 +45,7 @@ def test_a_grace_gpus_default_host_overheads_are_longer_and_its_links_are_not():
         assert grace.params.op(op).eff_memory == DEFAULT_COST_PARAMS.op(op).eff_memory
     assert grace.params.collective == DEFAULT_COST_PARAMS.collective  # NCCL's latency is the links', not the host's
     assert resolve_hardware("gb200") == grace  # the command line's resolver is the same rule
+    assert "x2.75" in priced_by(grace)["host"] and priced_by(x86)["host"] == "x86-measured host constants"
 
 
 def test_a_profile_keeps_the_host_scale_it_was_fitted_with(tmp_path):

@@ -183,7 +183,19 @@ def hardware_for(text, op_costs: str = DEFAULT_OP_COSTS) -> Hardware:
 
 
 def priced_by(hw: Hardware) -> dict[str, str]:
-    """Which source priced each stage's kernels on ``hw``: decode, prefill (scorer forwards), train, collectives."""
+    """Which source priced each stage's kernels on ``hw`` — decode, prefill (scorer forwards), train, collectives —
+    and its host work (``host``: the x86-measured constants, stretched on a slower host CPU)."""
+    return {**_kernels_priced_by(hw), "host": host_priced_by(hw)}
+
+
+def host_priced_by(hw: Hardware) -> str:
+    """What priced ``hw``'s host work: the x86-measured constants, times ``hw.host_scale`` where it is not 1."""
+    if hw.host_scale == 1.0:
+        return "x86-measured host constants"
+    return f"x86-measured host constants x{hw.host_scale:.2f} (its host CPU: NVIDIA/TransformerEngine#2053's Grace ratio)"
+
+
+def _kernels_priced_by(hw: Hardware) -> dict[str, str]:
     if hw.params_source.startswith("calibrated profile"):
         return dict.fromkeys(("decode", "prefill", "train", "collectives"), hw.params_source)
     ops = hw.ops
