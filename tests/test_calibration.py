@@ -1,6 +1,7 @@
 """Calibration: recover known cost parameters from synthetic measurements; profile JSON I/O."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -166,6 +167,9 @@ def test_absent_ops_keep_defaults():
     assert hw.params.sync == DEFAULT_COST_PARAMS.sync
     assert hw.params.collective == DEFAULT_COST_PARAMS.collective
     _close(hw.params.prefill, TRUTH.prefill, rel=1e-4)
+    grace, _ = fit_profile(df[df.op == "prefill"], replace(spec, host_op_scale=2.0))  # the same GPU on a slower host
+    assert grace.host_scale == 2.0 and grace.params.prefill == hw.params.prefill  # measured: its host's own
+    assert grace.params.decode.overhead_s == pytest.approx(DEFAULT_COST_PARAMS.decode.overhead_s * grace.host_scale)
 
 
 def test_fit_op_needs_one_op():

@@ -45,6 +45,7 @@ from oppo_sim.hw.devices.hardware import (
     Hardware,
     OpParams,
     collective_latency,
+    datasheet_hardware,
 )
 
 __all__ = [
@@ -287,8 +288,10 @@ def fit_op(df: pd.DataFrame, spec: GPUSpec, default: OpParams | None = None) -> 
 def fit_profile(
     df: pd.DataFrame, spec: GPUSpec, defaults: CostParams = DEFAULT_COST_PARAMS
 ) -> tuple[Hardware, pd.DataFrame]:
-    """Fit every op present in ``df`` (absent ops keep ``defaults``). Returns the calibrated
-    ``Hardware`` and a per-op report (columns ``REPORT_COLUMNS``)."""
+    """Fit every op present in ``df`` (absent ops keep ``defaults``; the x86-measured ones, on a slower host CPU, with
+    their host overheads stretched as :func:`~oppo_sim.hw.devices.hardware.datasheet_hardware` stretches them, and
+    the result's ``host_scale`` the GPU's). Returns the calibrated ``Hardware`` and a per-op report (columns
+    ``REPORT_COLUMNS``)."""
     validate_measurements(df)
     if len(df) == 0:
         raise ConfigError("measurements are empty: nothing to fit")
@@ -300,7 +303,8 @@ def fit_profile(
             continue
         fitted[op], rep = fit_op(sub, spec, defaults.op(op))
         rows.append(rep.as_row())
-    hw = Hardware(spec, replace(defaults, **fitted), f"fitted to measurements ({', '.join(fitted)})")
+    own = tuple(fitted) if defaults == DEFAULT_COST_PARAMS else OP_KINDS  # measured on this host: its own
+    hw = datasheet_hardware(spec, replace(defaults, **fitted), f"fitted to measurements ({', '.join(fitted)})", own)
     return hw, pd.DataFrame(rows, columns=REPORT_COLUMNS)
 
 
