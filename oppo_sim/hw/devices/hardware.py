@@ -292,6 +292,6 @@ def get_hardware(gpu: str) -> Hardware:
     or a datasheet YAML is read by ``oppo_sim.hw.fitting.profiles.resolve_hardware`` at the command-line boundary)."""
     text = str(gpu).strip()
     if text.lower() in GPUS:
-        measured = OP_KINDS if default_params_source(text) != UNCALIBRATED else ()
-        return datasheet_hardware(GPUS[text.lower()], default_params(text), default_params_source(text), measured)
+        source = default_params_source(text)  # measured defaults were taken on that GPU's own host: kept
+        return datasheet_hardware(GPUS[text.lower()], default_params(text), source, OP_KINDS if source != UNCALIBRATED else ())
     raise ConfigError(f"unknown GPU {text!r}; known: {', '.join(GPUS)} (a calibrated .json profile: --profile)")
