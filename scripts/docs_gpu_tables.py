@@ -13,13 +13,30 @@ from docs_tables import OUT, _md, _pct, _signed
 H200 = OUT / "gpu_h200"
 
 
-def gpu_validation() -> str:
-    """The H100 validation (``paper_figs/out/gpu_validation.csv``)."""
-    v = pd.read_csv(OUT / "gpu_validation.csv")
+def gpu_validation(folder=OUT) -> str:
+    """The validation per policy: the H100's (``paper_figs/out/gpu_validation.csv``) or another card's folder's."""
+    v = pd.read_csv(folder / "gpu_validation.csv")
     rows = [{"model": r.model, "policy": r.policy, "runs": r.runs, "predicted s/step": f"{r.pred_step_s:.2f}",
              "measured s/step": f"{r.meas_step_s:.2f}", "error": _signed(r.step_err_pct),
              "speedup pred / meas": f"{r.pred_speedup:.2f} / {r.meas_speedup:.2f}",
              "decisions": f"{r.decision_agreement:.2f}"} for r in v.itertuples()]
+    if "meas_step_min_s" in v:  # runs repeated: the measured spread (min - max over the runs)
+        for row, r in zip(rows, v.itertuples()):
+            row["measured s/step"] += f" ({r.meas_step_min_s:.2f}–{r.meas_step_max_s:.2f})"
+    return _md(pd.DataFrame(rows))
+
+
+def h200_validation_components() -> str:
+    """Each component of a step, predicted and measured, medians over the runs (``gpu_validation_components.csv``)."""
+    c = pd.read_csv(H200 / "gpu_validation_components.csv")
+    wide = c.pivot_table(index=["policy"], columns="component", values=["pred_s", "meas_s"], sort=False)
+    rows = []
+    for pol in c["policy"].unique():
+        row = {"policy": pol}
+        for comp in ("generation", "scoring", "training", "sync"):
+            p, m = wide.loc[pol, ("pred_s", comp)], wide.loc[pol, ("meas_s", comp)]
+            row[f"{comp}, s (pred / meas)"] = f"{p:.3f} / {m:.3f}"
+        rows.append(row)
     return _md(pd.DataFrame(rows))
 
 
@@ -82,7 +99,8 @@ def h200_moves() -> str:
     """Copies between the H200 and pinned host memory, and on the device (``gpu_moves_fit.csv``)."""
     f = pd.read_csv(H200 / "gpu_moves_fit.csv")
     rows = [{"model": r.model, "move": r.move, "set": r.set, "direction": r.direction, "copies": r.n,
-             "GiB/s": f"{r.gib_s:.1f}", "fixed": f"{r.fixed_s * 1e3:.2f} ms", "r²": f"{r.r2:.3f}",
+             "GiB/s": f"{r.gib_s:.1f}", "fixed": "" if pd.isna(r.fixed_s) else f"{r.fixed_s * 1e3:.2f} ms",
+             "r²": "" if pd.isna(r.r2) else f"{r.r2:.3f}",
              "of the table's host link": "" if r.direction == "d2d" else _pct(r.eff_vs_host_bw)} for r in f.itertuples()]
     return _md(pd.DataFrame(rows))
 
@@ -109,5 +127,6 @@ GPU_TABLES: dict[str, Callable[[], str]] = {
     "gpu-validation": gpu_validation, "gpu-fit": gpu_fit,
     "gpu-h200-decode": h200_decode, "gpu-h200-fit": h200_fit, "gpu-h200-moves": h200_moves,
     "gpu-h200-op-costs": h200_op_costs, "gpu-h200-eager-host": h200_eager_host,
+    "gpu-h200-validation": lambda: gpu_validation(H200), "gpu-h200-validation-components": h200_validation_components,
 }
 

@@ -8,6 +8,8 @@
                         the held-out (split=held-out) grid points (oppo_sim.hw.fitting.holdout states the split)
     gpu_profile.png     measured vs uncalibrated prediction per op (the first model's figure)
     gpu_validation.csv  predicted vs measured per policy and model (validation.csv of each validate stage)
+    gpu_validation_components.csv, gpu_validation_steps.csv, gpu_validation_timeline.csv.gz   its step components,
+                        every step and every call, predicted and measured
     gpu_parity.png, gpu_timelines.png   the first validation's figures
     gpu_moves.csv       every timed copy of the sleepwake-* and sync-* stages (oppo_real.profiling.host_moves):
                         device, model, set (engine_weights, kv_cache, train_state, weights), direction (d2h,
@@ -23,6 +25,7 @@
                         stage (``host_op_us``: ``oppo-real profile --no-cuda-graphs``'s, the ``--host-op-us`` to pass)
 
     python scripts/gpu_collect.py OUT
+    python scripts/gpu_collect.py OUT --into paper_figs/out/gpu_h200   # a later session's stages, added to a card's folder
 
 A profile may be measured one op per stage (``profile-<model>--<op>``, one device-machine call each): the
 per-op fits of a model are merged into ``OUT/stages/profile-<model>/profile.json`` (each op's parameters
@@ -173,9 +176,11 @@ def collect(out: Path) -> dict:
         summary["decode_kernel_share_cut"] = {f"{m}/{st}/{b}": round(float(g["kernel_share"].median()), 3)
                                               for (m, st, b), g in cut.groupby(["model", "stage", "batch"])
                                               if g["kernel_share"].notna().any()}  # JSON has no NaN
-    val = _read(sorted(stages.glob("validate-*/validation.csv")))
-    if val is not None:
-        val.to_csv(out / "gpu_validation.csv", index=False)
+    for name, dst in (("validation.csv", "gpu_validation.csv"), ("components.csv", "gpu_validation_components.csv"),
+                      ("steps.csv", "gpu_validation_steps.csv"), ("timeline.csv.gz", "gpu_validation_timeline.csv.gz")):
+        val = _read(sorted(stages.glob(f"validate-*/{name}")))
+        if val is not None:
+            val.to_csv(out / dst, index=False)
     summary["files"]["gpu_profile.png"] = _first([p.parent / "profile.png" for p in prof], out / "gpu_profile.png")
     vdirs = sorted(stages.glob("validate-*"))
     summary["files"]["gpu_parity.png"] = _first([d / "parity.png" for d in vdirs], out / "gpu_parity.png")
@@ -187,8 +192,77 @@ def collect(out: Path) -> dict:
     return summary
 
 
+KEPT_CSVS = ("gpu_profile.csv", "gpu_fit.csv", "gpu_fit_heldout.csv", "gpu_validation.csv", "gpu_validation_components.csv",
+             "gpu_validation_steps.csv", "gpu_validation_timeline.csv.gz", "gpu_moves.csv", "gpu_moves_fit.csv", "gpu_decode_cut.csv")
+
+
+def merge_into(out: Path, dest: Path) -> list[str]:
+    """Add what ``collect(out)`` gathered to a card's folder ``dest`` measured in earlier sessions (one device-machine
+    lease rarely measures everything): each CSV's rows appended (exact repeats dropped), each model's merged
+    profile written as ``profile_<model>.json`` with the new ops' parameters over the old ones, figures ``dest`` lacks
+    copied, the summary's entries updated key by key (stage status and versions appended), the log appended.
+    Returns the files written."""
+    from oppo_sim.hw.fitting.profiles import read_profile, save_profile
+
+    dest.mkdir(parents=True, exist_ok=True)
+    wrote = []
+    for name in KEPT_CSVS:
+        if (out / name).exists():
+            new = pd.read_csv(out / name)
+            both = pd.concat([pd.read_csv(dest / name), new], ignore_index=True) if (dest / name).exists() else new
+            both.drop_duplicates().to_csv(dest / name, index=False)
+            wrote.append(name)
+    for p in sorted((out / "stages").glob("profile-*/profile.json")):
+        if "--" in p.parent.name:
+            continue
+        model, target = model_of(p), dest / f"profile_{model_of(p)}.json"
+        hw, meta = read_profile(p)
+        if target.exists():
+            old, old_meta = read_profile(target)
+            new_ops = set(meta.get("ops", []))
+            keep = {op: old.params.op(op) for op in old_meta.get("ops", []) if op not in new_ops}
+            hw = replace(old, params=replace(old.params, **keep, **{op: hw.params.op(op) for op in new_ops}))
+            meta = {"merged_from": old_meta.get("merged_from", []) + meta.get("merged_from", []),
+                    "ops": sorted(new_ops | set(keep)),
+                    "suggested_defaults": {**(old_meta.get("suggested_defaults") or {}), **(meta.get("suggested_defaults") or {})}}
+        save_profile(hw, target, meta=meta)
+        wrote.append(target.name)
+    for name in ("gpu_profile.png", "gpu_parity.png", "gpu_timelines.png"):
+        if (out / name).exists() and not (dest / name).exists():
+            shutil.copyfile(out / name, dest / name)
+            wrote.append(name)
+    wrote += _merge_summary(out / "gpu_summary.json", dest / "gpu_summary.json", copied=set(wrote))
+    if (out / "gpu_measure.log").exists():
+        with open(dest / "gpu_measure.log", "a") as f:
+            f.write((out / "gpu_measure.log").read_text())
+        wrote.append("gpu_measure.log")
+    return wrote
+
+
+def _merge_summary(new_path: Path, old_path: Path, copied: set[str]) -> list[str]:
+    """The summary's entries key by key: a dict's entries updated (lists in it, e.g. a model's merged ops, joined),
+    a list extended; ``files`` names only the figures ``copied`` into the folder."""
+    if not new_path.exists():
+        return []
+    new, old = json.loads(new_path.read_text()), json.loads(old_path.read_text()) if old_path.exists() else {}
+    new["files"] = {k: v for k, v in new.get("files", {}).items() if k in copied}
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(old.get(k), dict):
+            old[k] = {**old[k], **{kk: sorted(set(old[k].get(kk) or []) | set(vv)) if isinstance(vv, list) else vv
+                                   for kk, vv in v.items() if vv is not None}}
+        elif isinstance(v, list) and isinstance(old.get(k), list):
+            old[k] = old[k] + [x for x in v if x not in old[k]]
+        elif v is not None:
+            old[k] = v
+    old_path.write_text(json.dumps(old, indent=1) + "\n")
+    return [old_path.name]
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python scripts/gpu_collect.py OUT")
-    s = collect(Path(sys.argv[1]))
+    args = sys.argv[1:]
+    if len(args) not in (1, 3) or len(args) == 3 and args[1] != "--into":
+        sys.exit("usage: python scripts/gpu_collect.py OUT [--into CARD_FOLDER]")
+    s = collect(Path(args[0]))
     print(json.dumps({k: v for k, v in s.items() if k != "env"}, indent=1))
+    if len(args) == 3:
+        print("added to", args[2] + ":", ", ".join(merge_into(Path(args[0]), Path(args[2]))))
