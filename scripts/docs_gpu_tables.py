@@ -83,6 +83,7 @@ def h200_fit() -> str:
     """The cost model fitted per model and op on the H200 (``gpu_fit.csv``) and checked on held-out grid points
     (``gpu_fit_heldout.csv``), beside the uncalibrated prediction's median error (``gpu_profile.csv``)."""
     f = pd.read_csv(H200 / "gpu_fit.csv")
+    f = f[f.op != "sync"].sort_values("model", key=lambda m: m.str.startswith("qwen3"), kind="stable")  # h200_sync
     h = pd.read_csv(H200 / "gpu_fit_heldout.csv")
     h = h[h.split == "held-out"].set_index(["model", "op"])
     err = pd.read_csv(H200 / "gpu_profile.csv").groupby(["model", "op"])["err_pct"].median()
@@ -92,6 +93,19 @@ def h200_fit() -> str:
              "held-out median / max error": f"{h.loc[(r.model, r.op), 'median_abs_err_pct']:.0f}% / "
                                             f"{h.loc[(r.model, r.op), 'max_abs_err_pct']:.0f}%",
              "held-out r²": f"{h.loc[(r.model, r.op), 'r2']:.2f}"} for r in f.itertuples()]
+    return _md(pd.DataFrame(rows))
+
+
+def h200_sync() -> str:
+    """The engine's own weight load (``load_weights``) per path, from ``gpu_profile.csv``'s sync rows: one size per
+    model, so no fit (the fit table leaves sync out)."""
+    t = pd.read_csv(H200 / "gpu_profile.csv")
+    t = t[t.op == "sync"]
+    rows = [{"model": m, "path": path, "calls": len(g), "GB": f"{g.bytes.iloc[0] / 1e9:.1f}",
+             "measured ms, median (min – max)": f"{_ms(g.seconds.median())} ({_ms(g.seconds.min())} – {_ms(g.seconds.max())})",
+             "GB/s": f"{g.bytes.iloc[0] / g.seconds.median() / 1e9:.0f}",
+             "uncalibrated prediction, ms": _ms(g.pred_default_s.median())}
+            for (m, path), g in t.groupby(["model", "path"], sort=True)]
     return _md(pd.DataFrame(rows))
 
 
@@ -127,6 +141,6 @@ GPU_TABLES: dict[str, Callable[[], str]] = {
     "gpu-validation": gpu_validation, "gpu-fit": gpu_fit,
     "gpu-h200-decode": h200_decode, "gpu-h200-fit": h200_fit, "gpu-h200-moves": h200_moves,
     "gpu-h200-op-costs": h200_op_costs, "gpu-h200-eager-host": h200_eager_host,
-    "gpu-h200-validation": lambda: gpu_validation(H200), "gpu-h200-validation-components": h200_validation_components,
+    "gpu-h200-sync": h200_sync, "gpu-h200-validation": lambda: gpu_validation(H200), "gpu-h200-validation-components": h200_validation_components,
 }
 

@@ -215,7 +215,7 @@ def merge_into(out: Path, dest: Path) -> list[str]:
     for p in sorted((out / "stages").glob("profile-*/profile.json")):
         if "--" in p.parent.name:
             continue
-        model, target = model_of(p), dest / f"profile_{model_of(p)}.json"
+        target = dest / f"profile_{model_of(p)}.json"
         hw, meta = read_profile(p)
         if target.exists():
             old, old_meta = read_profile(target)

@@ -31,7 +31,8 @@
 #                          state (fp32 weights, grads, Adam; a stated shard where it does not fit) offloaded
 #                          and reloaded: GiB/s and fixed cost per direction   -> stages/moves-<id>--sleepwake/
 #   sync-SHAPE             the weights device-to-device, to pinned host and back -> stages/moves-<id>--sync/
-#   validate-SHAPE         baseline,intra,inter,oppo on torch-graph with the merged profile of the shape (this
+#   validate-SHAPE         baseline,intra,inter,oppo on torch-graph, the engine resident (OPPO_VALIDATE_COLOCATE=sleep:
+#                          asleep while training), with the merged profile of the shape (this
 #                          run's, else OPPO_VALIDATE_PROFILE, a path in which {id} stands for the shape's id),
 #                          --repeat OPPO_VALIDATE_REPEAT (default 3) runs per policy, interleaved
 #   collect                scripts/gpu_collect.py: OUT/gpu_profile.csv (device name in every row, kernel_share),
@@ -141,7 +142,11 @@ stage_validate() {  # validate-SHAPE
     # a profile measured earlier on this kind of GPU (e.g. paper_figs/out/gpu_h200/profile_<id>.json) when this run has none
     [ ${#prof[@]} -eq 0 ] && [ -n "${OPPO_VALIDATE_PROFILE:-}" ] && prof=(--profile "${OPPO_VALIDATE_PROFILE//\{id\}/$id}")
     # shellcheck disable=SC2046,SC2086
+    # --colocate resident (OPPO_VALIDATE_COLOCATE): the engine keeps its KV cache and captured graphs between steps. Asleep,
+    # torch-graph frees both and captures each (batch, length) bucket again at its first use after waking, ~0.1 s a
+    # bucket inside the timed decode (the H200 run of 2026-11-27, docs/gpu.md); vLLM's sleep keeps its graphs valid.
     run "validate-$1" "$STAGE_S" "${CLI[@]}" validate --device "$DEVICE" --backend torch-graph --workers local \
+        --colocate "${OPPO_VALIDATE_COLOCATE:-resident}" \
         --policies baseline,intra,inter,oppo --no-checkpoint --trace oppo-longtail-default --chunk 64 --delta 4 \
         $(shape_args "$id") "${prof[@]}" $size --out "$OUT/stages/validate-$id"
 }

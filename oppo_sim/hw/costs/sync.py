@@ -166,7 +166,8 @@ def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> dict[str, float
         legs["to_host"] = w / (g.host_bw * op.eff_memory)  # whole model through one rank's host link
         legs["from_host"] = share / (g.host_bw * op.eff_memory)  # every generator GPU over its own link
     packed = plan.buffers > 1 and plan.mechanism is not SyncMechanism.HOST  # one call per buffer, not per tensor
-    legs["per_tensor"] = model.param_tensors * (SYNC_PER_TENSOR_S * hw.host_scale if packed else per_tensor_seconds(hw, plan.mechanism))
+    packed_s = SYNC_PER_TENSOR_S * hw.host_scale if hw.sync_tensor_s is None else hw.sync_tensor_s
+    legs["per_tensor"] = model.param_tensors * (packed_s if packed else per_tensor_seconds(hw, plan.mechanism))
     return legs
 
 
@@ -186,7 +187,10 @@ def push_terms(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> tuple[float, f
 def per_tensor_seconds(hw: Hardware, mechanism: SyncMechanism) -> float:
     """Fixed seconds per parameter tensor of a sync along ``mechanism``: :data:`SYNC_PER_TENSOR_S` (and on the
     NVLink or network path one two-party NCCL call's latency); :data:`HOST_PER_TENSOR_S` on the host path. The
-    host's part is x86-measured: times ``hw.host_scale`` (a Grace host's is longer)."""
+    host's part is x86-measured: times ``hw.host_scale`` (a Grace host's is longer). A measured value
+    (``hw.sync_tensor_s``, from a calibration against a timed sync) replaces all of it."""
+    if hw.sync_tensor_s is not None:
+        return hw.sync_tensor_s
     if mechanism is SyncMechanism.HOST:
         return HOST_PER_TENSOR_S * hw.host_scale
     if mechanism is SyncMechanism.IPC:

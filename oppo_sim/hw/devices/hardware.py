@@ -248,6 +248,8 @@ class Hardware:
     host_scale: float = 1.0  # multiplies the x86-measured per-op and per-tensor host constants (datasheet hardware:
     #                          the GPU's host_op_scale; a profile: the one it was fitted with, saved in it; values
     #                          given by the user or measured on the host are that host's own and never multiplied)
+    sync_tensor_s: float | None = None  # a weight sync's measured seconds per parameter tensor (calibration's
+    #                          with_sync_seconds); None: oppo_sim.hw.costs.sync's constants (x86-estimated, times host_scale)
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GPUSpec):
@@ -259,6 +261,9 @@ class Hardware:
         h = self.host_scale
         if isinstance(h, bool) or not isinstance(h, (int, float)) or not math.isfinite(h) or h <= 0:
             raise ConfigError(f"Hardware: host_scale must be a positive number, got {h!r}")
+        t = self.sync_tensor_s
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0):
+            raise ConfigError(f"Hardware: sync_tensor_s must be None or a number >= 0, got {t!r}")
 
     @property
     def id(self) -> str:

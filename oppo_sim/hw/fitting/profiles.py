@@ -54,6 +54,7 @@ def save_profile(hw: Hardware, path: str | PathLike, meta: dict | None = None) -
         "gpu": asdict(hw.gpu),
         "params": {op: asdict(hw.params.op(op)) for op in OP_KINDS},
         "host_scale": hw.host_scale,
+        **({} if hw.sync_tensor_s is None else {"sync_tensor_s": hw.sync_tensor_s}),
         "meta": dict(meta or {}),
     }
     try:
@@ -139,9 +140,10 @@ def read_profile(path: str | PathLike) -> tuple[Hardware, dict]:
         raise ConfigError(f"{where}: field 'meta' must be an object")
     scale = doc.get("host_scale", 1.0)  # profiles from before it: 1
     try:
-        return Hardware(gpu, CostParams(**ops), f"calibrated profile {path}", host_scale=scale), meta
+        return Hardware(gpu, CostParams(**ops), f"calibrated profile {path}", host_scale=scale,
+                        sync_tensor_s=doc.get("sync_tensor_s")), meta
     except ConfigError as e:
-        raise ConfigError(f"{where}: field 'host_scale': {e}") from None
+        raise ConfigError(f"{where}: {e}") from None
 
 
 def profile_meta(hardware: str | PathLike) -> dict | None:
