@@ -119,13 +119,19 @@ def add_sleep_level_arg(p) -> None:
 
 
 def add_offload_arg(p) -> None:
-    """``--offload-train-state/--no-offload-train-state`` (``SimConfig.offload_train_state``)."""
+    """``--offload-train-state/--no-offload-train-state`` (``SimConfig.offload_train_state``) and ``--optimizer-move``
+    (``SimConfig.optimizer_move``)."""
     p.add_argument("--offload-train-state", action=argparse.BooleanOptionalAction, default=True,
                    help="where the engine sleeps (--colocate sleep): the trainer's weights, gradients and Adam state "
                         "(and frozen models' weights on its GPUs) go to host memory while the engine generates, as "
                         "verl's actor.fsdp_config.param_offload/optimizer_offload=True and OpenRLHF's "
                         "--deepspeed_enable_sleep; --no-offload-train-state keeps them on the GPUs (verl's default: "
                         "offload off; the KV cache gets what they leave, only the engine sleeps) (default on)")
+    p.add_argument("--optimizer-move", choices=("pinned", "pageable"), default="pinned",
+                   help="how that offload moves the optimizer state: pinned (a copy into pinned host memory: verl's FSDP "
+                        "offload, DeepSpeed offload_states) or pageable (NeMo RL's move_optimizer, a blocking "
+                        ".to('cpu') per tensor into fresh pageable memory: 1.3 GiB/s to the host, 6.3 back, measured "
+                        "on an H200) (default pinned)")
 
 
 def add_weight_moves_args(p) -> None:
@@ -333,7 +339,7 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
             flash_attention=not a.eager_attention, sequence_parallel=a.sp, **micro_batch_fields(a),
             full_logits=a.full_logits,
         ), **limit_fields(a),
-        critic=critic_field(a), colocate=a.colocate, train_memory_fraction=getattr(a, "train_memory_fraction", 0.9), sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, reference_on_host=getattr(a, "reference_on_host", False), refit_buffers=getattr(a, "refit_buffers", 1), refit_group=getattr(a, "refit_group", "rank0"), nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
+        critic=critic_field(a), colocate=a.colocate, train_memory_fraction=getattr(a, "train_memory_fraction", 0.9), sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, optimizer_move=getattr(a, "optimizer_move", "pinned"), reference_on_host=getattr(a, "reference_on_host", False), refit_buffers=getattr(a, "refit_buffers", 1), refit_group=getattr(a, "refit_group", "rank0"), nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 

@@ -17,7 +17,8 @@ NEMO_V04 = "cff17f83bf30c4f9c757b5fe707b2c32db606411"  # the page's first versio
 
 
 
-_NEMO_NOTES = ("colocated vLLM put to sleep (level 1) while the trainer, offloaded during generation, runs; "
+_NEMO_NOTES = ("colocated vLLM put to sleep (level 1) while the trainer, offloaded during generation, runs (its "
+               "optimizer state by move_optimizer: a blocking .to() per tensor, through pageable host memory); "
                "the reference's weights in pinned host memory, swapped with the policy's for its pass "
                "(megatron_policy_worker.use_reference_model); refit double-buffered (packed tensors, two buffers in "
                "flight: the export overlaps the hand-off); "
@@ -65,6 +66,7 @@ def _nemo(key: str, *, version: str, commit: str, model: str, hf: str, gpu: str,
         recompute=recompute, ep=ep, train_backend="megatron", train_tp=train_tp, pp=pp, cp=cp, etp=1 if ep > 1 else None,
         stage_layers=stages,
         mean_response=mean_response, tokens_per_s_per_gpu=tok_s_gpu, reference_on_host=True, refit_buffers=2, refit_group="all",
+        optimizer_move="pinned" if off else "pageable",  # off policy: nothing sleeps
         moe_dispatcher="allgather", moe_router_dtype="fp64", padded_batches=not packed,
         micro_batch_tokens=max_total if packed else None, logprob_micro_batch_tokens=max_total * logprob_mbs if packed else None,
         micro_batch_size=None if packed else 1, logprob_micro_batch_size=None if packed else logprob_mbs,

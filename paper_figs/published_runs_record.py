@@ -72,6 +72,7 @@ class PublishedRun:
     moe_router_dtype: str = "model"  # Megatron moe_router_dtype (NeMo RL's default fp64: the allgather combine's dtype)
     optimizer_offload: float = 0.0  # share of the Adam state stepped on the CPU (OpenRLHF --adam_offload, Megatron's fraction)
     reference_on_host: bool = False  # NeMo RL: the reference in pinned host memory, swapped in for its pass
+    optimizer_move: str = "pinned"  # the offloaded optimizer state's copy: pinned, or pageable (NeMo RL's move_optimizer)
     refit_buffers: int = 1  # weight sync: 1 tensor by tensor, 2 NeMo RL's double-buffered refit
     refit_group: str = "rank0"  # a sync between pools: "rank0" (OpenRLHF's group), "all" (NeMo RL's, verl's)
     padded_batches: bool = False  # scoring and training pad every sequence to the batch's longest (no packing)

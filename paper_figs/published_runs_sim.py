@@ -184,7 +184,7 @@ def sim_config(run: PublishedRun, steps: int) -> SimConfig:
         engine_kind=run.engine, static=StaticConfig(gen_batch=run.gen_batch), ppo_epochs=run.ppo_epochs,
         minibatches=run.minibatches, max_response=response_cap(run), nodes=run.nodes, expert_parallel=run.ep,
         colocate=run.colocate, sleep_level=run.sleep_level, max_prompt=run.max_prompt, truncate_prompt=True,
-        reference_on_host=run.reference_on_host, refit_buffers=run.refit_buffers, refit_group=run.refit_group, padded_batches=run.padded_batches,
+        reference_on_host=run.reference_on_host, optimizer_move=run.optimizer_move, refit_buffers=run.refit_buffers, refit_group=run.refit_group, padded_batches=run.padded_batches,
         padded_micro_batches=run.padded_micro_batches,
         after_update=SCORING_ROLES,  # every framework's trainer runs the passes in its loop, after the last sync
         train_memory=TrainMemoryConfig(zero_stage=run.zero, recompute=run.recompute, sequence_parallel=run.sp,

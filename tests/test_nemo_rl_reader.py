@@ -24,7 +24,7 @@ LLM = FIX / "recipes" / "llm"
 
 
 
-COLO = {"--placement": "colocated", "--colocate": "sleep", "--sleep-level": "1"}
+COLO = {"--placement": "colocated", "--colocate": "sleep", "--sleep-level": "1", "--optimizer-move": "pageable"}
 CASES = [  # (recipe, expected options written by hand from the file and its parents)
     ("grpo_math_1B.yaml", {"--batch": "32", "--n": "16", "--minibatches": "1", "--ppo-epochs": "1", "--algorithm": "grpo",
                            "--actor": "qwen2.5-1.5b", "--max-response": "512", "--max-prompt": "512", "--tp": "1",
@@ -67,6 +67,9 @@ def test_recipe_loads_as_nemo_rl_runs_it(name, expected):
 
 def test_runs_end_to_end_with_the_layout_in_the_config():
     cfg = config_of("--from-nemo-rl", str(LLM / "performance" / "grpo-llama3.1-8b-instruct-2n8g.yaml"))
+    assert (cfg.colocate, cfg.optimizer_move) == ("sleep", "pageable")  # move_optimizer's .to() per tensor
+    apart = config_of("--from-nemo-rl", str(LLM / "performance" / "grpo-llama3.1-8b-instruct-2n8g-async-1off.yaml"))
+    assert apart.optimizer_move == "pinned"  # nothing sleeps: the optimizer never moves
     assert (cfg.trainer.backend, cfg.trainer.pp, cfg.trainer.tp, cfg.placement.total_devices, cfg.nodes) == (
         "megatron", 2, 1, 16, 2)
     assert (cfg.batch, cfg.algorithm.n, cfg.minibatches, cfg.ppo_epochs) == (64, 32, 1, 1)

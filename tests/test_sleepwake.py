@@ -17,7 +17,7 @@ from oppo_sim.explore.plan import EvalTask, evaluate
 from oppo_sim.explore.space import Candidate, PlacementSpec, PolicySpec
 from oppo_sim.hw.devices.hardware import get_hardware
 from oppo_sim.hw.models.lookup import get_model
-from oppo_sim.hw.costs.sleepwake import PINNED_COPY, sleep_wake
+from oppo_sim.hw.costs.sleepwake import PAGEABLE_COPY, PINNED_COPY, sleep_wake
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.fit_check import check_fits, colocation, fit_for_policy, sleep_wake_of
 from oppo_sim.pipeline.simulate import simulate
@@ -100,6 +100,24 @@ def test_step_column_equals_the_hand_computed_formula():
     wake = res.timeline[res.timeline["activity"] == "wake"]  # nothing shares the pool while it wakes
     assert (wake["end"] - wake["start"]).to_list() == pytest.approx([step / 2] * SMALL.steps, rel=1e-9)  # the mean
     assert res.steps["sync_s"].max() < 0.2  # the sync column stays the weight sync alone
+
+
+def test_pageable_optimizer_moves_price_the_adam_state_at_the_measured_rates():
+    """NeMo RL's move_optimizer: the Adam part of the state leg through pageable memory (1.33 GiB/s to the host, 6.34
+    back, no fixed cost), the rest of it and the engine pinned as before."""
+    pageable = replace(SMALL, optimizer_move="pageable")
+    m = get_model("qwen2.5-7b")
+    adam = sum(12 * p / 7 for p in (m.params, m.params_scalar_head))
+    base, slow = sleep_wake_of(SMALL, check_fits(SMALL)), sleep_wake_of(pageable, check_fits(pageable))
+    assert slow.optimizer_bytes == pytest.approx(adam) and slow.optimizer_copy is PAGEABLE_COPY
+    to_host, from_host = (PINNED_COPY.rate(d, 64e9) for d in ("to_host", "from_host"))
+    moved_pinned = adam * (1 / to_host + 1 / from_host)
+    moved_pageable = adam / (1.33 * 2**30) + adam / (6.34 * 2**30)
+    assert slow.step_s - base.step_s == pytest.approx(moved_pageable - moved_pinned, rel=1e-12)
+    assert "optimizer state by pageable .to()" in slow.describe()
+    assert simulate(TRACE, "baseline", pageable).summary["step_time_s"] > simulate(TRACE, "baseline", SMALL).summary["step_time_s"]
+    with pytest.raises(ConfigError, match="optimizer_move must be pinned or pageable"):
+        replace(SMALL, optimizer_move="fast")
 
 
 def test_async_on_a_shared_pool_is_planned_resident():

@@ -36,7 +36,8 @@ The recipe is composed as NeMo RL composes it (``defaults:`` chain, then Hydra o
   -> ``--recompute full`` (else ``none``); ``policy.dtensor_cfg.expert_parallel_size`` -> ``--ep``;
 - placement: ``policy.generation.colocated.enabled`` -> ``--placement colocated --devices
   cluster.gpus_per_node x cluster.num_nodes`` (vLLM ``sleep(level=1)``, the policy offloaded before
-  generation: ``--colocate sleep --sleep-level 1 --offload-train-state``); not colocated, generation gets
+  generation, its optimizer state by ``move_optimizer``'s blocking ``.to("cpu")`` into pageable memory:
+  ``--colocate sleep --sleep-level 1 --offload-train-state --optimizer-move pageable``); not colocated, generation gets
   ``colocated.resources`` (on one node its ``gpus_per_node``; on several, ``num_nodes`` whole nodes) and
   training the rest: ``--placement gen-apart G+T``;
 - ``grpo.async_grpo.enabled`` -> ``--policy async --staleness grpo.async_grpo.max_trajectory_age_steps``.
@@ -347,8 +348,9 @@ def _placement(g: _Get) -> None:
     g.use("cluster.num_nodes", "--nodes", nodes, v=nodes)
     if as_bool(G + "colocated.enabled", g(G + "colocated.enabled", True)):
         g.use("cluster.gpus_per_node", "--placement", "colocated", "--devices", total, "--colocate", "sleep",
-              "--sleep-level", 1, "--offload-train-state", v=per,
-              note=f"{per} x {nodes} nodes: generation and training share every GPU (vLLM sleep(level=1))")
+              "--sleep-level", 1, "--offload-train-state", "--optimizer-move", "pageable", v=per,
+              note=f"{per} x {nodes} nodes: generation and training share every GPU (vLLM sleep(level=1)); the "
+                   "optimizer state moved to host and back with a .to() per tensor (move_optimizer)")
         g.use(G + "colocated.enabled", v=True)
         return
     rg, rn = g(G + "colocated.resources.gpus_per_node"), g(G + "colocated.resources.num_nodes")

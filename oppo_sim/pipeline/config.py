@@ -68,6 +68,8 @@ class SimConfig:
     sleep_level: int = DEFAULT_SLEEP_LEVEL  # vLLM sleep level where the engine sleeps (oppo_sim.hw.costs.sleepwake)
     offload_train_state: bool = True  # colocate="sleep": the trainer's state (and frozen weights) go to host while
     #                                   the engine generates (verl param/optimizer_offload, OpenRLHF --deepspeed_enable_sleep)
+    optimizer_move: str = "pinned"  # how that state's optimizer part crosses the host link: "pinned" (verl, DeepSpeed) or
+    #                                 "pageable" (NeMo RL's move_optimizer: .to("cpu") per tensor; hw.costs.sleepwake)
     nodes: int = 1  # nodes the devices are spread over (equal shares, pools in order): with the GPU's
     #                 scale-up domain (gpu_table.domain_gpus) it picks the sync path
     sync: str = "auto"  # weight sync: auto (ipc colocated, nvlink in a scale-up domain, network across), ipc, nvlink, network, host
@@ -97,6 +99,8 @@ class SimConfig:
             (self.max_prompt is None or (isinstance(self.max_prompt, int) and not isinstance(self.max_prompt, bool)
                                          and self.max_prompt >= 1), f"max_prompt must be an integer >= 1 or None, got {self.max_prompt!r}"),
             (isinstance(self.truncate_prompt, bool), f"truncate_prompt must be a bool, got {self.truncate_prompt!r}"),
+            (self.optimizer_move in ("pinned", "pageable"),
+             f"optimizer_move must be pinned or pageable, got {self.optimizer_move!r}"),
             (isinstance(self.offload_train_state, bool),
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (isinstance(self.reference_on_host, bool), f"reference_on_host must be a bool, got {self.reference_on_host!r}"),

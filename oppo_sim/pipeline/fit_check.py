@@ -13,7 +13,7 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import Policy
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.hw.memory.pool_memory import MemoryReport, colocate_for, resident_refusal
-from oppo_sim.hw.costs.sleepwake import SleepWake, sleep_wake
+from oppo_sim.hw.costs.sleepwake import OPTIMIZER_MOVES, SleepWake, sleep_wake
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.pipeline.memory_plan import lengths, memory_report
 
@@ -151,6 +151,6 @@ def sleep_wake_of(cfg: SimConfig, report: MemoryReport) -> SleepWake | None:
     None where nothing takes turns there (a pool that only generates, ``resident``): see
     :mod:`oppo_sim.hw.costs.sleepwake`. Only the generation pool has phases."""
     g = cfg.placement.generate
-    return sleep_wake(report.pool(g), cfg.hardware_of(g), cfg.sleep_level)
+    return sleep_wake(report.pool(g), cfg.hardware_of(g), cfg.sleep_level, optimizer_copy=OPTIMIZER_MOVES[cfg.optimizer_move])
 
 

@@ -49,8 +49,9 @@ vLLM's sleep mode backs weights up with a pinned copy (``CuMemAllocator``: ``pin
 ``copy_``) and DeepSpeed's ``offload_states`` pins its buffers: both are :data:`PINNED_COPY`, the default
 for both legs (verl's FSDP offload copies with ``.to("cpu", non_blocking=True)``, which PyTorch's ``_to_copy``
 lands in freshly pinned memory; NeMo RL's ``move_optimizer`` copies its optimizer state with a blocking
-``.to("cpu")`` into pageable memory, which can be slower: not modelled, ``oppo-real profile --moves sleepwake``
-measures it). Going to sleep and waking are priced separately; a step pays both
+``.to("cpu")`` into fresh pageable memory and ``.to("cuda")`` back: :data:`PAGEABLE_COPY`, measured on an H200,
+far slower to the host — ``SimConfig.optimizer_move`` = ``pageable`` prices the Adam part of the state leg so, and
+:func:`sleep_wake`'s ``optimizer_copy`` carries it). Going to sleep and waking are priced separately; a step pays both
 (``step_s``), and :attr:`SleepWake.switch_s` is their mean, what a driver charging two equal switches uses.
 Nothing is charged where nothing takes turns: a pool that only generates, ``colocate="resident"``, or a
 policy under which generation and training run at the same time (``async``: the memory plan keeps
@@ -66,7 +67,7 @@ from oppo_sim.hw.devices.hardware import GiB, Hardware
 from oppo_sim.hw.memory.pool_memory import GENERATE, OTHER, PoolMemory
 
 __all__ = ["SLEEP_LEVELS", "DEFAULT_SLEEP_LEVEL", "check_sleep_level", "HostCopy", "PINNED_COPY", "MEMORY_SAVER_COPY",
-           "SWITCH_FIXED_S", "SleepWake", "sleep_wake", "swap_seconds"]
+           "PAGEABLE_COPY", "OPTIMIZER_MOVES", "SWITCH_FIXED_S", "SleepWake", "sleep_wake", "swap_seconds"]
 
 SLEEP_LEVELS: tuple[int, ...] = (1, 2)
 DEFAULT_SLEEP_LEVEL = 1
@@ -133,6 +134,20 @@ MEMORY_SAVER_COPY = HostCopy(
     "(fzyzcjy/torch_memory_saver#111)", to_host_bps=2.41 * GiB, from_host_bps=5.32 * GiB)
 """SGLang's ``release_memory_occupation`` / ``resume_memory_occupation`` with the CPU backup on."""
 
+PAGEABLE_COPY = HostCopy(
+    "pageable .to()", "a blocking Tensor.to('cpu') per tensor into fresh pageable memory and .to('cuda') back, 7.4 GiB "
+    "of fp32 trainer state in 1,160 tensors, three times each way on an NVIDIA H200 (PCIe Gen5 x16, x86 host), "
+    "2026-11-27: 1.33 GiB/s to the host (1.25-1.80), 6.34 GiB/s back (6.1-6.8) against 49.8 / 41.9 GiB/s pinned "
+    "(paper_figs/out/gpu_h200/gpu_moves*.csv, oppo-real profile --moves sleepwake)",
+    to_host_bps=1.33 * GiB, from_host_bps=6.34 * GiB, fixed_s=0.0)
+"""NeMo RL's ``move_optimizer``: every optimizer tensor to fresh pageable host memory and back, each step its
+policy sleeps (its Megatron worker's ``offload_before_refit`` / ``prepare_for_training``). One process on one host
+measured, at one size (the fixed cost is in the rate); eight GPUs' processes copying at once on a node are assumed
+not to slow each other (their page faults run on their own cores)."""
+
+OPTIMIZER_MOVES: dict[str, HostCopy] = {"pinned": PINNED_COPY, "pageable": PAGEABLE_COPY}
+"""``SimConfig.optimizer_move`` -> how the trainer's optimizer state crosses the host link."""
+
 
 @dataclass(frozen=True)
 class SleepWake:
@@ -147,17 +162,26 @@ class SleepWake:
     host_bw: float  # bytes/s per GPU, one direction
     engine_copy: HostCopy = PINNED_COPY
     state_copy: HostCopy = PINNED_COPY
+    optimizer_bytes: float = 0.0  # the Adam part of state_bytes, moved by optimizer_copy
+    optimizer_copy: HostCopy = PINNED_COPY
 
     def _leg(self, nbytes: float, copy: HostCopy, direction: str) -> float:
         return copy.leg(nbytes, direction, self.host_bw)
+
+    def _state(self, direction: str) -> float:
+        """The state leg: the optimizer's bytes at their own copy's rate where it differs, the rest at the state's."""
+        if self.optimizer_copy == self.state_copy or self.optimizer_bytes <= 0:
+            return self._leg(self.state_bytes, self.state_copy, direction)
+        rest = max(self.state_bytes - self.optimizer_bytes, 0.0)
+        return self._leg(rest, self.state_copy, direction) + self._leg(self.optimizer_bytes, self.optimizer_copy, direction)
 
     def legs(self) -> dict[str, float]:
         """Seconds of each leg of a step (they add up to :attr:`step_s`); a leg that moves nothing costs 0."""
         level2 = self.level == 2  # the engine's call still runs (its fixed cost), moving no bytes
         engine_sleep = self._leg(self.engine_bytes, self.engine_copy, "to_host") or (self.engine_copy.fixed_s if level2 else 0.0)
         engine_wake = self._leg(self.engine_bytes, self.engine_copy, "from_host") or (self.engine_copy.fixed_s if level2 else 0.0)
-        return {"sleep_engine": engine_sleep, "sleep_state": self._leg(self.state_bytes, self.state_copy, "from_host"),
-                "wake_engine": engine_wake, "wake_state": self._leg(self.state_bytes, self.state_copy, "to_host")}
+        return {"sleep_engine": engine_sleep, "sleep_state": self._state("from_host"),
+                "wake_engine": engine_wake, "wake_state": self._state("to_host")}
 
     @property
     def sleep_s(self) -> float:
@@ -181,14 +205,18 @@ class SleepWake:
 
     def describe(self) -> str:
         return (f"pool '{self.pool}' sleeps (vLLM level {self.level}): {self.engine_bytes / GiB:.1f} GiB engine weights + "
-                f"{self.state_bytes / GiB:.1f} GiB other-phase state per GPU each way ({self.engine_copy.name}, host "
-                f"link {self.host_bw / 1e9:.0f} GB/s), {self.step_s:.2f} s a step")
+                f"{self.state_bytes / GiB:.1f} GiB other-phase state per GPU each way ({self.engine_copy.name}"
+                + (f"; its {self.optimizer_bytes / GiB:.1f} GiB optimizer state by {self.optimizer_copy.name}"
+                   if self.optimizer_copy != self.state_copy and self.optimizer_bytes > 0 else "")
+                + f", host link {self.host_bw / 1e9:.0f} GB/s), {self.step_s:.2f} s a step")
 
 
-def sleep_wake(pool: PoolMemory, hw: Hardware, level: int, engine_copy: HostCopy = PINNED_COPY) -> SleepWake | None:
+def sleep_wake(pool: PoolMemory, hw: Hardware, level: int, engine_copy: HostCopy = PINNED_COPY,
+               optimizer_copy: HostCopy = PINNED_COPY) -> SleepWake | None:
     """The switches of ``pool`` under the memory plan's phases, or None where nothing takes turns (no role
     held only while generating): the one rule of what sleep and wake charge. ``engine_copy``: how the
-    engine backs its weights up (vLLM's pinned copy; :data:`MEMORY_SAVER_COPY` for torch_memory_saver)."""
+    engine backs its weights up (vLLM's pinned copy; :data:`MEMORY_SAVER_COPY` for torch_memory_saver);
+    ``optimizer_copy``: how the trainer's optimizer state moves (:data:`OPTIMIZER_MOVES`)."""
     level = check_sleep_level(level)
     engine = [r for r in pool.roles if r.phase == GENERATE]
     if not engine:
@@ -198,6 +226,7 @@ def sleep_wake(pool: PoolMemory, hw: Hardware, level: int, engine_copy: HostCopy
         engine_bytes=sum(r.weights for r in engine) if level == 1 else 0.0,
         state_bytes=sum(r.weights + r.grads + r.optimizer for r in pool.roles if r.phase == OTHER),
         host_bw=hw.gpu.host_bw, engine_copy=engine_copy,
+        optimizer_bytes=sum(r.optimizer for r in pool.roles if r.phase == OTHER), optimizer_copy=optimizer_copy,
     )
 
 
