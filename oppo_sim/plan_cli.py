@@ -188,7 +188,8 @@ def _request(a: argparse.Namespace):
     base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=hardware_for(gpu, a.op_costs), actor=a.actor, trainer=trainer,
                      placement=(colocated_placement if a.reference_on_host else paper_placement)(count),
                      max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
-                     offload_train_state=a.offload_train_state, reference_on_host=a.reference_on_host,
+                     offload_train_state=a.offload_train_state, optimizer_move=a.optimizer_move,
+                     reference_on_host=a.reference_on_host,
                      refit_buffers=a.refit_buffers, refit_group=a.refit_group,
                      train_memory=TrainMemoryConfig(full_logits=a.full_logits), **limit_fields(a),
                      **engine_fields(a, gpu), **algorithm_fields(a))

@@ -670,7 +670,7 @@ CHANGES: tuple[Change, ...] = (
                  "copy the bf16 parameters into pinned memory, as priced. The rates are one x86 host's, applied to "
                  "every host: a Grace host's pageable copies (64 KB pages, memory read over NVLink-C2C) are not "
                  "measured and may well be faster -- after this change the GB200 on-policy rows read Llama-3.1-8B "
-                 "+3.6 -> +14.7%, Qwen3-32B +4.2 -> +9.6%, DeepSeek-V3 -30.2 -> +13.2% (63 GB of optimizer state a GPU "
+                 "+3.6 -> +14.7%, Qwen3-32B +4.2 -> +9.6%, DeepSeek-V3 -30.2 -> +13.2% (67 GB of optimizer state a GPU "
                  "each way), Qwen3-235B -18.6 -> -7.2%, Qwen3-30B-A3B -12.0 -> -3.8%. H100: Llama-3.1-8B v0.5 -2.9 -> "
                  "+2.3%, v0.4 -5.9 -> -0.9%; Qwen3-32B v0.5 -11.9 -> -9.1%, v0.4 -15.5 -> -12.9%; Qwen3-30B-A3B -33.9 "
                  "-> -29.2%; Qwen3-235B -42.6 -> -38.4%; DeepSeek-V3 -45.4 -> -25.1%. One-step-off rows unchanged "

@@ -16,9 +16,9 @@ H200 = OUT / "gpu_h200"
 def gpu_validation(folder=OUT) -> str:
     """The validation per policy: the H100's (``paper_figs/out/gpu_validation.csv``) or another card's folder's."""
     v = pd.read_csv(folder / "gpu_validation.csv")
-    rows = [{"model": r.model, "policy": r.policy, "runs": r.runs, "predicted s/step": f"{r.pred_step_s:.2f}",
-             "measured s/step": f"{r.meas_step_s:.2f}", "error": _signed(r.step_err_pct),
-             "speedup pred / meas": f"{r.pred_speedup:.2f} / {r.meas_speedup:.2f}",
+    rows = [{**({"session": r.session} if "session" in v else {}), "model": r.model, "policy": r.policy, "runs": r.runs,
+             "predicted s/step": f"{r.pred_step_s:.2f}", "measured s/step": f"{r.meas_step_s:.2f}",
+             "error": _signed(r.step_err_pct), "speedup pred / meas": f"{r.pred_speedup:.2f} / {r.meas_speedup:.2f}",
              "decisions": f"{r.decision_agreement:.2f}"} for r in v.itertuples()]
     if "meas_step_min_s" in v:  # runs repeated: the measured spread (min - max over the runs)
         for row, r in zip(rows, v.itertuples()):
@@ -27,15 +27,15 @@ def gpu_validation(folder=OUT) -> str:
 
 
 def h200_validation_components() -> str:
-    """Each component of a step, predicted and measured, medians over the runs (``gpu_validation_components.csv``)."""
+    """Each component of a step, predicted and measured (each the median over the session's runs, as validate
+    writes them), per session, model and policy (``gpu_validation_components.csv``)."""
     c = pd.read_csv(H200 / "gpu_validation_components.csv")
-    wide = c.pivot_table(index=["policy"], columns="component", values=["pred_s", "meas_s"], sort=False)
     rows = []
-    for pol in c["policy"].unique():
-        row = {"policy": pol}
+    for (session, model, pol), g in c.groupby(["session", "model", "policy"], sort=False):
+        row = {"session": session, "model": model, "policy": pol}
         for comp in ("generation", "scoring", "training", "sync"):
-            p, m = wide.loc[pol, ("pred_s", comp)], wide.loc[pol, ("meas_s", comp)]
-            row[f"{comp}, s (pred / meas)"] = f"{p:.3f} / {m:.3f}"
+            r = g[g.component == comp].iloc[0]
+            row[f"{comp}, s (pred / meas)"] = f"{r.pred_s:.3f} / {r.meas_s:.3f}"
         rows.append(row)
     return _md(pd.DataFrame(rows))
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -76,8 +75,14 @@ def _first(paths: list[Path], dst: Path) -> str | None:
     return None
 
 
+MERGED_OPS = ("decode", "prefill", "train")
+"""The ops a profile stage fits over a grid, merged into a model's profile. A ``profile-SIZE-sync`` stage times the
+engine's weight load at one size along two paths (from the device, from pinned host memory): no fit can be made of
+it (its rows stay in gpu_profile.csv); ``oppo-real validate`` measures the sync it predicts with itself."""
+
+
 def merge_profiles(stages: Path) -> dict[str, list[str]]:
-    """Per model, one profile.json from its per-op stages; returns {model: [ops merged]}."""
+    """Per model, one profile.json from its per-op stages (the ops of :data:`MERGED_OPS`); returns {model: [ops merged]}."""
     from oppo_sim.hw.fitting.profiles import read_profile, save_profile
 
     by_model: dict[str, list[tuple[Path, dict]]] = {}
@@ -90,12 +95,15 @@ def merge_profiles(stages: Path) -> dict[str, list[str]]:
         for p, meta in parts:
             part, _ = read_profile(p)
             hw = part if hw is None else hw
-            for op in meta.get("ops", []):
+            for op in (o for o in meta.get("ops", []) if o in MERGED_OPS):
                 hw = replace(hw, params=replace(hw.params, **{op: part.params.op(op)}))
                 suggested[op] = (meta.get("suggested_defaults") or {}).get(op)
                 ops.append(op)
+        if not ops:  # only un-fittable stages (a sync): no profile for the model
+            continue
+        used = [str(p) for p, meta in parts if set(meta.get("ops", [])) & set(MERGED_OPS)]
         save_profile(hw, stages / f"profile-{model}" / "profile.json",
-                     meta={"merged_from": [str(p) for p, _ in parts], "ops": sorted(set(ops)), "suggested_defaults": suggested})
+                     meta={"merged_from": used, "ops": sorted(set(ops)), "suggested_defaults": suggested})
         merged[model] = sorted(set(ops))
     return merged
 
@@ -196,42 +204,42 @@ KEPT_CSVS = ("gpu_profile.csv", "gpu_fit.csv", "gpu_fit_heldout.csv", "gpu_valid
              "gpu_validation_steps.csv", "gpu_validation_timeline.csv.gz", "gpu_moves.csv", "gpu_moves_fit.csv", "gpu_decode_cut.csv")
 
 
-def merge_into(out: Path, dest: Path) -> list[str]:
-    """Add what ``collect(out)`` gathered to a card's folder ``dest`` measured in earlier sessions (one device-machine
-    lease rarely measures everything): each CSV's rows appended (exact repeats dropped), each model's merged
-    profile written as ``profile_<model>.json`` with the new ops' parameters over the old ones, figures ``dest`` lacks
-    copied, the summary's entries updated key by key (stage status and versions appended), the log appended.
-    Returns the files written."""
-    from oppo_sim.hw.fitting.profiles import read_profile, save_profile
+VALIDATION_CSVS = ("gpu_validation.csv", "gpu_validation_components.csv", "gpu_validation_steps.csv",
+                   "gpu_validation_timeline.csv.gz")
+"""Tables of validation runs: each row says the ``session`` it was measured in (a later run of the same policies is
+another session, not a repeat of the first)."""
 
+
+def merge_into(out: Path, dest: Path, session: str) -> list[str]:
+    """Add what ``collect(out)`` gathered to a card's folder ``dest`` measured in earlier sessions (one device-machine
+    lease rarely measures everything): each CSV's rows appended (exact repeats dropped; validation rows tagged with
+    ``session``), each model's merged profile written as ``profile_<model>.json`` with the new ops' parameters over
+    the old ones (and the new profile's host fields and meta), figures ``dest`` lacks copied, the summary merged key by
+    key at every depth (lists joined), the log appended. Returns the files written."""
     dest.mkdir(parents=True, exist_ok=True)
     wrote = []
     for name in KEPT_CSVS:
         if (out / name).exists():
             new = pd.read_csv(out / name)
+            if name in VALIDATION_CSVS and "session" not in new:
+                new.insert(0, "session", session)
             both = pd.concat([pd.read_csv(dest / name), new], ignore_index=True) if (dest / name).exists() else new
             both.drop_duplicates().to_csv(dest / name, index=False)
             wrote.append(name)
     for p in sorted((out / "stages").glob("profile-*/profile.json")):
-        if "--" in p.parent.name:
-            continue
-        target = dest / f"profile_{model_of(p)}.json"
-        hw, meta = read_profile(p)
-        if target.exists():
-            old, old_meta = read_profile(target)
-            new_ops = set(meta.get("ops", []))
-            keep = {op: old.params.op(op) for op in old_meta.get("ops", []) if op not in new_ops}
-            hw = replace(old, params=replace(old.params, **keep, **{op: hw.params.op(op) for op in new_ops}))
-            meta = {"merged_from": old_meta.get("merged_from", []) + meta.get("merged_from", []),
-                    "ops": sorted(new_ops | set(keep)),
-                    "suggested_defaults": {**(old_meta.get("suggested_defaults") or {}), **(meta.get("suggested_defaults") or {})}}
-        save_profile(hw, target, meta=meta)
-        wrote.append(target.name)
+        if "--" not in p.parent.name:
+            wrote.append(_merge_profile(p, dest / f"profile_{model_of(p)}.json"))
     for name in ("gpu_profile.png", "gpu_parity.png", "gpu_timelines.png"):
         if (out / name).exists() and not (dest / name).exists():
             shutil.copyfile(out / name, dest / name)
             wrote.append(name)
-    wrote += _merge_summary(out / "gpu_summary.json", dest / "gpu_summary.json", copied=set(wrote))
+    summary = out / "gpu_summary.json"
+    if summary.exists():
+        new = json.loads(summary.read_text())
+        new["files"] = {k: v for k, v in new.get("files", {}).items() if k in wrote}  # only figures copied here
+        old = json.loads((dest / "gpu_summary.json").read_text()) if (dest / "gpu_summary.json").exists() else {}
+        (dest / "gpu_summary.json").write_text(json.dumps(_deep_merge(old, new), indent=1) + "\n")
+        wrote.append("gpu_summary.json")
     if (out / "gpu_measure.log").exists():
         with open(dest / "gpu_measure.log", "a") as f:
             f.write((out / "gpu_measure.log").read_text())
@@ -239,30 +247,49 @@ def merge_into(out: Path, dest: Path) -> list[str]:
     return wrote
 
 
-def _merge_summary(new_path: Path, old_path: Path, copied: set[str]) -> list[str]:
-    """The summary's entries key by key: a dict's entries updated (lists in it, e.g. a model's merged ops, joined),
-    a list extended; ``files`` names only the figures ``copied`` into the folder."""
-    if not new_path.exists():
-        return []
-    new, old = json.loads(new_path.read_text()), json.loads(old_path.read_text()) if old_path.exists() else {}
-    new["files"] = {k: v for k, v in new.get("files", {}).items() if k in copied}
+def _merge_profile(new_path: Path, target: Path) -> str:
+    """``target`` with the ops of the profile at ``new_path`` over its own; the rest of the new profile (GPU, host
+    fields, meta) wins too, its ``merged_from`` and ``suggested_defaults`` joined to the old ones."""
+    from oppo_sim.hw.fitting.profiles import read_profile, save_profile
+
+    hw, meta = read_profile(new_path)
+    if target.exists():
+        old, old_meta = read_profile(target)
+        new_ops = set(meta.get("ops", []))
+        keep = {op: old.params.op(op) for op in old_meta.get("ops", []) if op not in new_ops}
+        hw = replace(hw, params=replace(old.params, **keep, **{op: hw.params.op(op) for op in new_ops}))
+        meta = {**old_meta, **meta, "merged_from": old_meta.get("merged_from", []) + meta.get("merged_from", [str(new_path)]),
+                "ops": sorted(new_ops | set(keep)),
+                "suggested_defaults": _deep_merge(old_meta.get("suggested_defaults") or {}, meta.get("suggested_defaults") or {})}
+    save_profile(hw, target, meta=meta)
+    return target.name
+
+
+def _deep_merge(old: dict, new: dict) -> dict:
+    """``old`` updated by ``new`` at every depth: dicts merged, lists joined (order kept, repeats dropped), None skipped."""
+    out = dict(old)
     for k, v in new.items():
-        if isinstance(v, dict) and isinstance(old.get(k), dict):
-            old[k] = {**old[k], **{kk: sorted(set(old[k].get(kk) or []) | set(vv)) if isinstance(vv, list) else vv
-                                   for kk, vv in v.items() if vv is not None}}
-        elif isinstance(v, list) and isinstance(old.get(k), list):
-            old[k] = old[k] + [x for x in v if x not in old[k]]
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        elif isinstance(v, list) and isinstance(out.get(k), list):
+            out[k] = out[k] + [x for x in v if x not in out[k]]
         elif v is not None:
-            old[k] = v
-    old_path.write_text(json.dumps(old, indent=1) + "\n")
-    return [old_path.name]
+            out[k] = v
+    return out
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if len(args) not in (1, 3) or len(args) == 3 and args[1] != "--into":
-        sys.exit("usage: python scripts/gpu_collect.py OUT [--into CARD_FOLDER]")
-    s = collect(Path(args[0]))
+    import argparse
+    from datetime import datetime, timezone
+
+    ap = argparse.ArgumentParser(description="gather scripts/gpu_measure.sh's stages into the kept gpu_* files")
+    ap.add_argument("out", help="the folder gpu_measure.sh wrote (its stages/ folder is read)")
+    ap.add_argument("--into", metavar="CARD_FOLDER", help="then add them to a card's folder measured in earlier sessions "
+                    "(e.g. paper_figs/out/gpu_h200) (default: none)")
+    ap.add_argument("--session", default=datetime.now(timezone.utc).date().isoformat(),
+                    help="the session the validation rows are tagged with under --into (default: today, UTC)")
+    a = ap.parse_args()
+    s = collect(Path(a.out))
     print(json.dumps({k: v for k, v in s.items() if k != "env"}, indent=1))
-    if len(args) == 3:
-        print("added to", args[2] + ":", ", ".join(merge_into(Path(args[0]), Path(args[2]))))
+    if a.into:
+        print("added to", a.into + ":", ", ".join(merge_into(Path(a.out), Path(a.into), a.session)))

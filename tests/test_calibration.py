@@ -330,8 +330,8 @@ def test_with_sync_seconds_reproduces_a_measured_sync():
     # one GPU, as the H200 validation measured) leaves the transfer at the link's full rate and the rest per tensor
     fast = with_sync_seconds(hw, m.weight_bytes(), hw.gpu.link_bw, 0.01, m.param_tensors)
     assert CostModel(fast).weight_sync(m) == pytest.approx(0.01, rel=1e-9)
-    assert fast.sync_tensor_s == pytest.approx((0.01 - m.weight_bytes() / 450e9) / 290, rel=1e-9)
-    assert hw.sync_tensor_s is None and fast.params.sync.eff_memory == 1.0
+    assert fast.sync_tensor_s == pytest.approx((0.01 - m.weight_bytes() / 450e9) / 290 - 7.2e-6, rel=1e-6)  # NCCL's kept
+    assert hw.sync_tensor_s is None and fast.params.sync.eff_memory == pytest.approx(1.0)
     for seconds in (0.5, 0.048):
         fitted = with_sync_seconds(hw, m.weight_bytes(), hw.gpu.link_bw, seconds, m.param_tensors)
         assert CostModel(fitted).weight_sync(m) == pytest.approx(seconds, rel=1e-9)  # the tensors' share included
@@ -342,8 +342,12 @@ def test_with_sync_seconds_reproduces_a_measured_sync():
 def test_a_measured_per_tensor_sync_time_prices_every_path_and_survives_a_profile(tmp_path):
     from oppo_sim.hw.costs.sync import SyncMechanism, per_tensor_seconds
 
-    hw = replace(Hardware(get_gpu("h100-sxm")), sync_tensor_s=3e-5)
-    assert {per_tensor_seconds(hw, mech) for mech in SyncMechanism} == {3e-5}
+    base = Hardware(get_gpu("h100-sxm"))
+    hw = replace(base, sync_tensor_s=3e-5)  # the host's part on the device paths; NCCL's latency and the host path kept
+    assert per_tensor_seconds(hw, SyncMechanism.IPC) == 3e-5
+    for mech in (SyncMechanism.NVLINK, SyncMechanism.NETWORK):
+        assert per_tensor_seconds(hw, mech) - 3e-5 == pytest.approx(per_tensor_seconds(base, mech) - 1.5e-4, rel=1e-9)
+    assert per_tensor_seconds(hw, SyncMechanism.HOST) == per_tensor_seconds(base, SyncMechanism.HOST) == 2e-3
     save_profile(hw, tmp_path / "p.json")
     assert load_profile(tmp_path / "p.json").sync_tensor_s == 3e-5
     save_profile(Hardware(get_gpu("h100-sxm")), tmp_path / "q.json")

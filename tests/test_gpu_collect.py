@@ -90,3 +90,30 @@ def test_an_eager_decode_stages_host_cost_per_op_is_collected(tmp_path):
     summary = _collect_module().collect(tmp_path)
     assert summary["host_op_us"] == {"qwen2.5-1.5b--decode-eager": 21.9}
     assert json.loads((tmp_path / "gpu_summary.json").read_text())["host_op_us"] == {"qwen2.5-1.5b--decode-eager": 21.9}
+
+
+def test_a_later_session_is_added_to_a_cards_folder(tmp_path):
+    mod = _collect_module()
+    first, later, card = tmp_path / "first", tmp_path / "later", tmp_path / "card"
+    _stage(first, "profile-qwen2.5-1.5b--decode", "torch-graph", "decode", 0.5)
+    mod.collect(first)
+    mod.merge_into(first, card, session="2026-11-26")
+    _stage(later, "profile-qwen2.5-1.5b--train", "torch-graph", "train", 0.3)
+    _stage(later, "profile-qwen2.5-3b--sync", "torch-graph", "sync", 0.9)  # one size a path: nothing to merge
+    val = later / "stages" / "validate-qwen2.5-1.5b"
+    val.mkdir(parents=True)
+    pd.DataFrame({"policy": ["baseline", "oppo"], "pred_step_s": [2.0, 1.5], "meas_step_s": [2.5, 1.8]}).to_csv(
+        val / "validation.csv", index=False)
+    mod.collect(later)
+    wrote = mod.merge_into(later, card, session="2026-11-27")
+    merged = load_profile(card / "profile_qwen2.5-1.5b.json")
+    assert (merged.params.decode.eff_compute, merged.params.train.eff_compute) == (0.5, 0.3)  # both sessions' ops
+    assert not (card / "profile_qwen2.5-3b.json").exists() and "profile_qwen2.5-3b.json" not in wrote
+    assert len(pd.read_csv(card / "gpu_profile.csv")) == 6  # 2 + 2 + 2 rows, none lost or repeated
+    v = pd.read_csv(card / "gpu_validation.csv")
+    assert v["session"].tolist() == ["2026-11-27"] * 2 and v["model"].tolist() == ["qwen2.5-1.5b"] * 2
+    summary = json.loads((card / "gpu_summary.json").read_text())
+    assert summary["suggested_defaults"]["qwen2.5-1.5b"] == {"decode": {"eff_compute": 0.5}, "train": {"eff_compute": 0.3}}
+    assert summary["merged_profiles"]["qwen2.5-1.5b"] == ["decode", "train"]
+    mod.merge_into(later, card, session="2026-11-27")  # the same stages again: rows not repeated
+    assert len(pd.read_csv(card / "gpu_validation.csv")) == 2

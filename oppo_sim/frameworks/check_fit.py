@@ -131,7 +131,8 @@ def hardware_at(base: Hardware, theta: dict[str, float], source: str = "check fi
             ops[kind] = replace(op, overhead_s=float(max(0.0, v)))
         else:
             ops[kind] = replace(op, eff_compute=min(1.0, op.eff_compute * v), eff_memory=min(1.0, op.eff_memory * v))
-    return Hardware(base.gpu, CostParams(**ops), source, host_scale=base.host_scale)  # the per-op host time is not fitted
+    return Hardware(base.gpu, CostParams(**ops), source, host_scale=base.host_scale,  # the roofline's factors fitted;
+                    sync_tensor_s=base.sync_tensor_s)  # the per-op host time and a measured per-tensor sync are not
 
 
 @dataclass(frozen=True)

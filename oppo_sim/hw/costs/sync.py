@@ -76,7 +76,7 @@ from oppo_sim.hw.devices.hardware import Hardware, collective_latency
 from oppo_sim.hw.models.lookup import ModelSpec
 
 __all__ = ["REFIT_GROUPS", "SyncMechanism", "SYNC_MECHANISMS", "check_refit_group", "HOST_PER_TENSOR_S", "SYNC_PER_TENSOR_S", "SyncPlan", "check_refit_buffers", "param_tensors",
-           "per_tensor_seconds", "push_terms", "sync_legs", "sync_seconds"]
+           "per_tensor_seconds", "push_terms", "sync_legs", "sync_seconds", "tensor_host_seconds"]
 
 HOST_PER_TENSOR_S = 2e-3
 """Fixed seconds per parameter tensor on the host path: a Python-level call per tensor, its
@@ -166,8 +166,7 @@ def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> dict[str, float
         legs["to_host"] = w / (g.host_bw * op.eff_memory)  # whole model through one rank's host link
         legs["from_host"] = share / (g.host_bw * op.eff_memory)  # every generator GPU over its own link
     packed = plan.buffers > 1 and plan.mechanism is not SyncMechanism.HOST  # one call per buffer, not per tensor
-    packed_s = SYNC_PER_TENSOR_S * hw.host_scale if hw.sync_tensor_s is None else hw.sync_tensor_s
-    legs["per_tensor"] = model.param_tensors * (packed_s if packed else per_tensor_seconds(hw, plan.mechanism))
+    legs["per_tensor"] = model.param_tensors * (tensor_host_seconds(hw) if packed else per_tensor_seconds(hw, plan.mechanism))
     return legs
 
 
@@ -184,19 +183,23 @@ def push_terms(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> tuple[float, f
     raise ConfigError("push_terms: the host path has two legs (sync_legs)")
 
 
+def tensor_host_seconds(hw: Hardware) -> float:
+    """The host's seconds per parameter tensor on the device paths (``ipc``, ``nvlink``, ``network``): the frameworks'
+    per-tensor loop and the engine's ``load_weights``. Measured where a calibration timed a sync
+    (``hw.sync_tensor_s``); else :data:`SYNC_PER_TENSOR_S`, x86-estimated, times ``hw.host_scale``."""
+    return SYNC_PER_TENSOR_S * hw.host_scale if hw.sync_tensor_s is None else hw.sync_tensor_s
+
+
 def per_tensor_seconds(hw: Hardware, mechanism: SyncMechanism) -> float:
-    """Fixed seconds per parameter tensor of a sync along ``mechanism``: :data:`SYNC_PER_TENSOR_S` (and on the
-    NVLink or network path one two-party NCCL call's latency); :data:`HOST_PER_TENSOR_S` on the host path. The
-    host's part is x86-measured: times ``hw.host_scale`` (a Grace host's is longer). A measured value
-    (``hw.sync_tensor_s``, from a calibration against a timed sync) replaces all of it."""
-    if hw.sync_tensor_s is not None:
-        return hw.sync_tensor_s
+    """Fixed seconds per parameter tensor of a sync along ``mechanism``: the host's work
+    (:func:`tensor_host_seconds`; and on the NVLink or network path one two-party NCCL call's latency);
+    :data:`HOST_PER_TENSOR_S` on the host path (x86-estimated: times ``hw.host_scale``)."""
     if mechanism is SyncMechanism.HOST:
         return HOST_PER_TENSOR_S * hw.host_scale
     if mechanism is SyncMechanism.IPC:
-        return SYNC_PER_TENSOR_S * hw.host_scale
+        return tensor_host_seconds(hw)
     nodes = 2 if mechanism is SyncMechanism.NETWORK else 1
-    return SYNC_PER_TENSOR_S * hw.host_scale + collective_latency(hw.params.collective, "broadcast", 2, nodes)
+    return tensor_host_seconds(hw) + collective_latency(hw.params.collective, "broadcast", 2, nodes)
 
 
 def sync_seconds(model: ModelSpec, hw: Hardware, plan: SyncPlan = SyncPlan()) -> float:

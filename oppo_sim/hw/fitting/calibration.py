@@ -333,16 +333,18 @@ def with_sync_seconds(hw: Hardware, transfer_bytes: float, link_bw: float, secon
     over ``link_bw`` along ``mechanism`` (a measured end-to-end sync; see :func:`with_transfer_seconds`): the
     per-tensor part ``oppo_sim.hw.costs.sync`` charges on that path and ``other_s`` (the trainer's export, priced
     by its own collectives: ``oppo_sim.pipeline.topology.sync_terms``) come off the measured time first (where
-    that leaves less than the transfer at the link's full rate, the per-tensor estimate is too high for this machine:
-    the time left after that transfer, spread over the tensors, becomes ``Hardware.sync_tensor_s``)."""
-    from oppo_sim.hw.costs.sync import SyncMechanism, per_tensor_seconds  # the sync's own rule: one place
+    that leaves less than the transfer at the link's full rate on a device path, the host's per-tensor estimate is
+    too high for this machine: what the measured time leaves after that transfer and the NCCL calls' latency, spread
+    over the tensors, becomes ``Hardware.sync_tensor_s``; the host path keeps its estimate)."""
+    from oppo_sim.hw.costs.sync import SyncMechanism, per_tensor_seconds, tensor_host_seconds  # the sync's own rule
 
-    left = seconds - tensors * per_tensor_seconds(hw, SyncMechanism(mechanism)) - other_s
+    mech = SyncMechanism(mechanism)
+    left = seconds - tensors * per_tensor_seconds(hw, mech) - other_s
     floor = transfer_bytes / link_bw if link_bw > 0 else 0.0
-    if tensors > 0 and left < floor:
-        per = max(seconds - other_s - floor, 0.0) / tensors
-        hw = replace(hw, sync_tensor_s=per)
-        left = seconds - other_s - tensors * per
+    if tensors > 0 and left < floor and mech is not SyncMechanism.HOST:
+        nccl = per_tensor_seconds(hw, mech) - tensor_host_seconds(hw)  # a two-party call's latency (0 on ipc)
+        hw = replace(hw, sync_tensor_s=max(seconds - other_s - floor - tensors * nccl, 0.0) / tensors)
+        left = seconds - tensors * per_tensor_seconds(hw, mech) - other_s
     return with_transfer_seconds(hw, "sync", transfer_bytes, link_bw, max(left, min(seconds, 1e-6)))
 
 
