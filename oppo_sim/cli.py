@@ -67,6 +67,8 @@ def _memory_line(s: dict, cfg=None) -> str:
     )
     sleeps = (f"; the engine sleeps (vLLM level {s['sleep_level']}) and wakes: {s['sleep_wake_s']:.2f} s a step"
               if s.get("sleep_level") else "")
+    if s.get("sleep_optimizer_s"):
+        sleeps += f" ({s['sleep_optimizer_s']:.2f} s of it the optimizer state through pageable host memory)"
     if s.get("reference_swap_s"):
         sleeps += f"; the reference is held on the host, swapped with the policy's weights: {s['reference_swap_s']:.2f} s a step"
     state = cfg.trainer.state(s["zero_stage"], cfg.expert_parallel) if cfg is not None else f"ZeRO-{s['zero_stage']}"

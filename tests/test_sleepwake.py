@@ -115,6 +115,7 @@ def test_pageable_optimizer_moves_price_the_adam_state_at_the_measured_rates():
     moved_pageable = adam / (1.33 * 2**30) + adam / (6.34 * 2**30)
     assert slow.step_s - base.step_s == pytest.approx(moved_pageable - moved_pinned, rel=1e-12)
     assert "optimizer state by pageable .to()" in slow.describe()
+    assert slow.optimizer_s == pytest.approx(moved_pageable) and base.optimizer_s == 0.0
     assert simulate(TRACE, "baseline", pageable).summary["step_time_s"] > simulate(TRACE, "baseline", SMALL).summary["step_time_s"]
     with pytest.raises(ConfigError, match="optimizer_move must be pinned or pageable"):
         replace(SMALL, optimizer_move="fast")
@@ -180,3 +181,6 @@ def test_cli_run_shows_the_column_and_takes_the_level(capsys):
     assert "sleep_wake_s" in out and "the engine sleeps (vLLM level 1)" in out
     assert main([*argv, "--sleep-level", "2"]) == 0
     assert "the engine sleeps (vLLM level 2)" in capsys.readouterr().out
+    assert "through pageable host memory" not in out
+    assert main([*argv, "--optimizer-move", "pageable"]) == 0
+    assert "s of it the optimizer state through pageable host memory)" in capsys.readouterr().out

@@ -184,6 +184,13 @@ class SleepWake:
                 "wake_engine": engine_wake, "wake_state": self._state("to_host")}
 
     @property
+    def optimizer_s(self) -> float:
+        """Seconds a step of the optimizer state's own copies, both ways (0 where it moves as the rest of the state)."""
+        if self.optimizer_copy == self.state_copy or self.optimizer_bytes <= 0:
+            return 0.0
+        return sum(self._leg(self.optimizer_bytes, self.optimizer_copy, d) for d in ("to_host", "from_host"))
+
+    @property
     def sleep_s(self) -> float:
         legs = self.legs()
         return legs["sleep_engine"] + legs["sleep_state"]
