@@ -680,6 +680,11 @@ CHANGES: tuple[Change, ...] = (
                  "half as many GPUs. With a published mean response 14.6 -> 13.1% (worst 45.4 -> 38.4%); without the "
                  "contradicted runs 18.2 -> 14.7%; the calibration check's factor 1.14 -> 1.04, its held-out runs "
                  "33.0% uncalibrated either way, 34.8 -> 32.5% calibrated. Nothing was tuned: the mechanism is NeMo "
-                 "RL's code, the rates a measurement made before the table was run with them.")),
+                 "RL's code, the rates a measurement made before the table was run with them. Found afterwards, as a "
+                 "check of the magnitude only (hardware not stated): NVIDIA-NeMo/RL#1404 (2025-10) timed one such "
+                 "round trip of the optimizer state (logprob_inference_prep + training_prep, non-colocated) at 13 s a "
+                 "step for Qwen3-30B and 10 s for Qwen3-235B; the simulator prices one at 9.7 s (Qwen3-30B-A3B, 32 "
+                 "H100) and 19.4 s (Qwen3-235B, 128 H100); NVIDIA-NeMo/RL#2248 (2026-04) names the same per-tensor "
+                 "pageable copies as 'quite expensive in co-located/syncRL cases'.")),
 )
 """The changes, oldest first."""
