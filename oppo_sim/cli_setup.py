@@ -21,7 +21,8 @@ from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static_params import DEFAULT_CALL_OVERHEAD_S
 from oppo_sim.hw.costs.eager import DEFAULT_VLLM_RELEASE, EAGER_HOST_OP_S, VLLM_RELEASES
 from oppo_sim.hw.costs.op_cost import add_op_costs_arg, hardware_for
-from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, SLEEP_LEVELS
+from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, OPTIMIZER_MOVES, PAGEABLE_COPY, SLEEP_LEVELS
+from oppo_sim.hw.devices.gpu_table import GiB
 from oppo_sim.hw.costs.sync import REFIT_GROUPS, SYNC_MECHANISMS
 from oppo_sim.pipeline.config import SimConfig
 
@@ -127,11 +128,11 @@ def add_offload_arg(p) -> None:
                         "verl's actor.fsdp_config.param_offload/optimizer_offload=True and OpenRLHF's "
                         "--deepspeed_enable_sleep; --no-offload-train-state keeps them on the GPUs (verl's default: "
                         "offload off; the KV cache gets what they leave, only the engine sleeps) (default on)")
-    p.add_argument("--optimizer-move", choices=("pinned", "pageable"), default="pinned",
+    p.add_argument("--optimizer-move", choices=tuple(OPTIMIZER_MOVES), default="pinned",
                    help="how that offload moves the optimizer state: pinned (a copy into pinned host memory: verl's FSDP "
                         "offload, DeepSpeed offload_states) or pageable (NeMo RL's move_optimizer, a blocking "
-                        ".to('cpu') per tensor into fresh pageable memory: 1.3 GiB/s to the host, 6.3 back, measured "
-                        "on an H200) (default pinned)")
+                        f".to('cpu') per tensor into fresh pageable memory: {PAGEABLE_COPY.to_host_bps / GiB:.1f} GiB/s "
+                        f"to the host, {PAGEABLE_COPY.from_host_bps / GiB:.1f} back, measured on an H200) (default pinned)")
 
 
 def add_weight_moves_args(p) -> None:

@@ -91,19 +91,19 @@ def merge_profiles(stages: Path) -> dict[str, list[str]]:
     merged: dict[str, list[str]] = {}
     for model, parts in by_model.items():
         parts.sort(key=lambda pm: pm[1].get("backend") == "torch-graph")  # graph-engine fits win
-        hw, ops, suggested = None, [], {}
+        hw, ops, suggested, used = None, [], {}, []
         for p, meta in parts:
             part, _ = read_profile(p)
             hw = part if hw is None else hw
             for op in (o for o in meta.get("ops", []) if o in MERGED_OPS):
+                used.append(str(p))
                 hw = replace(hw, params=replace(hw.params, **{op: part.params.op(op)}))
                 suggested[op] = (meta.get("suggested_defaults") or {}).get(op)
                 ops.append(op)
         if not ops:  # only un-fittable stages (a sync): no profile for the model
             continue
-        used = [str(p) for p, meta in parts if set(meta.get("ops", [])) & set(MERGED_OPS)]
         save_profile(hw, stages / f"profile-{model}" / "profile.json",
-                     meta={"merged_from": used, "ops": sorted(set(ops)), "suggested_defaults": suggested})
+                     meta={"merged_from": list(dict.fromkeys(used)), "ops": sorted(set(ops)), "suggested_defaults": suggested})
         merged[model] = sorted(set(ops))
     return merged
 

@@ -17,7 +17,7 @@ from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
 from oppo_sim.hw.memory.pool_memory import COLOCATE_MODES
 from oppo_sim.hw.models.lookup import ModelSpec, get_model
 from oppo_sim.hw.fitting.overheads import ExecutorOverheads
-from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, check_sleep_level
+from oppo_sim.hw.costs.sleepwake import DEFAULT_SLEEP_LEVEL, OPTIMIZER_MOVES, check_sleep_level
 from oppo_sim.hw.costs.sync import SYNC_MECHANISMS, check_refit_buffers, check_refit_group
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.padding import check_padded_roles
@@ -99,8 +99,8 @@ class SimConfig:
             (self.max_prompt is None or (isinstance(self.max_prompt, int) and not isinstance(self.max_prompt, bool)
                                          and self.max_prompt >= 1), f"max_prompt must be an integer >= 1 or None, got {self.max_prompt!r}"),
             (isinstance(self.truncate_prompt, bool), f"truncate_prompt must be a bool, got {self.truncate_prompt!r}"),
-            (self.optimizer_move in ("pinned", "pageable"),
-             f"optimizer_move must be pinned or pageable, got {self.optimizer_move!r}"),
+            (self.optimizer_move in OPTIMIZER_MOVES,
+             f"optimizer_move must be {' or '.join(OPTIMIZER_MOVES)}, got {self.optimizer_move!r}"),
             (isinstance(self.offload_train_state, bool),
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (isinstance(self.reference_on_host, bool), f"reference_on_host must be a bool, got {self.reference_on_host!r}"),

@@ -168,9 +168,14 @@ class SleepWake:
     def _leg(self, nbytes: float, copy: HostCopy, direction: str) -> float:
         return copy.leg(nbytes, direction, self.host_bw)
 
+    @property
+    def optimizer_apart(self) -> bool:
+        """The optimizer state moves by a copy of its own (not as the rest of the state)."""
+        return self.optimizer_copy != self.state_copy and self.optimizer_bytes > 0
+
     def _state(self, direction: str) -> float:
         """The state leg: the optimizer's bytes at their own copy's rate where it differs, the rest at the state's."""
-        if self.optimizer_copy == self.state_copy or self.optimizer_bytes <= 0:
+        if not self.optimizer_apart:
             return self._leg(self.state_bytes, self.state_copy, direction)
         rest = max(self.state_bytes - self.optimizer_bytes, 0.0)
         return self._leg(rest, self.state_copy, direction) + self._leg(self.optimizer_bytes, self.optimizer_copy, direction)
@@ -186,7 +191,7 @@ class SleepWake:
     @property
     def optimizer_s(self) -> float:
         """Seconds a step of the optimizer state's own copies, both ways (0 where it moves as the rest of the state)."""
-        if self.optimizer_copy == self.state_copy or self.optimizer_bytes <= 0:
+        if not self.optimizer_apart:
             return 0.0
         return sum(self._leg(self.optimizer_bytes, self.optimizer_copy, d) for d in ("to_host", "from_host"))
 
@@ -214,7 +219,7 @@ class SleepWake:
         return (f"pool '{self.pool}' sleeps (vLLM level {self.level}): {self.engine_bytes / GiB:.1f} GiB engine weights + "
                 f"{self.state_bytes / GiB:.1f} GiB other-phase state per GPU each way ({self.engine_copy.name}"
                 + (f"; its {self.optimizer_bytes / GiB:.1f} GiB optimizer state by {self.optimizer_copy.name}"
-                   if self.optimizer_copy != self.state_copy and self.optimizer_bytes > 0 else "")
+                   if self.optimizer_apart else "")
                 + f", host link {self.host_bw / 1e9:.0f} GB/s), {self.step_s:.2f} s a step")
 
 
