@@ -136,13 +136,16 @@ def add_offload_arg(p) -> None:
 
 
 def add_weight_moves_args(p) -> None:
-    """How the framework moves weights besides the trainer's state: ``--reference-on-host``
-    (``SimConfig.reference_on_host``), ``--refit-buffers`` and ``--refit-group`` (``SimConfig.refit_*``)."""
+    """How the framework moves weights besides the trainer's state: ``--reference-on-host`` / ``--reference-in-actor``
+    (``SimConfig.reference_on_host`` / ``reference_in_actor``), ``--refit-buffers`` and ``--refit-group`` (``SimConfig.refit_*``)."""
     p.add_argument("--reference-on-host", action="store_true",
                    help="the reference model's weights stay in pinned host memory and are swapped with the policy's "
                         "on the training GPUs for each reference pass, as NeMo RL's policy workers do "
                         "(use_reference_model): no GPU memory of its own, three weight copies over the host link a "
                         "step (default off: the reference holds its weights on its pool)")
+    p.add_argument("--reference-in-actor", action="store_true",
+                   help="with --lora-rank: the reference is the actor with its adapters off, as verl runs it under LoRA "
+                        "(ref_in_actor): no weights of its own (default off)")
     p.add_argument("--refit-buffers", type=int, choices=(1, 2), default=1,
                    help="weight sync: 1 exports and hands over tensor by tensor (verl, OpenRLHF); 2 packs tensors into "
                         "two buffers in flight so each one's export overlaps the previous one's hand-off, one NCCL call "
@@ -340,7 +343,7 @@ def sim_config(a: argparse.Namespace) -> SimConfig:
             flash_attention=not a.eager_attention, sequence_parallel=a.sp, **micro_batch_fields(a),
             full_logits=a.full_logits,
         ), **limit_fields(a),
-        critic=critic_field(a), colocate=a.colocate, train_memory_fraction=getattr(a, "train_memory_fraction", 0.9), sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, optimizer_move=getattr(a, "optimizer_move", "pinned"), reference_on_host=getattr(a, "reference_on_host", False), refit_buffers=getattr(a, "refit_buffers", 1), refit_group=getattr(a, "refit_group", "rank0"), nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
+        critic=critic_field(a), colocate=a.colocate, train_memory_fraction=getattr(a, "train_memory_fraction", 0.9), sleep_level=a.sleep_level, offload_train_state=a.offload_train_state, optimizer_move=getattr(a, "optimizer_move", "pinned"), reference_on_host=getattr(a, "reference_on_host", False), reference_in_actor=getattr(a, "reference_in_actor", False), refit_buffers=getattr(a, "refit_buffers", 1), refit_group=getattr(a, "refit_group", "rank0"), nodes=a.nodes, sync=a.sync, expert_parallel=a.ep, trainer=trainer_layout(a), **engine_fields(a, a.profile or a.gpu), **algorithm_fields(a),
     )
 
 

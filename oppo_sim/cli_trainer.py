@@ -7,9 +7,34 @@ from __future__ import annotations
 import argparse
 
 from oppo_sim.cliargs import nonneg_float, positive
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.costs.trainer_layout import BALANCE_ORDERS, MOE_DISPATCHERS, ROUTER_DTYPES, TRAIN_BACKENDS, TrainerLayout
+from oppo_sim.hw.models.lora import LORA_SYNCS, LoRA
 
-__all__ = ["add_trainer_layout_args", "trainer_layout"]
+__all__ = ["add_lora_args", "add_trainer_layout_args", "lora_of", "trainer_layout"]
+
+
+def add_lora_args(p) -> None:
+    """LoRA (``TrainerLayout.lora``, :mod:`oppo_sim.hw.models.lora`): the rank, the adapted linears, what a sync moves."""
+    p.add_argument("--lora-rank", type=int, default=0, metavar="R",
+                   help="train rank-R LoRA adapters on frozen weights (verl model.lora_rank, OpenRLHF --lora_rank, NeMo RL "
+                        "lora_cfg.dim / peft.dim): gradients and Adam state of the adapters only, no frozen weight's "
+                        "gradient (default %(default)s: every weight trains)")
+    p.add_argument("--lora-targets", default="all-linear", metavar="MODULES",
+                   help="the adapted linears: all-linear, or Hugging Face module names such as q_proj,v_proj (verl / "
+                        "PEFT target_modules) (default %(default)s)")
+    p.add_argument("--lora-sync", choices=LORA_SYNCS, default="merged",
+                   help="what a weight sync hands the engines under LoRA: merged = the whole merged weights (OpenRLHF, "
+                        "NeMo RL), adapter = the adapters alone, the base weights staying in the engine (verl) "
+                        "(default %(default)s)")
+
+
+def lora_of(a) -> LoRA | None:
+    """``TrainerLayout.lora`` from the parsed options: None at rank 0."""
+    rank = getattr(a, "lora_rank", 0)
+    if rank < 0:
+        raise ConfigError(f"--lora-rank must be >= 0 (0: no LoRA), got {rank}")
+    return LoRA(rank, getattr(a, "lora_targets", "all-linear"), getattr(a, "lora_sync", "merged")) if rank else None
 
 
 def add_trainer_layout_args(p) -> None:
@@ -59,6 +84,7 @@ def add_trainer_layout_args(p) -> None:
     p.add_argument("--balance-batch", action=argparse.BooleanOptionalAction, default=True,
                    help="verl trainer.balance_batch: deal each step's sequences to the data-parallel ranks balanced by "
                         "tokens (default on, verl's); --no-balance-batch: contiguous chunks in batch order")
+    add_lora_args(p)
 
 
 def trainer_layout(a) -> TrainerLayout:
@@ -72,4 +98,4 @@ def trainer_layout(a) -> TrainerLayout:
                          optimizer_offload=getattr(a, "optimizer_offload", 0.0),
                          balance_order=getattr(a, "balance_order", "length"), fsdp_size=getattr(a, "fsdp_size", 0),
                          moe_dispatcher=getattr(a, "moe_dispatcher", "alltoall"),
-                         moe_router_dtype=getattr(a, "moe_router_dtype", "model"))
+                         moe_router_dtype=getattr(a, "moe_router_dtype", "model"), lora=lora_of(a))

@@ -19,6 +19,7 @@ import pandas as pd
 
 from oppo_sim.cli_limits import add_limit_args, add_logits_arg, limit_fields
 from oppo_sim.cli_policy import check_policy_flags
+from oppo_sim.cli_trainer import add_lora_args, lora_of
 from oppo_sim.cli_setup import (add_algorithm_args, add_engine_args, add_offload_arg, add_sleep_level_arg,
                                  add_weight_moves_args, algorithm_fields, engine_fields)
 from oppo_sim.cliargs import int_list, nonneg_float, nonneg_int, output, positive, str_list
@@ -75,6 +76,7 @@ def _add_trainer_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--moe-router-dtype", choices=tuple(ROUTER_DTYPES), default="model",
                    help="megatron moe_router_dtype in every layout (not searched): the allgather dispatcher's combine "
                         "dtype; model = the model's (default %(default)s)")
+    add_lora_args(t)
     t.add_argument("--trainer-keep", type=positive(), default=KEEP,
                    help="trainer layouts searched per placement: of those that fit memory, the cheapest by "
                         "trainer-phase cost on a representative step (default %(default)s)")
@@ -184,12 +186,12 @@ def _request(a: argparse.Namespace):
     auto = a.train_backend == "auto"
     trainer = TrainerLayout("fsdp" if auto else a.train_backend,  # auto: the reference trains as verl's default
                             optimizer_offload=a.optimizer_offload, moe_dispatcher=a.moe_dispatcher,
-                            moe_router_dtype=a.moe_router_dtype)
+                            moe_router_dtype=a.moe_router_dtype, lora=lora_of(a))
     base = SimConfig(batch=a.batch, steps=a.steps, seed=a.seed, ppo_epochs=a.ppo_epochs, minibatches=a.minibatches, gpu=hardware_for(gpu, a.op_costs), actor=a.actor, trainer=trainer,
-                     placement=(colocated_placement if a.reference_on_host else paper_placement)(count),
+                     placement=(colocated_placement if a.reference_on_host or a.reference_in_actor else paper_placement)(count),
                      max_response=a.max_response, nodes=a.nodes, sleep_level=a.sleep_level,
                      offload_train_state=a.offload_train_state, optimizer_move=a.optimizer_move,
-                     reference_on_host=a.reference_on_host,
+                     reference_on_host=a.reference_on_host, reference_in_actor=a.reference_in_actor,
                      refit_buffers=a.refit_buffers, refit_group=a.refit_group,
                      train_memory=TrainMemoryConfig(full_logits=a.full_logits), **limit_fields(a),
                      **engine_fields(a, gpu), **algorithm_fields(a))
@@ -220,9 +222,10 @@ def _report(res, top: int) -> None:
           f"{int((t['status'] == 'refused').sum())} refused, {int((t['status'] == 'over-stale').sum())} over-stale")
     if res.trainers is not None:
         print(f"{res.trainers.line()}; {res.simulated_layouts} simulated")
-    if base.reference_on_host:
-        print(f"the reference swaps in from host memory on the trainer's GPUs (--reference-on-host): layouts "
-              f"{', '.join(req.space.layouts)} only")
+    if base.reference_on_host or base.reference_in_actor:
+        how = "swaps in from host memory" if base.reference_on_host else "is the actor with its adapters off"
+        flag = "--reference-on-host" if base.reference_on_host else "--reference-in-actor"
+        print(f"the reference {how} on the trainer's GPUs ({flag}): layouts {', '.join(req.space.layouts)} only")
     default = t[t["config"] == default_candidate(req.space.devices, base).label()]
     if len(default) and default.iloc[0]["status"] == "refused":
         print(f"the default placement does not fit: {default.iloc[0]['config']}: {default.iloc[0]['reason']}")

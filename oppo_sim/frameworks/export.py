@@ -210,7 +210,7 @@ def export_best(res, framework: str) -> str:
     trainer = TrainerLayout(str(row["train_backend"]), int(row["train_tp"]), int(row["pp"]), int(row["vpp"]), int(row["cp"]),
                             bool(row["distributed_optimizer"]), base.trainer.balance_batch, base.trainer.optimizer_offload,
                             base.trainer.balance_order, int(row.get("fsdp_size", 0) or 0), base.trainer.moe_dispatcher,
-                            base.trainer.moe_router_dtype)
+                            base.trainer.moe_router_dtype, lora=base.trainer.lora)
     spec = PlacementSpec(row["layout"], int(row["gen_gpus"]), int(row["train_gpus"]), int(row["score_gpus"]),
                          int(row["tp"]), int(row["sp"]), trainer, int(row["ep"]))
     cfg = Candidate(spec, PolicySpec("baseline")).config(base)  # the planner's own placement rule, with its trainer

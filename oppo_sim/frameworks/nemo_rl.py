@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.frameworks.lora_keys import NEMO_RL_LORA_KEYS, nemo_rl_lora
 from oppo_sim.frameworks.nemo_rl_engine import engine
 from oppo_sim.frameworks.nemo_rl_recipe import Recipe, recipe, value
 from oppo_sim.frameworks.translation import Builder, Translation, as_bool, as_float, as_int, existing_file, split_words
@@ -73,7 +74,7 @@ WATCHED: tuple[str, ...] = (*READ, "grpo.async_grpo.enabled", "grpo.async_grpo.m
                             D + "activation_checkpointing", D + "expert_parallel_size", P + "sequence_packing.enabled",
                             P + "dynamic_batching.enabled", G + "colocated.resources.gpus_per_node", G + "colocated.resources.num_nodes",
                             *(P + f"{part}.{k}_mb_tokens" for part in ("sequence_packing", "dynamic_batching")
-                              for k in ("train", "logprob")))
+                              for k in ("train", "logprob")), *NEMO_RL_LORA_KEYS)
 """Every key the reader reads: a new key of a recipe that nearly spells one is a typo."""
 _WHY = {P + "train_micro_batch_size": "with packing or dynamic batching the micro-batches are by tokens (above)",
         "grpo.max_num_steps": "the run's length: oppo-sim simulates --steps",
@@ -127,6 +128,7 @@ def translate_nemo_rl(values: Sequence[str]) -> Translation:
     _batches(g)
     _lengths(g)
     _trainer(g)
+    nemo_rl_lora(b, r.flat)
     _placement(g)
     b.training_loop("NeMo RL")
     echoed = {u.key for u in b.used}

@@ -50,6 +50,7 @@ from typing import Any
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.openrlhf_flags import BOTH, DOTTED, DOTTED_VERSION, FLAT, FLAT_VERSION, TO_FLAT, Names
+from oppo_sim.frameworks.lora_keys import openrlhf_lora
 from oppo_sim.frameworks.openrlhf_placement import placement
 from oppo_sim.frameworks.suggest import check_typo
 from oppo_sim.frameworks.translation import Builder, Translation, as_float, as_int, existing_file, model_arg, split_words
@@ -84,7 +85,8 @@ FLAGS: frozenset[str] = frozenset({
 """The on/off flags the reader reads (flat names)."""
 READ: frozenset[str] = frozenset({*OPENRLHF_DEFAULTS, *SPLIT_LENGTHS, *TOTAL_LENGTHS, *FLAGS, "pretrain",
                                   "reward_pretrain", "remote_rm_url", "agent_func_path", "critic_pretrain",
-                                  "max_tokens_per_gpu", "train_max_tokens_per_gpu", "rollout_max_tokens_per_gpu"})
+                                  "max_tokens_per_gpu", "train_max_tokens_per_gpu", "rollout_max_tokens_per_gpu",
+                                  "lora_rank", "target_modules"})
 """Every OpenRLHF option the reader translates (flat names); any other is listed as ignored."""
 
 _WHY = {"micro_train_batch_size": "not read with the dynamic batch", "micro_rollout_batch_size": "not read with the dynamic "
@@ -333,6 +335,9 @@ def _training(b: Builder, o: dict, d: dict, f: Names) -> None:
         b.use(f("enable_prefix_caching"), True, "--enable-prefix-caching")
     if "adam_offload" in o:
         b.use(f("adam_offload"), True, "--optimizer-offload", 1, note="DeepSpeed offload_optimizer: the Adam step on the CPU")
+    if "lora_rank" in o:
+        tk = f("target_modules") if "target_modules" in o else None
+        openrlhf_lora(b, f("lora_rank"), as_int(f("lora_rank"), o["lora_rank"]), tk, o.get("target_modules"))
     if "enforce_eager" in o:  # vLLM's: without engines the static engine generates and it is unused
         on = o["vllm_num_engines"] is not None
         b.use(f("enforce_eager"), True, *(("--enforce-eager",) if on else ()), note="" if on else "no vLLM engines: unused")

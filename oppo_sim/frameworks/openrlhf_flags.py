@@ -99,7 +99,7 @@ TO_FLAT: dict[str, str] = {
     "vllm.gpu_memory_utilization": "vllm_gpu_memory_utilization", "vllm.enable_sleep": "vllm_enable_sleep",
     "vllm.enable_prefix_caching": "enable_prefix_caching", "vllm.enforce_eager": "enforce_eager", "ds.zero_stage": "zero_stage", "ds.adam_offload": "adam_offload",
     "ds.ring_attn_size": "ring_attn_size", "ds.enable_sleep": "deepspeed_enable_sleep", "ds.packing_samples": "packing_samples",
-    "ds.tensor_parallel_size": "ds_tensor_parallel_size", "actor.gradient_checkpointing_enable": "gradient_checkpointing",
+    "ds.tensor_parallel_size": "ds_tensor_parallel_size", "ds.lora.rank": "lora_rank", "ds.lora.target_modules": "target_modules", "actor.gradient_checkpointing_enable": "gradient_checkpointing",
     "train.colocate_all": "colocate_all_models", "train.colocate_actor_ref": "colocate_actor_ref",
     "train.colocate_critic_reward": "colocate_critic_reward", "train.async_enable": "async_train",
     "train.async_queue_size": "async_queue_size", "train.partial_rollout_enable": "partial_rollout",

@@ -78,6 +78,7 @@ from oppo_sim.frameworks.translation import (
     load_source,
     resolve,
 )
+from oppo_sim.frameworks.lora_keys import VERL_LORA_KEYS, verl_lora
 from oppo_sim.frameworks.verl_keys import check_typos
 from oppo_sim.frameworks.verl_padding import PADDING_KEYS, padding
 from oppo_sim.frameworks.verl_layout import (
@@ -143,7 +144,7 @@ _GROUPED = ("data.train_batch_size", "data.filter_overlong_prompts", "data.trunc
             A + "ulysses_sequence_parallel_size", A + "fsdp_config.param_offload", A + "fsdp_config.optimizer_offload",
             "actor_rollout_ref.ref.fsdp_config.param_offload", "critic.model.path", "critic.strategy")
 READ: frozenset[str] = frozenset([k for k, _, _ in _PLAIN] + list(_GROUPED) + [k for k, _ in DAPO_ROUNDS]
-                                 + list(LAYOUT_KEYS) + list(PADDING_KEYS))
+                                 + list(LAYOUT_KEYS) + list(PADDING_KEYS) + list(VERL_LORA_KEYS))
 """Every verl key the reader translates; any other key is listed as ignored."""
 
 _WHY = {"data.": "dataset plumbing", "trainer.": "logging, checkpoints, validation", "critic.": "the critic trains "
@@ -226,6 +227,7 @@ def _translate(sources: tuple[str, ...], cfg: dict, stray: list[str], given: lis
     backend = _trainer_state(b, cfg, dflt)
     micro_batches(b, cfg, dflt, backend)
     algorithm = _algorithm(b, cfg, dflt)
+    verl_lora(b, cfg, backend)
     padding(b, cfg, backend, critic=algorithm == "ppo", reward_model=as_bool("reward_model.enable", cfg["reward_model.enable"]))
     _dapo_rounds(b, cfg, dflt, given, algorithm, fully)
     placement_and_policy(b, cfg, dflt, schedule, as_int(R + "tensor_model_parallel_size",

@@ -83,6 +83,8 @@ class SimConfig:
     #                             and the engines: OpenRLHF) or "all" (every trainer and engine rank: NeMo RL, verl)
     reference_on_host: bool = False  # NeMo RL: the reference's weights stay in pinned host memory and are swapped
     #                                  with the policy's for each reference pass (memory_plan.reference_swapped)
+    reference_in_actor: bool = False  # verl under LoRA (ref_in_actor): the reference is the actor with its adapters off,
+    #                                   no weights of its own (needs trainer.lora)
     after_update: tuple[str, ...] = TRAINER_PASSES  # the training loop's scoring passes: step t's wait for step t-1's
     #                                               update and weight sync, and run one after the other on a pool;
     #                                               oppo's train worker's own by default, every pass in a framework's
@@ -104,6 +106,7 @@ class SimConfig:
             (isinstance(self.offload_train_state, bool),
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (isinstance(self.reference_on_host, bool), f"reference_on_host must be a bool, got {self.reference_on_host!r}"),
+            (isinstance(self.reference_in_actor, bool), f"reference_in_actor must be a bool, got {self.reference_in_actor!r}"),
             (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
             (isinstance(self.train_memory_fraction, (int, float)) and 0 < self.train_memory_fraction <= 1,
              f"train_memory_fraction must be in (0, 1], got {self.train_memory_fraction!r}"),
@@ -171,6 +174,11 @@ class SimConfig:
         if self.reference_on_host and self.placement.pool_of("reference") != self.placement.train:
             raise ConfigError("reference_on_host swaps the reference with the policy on the trainer's GPUs (NeMo RL's "
                               "policy worker): the reference must run on the training pool")
+        if self.reference_in_actor and (self.trainer.lora is None or self.reference_on_host
+                                        or self.placement.pool_of("reference") != self.placement.train):
+            raise ConfigError("reference_in_actor runs the reference as the actor with its LoRA adapters off (verl's "
+                              "ref_in_actor): it needs --lora-rank, the reference on the training pool, and not "
+                              "--reference-on-host")
 
     def trace_limits(self) -> dict:
         """The caps every trace of this run gets (``load_trace`` / ``Trace.limited`` keywords)."""

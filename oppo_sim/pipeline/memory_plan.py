@@ -90,10 +90,11 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     weights = grads = optimizer = act = 0.0
     for _, model, scalar in cfg.trained():
         shared, experts = expert_split(model, model.params_scalar_head if scalar else model.params, ep if model.moe else 1)
+        trains = on_gpu * cfg.trainer.trainable(model, scalar)  # LoRA: gradients and Adam state of the adapters only
         for s in (state_bytes(shared, cfg.trainer.shard_ranks(devices), z), state_bytes(experts, devices // ep, z)):
             # DeepSpeed's offload_optimizer (ZeRO-Offload) and FSDP2's CPUOffloadPolicy move the gradient shards to the
             # host with the Adam state (only the reduce buckets stay on the GPU); Megatron's hybrid optimizer does not
-            weights, grads, optimizer = weights + s.weights, grads + s.grads * on_gpu, optimizer + s.optimizer * on_gpu
+            weights, grads, optimizer = weights + s.weights, grads + s.grads * trains, optimizer + s.optimizer * trains
         act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in, train.full_logits) / sp,
                   _forward_peak(cfg, train, seq, resp) / sp)
     label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
@@ -103,6 +104,13 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
         + (f", sequence parallel {sp}" if sp > 1 else "") + (f", expert parallel {ep}" if ep > 1 else "")
         + (", full logits" if train.full_logits else "") + _offload_note(cfg),
     )
+
+
+def _offload_note(cfg: SimConfig) -> str:
+    """Where the Adam state is, and LoRA's adapters, for a role's note."""
+    f = cfg.trainer.optimizer_offload
+    cpu = "" if f == 0 else ", Adam on the CPU" + ("" if f == 1 else f" for {f:.0%} of the state")
+    return cpu + (f", {cfg.trainer.lora.label()}" if cfg.trainer.lora else "")
 
 
 def _forward_peak(cfg: SimConfig, train: TrainMemoryConfig, seq: int, resp: int) -> float:
@@ -122,11 +130,6 @@ def _shard_words(cfg: SimConfig, devices: int) -> str:
     return f"{devices} device{'s' if devices > 1 else ''}" if s == devices else f"groups of {s} of {devices} devices"
 
 
-def _offload_note(cfg: SimConfig) -> str:
-    f = cfg.trainer.optimizer_offload
-    return "" if f == 0 else ", Adam on the CPU" + ("" if f == 1 else f" for {f:.0%} of the state")
-
-
 def _megatron_train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int, tokens: int, resp_in: int,
                          phase: str) -> RoleMemory:
     """The trainer's role under Megatron (:mod:`oppo_sim.hw.memory.trainer_memory`): the largest stage's state per
@@ -135,8 +138,9 @@ def _megatron_train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig,
     m = micro_batches_bound(cfg.sequences, cfg.minibatches, lay.data_parallel(devices))
     weights = grads = optimizer = act = 0.0
     for _, model, scalar in cfg.trained():
-        st = megatron_state_bytes(model, lay, ep, devices, scalar)
-        weights, grads, optimizer = weights + st.weights, grads + st.grads, optimizer + st.optimizer * (1.0 - lay.optimizer_offload)
+        st, trains = megatron_state_bytes(model, lay, ep, devices, scalar), lay.trainable(model, scalar)
+        weights, grads = weights + st.weights, grads + st.grads * trains  # LoRA: the adapters' gradients and Adam state
+        optimizer = optimizer + st.optimizer * trains * (1.0 - lay.optimizer_offload)
         act = max(act, megatron_activation_bytes(model, lay, tokens, seq, rc, m, train.flash_attention, scalar, resp_in,
                                                  train.full_logits))
     label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
@@ -227,6 +231,8 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
         w, note = scorer_weights(cfg, role, pool.devices, train.zero_stage)
         if reference_swapped(cfg, role):
             w, note = 0.0, f"on the host, swapped in place of the policy's weights for its pass ({w / GiB:.1f} GiB a device)"
+        elif cfg.reference_in_actor and role == "reference":
+            w, note = 0.0, "the actor's own weights with its LoRA adapters off (verl's ref_in_actor)"
         roles.append(RoleMemory(role, models[role].id, rest, weights=w, note=note))
     gpu = cfg.hardware_of(pool.name).gpu
     return PoolMemory(

@@ -11,7 +11,7 @@ from oppo_sim.hw.devices.gpu_table import domain_gpus
 from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
 from oppo_sim.hw.memory.pool_memory import MemoryReport
 from oppo_sim.hw.costs.sync import SyncMechanism, SyncPlan, push_terms, sync_legs
-from oppo_sim.hw.costs.weight_export import export_legs, export_seconds
+from oppo_sim.hw.costs.weight_export import Payload, export_legs, export_seconds
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
 
@@ -104,12 +104,20 @@ def sync_terms(cfg: SimConfig, report: MemoryReport) -> tuple[float, float, Sync
     actor = cfg.models()["train"]
     costs = cost_models(cfg, report)
     tcost, gcost = costs[pl.train], costs[pl.generate]
-    export = export_seconds(tcost, actor, pl.pool(pl.train).devices)
+    payload = sync_payload(cfg)
+    export = export_seconds(tcost, actor, pl.pool(pl.train).devices, payload)
     if plan.mechanism is SyncMechanism.HOST:
-        w = float(actor.weight_bytes())
+        w = payload.nbytes
         return w + w / plan.gen_tp, gcost.hw.gpu.host_bw, plan.mechanism, export
-    nbytes, bw = push_terms(actor, gcost.hw, plan)
+    nbytes, bw = push_terms(actor, gcost.hw, plan, payload)
     return nbytes, bw, plan.mechanism, export
+
+
+def sync_payload(cfg: SimConfig) -> Payload:
+    """What ``cfg``'s weight sync moves: the actor's weights, or under LoRA with ``sync="adapter"`` its adapters alone
+    (verl: the base weights stay in the engine after the first sync)."""
+    actor, lora = cfg.models()["train"], cfg.trainer.lora
+    return Payload.adapters(actor, lora) if lora is not None and lora.sync == "adapter" else Payload.weights(actor)
 
 
 def weight_sync_legs(cfg: SimConfig, costs: dict[str, CostModel]) -> dict[str, float]:
@@ -119,8 +127,9 @@ def weight_sync_legs(cfg: SimConfig, costs: dict[str, CostModel]) -> dict[str, f
     pl = cfg.placement
     actor = cfg.models()["train"]
     train, gen = costs[pl.train], costs[pl.generate]
-    legs = {f"export {k}": v for k, v in export_legs(train, actor, pl.pool(pl.train).devices).items()}
-    legs.update({f"hand-off {k}": v for k, v in sync_legs(actor, gen.hw, gen.sync).items()})
+    payload = sync_payload(cfg)
+    legs = {f"export {k}": v for k, v in export_legs(train, actor, pl.pool(pl.train).devices, payload).items()}
+    legs.update({f"hand-off {k}": v for k, v in sync_legs(actor, gen.hw, gen.sync, payload).items()})
     exported = sum(v for k, v in legs.items() if k.startswith("export "))
     overlap = min(exported, legs.get("hand-off transfer", 0.0)) if gen.sync.buffers > 1 else 0.0
     if overlap > 0:  # double-buffered: each buffer's export beside the previous one's hand-off

@@ -46,8 +46,8 @@ from oppo_sim.hw.devices.hardware import Hardware, OpParams, allreduce_seconds, 
 from oppo_sim.hw.memory.train_memory import RECOMPUTE_MODES, ZERO_STAGES
 from oppo_sim.hw.models.lookup import ModelSpec
 from oppo_sim.hw.costs.sync import SyncPlan, sync_seconds
-from oppo_sim.hw.costs.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, expert_excess, forward_ranks, forward_seconds, fsdp_train_seconds,
-                                     megatron_train_seconds, scorer_batch_scale)
+from oppo_sim.hw.costs.trainer_cost import (OPTIMIZER_BYTES_PER_PARAM, expert_excess, forward_ranks, forward_seconds,
+                                            fsdp_train_seconds, megatron_train_seconds, pass_flops, scorer_batch_scale)
 from oppo_sim.hw.costs.micro_batches import MicroBatch
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 
@@ -277,11 +277,9 @@ class CostModel:
         return self.prefill_cost(model, devices, new_tokens, context, scalar_head)[0]
 
     def train_flops(self, model: ModelSpec, seq_tokens: np.ndarray, scalar_head: bool = False) -> float:
-        return 3.0 * float(np.sum(model.forward_flops(np.asarray(seq_tokens, dtype=np.float64), 0, scalar_head=scalar_head)))
+        return float(np.sum(pass_flops(self.layout, model, seq_tokens, scalar_head)))
 
-    def train(
-        self, model: ModelSpec, devices: int, seq_tokens: np.ndarray, minibatches: int, scalar_head: bool = False
-    ) -> float:
+    def train(self, model: ModelSpec, devices: int, seq_tokens: np.ndarray, minibatches: int, scalar_head: bool = False) -> float:
         """Seconds for one PPO epoch: forward+backward over the sequences in ``minibatches`` optimizer steps,
         as the trainer's backend (``layout``) runs it on the slowest data-parallel rank of each step
         (``oppo_sim.hw.costs.trainer_cost``)."""
@@ -289,16 +287,18 @@ class CostModel:
             return megatron_train_seconds(self, model, devices, seq_tokens, minibatches, scalar_head)
         return fsdp_train_seconds(self, model, devices, seq_tokens, minibatches, scalar_head)
 
-    def gradient_sync(self, weight_bytes: float, devices: int) -> float:
+    def gradient_sync(self, weight_bytes: float, devices: int, grad_bytes: float | None = None) -> float:
         """Seconds of one optimizer step's collectives over ``devices`` data-parallel ranks: the gradient
         all-reduce (ZeRO-2's reduce-scatter + all-gather move the same bus bytes), and under ZeRO-3 also
         the parameter all-gather, half an all-reduce's bytes (the ZeRO paper's 1.5x), as rings (``links.ring_bw``).
         With hybrid sharding (the layout's ``fsdp_size``) those run inside each shard group, and the ``1 / fsdp_size``
-        of the gradients a rank holds is all-reduced across the groups (every ``fsdp_size``-th rank)."""
+        of the gradients a rank holds is all-reduced across the groups (every ``fsdp_size``-th rank). ``grad_bytes``:
+        the gradients' bytes where fewer than the weights' train (LoRA's adapters; default ``weight_bytes``)."""
         coll, s = self.hw.params.collective, self.layout.shard_ranks(devices)
-        t = allreduce_seconds(coll, weight_bytes, s, ring_bw(self, s, devices), group_nodes(self, s, devices))
+        g = weight_bytes if grad_bytes is None else grad_bytes
+        t = allreduce_seconds(coll, g, s, ring_bw(self, s, devices), group_nodes(self, s, devices))
         if s < devices:
-            t += allreduce_seconds(coll, weight_bytes / s, devices // s, ring_bw(self, devices, devices, stride=s),
+            t += allreduce_seconds(coll, g / s, devices // s, ring_bw(self, devices, devices, stride=s),
                                    group_nodes(self, devices, devices))
         return t + (self.param_gather(weight_bytes, s, devices) if self.zero_stage == 3 else 0.0)
 

@@ -72,6 +72,7 @@ from enum import Enum
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.costs.links import ring_share
+from oppo_sim.hw.costs.weight_export import Payload
 from oppo_sim.hw.devices.hardware import Hardware, collective_latency
 from oppo_sim.hw.models.lookup import ModelSpec
 
@@ -153,27 +154,29 @@ def param_tensors(model: ModelSpec) -> int:
     return model.param_tensors
 
 
-def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> dict[str, float]:
-    """Seconds of each part of one weight sync (they add up to :func:`sync_seconds`)."""
+def sync_legs(model: ModelSpec, hw: Hardware, plan: SyncPlan, payload: Payload | None = None) -> dict[str, float]:
+    """Seconds of each part of one weight sync (they add up to :func:`sync_seconds`) of ``payload`` (default the
+    model's weights; LoRA's adapters where only they are handed over)."""
     op, g = hw.params.sync, hw.gpu
-    w = float(model.weight_bytes())
+    p = Payload.weights(model) if payload is None else payload
+    w = p.nbytes
     share = w / plan.gen_tp
     legs = {"overhead": op.overhead_s}
     if plan.mechanism is not SyncMechanism.HOST:
-        nbytes, bw = push_terms(model, hw, plan)
+        nbytes, bw = push_terms(model, hw, plan, p)
         legs["transfer"] = nbytes / (bw * op.eff_memory)
     else:
         legs["to_host"] = w / (g.host_bw * op.eff_memory)  # whole model through one rank's host link
         legs["from_host"] = share / (g.host_bw * op.eff_memory)  # every generator GPU over its own link
     packed = plan.buffers > 1 and plan.mechanism is not SyncMechanism.HOST  # one call per buffer, not per tensor
-    legs["per_tensor"] = model.param_tensors * (tensor_host_seconds(hw) if packed else per_tensor_seconds(hw, plan.mechanism))
+    legs["per_tensor"] = p.tensors * (tensor_host_seconds(hw) if packed else per_tensor_seconds(hw, plan.mechanism))
     return legs
 
 
-def push_terms(model: ModelSpec, hw: Hardware, plan: SyncPlan) -> tuple[float, float]:
+def push_terms(model: ModelSpec, hw: Hardware, plan: SyncPlan, payload: Payload | None = None) -> tuple[float, float]:
     """(bytes each generator GPU takes, the bandwidth it takes them at) on the ``ipc``, ``nvlink`` and
     ``network`` paths (module notes): its share from device memory, or every whole tensor over the link."""
-    w, g = float(model.weight_bytes()), hw.gpu
+    w, g = (Payload.weights(model) if payload is None else payload).nbytes, hw.gpu
     if plan.mechanism is SyncMechanism.IPC:
         return w / plan.gen_tp, g.mem_bw
     if plan.mechanism is SyncMechanism.NVLINK:

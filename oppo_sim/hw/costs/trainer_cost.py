@@ -72,7 +72,7 @@ from oppo_sim.hw.devices.hardware import allreduce_seconds, collective_latency, 
 from oppo_sim.hw.models.model_spec import ModelSpec
 from oppo_sim.hw.memory.trainer_memory import stage_params
 
-__all__ = ["OPTIMIZER_BYTES_PER_PARAM", "CPU_ADAM_PARAMS_PER_S", "cpu_optimizer_seconds", "dp_partition", "RankLoads", "rank_loads", "fsdp_train_seconds",
+__all__ = ["pass_flops", "OPTIMIZER_BYTES_PER_PARAM", "CPU_ADAM_PARAMS_PER_S", "cpu_optimizer_seconds", "dp_partition", "RankLoads", "rank_loads", "fsdp_train_seconds",
            "megatron_train_seconds", "with_host", "forward_ranks", "scorer_batch_scale", "forward_seconds", "expert_excess"]
 
 OPTIMIZER_BYTES_PER_PARAM = 16
@@ -214,14 +214,31 @@ def expert_excess(cost, model: ModelSpec, micro_tokens: float, scalar_head: bool
     return expert_flop_excess(cost.hw.ops, model, tpe, width, scalar_head)
 
 
-def _loads(cost, model: ModelSpec, ranks: int, seq_tokens, minibatches: int, scalar_head: bool) -> RankLoads:
+def pass_flops(layout, model: ModelSpec, seq_tokens, scalar_head: bool = False) -> np.ndarray:
+    """FLOPs of one training pass (no recomputation) over sequences of ``seq_tokens`` tokens: three forwards (the
+    forward, the inputs' and the weights' gradients); under ``layout.lora`` no frozen weight's gradient — one forward's
+    matmul FLOPs less — and the adapters' forward and both gradients, ``3 x 2`` FLOPs per adapter parameter a token
+    multiplies through (:mod:`oppo_sim.hw.models.lora`)."""
     n = np.asarray(seq_tokens, dtype=np.float64)
     flops = 3.0 * np.asarray(model.forward_flops(n, 0, scalar_head=scalar_head), dtype=np.float64).reshape(n.shape)
-    flops = flops + _recompute(cost, model, n, scalar_head)
+    if layout.lora is not None:
+        flops = flops - (model.flop_coeffs(scalar_head)[0] - 6.0 * layout.lora.token_params(model)) * n
+    return flops
+
+
+def _weight_passes(cost) -> float:
+    """Passes that read (or multiply through) the weights in a training micro-batch: forward, input and weight
+    gradients (3), a recomputed forward under full recomputation (4); one less under LoRA (no frozen weight's
+    gradient)."""
+    return (4.0 if cost.recompute == "full" else 3.0) - (1.0 if cost.layout.lora is not None else 0.0)
+
+
+def _loads(cost, model: ModelSpec, ranks: int, seq_tokens, minibatches: int, scalar_head: bool) -> RankLoads:
+    n = np.asarray(seq_tokens, dtype=np.float64)
+    flops = pass_flops(cost.layout, model, n, scalar_head) + _recompute(cost, model, n, scalar_head)
     excess = expert_excess(cost, model, cost.micro.typical_tokens(n), scalar_head)
     if excess:  # the routed experts' grouped GEMMs, forward and backward (and the recomputed forward)
-        passes = 4.0 if cost.recompute == "full" else 3.0
-        flops = flops + excess * passes * model.flop_coeffs(scalar_head)[0] * n
+        flops = flops + excess * _weight_passes(cost) * model.flop_coeffs(scalar_head)[0] * n
     attn = 3.0 * model.pair_flops * n * (n + 1.0) / 2.0
     layout = cost.layout
     return rank_loads(n, flops, attn, ranks, minibatches, layout.balance_batch, cost.micro, layout.balance_order == "length")
@@ -244,13 +261,16 @@ def fsdp_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, minibat
     ep = cost.expert_parallel if model.moe else 1
     shared, experts = (x * model.dtype_bytes for x in expert_split(model, params, ep))
     w_read = shared + experts  # per device: all the shared weights, 1 / ep of the experts
-    opt_rank = params / cost.layout.shard_ranks(devices) if cost.zero_stage >= 1 else params  # whose Adam state a rank holds
+    trains = cost.layout.trainable(model, scalar_head)  # the share that has gradients and Adam state (LoRA: the adapters)
+    opt_rank = trains * (params / cost.layout.shard_ranks(devices) if cost.zero_stage >= 1 else params)  # whose Adam state a rank holds
     f = cost.layout.optimizer_offload
-    nbytes = minibatches * (3.0 * w_read + OPTIMIZER_BYTES_PER_PARAM * opt_rank * (1.0 - f))
+    nbytes = minibatches * ((_weight_passes(cost) - (cost.recompute == "full")) * w_read
+                            + OPTIMIZER_BYTES_PER_PARAM * opt_rank * (1.0 - f))
     compute = float(loads.flops.sum()) / (sp * g.peak_flops * op.eff_compute)
     micro = float(loads.micro_batches.sum())
     t = op.overhead_s * (micro + minibatches) + max(compute, nbytes / (g.mem_bw * op.eff_memory))
-    sync = cost.gradient_sync(shared, devices) + (cost.gradient_sync(experts, devices // ep) if ep > 1 else 0.0)
+    sync = cost.gradient_sync(shared, devices, trains * shared) + (
+        cost.gradient_sync(experts, devices // ep, trains * experts) if ep > 1 else 0.0)
     t += minibatches * (sync + cpu_optimizer_seconds(cost, opt_rank, devices))
     tokens_dev = loads.tokens / sp  # each device's tokens of the slowest group, per optimizer step
     if ep > 1:
@@ -278,9 +298,11 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     dense_rank, routed_rank = dense / tp, routed / (ep * lay.expert_tp)
     expert_dp = max(1, devices // (pp * ep * lay.expert_tp))
     w_rank = (dense_rank + routed_rank) * model.dtype_bytes
-    opt = dense_rank / (dp * cp) + routed_rank / expert_dp if lay.distributed_optimizer else dense_rank + routed_rank
+    trains = lay.trainable(model, scalar_head)  # the share that has gradients and Adam state (LoRA: the adapters)
+    opt = trains * (dense_rank / (dp * cp) + routed_rank / expert_dp if lay.distributed_optimizer else dense_rank + routed_rank)
     compute = loads.flops * share / (tp * cp * g.peak_flops * op.eff_compute)
-    memory = (3.0 * w_rank * m + OPTIMIZER_BYTES_PER_PARAM * opt * (1.0 - lay.optimizer_offload)) / (g.mem_bw * op.eff_memory)
+    reads = _weight_passes(cost) - (cost.recompute == "full")
+    memory = (reads * w_rank * m + OPTIMIZER_BYTES_PER_PARAM * opt * (1.0 - lay.optimizer_offload)) / (g.mem_bw * op.eff_memory)
     stage = np.maximum(compute, memory)
     layers = lay.stage_layers(model.layers)
     tok_mb = loads.tokens / m / cp  # tokens of one micro-batch on one CP rank (the TP group's)
@@ -306,10 +328,11 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
         stage = stage * (1.0 + (pp - 1) / (vpp * m))
     stage_span = devices // pp  # a stage's data-parallel groups, one per model-parallel rank, side by side
     nodes = group_nodes(cost, devices, devices)  # the data-parallel group is strided over the whole pool
-    sync = allreduce_seconds(coll, dense_rank * dt, dp * cp, ring_bw(cost, stage_span, devices, stride=tp), nodes)
+    sync = allreduce_seconds(coll, trains * dense_rank * dt, dp * cp, ring_bw(cost, stage_span, devices, stride=tp), nodes)
     if ep > 1:
         stride = ep * lay.expert_tp
-        sync += allreduce_seconds(coll, routed_rank * dt, expert_dp, ring_bw(cost, stage_span, devices, stride=stride), nodes)
+        sync += allreduce_seconds(coll, trains * routed_rank * dt, expert_dp,
+                                  ring_bw(cost, stage_span, devices, stride=stride), nodes)
     return float(np.sum(stage)) + minibatches * (sync + op.overhead_s + cpu_optimizer_seconds(cost, opt, devices))
 
 

@@ -48,6 +48,10 @@ stages: 3, 14 x 4, 2); the largest stage paces the pipeline (:meth:`TrainerLayou
 unset, Megatron-Core takes ``tp`` (``initialize_model_parallel``), as verl leaves it (``null``); NeMo RL's base
 config sets 1, and so do verl's and Megatron-Bridge's MoE recipes. ``ep x etp`` ranks of a pipeline stage hold one
 copy of the experts.
+
+``lora`` (both backends; :class:`oppo_sim.hw.models.lora.LoRA`, None: full fine-tuning) trains low-rank adapters on
+the frozen weights of every trained model: verl's ``model.lora_rank``, OpenRLHF's ``--lora_rank``, NeMo RL's
+``lora_cfg`` / ``peft``.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.models.lora import LoRA
 
 TRAIN_BACKENDS = ("fsdp", "megatron")
 BALANCE_ORDERS = ("length", "batch")
@@ -97,6 +102,7 @@ class TrainerLayout:
     etp: int | None = None  # megatron expert_tensor_parallel_size (None: Megatron-Core's default, tp; module notes)
     first_stage_layers: int | None = None  # megatron num_layers_in_first_pipeline_stage (None: an even split)
     last_stage_layers: int | None = None  # megatron num_layers_in_last_pipeline_stage (None: an even split)
+    lora: LoRA | None = None  # adapters on frozen weights (None: every weight trains; module notes)
 
     def __post_init__(self) -> None:
         if self.backend not in TRAIN_BACKENDS:
@@ -134,6 +140,8 @@ class TrainerLayout:
                 _count(name, getattr(self, name))
                 if self.pp == 1:
                     raise ConfigError(f"--{name.replace('_', '-')} sets an uneven pipeline split: it needs --pp > 1")
+        if self.lora is not None and not isinstance(self.lora, LoRA):
+            raise ConfigError(f"trainer lora must be a LoRA or None, got {type(self.lora).__name__}")
         if self.vpp > 1 and self.pp == 1:
             raise ConfigError(f"virtual pipeline stages (--vpp {self.vpp}) need pipeline parallelism (--pp > 1)")
 
@@ -143,11 +151,11 @@ class TrainerLayout:
 
     def plain(self, backend: str = "fsdp") -> "TrainerLayout":
         """``backend`` without model parallelism, keeping this layout's trainer-wide settings (``balance_batch``,
-        ``balance_order``, ``optimizer_offload``, ``moe_dispatcher``): what a search or a fallback starts from when it
+        ``balance_order``, ``optimizer_offload``, ``moe_dispatcher``, ``lora``): what a search or a fallback starts from when it
         changes the layout."""
         return TrainerLayout(backend, balance_batch=self.balance_batch, optimizer_offload=self.optimizer_offload,
                              balance_order=self.balance_order, fsdp_size=self.fsdp_size if backend == "fsdp" else 0,
-                             moe_dispatcher=self.moe_dispatcher, moe_router_dtype=self.moe_router_dtype)
+                             moe_dispatcher=self.moe_dispatcher, moe_router_dtype=self.moe_router_dtype, lora=self.lora)
 
     def combine_bytes(self, dtype_bytes: int) -> int:
         """Bytes an element of the allgather dispatcher's combine moves: the router's dtype, else the model's."""
@@ -245,4 +253,10 @@ class TrainerLayout:
         f = self.optimizer_offload
         cpu = "" if f == 0 else ", Adam on the CPU" if f == 1 else f", {f:.0%} of Adam on the CPU"
         hybrid = f" in groups of {self.fsdp_size}" if self.fsdp_size and not self.megatron else ""
-        return (self.label(ep) if self.megatron else f"ZeRO-{zero_stage}{hybrid}") + cpu
+        return (self.label(ep) if self.megatron else f"ZeRO-{zero_stage}{hybrid}") + cpu + (
+            f", {self.lora.label()}" if self.lora else "")
+
+    def trainable(self, model, scalar_head: bool = False) -> float:
+        """The share of ``model``'s parameters that train (gradients, optimizer state and step, gradient collectives):
+        1, or under ``lora`` the adapters' (:meth:`LoRA.trainable_fraction`)."""
+        return 1.0 if self.lora is None else self.lora.trainable_fraction(model, scalar_head)

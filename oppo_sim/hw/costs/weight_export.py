@@ -32,30 +32,51 @@ newer paths that send each engine rank only its own shard (NeMo RL's NCCL reshar
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from oppo_sim.hw.costs.links import group_nodes, ring_bw
 from oppo_sim.hw.devices.hardware import collective_latency
+from oppo_sim.hw.models.lora import LoRA
 from oppo_sim.hw.models.model_spec import ModelSpec
 
-__all__ = ["export_legs", "export_seconds"]
+__all__ = ["Payload", "export_legs", "export_seconds"]
 
 
-def _routed(model: ModelSpec) -> tuple[float, int]:
-    """(bytes, Hugging Face tensors) of the routed experts (0 for a dense model)."""
-    if not model.moe:
-        return 0.0, 0
-    return float(model.routed_expert_params * model.dtype_bytes), model.moe_layers * 3 * model.experts
+@dataclass(frozen=True)
+class Payload:
+    """What a weight sync moves: its bytes and (Hugging Face) tensors, and the routed experts' part of each — the
+    model's weights (:meth:`weights`), or under LoRA with an adapter-only sync its adapters (:meth:`adapters`)."""
+
+    nbytes: float
+    tensors: int
+    routed_bytes: float = 0.0
+    routed_tensors: int = 0
+
+    @classmethod
+    def weights(cls, model: ModelSpec) -> "Payload":
+        if not model.moe:
+            return cls(float(model.weight_bytes()), model.param_tensors)
+        return cls(float(model.weight_bytes()), model.param_tensors, float(model.routed_expert_params * model.dtype_bytes),
+                   model.moe_layers * 3 * model.experts)
+
+    @classmethod
+    def adapters(cls, model: ModelSpec, lora: LoRA) -> "Payload":
+        b = model.dtype_bytes
+        return cls(float(lora.params(model) * b), lora.tensors(model), float(lora.routed_params(model) * b),
+                   lora.routed_tensors(model))
 
 
-def export_legs(cost, model: ModelSpec, devices: int) -> dict[str, float]:
+def export_legs(cost, model: ModelSpec, devices: int, payload: Payload | None = None) -> dict[str, float]:
     """Seconds of each collective of the trainer's export on a ``devices``-GPU pool priced by ``cost`` (a
-    ``CostModel``: its ``layout``, ``zero_stage`` and ``expert_parallel``); empty where the trainer holds whole
-    tensors (one device, or ZeRO below 3 on a dense model). Module notes."""
+    ``CostModel``: its ``layout``, ``zero_stage`` and ``expert_parallel``) of ``payload`` (default the model's
+    weights); empty where the trainer holds whole tensors (one device, or ZeRO below 3 on a dense model). Module
+    notes."""
     if devices <= 1:
         return {}
     coll, lay = cost.hw.params.collective, cost.layout
-    w = float(model.weight_bytes())
-    routed, routed_tensors = _routed(model)
-    dense, dense_tensors = w - routed, model.param_tensors - routed_tensors
+    p = Payload.weights(model) if payload is None else payload
+    w, routed, routed_tensors = p.nbytes, p.routed_bytes, p.routed_tensors
+    dense, dense_tensors = w - routed, p.tensors - routed_tensors
     ep = cost.expert_parallel if model.moe else 1
 
     def leg(nbytes: float, span: int, calls: float, kind: str = "all-gather", nodes: int | None = None) -> float:
@@ -65,7 +86,7 @@ def export_legs(cost, model: ModelSpec, devices: int) -> dict[str, float]:
     if not lay.megatron:
         if cost.zero_stage >= 3:  # over the shard group (the pool, or fsdp_size ranks under hybrid sharding)
             s = lay.shard_ranks(devices)
-            return {"all-gather": leg((s - 1) / s * w, s, model.param_tensors)} if s > 1 else {}
+            return {"all-gather": leg((s - 1) / s * w, s, p.tensors)} if s > 1 else {}
         return {"expert all-gather": leg((ep - 1) / ep * routed, ep, routed_tensors / ep)} if ep > 1 else {}
     out: dict[str, float] = {}
     egroup = ep * lay.expert_tp if model.moe else 1
@@ -83,6 +104,6 @@ def export_legs(cost, model: ModelSpec, devices: int) -> dict[str, float]:
     return out
 
 
-def export_seconds(cost, model: ModelSpec, devices: int) -> float:
+def export_seconds(cost, model: ModelSpec, devices: int, payload: Payload | None = None) -> float:
     """Seconds of the trainer's export before a weight sync (:func:`export_legs`, summed)."""
-    return sum(export_legs(cost, model, devices).values())
+    return sum(export_legs(cost, model, devices, payload).values())
