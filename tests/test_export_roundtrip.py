@@ -38,7 +38,8 @@ def fields(cfg) -> dict:
             "max_response": cfg.max_response, "max_prompt": cfg.max_prompt, "truncate": cfg.truncate_prompt,
             "ppo_epochs": cfg.ppo_epochs, "minibatches": cfg.minibatches, "zero": cfg.train_memory.zero_stage,
             "recompute": cfg.train_memory.recompute, "trainer": (t.backend, t.tp, t.pp, t.vpp, t.cp, t.distributed_optimizer, t.moe_dispatcher),
-            "ep": cfg.expert_parallel, "eager": cfg.engine.enforce_eager, "cpu_adam": t.optimizer_offload, "offload": cfg.offload_train_state if p.shared(p.generate) else None}
+            "ep": cfg.expert_parallel, "eager": cfg.engine.enforce_eager, "cpu_adam": t.optimizer_offload, "offload": cfg.offload_train_state if p.shared(p.generate) else None,
+            "lora": t.lora, "reference_in_actor": cfg.reference_in_actor}
 
 
 def round_trip(tmp_path: Path, framework: str, argv: list[str], chosen: Chosen):
@@ -71,6 +72,19 @@ CASES = [  # (framework, run arguments of the planned configuration, what the pl
     ("verl", ["--placement", "colocated", "--devices", "8", "--algorithm", "ppo", "--reward", "qwen2.5-1.5b",
               "--critic", "qwen2.5-3b", "--batch", "16", "--zero", "3", "--recompute", "full", "--ppo-epochs", "1"],
      Chosen("baseline", 3, "full")),
+    ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full", "--ppo-epochs",
+              "1", "--lora-rank", "32", "--lora-sync", "adapter", "--reference-in-actor"], Chosen("baseline", 3, "full")),
+    ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--train-backend", "megatron", "--train-tp", "2",
+              "--recompute", "full", "--ppo-epochs", "1", "--lora-rank", "16", "--reference-in-actor"],
+     Chosen("baseline", None, "full")),
+    ("openrlhf", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full",
+                  "--ppo-epochs", "1", "--truncate-prompt", "--lora-rank", "16", "--lora-targets", "q_proj,v_proj"],
+     Chosen("baseline", 3, "full")),
+    ("nemo-rl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full",
+                 "--ppo-epochs", "1", "--lora-rank", "8", "--lora-targets", "q_proj,k_proj,v_proj,o_proj"],
+     Chosen("baseline", 3, "full")),
+    ("nemo-rl", ["--placement", "colocated", "--devices", "8", *RULE, "--train-backend", "megatron", "--recompute",
+                 "full", "--ppo-epochs", "1", "--lora-rank", "8"], Chosen("baseline", None, "full")),
     ("openrlhf", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "2", "--recompute", "full",
                   "--ppo-epochs", "2", "--minibatches", "4", "--truncate-prompt", "--sp", "2", "--enforce-eager"],
      Chosen("baseline", 2, "full")),
@@ -94,8 +108,8 @@ CASES = [  # (framework, run arguments of the planned configuration, what the pl
 ]
 
 
-PARAMS = [pytest.param(*c[:3], id=f"{c[0]}-{c[2].policy}-{'megatron' if 'megatron' in c[1] else 'fsdp'}-{c[1][1]}")
-          for c in CASES]
+PARAMS = [pytest.param(*c[:3], id=f"{c[0]}-{c[2].policy}-{'megatron' if 'megatron' in c[1] else 'fsdp'}-{c[1][1]}"
+                       + ("-lora" if "--lora-rank" in c[1] else "")) for c in CASES]
 
 
 @pytest.mark.parametrize("framework, argv, chosen", PARAMS)

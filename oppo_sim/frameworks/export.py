@@ -56,6 +56,21 @@ def _verl_micro_batches(cfg: SimConfig) -> list[str]:
     return notes + out
 
 
+def _verl_lora(cfg: SimConfig) -> list[str]:
+    """LoRA as verl's keys: ``model.lora_rank`` / ``target_modules`` (FSDP; the sync is verl's adapter-only one),
+    ``+model.lora.rank`` (Megatron; ``lora.merge`` for a merged sync)."""
+    lora = cfg.trainer.lora
+    if lora is None:
+        return []
+    names = "all-linear" if lora.all_linear else "[" + ",".join(lora.targets) + "]"
+    if cfg.trainer.megatron:
+        return [f"+actor_rollout_ref.model.lora.rank={lora.rank}"] + (
+            [] if lora.all_linear else [f"+actor_rollout_ref.model.lora.target_modules=[{','.join(lora.megatron_targets())}]"]) + (
+            ["+actor_rollout_ref.model.lora.merge=True"] if lora.sync == "merged" else [])
+    return [f"actor_rollout_ref.model.lora_rank={lora.rank}", f"actor_rollout_ref.model.target_modules={names}"] + (
+        ["# the plan syncs the merged weights; verl's FSDP path hands vLLM the adapters alone"] if lora.sync == "merged" else [])
+
+
 def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
     """The actor's backend, layout, ZeRO stage and offload as verl keys."""
     t, off = cfg.trainer, cfg.offload_train_state
@@ -165,7 +180,7 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
         if chosen.recompute == "selective":
             out.append("# verl checkpoints whole layers: the plan's selective recomputation becomes full")
         out.append(f"actor_rollout_ref.model.enable_gradient_checkpointing={chosen.recompute != 'none'}")
-    out += _verl_trainer(cfg, chosen) + _verl_micro_batches(cfg)
+    out += _verl_trainer(cfg, chosen) + _verl_lora(cfg) + _verl_micro_batches(cfg)
     out.append(f"algorithm.adv_estimator={_VERL_EST[alg.name]}")
     if alg.name == "dapo":
         out.append("algorithm.filter_groups.enable=True  # DAPO's dynamic sampling (verl's DAPO recipe)")

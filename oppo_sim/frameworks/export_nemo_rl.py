@@ -50,6 +50,19 @@ def _placement(cfg: SimConfig, layout: str, sizes: tuple[int, int, int], notes: 
     return {"colocated": {"enabled": False, "resources": resources}}
 
 
+def _lora(cfg: SimConfig, notes: list[str]) -> dict[str, Any]:
+    """LoRA as NeMo RL's ``peft`` (Megatron: its fused names, none = every linear) or ``lora_cfg`` (DTensor)."""
+    lora = cfg.trainer.lora
+    if lora is None:
+        return {}
+    if lora.sync == "adapter":
+        notes.append("the plan syncs the adapters alone; NeMo RL's refit merges them into the weights")
+    if cfg.trainer.megatron:
+        return {"peft": {"enabled": True, "dim": lora.rank, "target_modules": [] if lora.all_linear else lora.megatron_targets()}}
+    return {"lora_cfg": {"enabled": True, "dim": lora.rank, "match_all_linear": lora.all_linear,
+                         "target_modules": [] if lora.all_linear else list(lora.targets)}}
+
+
 def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]:
     t = cfg.trainer
     ckpt = chosen.recompute not in (None, "none")
@@ -70,7 +83,7 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
         if t.vpp > 1:
             notes.append(f"virtual pipeline stages ({t.vpp}): set them in policy.megatron_cfg as your NeMo RL version "
                          "names them")
-        return {"dtensor_cfg": {"enabled": False}, "megatron_cfg": mcfg}
+        return {"dtensor_cfg": {"enabled": False}, "megatron_cfg": {**mcfg, **_lora(cfg, notes)}}
     if chosen.zero_stage not in (None, 3):
         notes.append(f"the plan's trainer uses ZeRO-{chosen.zero_stage}; NeMo RL's DTensor FSDP2 shards fully (ZeRO-3)")
     if cfg.expert_parallel > 1:
@@ -82,7 +95,7 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
         notes.append("the plan steps Adam on the CPU: DTensor cannot (policy.megatron_cfg.optimizer.optimizer_cpu_offload can)")
     return {"dtensor_cfg": {"enabled": True, "tensor_parallel_size": 1,
                             "context_parallel_size": cfg.train_memory.sequence_parallel,
-                            "activation_checkpointing": ckpt},
+                            "activation_checkpointing": ckpt, **_lora(cfg, notes)},
             "megatron_cfg": {"enabled": False}}
 
 

@@ -103,6 +103,10 @@ def _trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
     if 0 < f < 1:
         out.append(f"# the plan steps {f:.0%} of the Adam state on the CPU; DeepSpeed's offload_optimizer moves all of it")
     out += ["--ds.adam_offload"] if f > 0 else []
+    lora = cfg.trainer.lora
+    if lora is not None:
+        out += ([] if lora.sync == "merged" else ["# the plan syncs the adapters alone; OpenRLHF broadcasts the whole weights"]) + [
+            f"--ds.lora.rank {lora.rank}", "--ds.lora.target_modules " + ("all-linear" if lora.all_linear else " ".join(lora.targets))]
     out += ["--actor.gradient_checkpointing_enable"] if chosen.recompute not in (None, "none") else []
     sp = cfg.train_memory.sequence_parallel
     out += [f"--ds.ring_attn_size {sp}"] if sp > 1 else []

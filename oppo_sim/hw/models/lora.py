@@ -138,6 +138,17 @@ class LoRA:
         total = model.params_scalar_head if scalar_head else model.params
         return min(1.0, (self.params(model) + (model.hidden if scalar_head else 0)) / total)
 
+    @property
+    def all_linear(self) -> bool:
+        return self.targets == LORA_MODULES
+
+    def megatron_targets(self) -> list[str]:
+        """The targets in Megatron's fused names (``linear_qkv`` for any of q/k/v, ``linear_fc1`` for gate or up):
+        a fused linear is adapted whole, so a subset of its parts becomes all of them."""
+        fused = {"q_proj": "linear_qkv", "k_proj": "linear_qkv", "v_proj": "linear_qkv", "o_proj": "linear_proj",
+                 "gate_proj": "linear_fc1", "up_proj": "linear_fc1", "down_proj": "linear_fc2"}
+        return list(dict.fromkeys(fused[t] for t in self.targets))
+
     def label(self) -> str:
-        t = "all-linear" if self.targets == LORA_MODULES else ",".join(self.targets)
+        t = "all-linear" if self.all_linear else ",".join(self.targets)
         return f"LoRA r{self.rank} ({t})"
