@@ -686,5 +686,16 @@ CHANGES: tuple[Change, ...] = (
                  "step for Qwen3-30B and 10 s for Qwen3-235B; the simulator prices one at 9.7 s (Qwen3-30B-A3B, 32 "
                  "H100) and 19.4 s (Qwen3-235B, 128 H100); NVIDIA-NeMo/RL#2248 (2026-04) names the same per-tensor "
                  "pageable copies as 'quite expensive in co-located/syncRL cases'.")),
+    Change("2026-11-27", "model",
+           "LoRA (TrainerLayout.lora, --lora-rank / --lora-targets / --lora-sync, hw/models/lora.py): adapters on "
+           "frozen weights -- gradients, Adam state and step and the gradient collectives of the adapters only, no "
+           "frozen weight's gradient in a training pass, the weight sync merged or the adapters alone; verl's "
+           "ref_in_actor (--reference-in-actor); read from verl, OpenRLHF and NeMo RL and written by plan --export",
+           17.9, 17.9, 199.0, 199.0,
+           note=("Found by running every GRPO/DAPO/PPO example of the three frameworks' newest snapshots through the "
+                 "readers (verl b178a3c: 166 scripts, OpenRLHF 3c3be62: 18, NeMo RL 7ea279a: 187 recipes): verl's "
+                 "LoRA tuning scripts (examples/tuning, 7B on 1 H100 ... 72B on 8) were refused by the memory check "
+                 "with the full model's Adam state, and lora_rank was listed as 'not modelled'. No published run "
+                 "uses LoRA: no row moved (the table's CSV is byte-identical).")),
 )
 """The changes, oldest first."""
