@@ -61,6 +61,10 @@ def verl_lora(b: Builder, cfg: dict, backend: str) -> None:
          "merged" if merge else "adapter",
          "lora.merge: the merged weights every step" if merge else
          "verl hands vLLM the adapters alone once its base weights are loaded (rollout_mode, base_sync_done)")
+    critic = as_int("critic.model.lora_rank", cfg.get("critic.model.lora_rank", 0) or 0)
+    if str(cfg.get("algorithm.adv_estimator", "")).strip().lower() == "gae" and critic != rank:
+        b.notes.append(f"critic.model.lora_rank={critic}: oppo-sim gives every trained model the actor's LoRA (rank "
+                       f"{rank}); the critic's training is priced with it")
     kl = as_bool("actor_rollout_ref.actor.use_kl_loss", cfg["actor_rollout_ref.actor.use_kl_loss"]) or as_bool(
         "algorithm.use_kl_in_reward", cfg["algorithm.use_kl_in_reward"])
     if kl:
