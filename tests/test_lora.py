@@ -171,3 +171,11 @@ def test_nemo_rl_lora_of_either_trainer(tmp_path):
                   "      dim: 16\n      target_modules: [linear_qkv, linear_proj]\n  dtensor_cfg:\n    enabled: false\n")
     got = pairs(translate_nemo_rl([str(mg)]).args)
     assert got["--lora-rank"] == "16" and got["--lora-targets"] == "q_proj,k_proj,v_proj,o_proj"
+
+
+def test_a_simulated_run_says_its_lora_rank():
+    from oppo_sim.pipeline.simulate import simulate
+
+    cfg = _cfg(LoRA(32, sync="adapter"), steps=1, batch=8, max_response=512)
+    assert simulate("oppo-longtail-default", "baseline", cfg).summary["lora_rank"] == 32
+    assert simulate("oppo-longtail-default", "baseline", replace(cfg, trainer=TrainerLayout())).summary["lora_rank"] == 0

@@ -52,7 +52,8 @@ def simulate(
              "sync_legs_s": weight_sync_legs(cfg, p.cost_of),  # the run's own cost models
              "sleep_level": sw.level if sw is not None else None, "sleep_wake_s": sw.step_s if sw is not None else 0.0,
              "sleep_optimizer_s": sw.optimizer_s if sw is not None else 0.0,  # its optimizer copies (pageable moves)
-             "reference_swap_s": getattr(p.scorers.get("reference"), "swap_s", 0.0)}  # 0 unless held on the host
+             "reference_swap_s": getattr(p.scorers.get("reference"), "swap_s", 0.0),  # 0 unless held on the host
+             "lora_rank": cfg.trainer.lora.rank if cfg.trainer.lora else 0}  # 0: every weight trains
     return replace(res, summary={**res.summary, **extra})
 
 
