@@ -273,3 +273,12 @@ def test_an_sglang_engine_takes_its_own_gpus_and_memory_share_not_vllm_cfgs(over
     assert got["--tp"] == tp and got.get("--gpu-memory-utilization") == gmu  # the base's vllm_cfg (tp 1, 0.6) unused
     assert any("vLLM-like engine" in n for n in t.notes)
     assert (gmu is None) == any("mem_fraction_static unset" in n for n in t.notes)
+
+
+def test_vllm_max_model_len_below_the_total_caps_the_response(tmp_path):
+    r = tmp_path / "short.yaml"
+    r.write_text(f"defaults: {BASE}\npolicy:\n  max_total_sequence_length: 2048\n  generation:\n    vllm_cfg:\n"
+                 "      max_model_len: 1024\n")
+    t = translate_nemo_rl([str(r)])
+    assert pairs(t.args)["--max-response"] == "1024"
+    assert any(u.key.endswith("vllm_cfg.max_model_len") and "caps at 1024" in u.note for u in t.used)

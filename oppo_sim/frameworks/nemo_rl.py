@@ -66,6 +66,7 @@ composes to none of them is refused."""
 WATCHED: tuple[str, ...] = (*READ, "grpo.async_grpo.enabled", "grpo.async_grpo.max_trajectory_age_steps",
                             "grpo.use_dynamic_sampling", "grpo.batch_multiplier", "grpo.dynamic_sampling_max_gen_batches",
                             "loss_fn.reference_policy_kl_penalty", "grpo.adv_estimator.name", V + "async_engine", V + "enforce_eager",
+                            V + "max_model_len",
                             M + "optimizer.optimizer_cpu_offload", M + "optimizer.optimizer_offload_fraction",
                             M + "enabled", D + "enabled", M + "tensor_model_parallel_size", M + "pipeline_model_parallel_size",
                             M + "context_parallel_size", M + "expert_model_parallel_size", M + "expert_tensor_parallel_size",
@@ -77,6 +78,9 @@ WATCHED: tuple[str, ...] = (*READ, "grpo.async_grpo.enabled", "grpo.async_grpo.m
                               for k in ("train", "logprob")), *NEMO_RL_LORA_KEYS)
 """Every key the reader reads: a new key of a recipe that nearly spells one is a typo."""
 _WHY = {P + "train_micro_batch_size": "with packing or dynamic batching the micro-batches are by tokens (above)",
+        P + "dtensor_cfg.enabled": "off: the trainer is the one enabled (policy.megatron_cfg, above)",
+        P + "sequence_packing.enabled": "off: the micro-batches are dynamic batching's (above)",
+        P + "make_sequence_length_divisible_by": "pads a sequence by at most that many tokens less one: not charged",
         "grpo.max_num_steps": "the run's length: oppo-sim simulates --steps",
         P + "logprob_batch_size": "with packing or dynamic batching the micro-batches are by tokens (above)"}
 
@@ -198,10 +202,14 @@ def _batches(g: _Get) -> None:
 
 
 def _lengths(g: _Get) -> None:
-    total = as_int(P + "max_total_sequence_length", g(P + "max_total_sequence_length", 512))
+    seq = as_int(P + "max_total_sequence_length", g(P + "max_total_sequence_length", 512))
+    total = min(seq, as_int(V + "max_model_len", g(V + "max_model_len", seq)))  # vLLM's own cap, where set lower
     new = as_int(G + "max_new_tokens", g(G + "max_new_tokens", total))
     prompt = as_int("data.max_input_seq_length", g("data.max_input_seq_length", total))
-    g.use(P + "max_total_sequence_length", v=total, note="prompt + response (vLLM's max_model_len)")
+    g.use(P + "max_total_sequence_length", v=seq, note="prompt + response (vLLM's max_model_len)")
+    if V + "max_model_len" in g.r.flat:
+        g.use(V + "max_model_len", v=g(V + "max_model_len"), note="vLLM's cap on prompt + response" + (
+            "" if total == seq else f": below max_total_sequence_length, it caps at {total}"))
     g.use(G + "max_new_tokens", "--max-response", min(new, total), v=new,
           note="" if new <= total else f"capped at max_total_sequence_length {total}")
     g.use("data.max_input_seq_length", "--max-prompt", prompt, v=prompt,
