@@ -39,7 +39,7 @@ def fields(cfg) -> dict:
             "ppo_epochs": cfg.ppo_epochs, "minibatches": cfg.minibatches, "zero": cfg.train_memory.zero_stage,
             "recompute": cfg.train_memory.recompute, "trainer": (t.backend, t.tp, t.pp, t.vpp, t.cp, t.distributed_optimizer, t.moe_dispatcher),
             "ep": cfg.expert_parallel, "eager": cfg.engine.enforce_eager, "cpu_adam": t.optimizer_offload, "offload": cfg.offload_train_state if p.shared(p.generate) else None,
-            "lora": t.lora, "reference_in_actor": cfg.reference_in_actor}
+            "lora": t.lora, "reference_in_actor": cfg.reference_in_actor, "full_logits": cfg.train_memory.full_logits}
 
 
 def round_trip(tmp_path: Path, framework: str, argv: list[str], chosen: Chosen):
@@ -72,6 +72,8 @@ CASES = [  # (framework, run arguments of the planned configuration, what the pl
     ("verl", ["--placement", "colocated", "--devices", "8", "--algorithm", "ppo", "--reward", "qwen2.5-1.5b",
               "--critic", "qwen2.5-3b", "--batch", "16", "--zero", "3", "--recompute", "full", "--ppo-epochs", "1"],
      Chosen("baseline", 3, "full")),
+    ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full", "--ppo-epochs",
+              "1", "--full-logits"], Chosen("baseline", 3, "full")),
     ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--zero", "3", "--recompute", "full", "--ppo-epochs",
               "1", "--lora-rank", "32", "--lora-sync", "adapter", "--reference-in-actor"], Chosen("baseline", 3, "full")),
     ("verl", ["--placement", "colocated", "--devices", "8", *RULE, "--train-backend", "megatron", "--train-tp", "2",

@@ -181,6 +181,7 @@ def export_verl(cfg: SimConfig, chosen: Chosen = Chosen()) -> str:
             out.append("# verl checkpoints whole layers: the plan's selective recomputation becomes full")
         out.append(f"actor_rollout_ref.model.enable_gradient_checkpointing={chosen.recompute != 'none'}")
     out += _verl_trainer(cfg, chosen) + _verl_lora(cfg) + _verl_micro_batches(cfg)
+    out.append(f"actor_rollout_ref.model.use_fused_kernels={not cfg.train_memory.full_logits}")  # chunked log-probs, or not
     out.append(f"algorithm.adv_estimator={_VERL_EST[alg.name]}")
     if alg.name == "dapo":
         out.append("algorithm.filter_groups.enable=True  # DAPO's dynamic sampling (verl's DAPO recipe)")

@@ -87,6 +87,7 @@ from oppo_sim.frameworks.verl_layout import (
     MEGATRON_DEFAULTS,
     entry,
     fsdp,
+    fused_kernels,
     megatron,
     placement_and_policy,
     micro_batches,
@@ -102,6 +103,7 @@ VERL_DEFAULTS: dict[str, Any] = {
     A + "ppo_mini_batch_size": 256, A + "ppo_epochs": 1, A + "use_kl_loss": False, A + "ulysses_sequence_parallel_size": 1,
     A + "strategy": "fsdp", A + "fsdp_config.param_offload": False, A + "fsdp_config.optimizer_offload": False,
     "actor_rollout_ref.model.enable_gradient_checkpointing": True, "actor_rollout_ref.hybrid_engine": True,
+    "actor_rollout_ref.model.use_fused_kernels": False,
     "algorithm.adv_estimator": "gae", "algorithm.use_kl_in_reward": False, "reward_model.enable": False,
     "trainer.n_gpus_per_node": 8, "trainer.nnodes": 1, "trainer.balance_batch": True,
 }
@@ -139,6 +141,7 @@ _GROUPED = ("data.train_batch_size", "data.filter_overlong_prompts", "data.trunc
             R + "enforce_eager", "trainer.balance_batch", A + "fsdp_config.offload_policy",
             R + "free_cache_engine", A + "ppo_mini_batch_size", A + "use_kl_loss", "algorithm.use_kl_in_reward",
             "actor_rollout_ref.model.enable_gradient_checkpointing", "actor_rollout_ref.model.path",
+            "actor_rollout_ref.model.use_fused_kernels",
             "algorithm.adv_estimator", "algorithm.filter_groups.enable", "reward_model.enable",
             "reward_model.model.path", "trainer.n_gpus_per_node", "trainer.nnodes", A + "strategy",
             A + "ulysses_sequence_parallel_size", A + "fsdp_config.param_offload", A + "fsdp_config.optimizer_offload",
@@ -225,6 +228,7 @@ def _translate(sources: tuple[str, ...], cfg: dict, stray: list[str], given: lis
     _engine(b, cfg, dflt, colocated=schedule == "sync")
     _training(b, cfg, dflt, fully)
     backend = _trainer_state(b, cfg, dflt)
+    fused_kernels(b, cfg, dflt)
     micro_batches(b, cfg, dflt, backend)
     algorithm = _algorithm(b, cfg, dflt)
     verl_lora(b, cfg, backend)
@@ -334,6 +338,7 @@ def _trainer_state(b: Builder, cfg: dict, dflt: dict) -> str:
     k = "actor_rollout_ref.model.enable_gradient_checkpointing"
     b.use(k, cfg[k], "--recompute", "full" if as_bool(k, cfg[k]) else "none", default=dflt[k])
     return "fsdp"
+
 
 
 def _algorithm(b: Builder, cfg: dict, dflt: dict) -> str:

@@ -380,3 +380,13 @@ def _global_size(b: Builder, cfg: dict, key: str, backend: str, dflt: dict) -> t
 
 def _set(cfg: dict, key: str) -> bool:
     return cfg.get(key) not in (None, "null", "None", "")
+
+
+def fused_kernels(b: Builder, cfg: dict, dflt: dict) -> None:
+    """``model.use_fused_kernels`` (verl's default off): without it ``dp_actor`` takes the lm_head's logits for every
+    token of a micro-batch (``output.logits``) -> ``--full-logits``; on, FusedLinearForPPO's 512-token chunks."""
+    k = "actor_rollout_ref.model.use_fused_kernels"
+    on = as_bool(k, cfg[k])
+    b.use(k, on, *(() if on else ("--full-logits",)), default=dflt[k],
+          note="log-probs in 512-token chunks (FusedLinearForPPO)" if on else
+          "dp_actor takes every token's logits from the lm_head")
