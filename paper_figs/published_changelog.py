@@ -697,5 +697,17 @@ CHANGES: tuple[Change, ...] = (
                  "LoRA tuning scripts (examples/tuning, 7B on 1 H100 ... 72B on 8) were refused by the memory check "
                  "with the full model's Adam state, and lora_rank was listed as 'not modelled'. No published run "
                  "uses LoRA: no row moved (the table's CSV is byte-identical).")),
+    Change("2026-11-27", "model",
+           "--full-logits charges what verl's actor holds without fused kernels -- bf16 logits for every token and a "
+           "fp32 log-prob and log-sum-exp per token (flash-attn's cross-entropy, its gradient in place) -- and no "
+           "longer a fp32 log-softmax over the response tokens; the verl reader maps model.use_fused_kernels (verl's "
+           "default False) to --full-logits, and plan --export verl writes it",
+           17.9, 17.9, 199.0, 199.0,
+           note=("Found in the same sweep: verl's reader listed use_fused_kernels=False (15 scripts, and verl's default) "
+                 "as 'not modelled', so verl jobs were sized with fused 512-token chunks. Mapped with the old charge, "
+                 "the records of verl's own 7B runs on H20 (fully-async 32/64/128 GPUs, FSDP2 with sequence parallelism "
+                 "4) were refused by 25 GiB; verl's logprobs_from_logits (flash-attn cross_entropy_loss with "
+                 "inplace_backward, or a row-by-row log_softmax) keeps no fp32 copy of the logits. The records pin "
+                 "their trainer settings and do not use --full-logits: no row moved.")),
 )
 """The changes, oldest first."""

@@ -82,8 +82,10 @@ LAYER_BASE = 2 * (2 * 3584 + 3584 + 2 * 3584 + 2 * 512 + 3584 + 4 * 18944)
 # chunks of 512 tokens (verl's fused kernel): one chunk's logits, 512 * 14 * 152064 (bf16 logits, then fp32
 # logits, softmax and log-softmax), and a fp32 log-prob and entropy per token (8 bytes) -> 1.07 GiB
 HEAD = 4096 * 4 * 3584 + 512 * 14 * 152064 + 8 * 4096
-# --full-logits: bf16 logits 2 * 152064 per token, fp32 log-softmax 4 * 152064 per response token -> 1.79 GiB
-HEAD_FULL = 4096 * 4 * 3584 + 4096 * 2 * 152064 + 1024 * 4 * 152064
+# --full-logits: bf16 logits 2 * 152064 per token, a fp32 log-prob and log-sum-exp per token (flash-attn's
+# cross-entropy, as verl's logprobs_from_logits takes them; until 2026-11-27 a fp32 log-softmax 4 * 152064 per
+# response token was charged besides) -> 1.22 GiB
+HEAD_FULL = 4096 * 4 * 3584 + 4096 * 2 * 152064 + 8 * 4096
 
 
 def test_7b_activation_per_layer_by_hand():
@@ -105,17 +107,17 @@ def test_7b_activations_with_and_without_recompute(recompute, flash, full_logits
     got = activation_bytes(M7, 4096, 4096, recompute, flash, response_tokens=1024, full_logits=full_logits)
     assert got == pytest.approx(BODY[recompute, flash] + (HEAD_FULL if full_logits else HEAD), rel=1e-12)
     gib = {("none", False): 46.57, ("selective", False): 22.07, ("none", True): 22.08, ("full", True): 2.59}
-    assert round(got / GiB, 2) == pytest.approx(gib[recompute, flash] + (0.72 if full_logits else 0), abs=0.011)
+    assert round(got / GiB, 2) == pytest.approx(gib[recompute, flash] + (0.14 if full_logits else 0), abs=0.011)
 
 
 def test_chunked_log_probs_charge_one_chunk_of_logits_at_any_length():
     """Chunk-wise log-probs (the default) hold one 512-token chunk's logits whatever the length; --full-logits
-    holds every token's: at 162,433 tokens (the fixture's longest sequence) 45.1 GiB more."""
+    holds every token's: at 162,433 tokens (the fixture's longest sequence) 45.0 GiB more."""
     tokens, resp = 162_433, 126
     chunked = activation_bytes(M7, tokens, tokens, "full", response_tokens=resp)
     full = activation_bytes(M7, tokens, tokens, "full", response_tokens=resp, full_logits=True)
-    assert full - chunked == pytest.approx(tokens * 2 * 152064 + resp * 4 * 152064 - 512 * 14 * 152064 - 8 * tokens)
-    assert round((full - chunked) / GiB, 1) == 45.1
+    assert full - chunked == pytest.approx(tokens * 2 * 152064 - 512 * 14 * 152064)
+    assert round((full - chunked) / GiB, 1) == 45.0
     short = activation_bytes(M7, 300, 300, "none", response_tokens=100)  # under one chunk: those tokens only
     assert short == pytest.approx(300 * 28 * (LAYER_BASE + 112) + 300 * 4 * 3584 + 300 * 14 * 152064 + 8 * 300)
     value_head = activation_bytes(M7, 4096, 4096, "none", scalar_head=True)  # a scalar head: unchanged by either
@@ -230,8 +232,8 @@ def test_3b_on_one_4090_is_refused_with_the_numbers(capsys):
     assert err.count("\n") == 1 and err.startswith("oppo-sim: error: does not fit: train")
     # the most frugal setting tried: ZeRO-3 over 1 device shards nothing; Adam alone is 12 bytes per parameter
     adam = 12 * (get_model("qwen2.5-3b").params + get_model("qwen2.5-0.5b").params_scalar_head) / GiB
-    # every figure in GiB: 24,564 MiB = 24.0 GiB, 90% of it usable. 62.2 GiB (was 64.9 with every token's
-    # logits: the actor's activations are 2.2 GiB with chunk-wise log-probs, 4.9 with --full-logits); no knob
+    # every figure in GiB: 24,564 MiB = 24.0 GiB, 90% of it usable. 62.2 GiB (was 64.9 when every token's
+    # logits and a fp32 log-softmax were charged: the actor's activations are 2.2 GiB with chunk-wise log-probs); no knob
     # helps: the training state alone (53.4 GiB) is over the device
     for part in ("rtx-4090", "qwen2.5-3b", "ZeRO-3 over 1 device", "recompute full", f"Adam {adam:.1f} ",
                  "needs 62.2 GiB > 21.6 GiB usable", "24.0 GiB x 0.9", "; no single --recompute, --zero, --gpu-memory-utilization, --sp or "

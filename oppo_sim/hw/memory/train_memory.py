@@ -30,10 +30,13 @@ here to the Llama / Qwen layers of ``ModelSpec`` as Hugging Face models run them
   logits exist at a time: :data:`LOGITS_CHUNK_TOKENS` (512, verl's chunk) tokens × ``14·V`` bytes (bf16
   logits, then fp32 logits, softmax and log-softmax: ``2 + 3·4`` bytes per vocabulary entry), plus a fp32
   log-prob and entropy per token (8 bytes). For Qwen2.5 (V = 152,064) that chunk is 1.0 GiB.
-  ``TrainMemoryConfig.full_logits`` (``--full-logits``; verl with ``use_fused_kernels=False``, a Hugging
-  Face forward that returns ``logits``) charges instead bf16 logits for every token and the fp32
-  log-softmax over the response tokens (``2·V`` and ``4·V`` bytes per token), the largest single term at
-  long contexts (50 GiB of a 162k-token sequence's 110 GiB on Qwen2.5-7B);
+  ``TrainMemoryConfig.full_logits`` (``--full-logits``; verl with ``use_fused_kernels=False``, its default: a
+  Hugging Face forward that returns ``logits``) charges instead bf16 logits for every token (``2·V`` bytes) and a
+  fp32 log-prob and log-sum-exp per token: verl's ``logprobs_from_logits`` takes them with flash-attn's
+  cross-entropy kernel, which keeps no fp32 copy of the logits and writes its gradient in place
+  (``inplace_backward``; its fallback goes row by row) — the largest single term at long contexts (46 GiB of a
+  162k-token sequence on Qwen2.5-7B). Until 2026-11-27 it also charged a fp32 log-softmax over the response
+  tokens (``4·V`` bytes each), which refused verl's own 7B runs on H20 that verl ran without fused kernels;
 - FlashAttention (the default in TRL, OpenRLHF and verl) never stores the ``s × s`` scores: it keeps a
   fp32 log-sum-exp per head (``4·a`` bytes per token) and recomputes the scores inside its backward
   kernel — it *is* selective recomputation, so with it ``selective`` changes neither memory nor time.
@@ -210,14 +213,14 @@ def head_activation_bytes(model: ModelSpec, tokens: int, response_tokens: int, s
     """Bytes kept after the last layer for ``tokens`` tokens of which ``response_tokens`` are response:
     final-norm and head inputs (bf16) for every token; then, for a scalar (reward / critic) head, a fp32
     value per token; for an lm_head, one chunk's logits and a fp32 log-prob and entropy per token (the
-    log-probs computed chunk-wise, module notes), or with ``full_logits`` bf16 logits for every token and
-    the fp32 log-softmax over the response tokens (``2·V`` + ``4·V``)."""
+    log-probs computed chunk-wise, module notes), or with ``full_logits`` bf16 logits for every token and a fp32
+    log-prob and log-sum-exp per token (``2·V + 8``: flash-attn's cross-entropy, module notes)."""
     b = model.dtype_bytes
     base = float(tokens * 2 * b * model.hidden)
     if scalar_head:
         return base + 4.0 * tokens
     if full_logits:
-        return base + float(tokens * b * model.vocab) + 4.0 * model.vocab * min(response_tokens, tokens)
+        return base + float(tokens * b * model.vocab) + 8.0 * tokens
     chunk = min(tokens, LOGITS_CHUNK_TOKENS)
     return base + float(chunk * LOGITS_CHUNK_BYTES_PER_ENTRY * model.vocab) + 8.0 * tokens
 
