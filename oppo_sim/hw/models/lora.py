@@ -84,7 +84,8 @@ class LoRA:
 
     def _linears(self, model: ModelSpec) -> dict[str, tuple[float, float, float, float]]:
         """Per adapted module: (d_in + d_out summed over the model's instances of it, the routed experts' part of that
-        sum, the instances, the routed experts' instances), and the same per token in ``_active``."""
+        sum, the instances, the routed experts' instances). MLA's ``kv_a_proj_with_mqa`` and ``kv_b_proj`` are split
+        between ``k_proj`` and ``v_proj`` (each a half of the shared latent's width)."""
         h, att, kv = model.hidden, model.attn_width, model.kv_width
         if model.mla:
             kv_in = model.kv_lora_rank + model.qk_rope_head_dim
