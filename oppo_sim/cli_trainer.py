@@ -9,7 +9,7 @@ import argparse
 from oppo_sim.cliargs import nonneg_float, positive
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.costs.trainer_layout import BALANCE_ORDERS, MOE_DISPATCHERS, ROUTER_DTYPES, TRAIN_BACKENDS, TrainerLayout
-from oppo_sim.hw.models.lora import LORA_SYNCS, LoRA
+from oppo_sim.hw.models.lora import LORA_BASE_DTYPES, LORA_SYNCS, LoRA
 
 __all__ = ["add_lora_args", "add_trainer_layout_args", "lora_of", "trainer_layout"]
 
@@ -23,6 +23,9 @@ def add_lora_args(p) -> None:
     p.add_argument("--lora-targets", default="all-linear", metavar="MODULES",
                    help="the adapted linears: all-linear, or Hugging Face module names such as q_proj,v_proj (verl / "
                         "PEFT target_modules) (default %(default)s)")
+    p.add_argument("--lora-base-dtype", choices=tuple(LORA_BASE_DTYPES), default="bf16",
+                   help="the frozen weights' dtype under LoRA: fp32 as verl's FSDP actor holds them unless its "
+                        "fsdp_config.model_dtype says bf16 (memory only) (default %(default)s)")
     p.add_argument("--lora-sync", choices=LORA_SYNCS, default="merged",
                    help="what a weight sync hands the engines under LoRA: merged = the whole merged weights (OpenRLHF, "
                         "NeMo RL), adapter = the adapters alone, the base weights staying in the engine (verl) "
@@ -34,7 +37,8 @@ def lora_of(a) -> LoRA | None:
     rank = getattr(a, "lora_rank", 0)
     if rank < 0:
         raise ConfigError(f"--lora-rank must be >= 0 (0: no LoRA), got {rank}")
-    return LoRA(rank, getattr(a, "lora_targets", "all-linear"), getattr(a, "lora_sync", "merged")) if rank else None
+    return LoRA(rank, getattr(a, "lora_targets", "all-linear"), getattr(a, "lora_sync", "merged"),
+                getattr(a, "lora_base_dtype", "bf16")) if rank else None
 
 
 def add_trainer_layout_args(p) -> None:

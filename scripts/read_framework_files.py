@@ -45,6 +45,7 @@ def files_of(framework: str, root: Path) -> list[Path]:
 
 def read_one(framework: str, path: Path, gpu: str | None) -> dict:
     """One file run for one step: status ``ok`` (with the step's seconds) or ``refused`` (with oppo-sim's reason)."""
+    crash = ""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "summary.json"
         argv = ["run", f"--from-{framework}", str(path), "--steps", "1", "--policy", "baseline", "--json", str(out)]
@@ -56,11 +57,15 @@ def read_one(framework: str, path: Path, gpu: str | None) -> dict:
                 rc = oppo_sim(argv)
             except SystemExit as e:
                 rc = e.code
+            except Exception as e:  # noqa: BLE001 - a reader's bug: recorded, and the sweep goes on
+                rc, crash = "crashed", f"{type(e).__name__}: {e}"
         seconds = time.perf_counter() - t
         lines = [line for line in err.getvalue().splitlines() if line.strip()]
         reason = lines[-1].removeprefix("oppo-sim: error: ").removeprefix("oppo-sim run: error: ") if lines else ""
+        reason = crash if rc == "crashed" else reason
         step = json.loads(out.read_text()).get("step_time_s") if out.is_file() else None
-    return {"framework": framework, "file": str(path), "status": "ok" if rc in (0, None) else "refused",
+    status = "ok" if rc in (0, None) else "crashed" if rc == "crashed" else "refused"
+    return {"framework": framework, "file": str(path), "status": status,
             "seconds": round(seconds, 2), "step_time_s": step, "reason": "" if rc in (0, None) else reason}
 
 
@@ -82,10 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(a.out, index=False)
     print(df.groupby(["framework", "status"]).size().unstack(fill_value=0).to_string(), "\n")
-    refused = df[df.status == "refused"]
+    refused = df[df.status != "ok"]
     for r in refused.itertuples():
-        print(f"{r.framework:9s} {r.file}\n          {r.reason[:300]}")
-    print(f"\n{len(df)} files, {len(refused)} refused; wrote {a.out}")
+        print(f"{r.framework:9s} {r.file} ({r.status})\n          {r.reason[:300]}")
+    print(f"\n{len(df)} files, {len(refused)} refused or crashed; wrote {a.out}")
     return 0
 
 

@@ -76,6 +76,7 @@ def test_memory_keeps_the_frozen_weights_and_the_adapters_state_only():
     full, lora = _role(_cfg(None), "train"), _role(_cfg(LoRA(32)), "train")
     frac = LoRA(32).trainable_fraction(QWEN7)
     assert lora.weights == full.weights
+    assert _role(_cfg(LoRA(32, base_dtype="fp32")), "train").weights == 2 * full.weights  # verl FSDP's fp32 frozen weights
     assert lora.grads == pytest.approx(full.grads * frac) and lora.optimizer == pytest.approx(full.optimizer * frac)
     assert lora.activations == full.activations
     assert "LoRA r32" in lora.note
@@ -130,7 +131,11 @@ def test_verl_lora_is_read_with_its_adapter_sync_and_reference_in_actor():
     assert "--reference-in-actor" in got
     no_kl = pairs(translate_verl(VERL + "actor_rollout_ref.model.lora_rank=8").args)
     assert "--reference-in-actor" not in no_kl and no_kl["--lora-targets"] == "all-linear"
-    merged = pairs(translate_verl(VERL + "+actor_rollout_ref.model.lora.rank=16 +actor_rollout_ref.model.lora.merge=True").args)
+    assert got["--lora-base-dtype"] == "fp32"  # verl's FSDP actor loads in fp32 unless model_dtype says otherwise
+    bf16 = pairs(translate_verl(VERL + "actor_rollout_ref.model.lora_rank=8 "
+                                       "actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16").args)
+    assert bf16["--lora-base-dtype"] == "bf16"
+    merged = pairs(translate_verl(VERL + "actor_rollout_ref.model.lora.rank=16 actor_rollout_ref.model.lora.merge=True").args)
     assert merged["--lora-rank"] == "16" and merged["--lora-sync"] == "merged"
     assert "--lora-rank" not in pairs(translate_verl(VERL).args)
 
@@ -140,7 +145,7 @@ def test_a_verl_lora_job_runs_end_to_end_where_full_tuning_does_not_fit():
            "trainer.n_gpus_per_node=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.3 data.max_response_length=1024 "
            "actor_rollout_ref.rollout.tensor_model_parallel_size=1")
     cfg = config_of("--from-verl", job, "--gpu", "h100-sxm", "--policy", "baseline")
-    assert cfg.trainer.lora == LoRA(32, sync="adapter") and cfg.reference_in_actor
+    assert cfg.trainer.lora == LoRA(32, sync="adapter", base_dtype="fp32") and cfg.reference_in_actor  # verl's FSDP actor
     from oppo_sim.pipeline.fit_check import check_fits
 
     check_fits(cfg)  # fits on one H100
@@ -179,3 +184,32 @@ def test_a_simulated_run_says_its_lora_rank():
     cfg = _cfg(LoRA(32, sync="adapter"), steps=1, batch=8, max_response=512)
     assert simulate("oppo-longtail-default", "baseline", cfg).summary["lora_rank"] == 32
     assert simulate("oppo-longtail-default", "baseline", replace(cfg, trainer=TrainerLayout())).summary["lora_rank"] == 0
+
+
+def test_nemo_rl_exclude_modules_by_name_path_or_megatron_name(tmp_path):
+    from pathlib import Path
+
+    base = Path(__file__).parent / "fixtures" / "frameworks" / "nemo_rl" / "grpo_math_1B.yaml"
+
+    def targets(exclude: str):
+        r = tmp_path / "r.yaml"
+        r.write_text(f"defaults: {base}\npolicy:\n  dtensor_cfg:\n    lora_cfg:\n      enabled: true\n      dim: 8\n"
+                     f"      match_all_linear: false\n      exclude_modules: {exclude}\n")
+        return pairs(translate_nemo_rl([str(r)]).args)["--lora-targets"]
+
+    assert targets("['*out_proj*']") == "all-linear"  # a Mamba mixer's projection: none of these
+    assert targets("[linear_fc1]") == "q_proj,k_proj,v_proj,o_proj,down_proj"
+    assert targets("['*.mlp.*']") == "q_proj,k_proj,v_proj,o_proj"
+    with pytest.raises(ConfigError, match="excludes every adapted linear"):
+        targets("['*']")
+
+
+def test_lora_shortens_a_megatron_pass_and_splits_its_state_between_dense_and_experts():
+    cfg = _cfg(LoRA(32), trainer=TrainerLayout("megatron", tp=2, lora=LoRA(32)))
+    full = replace(cfg, trainer=TrainerLayout("megatron", tp=2))
+    seqs = np.full(64, 2500.0)
+    lora_s, full_s = (cost_models(c, memory_report(c))["main"].train(QWEN7, 8, seqs, 2) for c in (cfg, full))
+    assert lora_s < full_s
+    m = get_model("qwen3-30b-a3b")
+    dense, routed = LoRA(8, "q_proj,v_proj").trainable_split(m)
+    assert routed == 0.0 and dense == pytest.approx(LoRA(8, "q_proj,v_proj").params(m) / (m.params - m.routed_expert_params))

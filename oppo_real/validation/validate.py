@@ -36,7 +36,7 @@ from oppo_sim.hw.devices.hardware import Hardware
 from oppo_sim.hw.fitting.overheads import ExecutorOverheads
 from oppo_sim.pipeline.fit_check import check_fits
 from oppo_sim.pipeline.simulate import simulate
-from oppo_sim.pipeline.topology import sync_terms
+from oppo_sim.pipeline.topology import sync_payload, sync_terms
 from oppo_sim.traces.trace import Trace
 
 VALIDATION_COLUMNS = [
@@ -144,7 +144,7 @@ def validate(cfg: RealConfig, policies: dict[str, Policy], hw: Hardware, trace: 
         log(f"weight sync end to end (export, transfer, load): {1e3 * sync_s:.1f} ms")
     base = mirror_config(cfg, hw, paths)
     nbytes, bw, mechanism, export = sync_terms(base, check_fits(base))  # fitted in the terms it is predicted in
-    hw = with_sync_seconds(hw, nbytes, bw, sync_s, base.models()["train"].param_tensors, mechanism, export)
+    hw = with_sync_seconds(hw, nbytes, bw, sync_s, sync_payload(base).tensors, mechanism, export)
     sim_cfg = mirror_config(cfg, hw, paths, overheads=overheads, static_cost=static_cost)
     rows = len(trace) if trace is not None else 4096
     names = list(policies)

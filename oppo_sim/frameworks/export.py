@@ -57,17 +57,18 @@ def _verl_micro_batches(cfg: SimConfig) -> list[str]:
 
 
 def _verl_lora(cfg: SimConfig) -> list[str]:
-    """LoRA as verl's keys: ``model.lora_rank`` / ``target_modules`` (FSDP; the sync is verl's adapter-only one),
-    ``+model.lora.rank`` (Megatron; ``lora.merge`` for a merged sync)."""
+    """LoRA as verl's keys: ``model.lora_rank`` / ``target_modules`` and the frozen weights' ``model_dtype`` (FSDP; the
+    sync is verl's adapter-only one), ``model.lora.rank`` (Megatron; ``lora.merge`` for a merged sync)."""
     lora = cfg.trainer.lora
     if lora is None:
         return []
     names = "all-linear" if lora.all_linear else "[" + ",".join(lora.targets) + "]"
     if cfg.trainer.megatron:
-        return [f"+actor_rollout_ref.model.lora.rank={lora.rank}"] + (
-            [] if lora.all_linear else [f"+actor_rollout_ref.model.lora.target_modules=[{','.join(lora.megatron_targets())}]"]) + (
-            ["+actor_rollout_ref.model.lora.merge=True"] if lora.sync == "merged" else [])
-    return [f"actor_rollout_ref.model.lora_rank={lora.rank}", f"actor_rollout_ref.model.target_modules={names}"] + (
+        return [f"actor_rollout_ref.model.lora.rank={lora.rank}"] + (
+            [] if lora.all_linear else [f"actor_rollout_ref.model.lora.target_modules=[{','.join(lora.megatron_targets())}]"]) + (
+            ["actor_rollout_ref.model.lora.merge=True"] if lora.sync == "merged" else [])
+    dtype = ["actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16"] if lora.base_dtype == "bf16" else []
+    return [f"actor_rollout_ref.model.lora_rank={lora.rank}", f"actor_rollout_ref.model.target_modules={names}"] + dtype + (
         ["# the plan syncs the merged weights; verl's FSDP path hands vLLM the adapters alone"] if lora.sync == "merged" else [])
 
 

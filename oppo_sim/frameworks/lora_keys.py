@@ -18,14 +18,17 @@ from __future__ import annotations
 from fnmatch import fnmatch
 from typing import Any
 
+from oppo_sim.core.errors import ConfigError
+from oppo_sim.frameworks.nemo_rl_recipe import value
 from oppo_sim.frameworks.translation import Builder, as_bool, as_int
-from oppo_sim.hw.models.lora import parse_targets
+from oppo_sim.hw.models.lora import _ALIASES, LORA_MODULES, parse_targets
 
 __all__ = ["VERL_LORA_KEYS", "NEMO_RL_LORA_KEYS", "verl_lora", "openrlhf_lora", "nemo_rl_lora"]
 
 _VM = "actor_rollout_ref.model."
 VERL_LORA_KEYS: tuple[str, ...] = (_VM + "lora_rank", _VM + "target_modules", _VM + "lora.rank",
-                                   _VM + "lora.target_modules", _VM + "lora.merge")
+                                   _VM + "lora.target_modules", _VM + "lora.merge",
+                                   "actor_rollout_ref.actor.fsdp_config.model_dtype")
 """The verl keys read here."""
 _ND, _NM = "policy.dtensor_cfg.lora_cfg.", "policy.megatron_cfg.peft."
 NEMO_RL_LORA_KEYS: tuple[str, ...] = tuple(p + k for p in (_ND, _NM) for k in (
@@ -65,6 +68,11 @@ def verl_lora(b: Builder, cfg: dict, backend: str) -> None:
     if str(cfg.get("algorithm.adv_estimator", "")).strip().lower() == "gae" and critic != rank:
         b.notes.append(f"critic.model.lora_rank={critic}: oppo-sim gives every trained model the actor's LoRA (rank "
                        f"{rank}); the critic's training is priced with it")
+    if backend == "fsdp":  # fsdp_workers: the actor loads in fp32 unless fsdp_config.model_dtype says otherwise
+        dk = "actor_rollout_ref.actor.fsdp_config.model_dtype"
+        half = str(cfg.get(dk, "fp32")).strip().lower() in ("bf16", "bfloat16", "fp16", "float16", "half")
+        b.use(dk, cfg.get(dk, "fp32"), "--lora-base-dtype", "bf16" if half else "fp32", default=dk not in cfg,
+              note="the frozen weights' dtype (verl's FSDP actor: fp32 unless set)")
     kl = as_bool("actor_rollout_ref.actor.use_kl_loss", cfg["actor_rollout_ref.actor.use_kl_loss"]) or as_bool(
         "algorithm.use_kl_in_reward", cfg["algorithm.use_kl_in_reward"])
     if kl:
@@ -80,25 +88,42 @@ def openrlhf_lora(b: Builder, rank_key: str, rank: int, targets_key: str | None,
              "broadcast_to_vllm sends every parameter: the whole weights each step")
 
 
+def _excluded(modules: tuple[str, ...], patterns: list) -> list[str]:
+    """``modules`` less those an ``exclude_modules`` glob matches: against the name, a layer's module path
+    (``model.layers.0.mlp.gate_proj``) and the names that stand for it (Megatron's ``linear_fc1`` for gate and up)."""
+    def hit(m: str) -> bool:
+        attn = m in LORA_MODULES[:4]  # a representative module path, HF's and Megatron's
+        hf, mc = ("self_attn", "self_attention") if attn else ("mlp", "mlp")
+        names = [m, f"model.layers.0.{hf}.{m}"] + [n for a, parts in _ALIASES.items() if m in parts
+                                                   for n in (a, f"decoder.layers.0.{mc}.{a}")]
+        return any(fnmatch(n, str(p)) for n in names for p in patterns)
+    return [m for m in modules if not hit(m)]
+
+
 def nemo_rl_lora(b: Builder, flat: dict) -> None:
     """NeMo RL's ``lora_cfg`` (DTensor) or ``peft`` (Megatron) where enabled (module notes)."""
     for pre in (_ND, _NM):
-        if not as_bool(pre + "enabled", flat.get(pre + "enabled", False)):
+        if not as_bool(pre + "enabled", value(flat, pre + "enabled") or False):
             continue
         b.use(pre + "enabled", True)
-        rank = as_int(pre + "dim", flat.get(pre + "dim", 8))
-        listed = flat.get(pre + "target_modules") or []
-        if pre == _ND and as_bool(_ND + "match_all_linear", flat.get(_ND + "match_all_linear", True)):
+        rank = as_int(pre + "dim", value(flat, pre + "dim") if pre + "dim" in flat else 8)
+        if rank < 1:
+            raise ConfigError(f"{pre}dim={rank}: a LoRA rank must be >= 1 (or set {pre}enabled false)")
+        listed = value(flat, pre + "target_modules") or []
+        if pre == _ND and as_bool(_ND + "match_all_linear", value(flat, _ND + "match_all_linear") if
+                                  _ND + "match_all_linear" in flat else True):
             targets = (_ND + "match_all_linear", True, "all-linear", _ND + "match_all_linear" not in flat)
         else:
             if pre == _ND and _ND + "match_all_linear" in flat:
                 b.use(_ND + "match_all_linear", False, note="the target_modules listed" if listed else
                       "and no target_modules: every linear (less exclude_modules)")
             targets = (pre + "target_modules", listed, listed or "all-linear", not listed)
-        ex = flat.get(pre + "exclude_modules") or []
-        kept = [m for m in parse_targets(targets[2]) if not any(fnmatch(m, str(x)) for x in ex)]
+        ex = value(flat, pre + "exclude_modules") or []
+        kept = _excluded(parse_targets(targets[2]), ex)
         if ex:
-            b.use(pre + "exclude_modules", ex, note=f"leaves {', '.join(kept) or 'none'}")
-        targets = (*targets[:2], kept or targets[2], targets[3])
+            if not kept:
+                raise ConfigError(f"{pre}exclude_modules={ex}: excludes every adapted linear oppo-sim knows")
+            b.use(pre + "exclude_modules", ex, note=f"leaves {', '.join(kept)}")
+        targets = (*targets[:2], kept, targets[3])
         _use(b, pre + "dim", rank, targets, "merged", "NeMo RL's refit merges the adapters into the weights")
         return

@@ -204,6 +204,8 @@ def _batches(g: _Get) -> None:
 def _lengths(g: _Get) -> None:
     seq = as_int(P + "max_total_sequence_length", g(P + "max_total_sequence_length", 512))
     total = min(seq, as_int(V + "max_model_len", g(V + "max_model_len", seq)))  # vLLM's own cap, where set lower
+    if total < 1:
+        raise ConfigError(f"{P}max_total_sequence_length={seq} and {V}max_model_len: the lengths must be >= 1")
     new = as_int(G + "max_new_tokens", g(G + "max_new_tokens", total))
     prompt = as_int("data.max_input_seq_length", g("data.max_input_seq_length", total))
     g.use(P + "max_total_sequence_length", v=seq, note="prompt + response (vLLM's max_model_len)")
@@ -211,7 +213,7 @@ def _lengths(g: _Get) -> None:
         g.use(V + "max_model_len", v=g(V + "max_model_len"), note="vLLM's cap on prompt + response" + (
             "" if total == seq else f": below max_total_sequence_length, it caps at {total}"))
     g.use(G + "max_new_tokens", "--max-response", min(new, total), v=new,
-          note="" if new <= total else f"capped at max_total_sequence_length {total}")
+          note="" if new <= total else f"capped at {'max_total_sequence_length' if total == seq else 'max_model_len'} {total}")
     g.use("data.max_input_seq_length", "--max-prompt", prompt, v=prompt,
           note="a longer prompt becomes a stub trained with weight 0: filtered")
     if min(new, total) + prompt > total:

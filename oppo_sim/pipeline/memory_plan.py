@@ -90,11 +90,13 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     weights = grads = optimizer = act = 0.0
     for _, model, scalar in cfg.trained():
         shared, experts = expert_split(model, model.params_scalar_head if scalar else model.params, ep if model.moe else 1)
-        trains = on_gpu * cfg.trainer.trainable(model, scalar)  # LoRA: gradients and Adam state of the adapters only
-        for s in (state_bytes(shared, cfg.trainer.shard_ranks(devices), z), state_bytes(experts, devices // ep, z)):
+        parts = (state_bytes(shared, cfg.trainer.shard_ranks(devices), z), state_bytes(experts, devices // ep, z))
+        base = cfg.trainer.lora.base_scale if cfg.trainer.lora else 1.0  # LoRA's frozen weights (verl FSDP: fp32)
+        for s, trains in zip(parts, cfg.trainer.trainable_split(model, scalar)):  # LoRA: the adapters' state only
             # DeepSpeed's offload_optimizer (ZeRO-Offload) and FSDP2's CPUOffloadPolicy move the gradient shards to the
             # host with the Adam state (only the reduce buckets stay on the GPU); Megatron's hybrid optimizer does not
-            weights, grads, optimizer = weights + s.weights, grads + s.grads * trains, optimizer + s.optimizer * trains
+            weights, grads, optimizer = (weights + s.weights * base, grads + s.grads * trains * on_gpu,
+                                         optimizer + s.optimizer * trains * on_gpu)
         act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in, train.full_logits) / sp,
                   _forward_peak(cfg, train, seq, resp) / sp)
     label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())
@@ -138,9 +140,9 @@ def _megatron_train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig,
     m = micro_batches_bound(cfg.sequences, cfg.minibatches, lay.data_parallel(devices))
     weights = grads = optimizer = act = 0.0
     for _, model, scalar in cfg.trained():
-        st, trains = megatron_state_bytes(model, lay, ep, devices, scalar), lay.trainable(model, scalar)
-        weights, grads = weights + st.weights, grads + st.grads * trains  # LoRA: the adapters' gradients and Adam state
-        optimizer = optimizer + st.optimizer * trains * (1.0 - lay.optimizer_offload)
+        st = megatron_state_bytes(model, lay, ep, devices, scalar, lay.trainable_split(model, scalar))  # LoRA: adapters'
+        weights, grads = weights + st.weights * (lay.lora.base_scale if lay.lora else 1.0), grads + st.grads
+        optimizer = optimizer + st.optimizer * (1.0 - lay.optimizer_offload)
         act = max(act, megatron_activation_bytes(model, lay, tokens, seq, rc, m, train.flash_attention, scalar, resp_in,
                                                  train.full_logits))
     label = " + ".join(f"{role} {model.id}" for role, model, _ in cfg.trained())

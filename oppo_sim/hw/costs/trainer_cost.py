@@ -186,7 +186,7 @@ def _exchange_seconds(cost, model: ModelSpec, ep: int, devices: int, tokens: flo
 def with_host(cost, model: ModelSpec, gpu, m, ep: int, train: bool):
     """Megatron's ``m`` micro-batches of a pipeline stage whose GPU work takes ``gpu`` seconds, each pass (forward;
     backward) the larger of its GPU share and the host's time issuing it (``megatron_host.host_seconds`` at
-    ``cost.host_op_s``; the forward is a third of a training micro-batch's GPU time, a quarter under full
+    ``cost.host_op_s``; the forward is a third of a training micro-batch's GPU time (under LoRA a half), a quarter under full
     recomputation)."""
     if cost.host_op_s <= 0:
         return gpu
@@ -197,7 +197,7 @@ def with_host(cost, model: ModelSpec, gpu, m, ep: int, train: bool):
     per = gpu / m
     if not train:
         return m * np.maximum(hf, per)
-    share = 0.25 if cost.recompute == "full" else 1.0 / 3.0
+    share = 1.0 / _weight_passes(cost)  # the forward's part: a third, a quarter under full recomputation (LoRA: one less)
     return m * (np.maximum(hf, share * per) + np.maximum(hb, (1.0 - share) * per))
 
 
@@ -269,8 +269,9 @@ def fsdp_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, minibat
     compute = float(loads.flops.sum()) / (sp * g.peak_flops * op.eff_compute)
     micro = float(loads.micro_batches.sum())
     t = op.overhead_s * (micro + minibatches) + max(compute, nbytes / (g.mem_bw * op.eff_memory))
-    sync = cost.gradient_sync(shared, devices, trains * shared) + (
-        cost.gradient_sync(experts, devices // ep, trains * experts) if ep > 1 else 0.0)
+    ts, te = cost.layout.trainable_split(model, scalar_head)
+    sync = cost.gradient_sync(shared, devices, ts * shared) + (
+        cost.gradient_sync(experts, devices // ep, te * experts) if ep > 1 else 0.0)
     t += minibatches * (sync + cpu_optimizer_seconds(cost, opt_rank, devices))
     tokens_dev = loads.tokens / sp  # each device's tokens of the slowest group, per optimizer step
     if ep > 1:
@@ -298,8 +299,9 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     dense_rank, routed_rank = dense / tp, routed / (ep * lay.expert_tp)
     expert_dp = max(1, devices // (pp * ep * lay.expert_tp))
     w_rank = (dense_rank + routed_rank) * model.dtype_bytes
-    trains = lay.trainable(model, scalar_head)  # the share that has gradients and Adam state (LoRA: the adapters)
-    opt = trains * (dense_rank / (dp * cp) + routed_rank / expert_dp if lay.distributed_optimizer else dense_rank + routed_rank)
+    td, tr = lay.trainable_split(model, scalar_head)  # the shares with gradients and Adam state (LoRA: the adapters)
+    opt = td * dense_rank / (dp * cp if lay.distributed_optimizer else 1) + tr * routed_rank / (
+        expert_dp if lay.distributed_optimizer else 1)
     compute = loads.flops * share / (tp * cp * g.peak_flops * op.eff_compute)
     reads = _weight_passes(cost) - (cost.recompute == "full")
     memory = (reads * w_rank * m + OPTIMIZER_BYTES_PER_PARAM * opt * (1.0 - lay.optimizer_offload)) / (g.mem_bw * op.eff_memory)
@@ -328,10 +330,10 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
         stage = stage * (1.0 + (pp - 1) / (vpp * m))
     stage_span = devices // pp  # a stage's data-parallel groups, one per model-parallel rank, side by side
     nodes = group_nodes(cost, devices, devices)  # the data-parallel group is strided over the whole pool
-    sync = allreduce_seconds(coll, trains * dense_rank * dt, dp * cp, ring_bw(cost, stage_span, devices, stride=tp), nodes)
+    sync = allreduce_seconds(coll, td * dense_rank * dt, dp * cp, ring_bw(cost, stage_span, devices, stride=tp), nodes)
     if ep > 1:
         stride = ep * lay.expert_tp
-        sync += allreduce_seconds(coll, trains * routed_rank * dt, expert_dp,
+        sync += allreduce_seconds(coll, tr * routed_rank * dt, expert_dp,
                                   ring_bw(cost, stage_span, devices, stride=stride), nodes)
     return float(np.sum(stage)) + minibatches * (sync + op.overhead_s + cpu_optimizer_seconds(cost, opt, devices))
 

@@ -260,3 +260,7 @@ class TrainerLayout:
         """The share of ``model``'s parameters that train (gradients, optimizer state and step, gradient collectives):
         1, or under ``lora`` the adapters' (:meth:`LoRA.trainable_fraction`)."""
         return 1.0 if self.lora is None else self.lora.trainable_fraction(model, scalar_head)
+
+    def trainable_split(self, model, scalar_head: bool = False) -> tuple[float, float]:
+        """:meth:`trainable` of the parameters outside the routed experts and of the routed experts, apart."""
+        return (1.0, 1.0) if self.lora is None else self.lora.trainable_split(model, scalar_head)

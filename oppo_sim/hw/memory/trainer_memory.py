@@ -65,8 +65,9 @@ def stage_params(model: ModelSpec, pp: int, scalar_head: bool = False, share: fl
 
 
 def megatron_state_bytes(model: ModelSpec, layout: TrainerLayout, ep: int, devices: int,
-                         scalar_head: bool = False) -> StateBytes:
-    """Weights, fp32 gradients and Adam state per rank of the largest stage (module notes)."""
+                         scalar_head: bool = False, trains: tuple[float, float] = (1.0, 1.0)) -> StateBytes:
+    """Weights, fp32 gradients and Adam state per rank of the largest stage (module notes); ``trains``: the share of
+    the dense and of the routed parameters that train (LoRA's adapters), which the gradients and Adam state scale by."""
     dp = layout.data_parallel(devices)
     dense, routed = stage_params(model, layout.pp, scalar_head, layout.stage_share(model.layers))
     ep = ep if model.moe else 1
@@ -74,10 +75,11 @@ def megatron_state_bytes(model: ModelSpec, layout: TrainerLayout, ep: int, devic
     dense_rank, routed_rank = dense / layout.tp, routed / (ep * etp)
     shard = layout.distributed_optimizer
     expert_dp = max(1, devices // (layout.pp * ep * etp))
+    td, tr = trains
     return StateBytes(
         weights=WEIGHT_BYTES * (dense_rank + routed_rank),
-        grads=MAIN_GRAD_BYTES * (dense_rank + routed_rank),
-        optimizer=ADAM_BYTES * (dense_rank / (dp * layout.cp if shard else 1) + routed_rank / (expert_dp if shard else 1)),
+        grads=MAIN_GRAD_BYTES * (td * dense_rank + tr * routed_rank),
+        optimizer=ADAM_BYTES * (td * dense_rank / (dp * layout.cp if shard else 1) + tr * routed_rank / (expert_dp if shard else 1)),
     )
 
 

@@ -7,8 +7,12 @@ d_out)`` trainable parameters and two tensors. ``targets`` names the adapted lin
 (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``, ``gate_proj``, ``up_proj``, ``down_proj``; MLA's ``q_a_proj``,
 ``q_b_proj``, ``kv_a_proj_with_mqa``, ``kv_b_proj``; Megatron's fused ``linear_qkv``, ``linear_proj``,
 ``linear_fc1``, ``linear_fc2`` are read as the linears they fuse) or ``all-linear`` — every projection of the
-attention and the MLPs (dense, shared and every routed expert), not the output head, as PEFT's ``all-linear``. A
-Mamba mixer's projections and a MoE router are not counted (a few adapters at most).
+softmax-attention layers and the MLPs (dense, shared and every routed expert), not the output head, as PEFT's
+``all-linear``. Not counted: a MoE router's and the projections of Mamba / linear-attention mixers and of the layers
+the model table keeps as mixers (on a hybrid such as Nemotron-Nano-12B-v2 roughly two fifths of what PEFT adapts);
+counted although PEFT may not adapt them: routed experts stored as one fused parameter (gpt-oss, and MoE models in
+Transformers 5 — Megatron-Bridge's LoRA adapts its grouped expert linears). Adapters are a few percent of the
+weights, so either way the error is in the adapters' own small share.
 
 What it changes, priced where each cost is (``trainer_cost``, ``memory_plan``, ``topology.weight_sync_legs``):
 
@@ -33,8 +37,11 @@ from dataclasses import dataclass
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.models.model_spec import ModelSpec
 
-__all__ = ["LORA_SYNCS", "LORA_MODULES", "LoRA", "parse_targets"]
+__all__ = ["LORA_BASE_DTYPES", "LORA_SYNCS", "LORA_MODULES", "LoRA", "parse_targets"]
 
+LORA_BASE_DTYPES = {"bf16": 2, "fp32": 4}
+"""The frozen weights' dtype and bytes a parameter: bf16, or fp32 as verl's FSDP actor loads them unless
+``fsdp_config.model_dtype`` says otherwise (``fsdp_workers``: fp32 for the actor, the compute cast to bf16)."""
 LORA_SYNCS: tuple[str, ...] = ("merged", "adapter")
 """What a weight sync hands the engines under LoRA: the merged weights, or the adapters alone (module notes)."""
 LORA_MODULES: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -74,6 +81,7 @@ class LoRA:
     rank: int
     targets: tuple[str, ...] = LORA_MODULES
     sync: str = "merged"
+    base_dtype: str = "bf16"  # the frozen weights' (LORA_BASE_DTYPES): memory only, the compute and gathers are bf16
 
     def __post_init__(self) -> None:
         if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
@@ -81,6 +89,13 @@ class LoRA:
         object.__setattr__(self, "targets", parse_targets(self.targets))
         if self.sync not in LORA_SYNCS:
             raise ConfigError(f"LoRA sync must be one of {', '.join(LORA_SYNCS)}, got {self.sync!r}")
+        if self.base_dtype not in LORA_BASE_DTYPES:
+            raise ConfigError(f"LoRA base dtype must be one of {', '.join(LORA_BASE_DTYPES)}, got {self.base_dtype!r}")
+
+    @property
+    def base_scale(self) -> float:
+        """The frozen weights' bytes over bf16's."""
+        return LORA_BASE_DTYPES[self.base_dtype] / 2
 
     def _linears(self, model: ModelSpec) -> dict[str, tuple[float, float, float, float]]:
         """Per adapted module: (d_in + d_out summed over the model's instances of it, the routed experts' part of that
@@ -150,6 +165,15 @@ class LoRA:
                  "gate_proj": "linear_fc1", "up_proj": "linear_fc1", "down_proj": "linear_fc2"}
         return list(dict.fromkeys(fused[t] for t in self.targets))
 
+    def trainable_split(self, model: ModelSpec, scalar_head: bool = False) -> tuple[float, float]:
+        """(trainable share of the parameters outside the routed experts, of the routed experts): what each part's
+        gradients, optimizer state and gradient collectives scale by (expert parallelism shards the two apart)."""
+        routed_total = model.routed_expert_params
+        shared_total = (model.params_scalar_head if scalar_head else model.params) - routed_total
+        routed = self.routed_params(model)
+        shared = self.params(model) - routed + (model.hidden if scalar_head else 0)
+        return min(1.0, shared / shared_total), (min(1.0, routed / routed_total) if routed_total else 0.0)
+
     def label(self) -> str:
         t = "all-linear" if self.all_linear else ",".join(self.targets)
-        return f"LoRA r{self.rank} ({t})"
+        return f"LoRA r{self.rank} ({t})" + (", frozen weights in fp32" if self.base_dtype == "fp32" else "")
