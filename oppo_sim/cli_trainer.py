@@ -88,6 +88,10 @@ def add_trainer_layout_args(p) -> None:
     p.add_argument("--balance-batch", action=argparse.BooleanOptionalAction, default=True,
                    help="verl trainer.balance_batch: deal each step's sequences to the data-parallel ranks balanced by "
                         "tokens (default on, verl's); --no-balance-batch: contiguous chunks in batch order")
+    p.add_argument("--free-grads", action=argparse.BooleanOptionalAction, default=False,
+                   help="the trainer frees its gradients after each update (verl's FSDP actor: zero_grad() at the end of "
+                        "update_policy), so where its state stays on the GPUs they take turns with the engine "
+                        "(default off: held)")
     add_lora_args(p)
 
 
@@ -102,4 +106,5 @@ def trainer_layout(a) -> TrainerLayout:
                          optimizer_offload=getattr(a, "optimizer_offload", 0.0),
                          balance_order=getattr(a, "balance_order", "length"), fsdp_size=getattr(a, "fsdp_size", 0),
                          moe_dispatcher=getattr(a, "moe_dispatcher", "alltoall"),
-                         moe_router_dtype=getattr(a, "moe_router_dtype", "model"), lora=lora_of(a))
+                         moe_router_dtype=getattr(a, "moe_router_dtype", "model"), lora=lora_of(a),
+                         free_grads=getattr(a, "free_grads", False))

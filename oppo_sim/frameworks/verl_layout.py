@@ -313,6 +313,9 @@ def fsdp(b: Builder, cfg: dict, dflt: dict, k: str, strategy: str) -> None:
     b.use(ok, opt, "--offload-train-state" if param or opt else "--no-offload-train-state", default=dflt[ok],
           note="with param_offload: the trainer's state " + ("to host while vLLM generates" if param or opt else
                                                             "stays on the GPUs while vLLM generates"))
+    if not (param or opt):
+        b.use("gradients after an update", "freed", "--free-grads", default=True,
+              note="dp_actor.update_policy ends with zero_grad(): they take turns with vLLM")
     for key in CPU_OPTIMIZER:
         if key in cfg:
             b.ignore(key, cfg[key], "Megatron's hybrid CPU optimizer: under FSDP, verl's is fsdp_config.offload_policy")

@@ -223,8 +223,10 @@ def _pool_memory(cfg: SimConfig, pool: Pool, train: TrainMemoryConfig, seq: int,
         # the state stays; the activations live only while training: where the engine sleeps, or where it is Hugging
         # Face generate in the trainer's own process (a static engine: generating and training never overlap there)
         if (swap or (generates and not vllm)) and rest == ALWAYS:
-            roles += [replace(t, activations=0.0),
-                      RoleMemory("train", t.label, OTHER, activations=t.activations, note="activations, freed while generating")]
+            g = t.grads if cfg.trainer.free_grads else 0.0  # freed after each update (verl's FSDP actor): they take turns
+            roles += [replace(t, activations=0.0, grads=t.grads - g),
+                      RoleMemory("train", t.label, OTHER, grads=g, activations=t.activations,
+                                 note="activations" + (" and gradients" if g else "") + ", freed while generating")]
         else:
             roles.append(t)
     for role in cfg.scoring_roles():  # only the forwards the algorithm runs hold weights

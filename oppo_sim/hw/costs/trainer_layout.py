@@ -49,6 +49,10 @@ unset, Megatron-Core takes ``tp`` (``initialize_model_parallel``), as verl leave
 config sets 1, and so do verl's and Megatron-Bridge's MoE recipes. ``ep x etp`` ranks of a pipeline stage hold one
 copy of the experts.
 
+``free_grads`` (both backends): the trainer frees its gradients at the end of each update — verl's FSDP actor
+(``dp_actor.update_policy`` ends with ``zero_grad()``, which sets them to None) — so where its state stays on the GPUs
+while the engine generates, the gradients take turns with the engine as the activations do; off, they are held.
+
 ``lora`` (both backends; :class:`oppo_sim.hw.models.lora.LoRA`, None: full fine-tuning) trains low-rank adapters on
 the frozen weights of every trained model: verl's ``model.lora_rank``, OpenRLHF's ``--lora_rank``, NeMo RL's
 ``lora_cfg`` / ``peft``.
@@ -103,13 +107,14 @@ class TrainerLayout:
     first_stage_layers: int | None = None  # megatron num_layers_in_first_pipeline_stage (None: an even split)
     last_stage_layers: int | None = None  # megatron num_layers_in_last_pipeline_stage (None: an even split)
     lora: LoRA | None = None  # adapters on frozen weights (None: every weight trains; module notes)
+    free_grads: bool = False  # gradients freed after each update (verl's FSDP actor): they take turns with the engine
 
     def __post_init__(self) -> None:
         if self.backend not in TRAIN_BACKENDS:
             raise ConfigError(f"train backend must be one of {', '.join(TRAIN_BACKENDS)}, got {self.backend!r}")
         for name in ("tp", "pp", "vpp", "cp"):
             _count(name, getattr(self, name))
-        for name in ("distributed_optimizer", "balance_batch"):
+        for name in ("distributed_optimizer", "balance_batch", "free_grads"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.balance_order not in BALANCE_ORDERS:
@@ -155,7 +160,8 @@ class TrainerLayout:
         changes the layout."""
         return TrainerLayout(backend, balance_batch=self.balance_batch, optimizer_offload=self.optimizer_offload,
                              balance_order=self.balance_order, fsdp_size=self.fsdp_size if backend == "fsdp" else 0,
-                             moe_dispatcher=self.moe_dispatcher, moe_router_dtype=self.moe_router_dtype, lora=self.lora)
+                             moe_dispatcher=self.moe_dispatcher, moe_router_dtype=self.moe_router_dtype, lora=self.lora,
+                             free_grads=self.free_grads)
 
     def combine_bytes(self, dtype_bytes: int) -> int:
         """Bytes an element of the allgather dispatcher's combine moves: the router's dtype, else the model's."""
