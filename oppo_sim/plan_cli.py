@@ -222,7 +222,7 @@ def _report(res, top: int) -> None:
           f"{int((t['status'] == 'refused').sum())} refused, {int((t['status'] == 'over-stale').sum())} over-stale")
     if res.trainers is not None:
         print(f"{res.trainers.line()}; {res.simulated_layouts} simulated")
-    if base.reference_on_host or base.reference_in_actor:
+    if base.reference_with_trainer:
         how = "swaps in from host memory" if base.reference_on_host else "is the actor with its adapters off"
         flag = "--reference-on-host" if base.reference_on_host else "--reference-in-actor"
         print(f"the reference {how} on the trainer's GPUs ({flag}): layouts {', '.join(req.space.layouts)} only")

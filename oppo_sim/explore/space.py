@@ -168,7 +168,7 @@ def default_candidate(devices: int, base: SimConfig | None = None) -> Candidate:
     tp and training sp; under ``base.reference_on_host`` (the reference on the trainer's GPUs) the colocated one."""
     tp = base.engine.tp if base is not None else EngineConfig().tp
     sp = base.train_memory.sequence_parallel if base is not None else 1
-    host = base is not None and (base.reference_on_host or base.reference_in_actor)
+    host = base is not None and base.reference_with_trainer
     train = devices if host else devices - 1
     trainer = TrainerLayout() if base is None else base.trainer if train % base.trainer.model_parallel == 0 else base.trainer.plain()
     ep = base.expert_parallel if base is not None and train % base.expert_parallel == 0 else 1
@@ -386,7 +386,7 @@ def space_for(base: SimConfig, devices: int, nodes: int = 1, **kwargs) -> PlanSp
     actor = base.models()["generate"]
     domain = domain_gpus(base.hardware_of(base.placement.generate).gpu, devices, nodes)
     kwargs = {"trainer": base.trainer, "layers": actor.layers, "expert_parallel": base.expert_parallel,
-              "experts": actor.experts if actor.moe else 0, "reference_on_host": base.reference_on_host or base.reference_in_actor, **kwargs}
+              "experts": actor.experts if actor.moe else 0, "reference_on_host": base.reference_with_trainer, **kwargs}
     return PlanSpace(devices=devices, nodes=nodes, heads=(actor.heads, actor.kv_heads), domain=domain, **kwargs)
 
 

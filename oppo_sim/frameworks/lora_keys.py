@@ -21,7 +21,7 @@ from typing import Any
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.nemo_rl_recipe import value
 from oppo_sim.frameworks.translation import Builder, as_bool, as_int
-from oppo_sim.hw.models.lora import _ALIASES, LORA_MODULES, parse_targets
+from oppo_sim.hw.models.lora import LORA_ALIASES, LORA_MODULES, parse_targets
 
 __all__ = ["VERL_LORA_KEYS", "NEMO_RL_LORA_KEYS", "verl_lora", "openrlhf_lora", "nemo_rl_lora"]
 
@@ -39,7 +39,7 @@ NEMO_RL_LORA_KEYS: tuple[str, ...] = tuple(p + k for p in (_ND, _NM) for k in (
 def _targets_arg(value: Any) -> str:
     """A framework's target modules as ``--lora-targets`` (``all-linear`` or comma-separated names; checked)."""
     got = parse_targets(value)
-    return "all-linear" if len(got) == 7 else ",".join(got)
+    return "all-linear" if got == LORA_MODULES else ",".join(got)
 
 
 def _use(b: Builder, rank_key: str, rank: int, targets: tuple[str, Any, Any, bool], sync: str, why: str) -> None:
@@ -94,7 +94,7 @@ def _excluded(modules: tuple[str, ...], patterns: list) -> list[str]:
     def hit(m: str) -> bool:
         attn = m in LORA_MODULES[:4]  # a representative module path, HF's and Megatron's
         hf, mc = ("self_attn", "self_attention") if attn else ("mlp", "mlp")
-        names = [m, f"model.layers.0.{hf}.{m}"] + [n for a, parts in _ALIASES.items() if m in parts
+        names = [m, f"model.layers.0.{hf}.{m}"] + [n for a, parts in LORA_ALIASES.items() if m in parts
                                                    for n in (a, f"decoder.layers.0.{mc}.{a}")]
         return any(fnmatch(n, str(p)) for n in names for p in patterns)
     return [m for m in modules if not hit(m)]

@@ -200,6 +200,12 @@ class SimConfig:
         critic = _model(self.critic) if self.critic is not None else reward
         return {"generate": actor, "reward": reward, "reference": actor, "critic": critic, "logprob": actor, "train": actor}
 
+    @property
+    def reference_with_trainer(self) -> bool:
+        """Whether the reference runs on the trainer's GPUs by construction: swapped in from host memory
+        (``reference_on_host``) or the actor itself with its adapters off (``reference_in_actor``)."""
+        return self.reference_on_host or self.reference_in_actor
+
     def scoring_roles(self) -> tuple[str, ...]:
         """The GPU forwards each sample needs before the update (no critic without one, no reference
         without KL, no reward model with a rule reward): ``algorithm.scoring_roles()``."""

@@ -91,11 +91,10 @@ def _train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig, seq: int
     for _, model, scalar in cfg.trained():
         shared, experts = expert_split(model, model.params_scalar_head if scalar else model.params, ep if model.moe else 1)
         parts = (state_bytes(shared, cfg.trainer.shard_ranks(devices), z), state_bytes(experts, devices // ep, z))
-        base = cfg.trainer.lora.base_scale if cfg.trainer.lora else 1.0  # LoRA's frozen weights (verl FSDP: fp32)
         for s, trains in zip(parts, cfg.trainer.trainable_split(model, scalar)):  # LoRA: the adapters' state only
             # DeepSpeed's offload_optimizer (ZeRO-Offload) and FSDP2's CPUOffloadPolicy move the gradient shards to the
             # host with the Adam state (only the reduce buckets stay on the GPU); Megatron's hybrid optimizer does not
-            weights, grads, optimizer = (weights + s.weights * base, grads + s.grads * trains * on_gpu,
+            weights, grads, optimizer = (weights + s.weights * cfg.trainer.weight_scale, grads + s.grads * trains * on_gpu,
                                          optimizer + s.optimizer * trains * on_gpu)
         act = max(act, activation_bytes(model, tokens, seq, rc, flash, scalar, resp_in, train.full_logits) / sp,
                   _forward_peak(cfg, train, seq, resp) / sp)
@@ -141,7 +140,7 @@ def _megatron_train_role(cfg: SimConfig, devices: int, train: TrainMemoryConfig,
     weights = grads = optimizer = act = 0.0
     for _, model, scalar in cfg.trained():
         st = megatron_state_bytes(model, lay, ep, devices, scalar, lay.trainable_split(model, scalar))  # LoRA: adapters'
-        weights, grads = weights + st.weights * (lay.lora.base_scale if lay.lora else 1.0), grads + st.grads
+        weights, grads = weights + st.weights * lay.weight_scale, grads + st.grads
         optimizer = optimizer + st.optimizer * (1.0 - lay.optimizer_offload)
         act = max(act, megatron_activation_bytes(model, lay, tokens, seq, rc, m, train.flash_attention, scalar, resp_in,
                                                  train.full_logits))

@@ -227,10 +227,14 @@ def pass_flops(layout, model: ModelSpec, seq_tokens, scalar_head: bool = False) 
 
 
 def _weight_passes(cost) -> float:
-    """Passes that read (or multiply through) the weights in a training micro-batch: forward, input and weight
-    gradients (3), a recomputed forward under full recomputation (4); one less under LoRA (no frozen weight's
-    gradient)."""
+    """Passes through the weights in a training micro-batch: forward, input and weight gradients (3), a recomputed
+    forward too under full recomputation (4); one less under LoRA (no frozen weight's gradient)."""
     return (4.0 if cost.recompute == "full" else 3.0) - (1.0 if cost.layout.lora is not None else 0.0)
+
+
+def _weight_reads(cost) -> float:
+    """Times a training micro-batch reads the weights from memory: :func:`_weight_passes` less a recomputed forward."""
+    return _weight_passes(cost) - (1.0 if cost.recompute == "full" else 0.0)
 
 
 def _loads(cost, model: ModelSpec, ranks: int, seq_tokens, minibatches: int, scalar_head: bool) -> RankLoads:
@@ -264,8 +268,7 @@ def fsdp_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, minibat
     trains = cost.layout.trainable(model, scalar_head)  # the share that has gradients and Adam state (LoRA: the adapters)
     opt_rank = trains * (params / cost.layout.shard_ranks(devices) if cost.zero_stage >= 1 else params)  # whose Adam state a rank holds
     f = cost.layout.optimizer_offload
-    nbytes = minibatches * ((_weight_passes(cost) - (cost.recompute == "full")) * w_read
-                            + OPTIMIZER_BYTES_PER_PARAM * opt_rank * (1.0 - f))
+    nbytes = minibatches * (_weight_reads(cost) * w_read + OPTIMIZER_BYTES_PER_PARAM * opt_rank * (1.0 - f))
     compute = float(loads.flops.sum()) / (sp * g.peak_flops * op.eff_compute)
     micro = float(loads.micro_batches.sum())
     t = op.overhead_s * (micro + minibatches) + max(compute, nbytes / (g.mem_bw * op.eff_memory))
@@ -303,8 +306,7 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     opt = td * dense_rank / (dp * cp if lay.distributed_optimizer else 1) + tr * routed_rank / (
         expert_dp if lay.distributed_optimizer else 1)
     compute = loads.flops * share / (tp * cp * g.peak_flops * op.eff_compute)
-    reads = _weight_passes(cost) - (cost.recompute == "full")
-    memory = (reads * w_rank * m + OPTIMIZER_BYTES_PER_PARAM * opt * (1.0 - lay.optimizer_offload)) / (g.mem_bw * op.eff_memory)
+    memory = (_weight_reads(cost) * w_rank * m + OPTIMIZER_BYTES_PER_PARAM * opt * (1.0 - lay.optimizer_offload)) / (g.mem_bw * op.eff_memory)
     stage = np.maximum(compute, memory)
     layers = lay.stage_layers(model.layers)
     tok_mb = loads.tokens / m / cp  # tokens of one micro-batch on one CP rank (the TP group's)
@@ -333,8 +335,7 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     sync = allreduce_seconds(coll, td * dense_rank * dt, dp * cp, ring_bw(cost, stage_span, devices, stride=tp), nodes)
     if ep > 1:
         stride = ep * lay.expert_tp
-        sync += allreduce_seconds(coll, tr * routed_rank * dt, expert_dp,
-                                  ring_bw(cost, stage_span, devices, stride=stride), nodes)
+        sync += allreduce_seconds(coll, tr * routed_rank * dt, expert_dp, ring_bw(cost, stage_span, devices, stride=stride), nodes)
     return float(np.sum(stage)) + minibatches * (sync + op.overhead_s + cpu_optimizer_seconds(cost, opt, devices))
 
 

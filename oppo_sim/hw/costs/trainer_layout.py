@@ -262,6 +262,11 @@ class TrainerLayout:
         return (self.label(ep) if self.megatron else f"ZeRO-{zero_stage}{hybrid}") + cpu + (
             f", {self.lora.label()}" if self.lora else "")
 
+    @property
+    def weight_scale(self) -> float:
+        """The weights' bytes over bf16's: LoRA's frozen weights in their own dtype (verl's FSDP actor: fp32), else 1."""
+        return 1.0 if self.lora is None else self.lora.base_scale
+
     def trainable(self, model, scalar_head: bool = False) -> float:
         """The share of ``model``'s parameters that train (gradients, optimizer state and step, gradient collectives):
         1, or under ``lora`` the adapters' (:meth:`LoRA.trainable_fraction`)."""

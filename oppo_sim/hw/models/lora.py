@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.models.model_spec import ModelSpec
 
-__all__ = ["LORA_BASE_DTYPES", "LORA_SYNCS", "LORA_MODULES", "LoRA", "parse_targets"]
+__all__ = ["LORA_ALIASES", "LORA_BASE_DTYPES", "LORA_SYNCS", "LORA_MODULES", "LoRA", "parse_targets"]
 
 LORA_BASE_DTYPES = {"bf16": 2, "fp32": 4}
 """The frozen weights' dtype and bytes a parameter: bf16, or fp32 as verl's FSDP actor loads them unless
@@ -46,7 +46,7 @@ LORA_SYNCS: tuple[str, ...] = ("merged", "adapter")
 """What a weight sync hands the engines under LoRA: the merged weights, or the adapters alone (module notes)."""
 LORA_MODULES: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """The adaptable linears, by their Hugging Face names (an MLA model's attention projections count as q/k/v/o)."""
-_ALIASES = {"q_a_proj": ("q_proj",), "q_b_proj": ("q_proj",), "kv_a_proj_with_mqa": ("k_proj", "v_proj"),
+LORA_ALIASES = {"q_a_proj": ("q_proj",), "q_b_proj": ("q_proj",), "kv_a_proj_with_mqa": ("k_proj", "v_proj"),
             "kv_b_proj": ("k_proj", "v_proj"), "linear_qkv": ("q_proj", "k_proj", "v_proj"), "linear_proj": ("o_proj",),
             "linear_fc1": ("gate_proj", "up_proj"), "linear_fc2": ("down_proj",), "qkv_proj": ("q_proj", "k_proj", "v_proj"),
             "gate_up_proj": ("gate_proj", "up_proj"), "w1": ("gate_proj",), "w3": ("up_proj",), "w2": ("down_proj",)}
@@ -66,11 +66,11 @@ def parse_targets(text: str | list | tuple) -> tuple[str, ...]:
         name = w.rsplit(".", 1)[-1]
         if name in LORA_MODULES:
             got.add(name)
-        elif name in _ALIASES:
-            got.update(_ALIASES[name])
+        elif name in LORA_ALIASES:
+            got.update(LORA_ALIASES[name])
         else:
             raise ConfigError(f"LoRA target module {w!r}: not one oppo-sim knows (all-linear, or "
-                              f"{', '.join(LORA_MODULES + tuple(_ALIASES))})")
+                              f"{', '.join(LORA_MODULES + tuple(LORA_ALIASES))})")
     return tuple(m for m in LORA_MODULES if m in got)
 
 
