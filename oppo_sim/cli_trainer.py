@@ -62,6 +62,12 @@ def add_trainer_layout_args(p) -> None:
                         "stages between (default: an even split)")
     p.add_argument("--last-stage-layers", type=positive(), default=None, metavar="N",
                    help="megatron num_layers_in_last_pipeline_stage (default: an even split)")
+    p.add_argument("--account-for-embedding-in-pipeline-split", action="store_true", dest="embedding_in_split",
+                   help="megatron's switch: the embedding counts as a layer, the first pipeline rank builds one decoder "
+                        "layer less (default: off)")
+    p.add_argument("--account-for-loss-in-pipeline-split", action="store_true", dest="loss_in_split",
+                   help="megatron's switch: the output layer and loss count as a layer, the last pipeline rank builds one "
+                        "decoder layer less (default: off)")
     p.add_argument("--etp", type=positive(), default=None, help="megatron expert_tensor_parallel_size: each routed "
                    "expert split over N ranks (default: --train-tp, Megatron-Core's; RL MoE recipes set 1)")
     p.add_argument("--distributed-optimizer", action=argparse.BooleanOptionalAction, default=True,
@@ -101,6 +107,8 @@ def trainer_layout(a) -> TrainerLayout:
                          vpp=getattr(a, "vpp", 1), cp=getattr(a, "cp", 1), etp=getattr(a, "etp", None),
                          first_stage_layers=getattr(a, "first_stage_layers", None),
                          last_stage_layers=getattr(a, "last_stage_layers", None),
+                         embedding_in_split=getattr(a, "embedding_in_split", False),
+                         loss_in_split=getattr(a, "loss_in_split", False),
                          distributed_optimizer=getattr(a, "distributed_optimizer", True),
                          balance_batch=getattr(a, "balance_batch", True),
                          optimizer_offload=getattr(a, "optimizer_offload", 0.0),

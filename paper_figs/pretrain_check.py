@@ -7,7 +7,10 @@ simulated run builds (``pipeline.topology.cost_models``: the GPU's kernel table,
 rule): the row's GPUs, nodes, TP/PP/VP/CP/EP and micro-batch, its global batch of sequences of its length, no
 recomputation (the recipes recompute only layer norms and the MoE activation), the distributed optimizer, the
 all-to-all token dispatcher (the recipes' HybridEP ``flex`` dispatcher is priced the same), uniform routing (the
-rows force-balance it). Uncalibrated: nothing here is fitted, and no default was set from these rows. The
+rows force-balance it), the output layer on the last pipeline stage, and where a model's layers do not split evenly
+over the pipeline's chunks but do with the embedding and the loss counted as layers, Megatron's
+``account_for_embedding/loss_in_pipeline_split`` (Qwen3-235B's 94 layers over PP8 x VP3; its recipes set them;
+DeepSeek-V3's explicit ``pipeline_model_parallel_layout`` is not modelled: an even split). Uncalibrated: nothing here is fitted, and no default was set from these rows. The
 predicted tokens per second per GPU is the global batch's tokens over the step's seconds and the GPUs.
 """
 
@@ -29,6 +32,7 @@ from oppo_sim.core.algorithms import Algorithm  # noqa: E402
 from oppo_sim.core.placement import colocated_placement  # noqa: E402
 from oppo_sim.hw.costs.op_cost import hardware_for  # noqa: E402
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout  # noqa: E402
+from oppo_sim.hw.models.lookup import get_model  # noqa: E402
 from oppo_sim.hw.memory.train_memory import TrainMemoryConfig  # noqa: E402
 from oppo_sim.pipeline.config import SimConfig  # noqa: E402
 from oppo_sim.pipeline.memory_plan import memory_report  # noqa: E402
@@ -40,7 +44,10 @@ OUT = ROOT / "paper_figs" / "out" / "pretrain_check.csv"
 
 def step_seconds(row: PretrainRow) -> float:
     """Seconds of one optimizer step of ``row`` on the simulator's Megatron trainer (module notes)."""
-    layout = TrainerLayout("megatron", tp=row.tp, pp=row.pp, vpp=row.vp, cp=row.cp, moe_dispatcher="alltoall")
+    chunks, layers = row.pp * row.vp, get_model(row.model_id).layers
+    counted = row.pp > 1 and layers % chunks != 0 and (layers + 2) % chunks == 0  # Megatron-Core's even split needs them
+    layout = TrainerLayout("megatron", tp=row.tp, pp=row.pp, vpp=row.vp, cp=row.cp, moe_dispatcher="alltoall",
+                           embedding_in_split=counted, loss_in_split=counted)
     train = TrainMemoryConfig(zero_stage=1, recompute="none", micro_batch_size=row.mbs)
     cfg = SimConfig(batch=row.gbs, steps=1, gpu=hardware_for(row.gpu, "tables"), actor=row.model_id,
                     placement=colocated_placement(row.gpus), nodes=row.nodes, expert_parallel=row.ep, trainer=layout,

@@ -709,5 +709,25 @@ CHANGES: tuple[Change, ...] = (
                  "4) were refused by 25 GiB; verl's logprobs_from_logits (flash-attn cross_entropy_loss with "
                  "inplace_backward, or a row-by-row log_softmax) keeps no fp32 copy of the logits. The records pin "
                  "their trainer settings and do not use --full-logits: no row moved.")),
+    Change("2026-11-27", "model",
+           "The output layer on the last pipeline stage: under Megatron with pp > 1 the busiest rank's FLOPs are its "
+           "decoder layers' share plus the whole output layer on the last rank (TrainerLayout.stage_flops), in "
+           "training and in forward passes, where the output layer's FLOPs were spread over the stages with the "
+           "layers; and Megatron's account_for_embedding/loss_in_pipeline_split (--account-for-embedding-in-pipeline-"
+           "split, --account-for-loss-in-pipeline-split: one decoder layer less on the first / last rank), read from "
+           "verl's override_transformer_config and written by plan --export verl",
+           17.9, 17.9, 199.0, 217.1,
+           note=("Found with the trainer-only check against Megatron-Bridge's pre-training rows: the H100 GPT-OSS-120B "
+                 "rows (PP4, the only pipelined GPT-OSS rows) read 1.27-1.31x the published throughput while B200 and "
+                 "GB200 (PP1) were within 10%; the output layer, 201,088 x 2,880, is about 4.6 of a 9-layer stage's "
+                 "decoder layers in FLOPs. After: 0.92-1.08x on H100, PP1 rows unchanged; Qwen3-235B on 256 GB200 "
+                 "(PP8 x VP3, its 94 layers split with the embedding and loss counted) 0.69 -> 0.61x, DeepSeek-V3 "
+                 "(an explicit pipeline layout, not read) 0.72 -> 0.68x. On the table: the NeMo RL rows with PP move "
+                 "up 2.4-5.7 points (Llama-3.1-8B on 16 H100 +2.3 -> +4.9%, Qwen3-32B on 32 H100 -9.1 -> -6.0%, "
+                 "its one-step-off row -0.7 -> +5.0%; Qwen3-235B and DeepSeek-V3 within 0.3), verl's Megatron 7B "
+                 "(PP2) +199.0 -> +217.1% (a contradicted row), its DeepSeek-V3 (last stage 6 layers) -35.1 -> -33.0%. "
+                 "GB200/H100 per GPU on NeMo RL's pairs: Llama-3.1-8B 1.82 -> 1.87x, Qwen3-32B 1.64 -> 1.69x "
+                 "(published 2.04x and 1.97x). With a published mean response: median 13.1 -> 12.9%. Nothing tuned: "
+                 "where Megatron-Core builds the output layer is its own.")),
 )
 """The changes, oldest first."""

@@ -107,7 +107,10 @@ def test_the_largest_stage_sets_a_megatron_steps_compute_and_a_ranks_weights():
     even, uneven = TrainerLayout("megatron", pp=16), TrainerLayout("megatron", pp=16, first_stage_layers=3, last_stage_layers=2)
     seqs = np.full(64, 2048.0)
     t = [CostModel(get_hardware("h100-sxm"), layout=lay, expert_parallel=16).train(m, 256, seqs, 1) for lay in (even, uneven)]
-    assert t[1] > t[0]
+    # Since 2026-11-27 the output layer sits on the last stage (it was spread over all of them): an even split's last
+    # rank runs 61 / 16 layers and the 0.93B-parameter head (about 1.6 MoE layers), the recipe's 3, 14 x 4, 2 split at
+    # most 4 layers a rank, so it is the faster one, which is why DeepSeek-V3's recipes set it.
+    assert t[1] < t[0]
     w = [megatron_state_bytes(m, lay, 16, 256).weights for lay in (even, uneven)]
     assert w[1] > w[0]
     from oppo_sim.core.placement import colocated_placement
@@ -132,3 +135,64 @@ def test_the_readers_and_exports_carry_an_uneven_pipeline_split():
     assert back["--first-stage-layers"] == "11" and back["--last-stage-layers"] == "11" and back["--etp"] == "1"
     grpo = replace(cfg, algorithm=replace(cfg.algorithm, name="grpo", n=4, reward="rule"))  # NeMo RL runs GRPO
     assert "num_layers_in_first_pipeline_stage: 11" in export(grpo, "nemo-rl")
+
+
+def test_the_output_layer_sits_on_the_last_pipeline_stage():
+    """Megatron-Core builds the output layer and the loss on the last pipeline rank: the busiest rank's FLOPs are the
+    larger of a decoder share and the last rank's share plus the whole head (by hand: 80 body + 20 head FLOPs)."""
+    assert TrainerLayout("megatron").stage_flops(36, 100.0, 20.0) == 100.0  # no pipeline: the whole pass
+    assert TrainerLayout("megatron", pp=4).stage_flops(36, 100.0, 20.0) == pytest.approx(80 / 4 + 20)
+    uneven = TrainerLayout("megatron", pp=4, first_stage_layers=10, last_stage_layers=6)  # 10, 10, 10, 6
+    assert uneven.rank_layers(36) == (10.0, 10.0, 6.0)
+    assert uneven.stage_flops(36, 100.0, 20.0) == pytest.approx(80 * 6 / 36 + 20)  # the short last rank still paces
+    assert uneven.stage_flops(36, 100.0, 1.0) == pytest.approx(99 * 10 / 36)  # a small head: a 10-layer rank paces
+
+
+def test_megatrons_account_for_switches_take_a_layer_off_the_ends():
+    both = TrainerLayout("megatron", pp=4, embedding_in_split=True, loss_in_split=True)
+    assert both.rank_layers(30) == (7.0, 8.0, 7.0) and both.stage_layers(30) == 8.0  # (30 + 2) / 4 = 8, one less at each end
+    assert both.stage_flops(30, 100.0, 20.0) == pytest.approx(max(80 * 8 / 30, 80 * 7 / 30 + 20))
+    assert TrainerLayout("megatron", pp=2, loss_in_split=True).rank_layers(31) == (16.0, 0.0, 15.0)
+    both.check_stages(30)
+    with pytest.raises(ConfigError, match="31 layers and the 2 counted .* do not divide evenly over pp 4"):
+        both.check_stages(31)
+    with pytest.raises(ConfigError, match="needs --pp > 1"):
+        TrainerLayout("megatron", loss_in_split=True)
+    with pytest.raises(ConfigError, match="cannot be set together"):
+        TrainerLayout("megatron", pp=4, loss_in_split=True, last_stage_layers=6)
+
+
+def test_a_layer_off_the_last_rank_shortens_a_large_vocabulary_models_step():
+    """Qwen2.5-7B's output layer (152k x 3,584) costs about two decoder layers: with the loss counted in the split
+    the last of three ranks holds 9 layers and the head (28 + 2 = 30 over 3, one less at each end), not 9.3 and it."""
+    import numpy as np
+    from oppo_sim.hw.costs.costmodel import CostModel
+    from oppo_sim.hw.devices.hardware import get_hardware
+    from oppo_sim.hw.models.lookup import get_model
+    m, seqs = get_model("qwen2.5-7b"), np.full(48, 4096.0)
+    plain = TrainerLayout("megatron", pp=3)
+    counted = replace(plain, embedding_in_split=True, loss_in_split=True)
+    t = [CostModel(get_hardware("h100-sxm"), layout=lay).train(m, 6, seqs, 1) for lay in (plain, counted)]
+    assert t[1] < t[0]
+    no_pp = CostModel(get_hardware("h100-sxm"), layout=TrainerLayout("megatron")).train(m, 6, seqs, 1)
+    assert t[0] > no_pp  # a third of the layers each, but the last rank also runs the whole output layer
+
+
+def test_the_account_for_switches_are_read_exported_and_kept_by_the_search():
+    from oppo_sim.explore.trainer_space import TrainerOptions, trainer_layouts
+    from oppo_sim.frameworks.export import export
+    from oppo_sim.frameworks.verl import translate_verl
+    from oppo_sim.core.placement import colocated_placement
+    from framework_helpers import pairs
+    cfg = SimConfig(actor="qwen2.5-7b", reward="qwen2.5-0.5b", gpu="h100-sxm", placement=colocated_placement(8),
+                    trainer=TrainerLayout("megatron", pp=2, embedding_in_split=True, loss_in_split=True))
+    text = export(cfg, "verl")
+    assert "override_transformer_config.account_for_loss_in_pipeline_split=True" in text
+    back = pairs(translate_verl(" ".join(l for l in text.splitlines() if l and not l.startswith("#"))).args)
+    assert "--account-for-embedding-in-pipeline-split" in back and "--account-for-loss-in-pipeline-split" in back
+    grpo = replace(cfg, algorithm=replace(cfg.algorithm, name="grpo", n=4, reward="rule"))
+    assert "no key for it" in export(grpo, "nemo-rl")  # NeMo RL's megatron_cfg does not pass them on
+    o = TrainerOptions(backends=("megatron",), trainer=cfg.trainer, tps=(1,), pps=(1, 2, 4), layers=28)
+    got = {t.pp: t for t, _ in trainer_layouts(o, 8, 8)}
+    assert set(got) == {1, 2}  # 28 + 2 = 30 does not split over 4 ranks
+    assert not got[1].loss_in_split and got[2].loss_in_split and got[2].embedding_in_split

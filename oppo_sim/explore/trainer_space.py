@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.costs.trainer_layout import TRAIN_BACKENDS, TrainerLayout
 
 __all__ = ["TrainerOptions", "trainer_layouts", "megatron_template"]
@@ -64,6 +65,23 @@ def megatron_template(trainer: TrainerLayout) -> TrainerLayout:
     return t if t.etp is not None else replace(t, etp=1)
 
 
+_NO_SPLIT = {"first_stage_layers": None, "last_stage_layers": None, "embedding_in_split": False, "loss_in_split": False}
+
+
+def _pipelined(t: TrainerLayout, tp: int, pp: int, vpp: int, layers: int) -> TrainerLayout | None:
+    """``t`` at this TP / PP / VPP (without pipeline parallelism, none of its pipeline-split settings), or None where
+    a ``layers``-layer model does not split so (Megatron-Core: whole, equal chunks; 0 layers: not checked)."""
+    lay = replace(t, tp=tp, pp=pp, vpp=vpp, **({} if pp > 1 else _NO_SPLIT))
+    if not layers:
+        return lay
+    try:
+        lay.check_stages(layers)
+    except ConfigError:
+        return None
+    even = not (lay.first_stage_layers or lay.last_stage_layers)
+    return None if even and (layers + lay.embedding_in_split + lay.loss_in_split) % (pp * vpp) else lay
+
+
 def _tp_ok(tp: int, heads: tuple[int, int], domain: int) -> bool:
     h, kv = heads
     return tp <= domain and not (h and (h % tp or (kv % tp and tp % kv)))
@@ -93,11 +111,9 @@ def trainer_layouts(o: TrainerOptions, train: int, domain: int) -> tuple[tuple[T
         if not _tp_ok(tp, o.heads, domain):
             continue
         for pp in o.pps:
-            if (o.layers and o.layers % pp) or train % (tp * pp * t.cp):
+            if train % (tp * pp * t.cp):
                 continue
             for vpp in (o.vpps if o.vpps is not None else (t.vpp,)):
-                vpp = vpp if pp > 1 else 1
-                if o.layers and o.layers % (pp * vpp):
-                    continue
-                out += [(replace(t, tp=tp, pp=pp, vpp=vpp), ep) for ep in _eps(o, train // pp)]
+                lay = _pipelined(t, tp, pp, vpp if pp > 1 else 1, o.layers)
+                out += [(lay, ep) for ep in _eps(o, train // pp)] if lay is not None else []
     return tuple(dict.fromkeys(out))

@@ -25,7 +25,7 @@ from oppo_sim.frameworks.verl_padding import export_padding
 from oppo_sim.frameworks.export_common import (Chosen, layout_of, micro_rules, model_name, per_gpu_budget, per_node,
                                                 split_notes, weight_move_notes)
 from oppo_sim.hw.costs.micro_batches import MicroBatch
-from oppo_sim.hw.costs.trainer_layout import STAGE_SPLIT
+from oppo_sim.hw.costs.trainer_layout import SPLIT_ACCOUNTING, STAGE_SPLIT
 from oppo_sim.pipeline.config import SimConfig
 
 FRAMEWORKS: tuple[str, ...] = ("verl", "openrlhf", "nemo-rl")
@@ -83,6 +83,7 @@ def _verl_trainer(cfg: SimConfig, chosen: Chosen) -> list[str]:
         out += [f"{_M}virtual_pipeline_model_parallel_size={t.vpp}"] if t.vpp > 1 else []
         out += [f"+{_M}override_transformer_config.{k}={getattr(t, field)}"
                 for k, field, _ in STAGE_SPLIT if getattr(t, field) is not None]
+        out += [f"+{_M}override_transformer_config.{k}=True" for k, field, _ in SPLIT_ACCOUNTING if getattr(t, field)]
         out += [f"{_M}expert_tensor_parallel_size={t.expert_tp}",
                 f"+{_M}override_transformer_config.moe_token_dispatcher_type={t.moe_dispatcher}"] \
             if cfg.expert_parallel > 1 else []

@@ -17,7 +17,7 @@ from typing import Any
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.frameworks.export_common import Chosen, layout_of, micro_rules, model_name, per_node, weight_move_notes
 from oppo_sim.hw.costs.micro_batches import MicroBatch
-from oppo_sim.hw.costs.trainer_layout import STAGE_SPLIT
+from oppo_sim.hw.costs.trainer_layout import SPLIT_ACCOUNTING, STAGE_SPLIT
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.trace import DEFAULT_MAX_PROMPT
 
@@ -76,6 +76,10 @@ def _trainer(cfg: SimConfig, chosen: Chosen, notes: list[str]) -> dict[str, Any]
                               **({"optimizer_cpu_offload": True, "optimizer_offload_fraction": t.optimizer_offload}
                                  if t.optimizer_offload > 0 else {})}}
         mcfg.update({k: getattr(t, field) for k, field, _ in STAGE_SPLIT if getattr(t, field) is not None})
+        counted = [k for k, field, _ in SPLIT_ACCOUNTING if getattr(t, field)]
+        if counted:  # NeMo RL's megatron_cfg passes the first/last stage layers to Megatron, not these switches
+            notes.append(f"{' and '.join(counted)}: policy.megatron_cfg has no key for it; set "
+                         "num_layers_in_first/last_pipeline_stage to the same split")
         if cfg.expert_parallel > 1:
             mcfg["moe_token_dispatcher_type"] = t.moe_dispatcher
             mcfg["expert_tensor_parallel_size"] = t.expert_tp

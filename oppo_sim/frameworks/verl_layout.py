@@ -27,7 +27,7 @@ from typing import Any
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import Async
 from oppo_sim.frameworks.translation import Builder, as_bool, as_float, as_int
-from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS, ROUTER_DTYPES, STAGE_SPLIT
+from oppo_sim.hw.costs.trainer_layout import MOE_DISPATCHERS, ROUTER_DTYPES, SPLIT_ACCOUNTING, STAGE_SPLIT
 
 A = "actor_rollout_ref.actor."
 M = A + "megatron."
@@ -62,7 +62,7 @@ per GPU and (deprecated) global (defaults False, 16384, null and null; the rollo
 budget default to the actor's)."""
 LAYOUT_KEYS: tuple[str, ...] = (*MEGATRON_DEFAULTS, *ASYNC_DEFAULTS, *CPU_OPTIMIZER, "actor_rollout_ref.hybrid_engine",
                                 M + "override_transformer_config.recompute_granularity", M + "expert_tensor_parallel_size",
-                                *(M + "override_transformer_config." + k for k, _, _ in STAGE_SPLIT),
+                                *(M + "override_transformer_config." + k for k, _, _ in STAGE_SPLIT + SPLIT_ACCOUNTING),
                                 *RM_POOL, *BUDGET_KEYS)
 
 SCHEDULES = ("sync", "one-step-off", "fully-async")
@@ -121,6 +121,11 @@ def megatron(b: Builder, cfg: dict, dflt: dict) -> None:
         key = M + "override_transformer_config." + k
         if pp > 1 and cfg.get(key) not in (None, "null", "None"):
             b.use(key, cfg[key], opt, as_int(key, cfg[key]), note="an uneven pipeline split")
+    for k, _, opt in SPLIT_ACCOUNTING:
+        key = M + "override_transformer_config." + k
+        if pp > 1 and as_bool(key, cfg.get(key, False)):
+            b.use(key, cfg[key], opt, note="one decoder layer less on the " + ("first" if "embedding" in k else "last")
+                  + " pipeline rank")
     rk = M + "override_transformer_config.recompute_granularity"
     gran = cfg.get(rk)
     gran = "none" if gran in (None, "null", "None") else str(gran).strip().lower()

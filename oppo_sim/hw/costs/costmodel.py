@@ -238,9 +238,7 @@ class CostModel:
     def prefill_flops(self, model: ModelSpec, new_tokens: np.ndarray, context: np.ndarray, scalar_head: bool) -> float:
         return float(np.sum(model.forward_flops(new_tokens, context, scalar_head=scalar_head)))
 
-    def prefill_cost(
-        self, model: ModelSpec, devices: int, new_tokens, context, scalar_head: bool = False
-    ) -> tuple[float, float]:
+    def prefill_cost(self, model: ModelSpec, devices: int, new_tokens, context, scalar_head: bool = False) -> tuple[float, float]:
         """(seconds, FLOPs) of one batched forward of sequences with ``new_tokens`` over existing ``context``,
         dealt to the pool's data-parallel ranks and timed on the slowest (``trainer_cost.forward_seconds``)."""
         lin, att = model.flop_coeffs(scalar_head)
@@ -254,7 +252,8 @@ class CostModel:
         if len(per_seq) <= 1 and forward_ranks(self, devices) == devices:  # one sequence on one GPU: plain arithmetic
             op, g = self.hw.params.prefill, self.hw.gpu
             return op.overhead_s + max(sum(timed) / (g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory)), flops
-        return forward_seconds(self, model, devices, np.asarray(new_tokens, dtype=np.float64), np.asarray(timed), nbytes), flops
+        return forward_seconds(self, model, devices, np.asarray(new_tokens, dtype=np.float64), np.asarray(timed), nbytes,
+                               2.0 * model.head_params(scalar_head)), flops
 
     def scorer_batch_scale(self, devices: int) -> int:
         """``scorer_max_tokens`` batches per scorer forward on ``devices`` GPUs (``trainer_cost.scorer_batch_scale``)."""

@@ -10,24 +10,23 @@ the greedy longest-first (LPT) rule with equal counts, each share then in verl's
 sequences at both ends; earlier verl kept batch order); without it, contiguous chunks in batch order. Each rank
 splits its share into the ``minibatches`` optimizer steps in that order (verl's per-rank mini-batches), and every
 optimizer step waits for its slowest rank (the gradient collective is a barrier): the step's compute is the largest
-rank's FLOPs, not the mean. With equal lengths it is the mean, and the result is today's ``FLOPs /
-devices``.
+rank's FLOPs, not the mean (with equal lengths, the mean: ``FLOPs / devices``).
 
-**Fixed costs.** ``train.overhead_s`` is paid per micro-batch (each forward + backward's launches and
-Python) and once per optimizer step. A rank's micro-batches in an optimizer step are its tokens packed
-into micro-batches as ``micro_batches.MicroBatch`` counts them (the memory plan's micro-batch: packed to a token
-budget, a fixed count of sequences, or one longest sequence); a forward-only pass's by its own where one is given.
+**Fixed costs.** ``train.overhead_s`` is paid per micro-batch (each forward + backward's launches and Python) and once
+per optimizer step. A rank's micro-batches in an optimizer step are its tokens packed into micro-batches as
+``micro_batches.MicroBatch`` counts them (the memory plan's: packed to a token budget, a fixed count of sequences, or
+one longest sequence); a forward-only pass's by its own where one is given.
 
 **FSDP** (``fsdp_train_seconds``): per device ``max(FLOPs / (sp · peak · eff), bytes / (bw · eff))`` with
-the bytes of today's model (weights read three times and the optimizer's 16 bytes per parameter per
-optimizer step), the gradient all-reduce (ZeRO-3: and the parameter all-gather) per optimizer step,
-expert all-to-alls under ``--ep``, and with Ulysses sequence parallelism ``sp`` four all-to-alls per layer
-per micro-batch (Q/K/V in and the output out, forward and backward), each rank sending ``(sp - 1) / sp``
-of its tokens' heads.
+the bytes of today's model (weights read three times and the optimizer's 16 bytes per parameter per optimizer step),
+the gradient all-reduce (ZeRO-3: and the parameter all-gather) per optimizer step, expert all-to-alls under ``--ep``,
+and with Ulysses sequence parallelism ``sp`` four all-to-alls per layer per micro-batch (Q/K/V in and the output out,
+forward and backward), each rank sending ``(sp - 1) / sp`` of its tokens' heads.
 
 **Megatron** (``megatron_train_seconds``), per optimizer step on the slowest data-parallel rank, with
-``m`` micro-batches: compute ``FLOPs / (tp · pp · cp)``, or the rank's weight and optimizer bytes where
-those are slower (the weights of its shard read three times per micro-batch); TP with sequence
+``m`` micro-batches: compute, the busiest stage's FLOPs (``TrainerLayout.stage_flops``: its layers' share, the
+output layer whole on the last stage) over ``tp · cp``, or the rank's weight and optimizer bytes where those are
+slower (the weights of its shard read three times per micro-batch); TP with sequence
 parallelism: an all-gather and a reduce-scatter before and after attention and MLP — four collectives per
 layer forward, four backward (four more forward under full recomputation) — of the micro-batch's
 ``tokens / cp · hidden`` bytes, ``(tp - 1) / tp`` of it per rank; CP: the ring's KV exchange,
@@ -51,9 +50,8 @@ the data-parallel reductions, the allgather dispatcher's) at the NICs of the gro
 (``oppo_sim.hw.costs.links``).
 
 Not modelled: overlap of the TP, EP and data-parallel collectives with compute (Megatron's
-``tp_comm_overlap``, ``overlap_grad_reduce``, ``overlap_param_gather``), the ends of an uneven pipeline split
-apart from its largest stage (every stage is priced as that one), MoE routing imbalance, and the per-micro-batch tokens of a rank being unequal (its tokens are taken as spread
-evenly over its micro-batches).
+``tp_comm_overlap``, ``overlap_grad_reduce``, ``overlap_param_gather``), MoE routing imbalance, and the per-micro-batch
+tokens of a rank being unequal (its tokens are taken as spread evenly over its micro-batches).
 """
 
 from __future__ import annotations
@@ -305,7 +303,8 @@ def megatron_train_seconds(cost, model: ModelSpec, devices: int, seq_tokens, min
     td, tr = lay.trainable_split(model, scalar_head)  # the shares with gradients and Adam state (LoRA: the adapters)
     opt = td * dense_rank / (dp * cp if lay.distributed_optimizer else 1) + tr * routed_rank / (
         expert_dp if lay.distributed_optimizer else 1)
-    compute = loads.flops * share / (tp * cp * g.peak_flops * op.eff_compute)
+    head = loads.tokens * 2.0 * model.head_params(scalar_head) * _weight_passes(cost)  # the output layer, last stage
+    compute = lay.stage_flops(model.layers, loads.flops, head) / (tp * cp * g.peak_flops * op.eff_compute)
     memory = (_weight_reads(cost) * w_rank * m + OPTIMIZER_BYTES_PER_PARAM * opt * (1.0 - lay.optimizer_offload)) / (g.mem_bw * op.eff_memory)
     stage = np.maximum(compute, memory)
     layers = lay.stage_layers(model.layers)
@@ -358,11 +357,12 @@ def scorer_batch_scale(cost, devices: int) -> int:
     return forward_ranks(cost, devices) * (lay.pp * lay.vpp if lay.megatron else 1)
 
 
-def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, flops: np.ndarray, nbytes: float) -> float:
-    """Seconds of one batched forward-only pass over sequences of ``tokens`` new tokens costing ``flops``
-    each: dealt to the :func:`forward_ranks` data-parallel ranks as a training step's sequences are, the
-    slowest rank's FLOPs over its ``devices / ranks`` model-parallel GPUs (or the weights and KV bytes
-    per device, where slower), the fixed cost per micro-batch, under ``--ep`` each MoE layer's dispatch and
+def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, flops: np.ndarray, nbytes: float,
+                    head: float = 0.0) -> float:
+    """Seconds of one batched forward-only pass over sequences of ``tokens`` new tokens costing ``flops`` each
+    (``head`` a token the output layer's): dealt to the :func:`forward_ranks` data-parallel ranks as a training step's
+    sequences are, the slowest rank's busiest pipeline stage's FLOPs over its model-parallel GPUs (or the weights and
+    KV bytes per device, where slower), the fixed cost per micro-batch, under ``--ep`` each MoE layer's dispatch and
     combine per micro-batch, with Ulysses sequence parallelism its two all-to-alls per layer and micro-batch, and
     under Megatron the forward's TP collectives (two all-gathers and two reduce-scatters per layer and
     micro-batch), each micro-batch at least the host's time issuing it (:func:`with_host`), and the pipeline
@@ -379,7 +379,8 @@ def forward_seconds(cost, model: ModelSpec, devices: int, tokens: np.ndarray, fl
         m = max(float(cost.micro_batch(True).count(np.array([rank_tokens]), np.array([float(len(tokens))]), longest)[0]), 1.0)
     lay = cost.layout
     share = lay.stage_share(model.layers)  # the largest stage's share of the layers (1 / pp evenly)
-    t = max(slowest * share * lay.pp / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
+    busiest = lay.stage_flops(model.layers, slowest, head * rank_tokens) * lay.pp  # pp == 1: all of them
+    t = max(busiest / (split * g.peak_flops * op.eff_compute), nbytes / (devices * g.mem_bw * op.eff_memory))
     ep = cost.expert_parallel if model.moe else 1
     if ep > 1:  # each MoE layer's dispatch and combine, per micro-batch, of a model-parallel rank's tokens
         shard = lay.tp * lay.cp if lay.megatron else split

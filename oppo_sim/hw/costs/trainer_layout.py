@@ -42,7 +42,10 @@ the combine and its backward.
 ``first_stage_layers`` / ``last_stage_layers`` (Megatron ``num_layers_in_first_pipeline_stage`` /
 ``num_layers_in_last_pipeline_stage``; ``megatron`` with ``pp > 1``) split the decoder layers unevenly, the rest evenly
 over the stages between, as NeMo RL's and verl's large-MoE recipes set them (DeepSeek-V3's 61 layers over 16
-stages: 3, 14 x 4, 2); the largest stage paces the pipeline (:meth:`TrainerLayout.stage_layers`).
+stages: 3, 14 x 4, 2); ``embedding_in_split`` / ``loss_in_split`` (Megatron ``account_for_embedding_in_pipeline_split``
+/ ``account_for_loss_in_pipeline_split``) count the embedding / the output layer and loss as one layer each, so the
+first / last pipeline rank builds one decoder layer less. The busiest rank paces the pipeline
+(:meth:`TrainerLayout.stage_flops`: the last holds the output layer as well).
 
 ``etp`` (Megatron ``expert_tensor_parallel_size``; ``megatron`` only) splits each routed expert over that many ranks:
 unset, Megatron-Core takes ``tp`` (``initialize_model_parallel``), as verl leaves it (``null``); NeMo RL's base
@@ -63,6 +66,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import numpy as np
+
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.models.lora import LoRA
 
@@ -77,8 +82,14 @@ STAGE_SPLIT: tuple[tuple[str, str, str], ...] = (
     ("num_layers_in_last_pipeline_stage", "last_stage_layers", "--last-stage-layers"))
 """An uneven pipeline split as Megatron names it, the :class:`TrainerLayout` field and oppo-sim's option, for the
 readers and the exports."""
+SPLIT_ACCOUNTING: tuple[tuple[str, str, str], ...] = (
+    ("account_for_embedding_in_pipeline_split", "embedding_in_split", "--account-for-embedding-in-pipeline-split"),
+    ("account_for_loss_in_pipeline_split", "loss_in_split", "--account-for-loss-in-pipeline-split"))
+"""Megatron's switches that count the embedding / the output layer and loss as a layer of the split (False by
+default), the :class:`TrainerLayout` field and oppo-sim's option."""
 
-__all__ = ["TRAIN_BACKENDS", "BALANCE_ORDERS", "MOE_DISPATCHERS", "ROUTER_DTYPES", "STAGE_SPLIT", "TrainerLayout"]
+__all__ = ["TRAIN_BACKENDS", "BALANCE_ORDERS", "MOE_DISPATCHERS", "ROUTER_DTYPES", "STAGE_SPLIT", "SPLIT_ACCOUNTING",
+           "TrainerLayout"]
 
 
 def _count(name: str, v) -> None:
@@ -106,6 +117,8 @@ class TrainerLayout:
     etp: int | None = None  # megatron expert_tensor_parallel_size (None: Megatron-Core's default, tp; module notes)
     first_stage_layers: int | None = None  # megatron num_layers_in_first_pipeline_stage (None: an even split)
     last_stage_layers: int | None = None  # megatron num_layers_in_last_pipeline_stage (None: an even split)
+    embedding_in_split: bool = False  # megatron account_for_embedding_in_pipeline_split (module notes)
+    loss_in_split: bool = False  # megatron account_for_loss_in_pipeline_split (module notes)
     lora: LoRA | None = None  # adapters on frozen weights (None: every weight trains; module notes)
     free_grads: bool = False  # gradients freed after each update (verl's FSDP actor): they take turns with the engine
 
@@ -114,7 +127,7 @@ class TrainerLayout:
             raise ConfigError(f"train backend must be one of {', '.join(TRAIN_BACKENDS)}, got {self.backend!r}")
         for name in ("tp", "pp", "vpp", "cp"):
             _count(name, getattr(self, name))
-        for name in ("distributed_optimizer", "balance_batch", "free_grads"):
+        for name in ("distributed_optimizer", "balance_batch", "free_grads", "embedding_in_split", "loss_in_split"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.balance_order not in BALANCE_ORDERS:
@@ -140,11 +153,15 @@ class TrainerLayout:
             _count("etp", self.etp)
             if not self.megatron and self.etp != 1:
                 raise ConfigError(f"--etp {self.etp} is Megatron's expert_tensor_parallel_size: it needs --train-backend megatron")
+        for name in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split"):
+            if getattr(self, name) not in (None, False) and self.pp == 1:
+                raise ConfigError(f"{name.replace('_', ' ')} sets how a pipeline is split: it needs --pp > 1")
         for name in ("first_stage_layers", "last_stage_layers"):
             if getattr(self, name) is not None:
                 _count(name, getattr(self, name))
-                if self.pp == 1:
-                    raise ConfigError(f"--{name.replace('_', '-')} sets an uneven pipeline split: it needs --pp > 1")
+        if (self.embedding_in_split or self.loss_in_split) and self._uneven:
+            raise ConfigError("account_for_*_in_pipeline_split and num_layers_in_first/last_pipeline_stage cannot be "
+                              "set together (Megatron-Core)")
         if self.lora is not None and not isinstance(self.lora, LoRA):
             raise ConfigError(f"trainer lora must be a LoRA or None, got {type(self.lora).__name__}")
         if self.vpp > 1 and self.pp == 1:
@@ -173,29 +190,58 @@ class TrainerLayout:
         (``initialize_model_parallel``); 1 under FSDP."""
         return self.tp if self.etp is None else self.etp
 
+    @property
+    def _uneven(self) -> bool:
+        return self.first_stage_layers is not None or self.last_stage_layers is not None
+
     def _middle(self, layers: int) -> tuple[int, int]:
         """(stages between the first and the last that an uneven split leaves even, the layers left for them)."""
         first, last = self.first_stage_layers, self.last_stage_layers
         return self.pp - (first is not None) - (last is not None), layers - (first or 0) - (last or 0)
 
+    def rank_layers(self, layers: int) -> tuple[float, float, float]:
+        """Decoder layers of a ``layers``-layer model on (the first, each middle, the last) pipeline rank: ``layers /
+        pp`` each; with an uneven split the first's and the last's as set, the rest even over the ranks between
+        (Megatron-Core's ``num_layers_in_first/last_pipeline_stage``); with the embedding / loss counted in the split,
+        ``(layers + 1 [+ 1]) / pp`` each, one less on the first / last rank. A middle rank's 0 where there is none."""
+        if self.pp == 1:
+            return float(layers), 0.0, float(layers)
+        if self._uneven:
+            middle_stages, rest = self._middle(layers)
+            mid = rest / middle_stages if middle_stages else 0.0
+            first, last = self.first_stage_layers, self.last_stage_layers
+            return float(first if first is not None else mid), mid, float(last if last is not None else mid)
+        e, lo = int(self.embedding_in_split), int(self.loss_in_split)
+        per = (layers + e + lo) / self.pp
+        return per - e, per if self.pp > 2 else 0.0, per - lo
+
     def stage_layers(self, layers: int) -> float:
-        """Decoder layers of the largest pipeline stage of a ``layers``-layer model: ``layers / pp``, or with an uneven
-        split the largest of the first, the last and the middle stages (Megatron-Core's
-        ``num_layers_in_first/last_pipeline_stage``, the rest split evenly over the stages between)."""
-        first, last = self.first_stage_layers, self.last_stage_layers
-        if first is None and last is None:
-            return layers / self.pp
-        middle_stages, rest = self._middle(layers)
-        return float(max(first or 0, last or 0, rest / middle_stages if middle_stages else 0))
+        """Decoder layers of the pipeline rank that holds the most (:meth:`rank_layers`)."""
+        return max(self.rank_layers(layers))
 
     def stage_share(self, layers: int) -> float:
         """The largest pipeline stage's share of a ``layers``-layer model's layers (``1 / pp`` split evenly; 1 without
-        pipeline parallelism): what a stage's compute, collectives and host time scale by."""
+        pipeline parallelism): what a stage's weights, collectives and host time scale by."""
         return self.stage_layers(layers) / layers
+
+    def stage_flops(self, layers: int, flops, head):
+        """FLOPs of the busiest pipeline rank in a pass of ``flops`` (scalars or arrays) of which ``head`` are the
+        output layer's: the decoder layers' part as the ranks hold them (:meth:`rank_layers`), the output layer and
+        its loss whole on the last (Megatron-Core places them there; the first rank's embedding lookup has no
+        matmul); ``flops`` itself without pipeline parallelism."""
+        if self.pp == 1:
+            return flops
+        body = flops - head
+        first, mid, last = self.rank_layers(layers)
+        return np.maximum(body * max(first, mid) / layers, body * last / layers + head)
 
     def check_stages(self, layers: int) -> None:
         """An uneven pipeline split must leave the middle stages whole, equal layer counts (one line if not)."""
         first, last = self.first_stage_layers, self.last_stage_layers
+        counted = self.embedding_in_split + self.loss_in_split
+        if counted and (layers + counted) % (self.pp * self.vpp):
+            raise ConfigError(f"pipeline split: {layers} layers and the {counted} counted for the embedding / loss do not "
+                              f"divide evenly over pp {self.pp} x vpp {self.vpp} (Megatron-Core)")
         if first is None and last is None:
             return
         middle_stages, rest = self._middle(layers)

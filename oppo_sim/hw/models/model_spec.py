@@ -306,9 +306,13 @@ class ModelSpec:
         biases. ``2 * matmul_params`` is the FLOPs per token."""
         return self._matmul_params(False)
 
+    def head_params(self, scalar_head: bool = False) -> int:
+        """Weights of the output layer a token multiplies through: ``vocab x hidden`` (tied or not), or a scalar
+        (reward / value) head's ``hidden``."""
+        return self.hidden if scalar_head else self.vocab * self.hidden
+
     def _matmul_params(self, scalar_head: bool) -> int:
-        head = self.hidden if scalar_head else self.vocab * self.hidden
-        return self._mixing_params + int(self._mlp_params(self.experts_per_token)) + head
+        return self._mixing_params + int(self._mlp_params(self.experts_per_token)) + self.head_params(scalar_head)
 
     # ---- bytes and FLOPs -----------------------------------------------------------------------
     def kv_bytes_per_token(self) -> int:
