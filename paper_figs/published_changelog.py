@@ -729,5 +729,19 @@ CHANGES: tuple[Change, ...] = (
                  "GB200/H100 per GPU on NeMo RL's pairs: Llama-3.1-8B 1.82 -> 1.87x, Qwen3-32B 1.64 -> 1.69x "
                  "(published 2.04x and 1.97x). With a published mean response: median 13.1 -> 12.9%. Nothing tuned: "
                  "where Megatron-Core builds the output layer is its own.")),
+    Change("2026-11-27", "comparison",
+           "The contradiction check (published_runs_checks.implied_peak_pct) counts full recomputation where the "
+           "record states it: the training stage's lower bound is 3 forwards and the decoder layers' recomputed forward "
+           "(the output layer is not recomputed), where it was 3 forwards for every run",
+           17.9, 17.9, 217.1, 217.1,
+           note=("The check exists to say when a stage's published seconds cannot hold the assumed lengths' FLOPs; "
+                 "a recomputed forward is executed work, and the records set recompute='full' only where the source's "
+                 "script or recipe turns gradient checkpointing on (verl's 7B scripts set "
+                 "enable_gradient_checkpointing=True). It moves the implied peak of every such row by a third: verl's "
+                 "fully-async 7B rows on 32 and 64 H20 go 78.6 -> 102.9% and 79.5 -> 104.1% and are now marked as "
+                 "contradicted (their assumed 2,500-token mean cannot be trained in the published update_actor time "
+                 "at the GPUs' peak); the 128-GPU row reads 61.0%. No prediction moved; the summary without the "
+                 "contradicted rows goes from 33 to 31 runs, median 14.7 -> 13.7%, worst 100.4 -> 38.1%: read that "
+                 "as the check's change, not the model's.")),
 )
 """The changes, oldest first."""

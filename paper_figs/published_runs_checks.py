@@ -4,7 +4,9 @@ the source's own stage times, and the range of a prediction over what the source
 **The source contradicts the assumption** when a published stage time would need more than 100% of the GPUs'
 dense peak to do the work the assumed lengths imply: for the training stage ``3 x`` the forward FLOPs of every
 sequence of a step (``ModelSpec.forward_flops``: the matmuls of the active parameters and causal attention;
-no recomputation, no padding — a lower bound) times the epochs; for the scoring stage one forward per scoring
+no padding — a lower bound), and where the record states full recomputation (the source's own setting) the
+recomputed forward of the decoder layers as well (since 2026-11-27; the output layer is not recomputed), times the
+epochs; for the scoring stage one forward per scoring
 role the framework times there (``SimConfig.scoring_roles()`` less a reward model, which verl times apart).
 ``implied_peak_pct`` is the larger of the two over ``published stage seconds x devices x peak FLOP/s``; a run
 above 100 is ``contradicted`` and the summary gives the median without it.
@@ -50,11 +52,13 @@ def implied_peak_pct(run: PublishedRun, seq_tokens: np.ndarray, scoring_roles: t
     sequences of ``steps`` steps, ``seq_tokens`` (prompt + response per sequence), per step; NaN where a stage
     is not published."""
     model, gpu = get_model(run.model), get_hardware(run.gpu).gpu
-    forward = float(np.sum(model.forward_flops(np.asarray(seq_tokens, dtype=np.float64)))) / steps
+    tokens = np.asarray(seq_tokens, dtype=np.float64)
+    forward = float(np.sum(model.forward_flops(tokens))) / steps
+    recomputed = forward - 2.0 * model.head_params() * float(np.sum(tokens)) / steps if run.recompute == "full" else 0.0
     capacity = run.devices * gpu.peak_flops
     passes = sum(1 for r in scoring_roles if r != "reward")
     out = {}
-    for stage, flops, seconds in (("training", 3.0 * forward * run.ppo_epochs, run.stages.training_s),
+    for stage, flops, seconds in (("training", (3.0 * forward + recomputed) * run.ppo_epochs, run.stages.training_s),
                                   ("scoring", passes * forward, run.stages.scoring_s)):
         out[stage] = 100.0 * flops / (seconds * capacity) if seconds and flops > 0 else math.nan
     return out

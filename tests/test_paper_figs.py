@@ -287,7 +287,7 @@ def test_an_assumption_the_source_contradicts_is_flagged(monkeypatch):
 
     checks = _load("published_runs_checks", monkeypatch)
     data = _load("published_runs_data", monkeypatch)
-    base = next(r for r in data.RUNS if r.key == "openrlhf-deepspeed-llama2-7b-8xa800")
+    base = replace(next(r for r in data.RUNS if r.key == "openrlhf-deepspeed-llama2-7b-8xa800"), recompute="none")
     seqs = np.full(100, 1000.0)
     forward = 100 * get_model("llama-2-7b").forward_flops(1000)  # the matmuls and causal attention of each sequence
     capacity = 8 * 312e12
@@ -298,6 +298,10 @@ def test_an_assumption_the_source_contradicts_is_flagged(monkeypatch):
     slow = replace(base, stages=replace(base.stages, training_s=3 * forward / capacity * 2, scoring_s=None))
     pct = checks.implied_peak_pct(slow, seqs, ("logprob",), steps=1)
     assert pct["training"] == pytest.approx(50.0, rel=1e-9) and np.isnan(pct["scoring"])
+    # full recomputation, as the source sets it, runs the decoder layers' forward once more (not the output layer)
+    head = 100 * 1000 * 2.0 * get_model("llama-2-7b").head_params()
+    pct = checks.implied_peak_pct(replace(slow, recompute="full"), seqs, ("logprob",), steps=1)
+    assert pct["training"] == pytest.approx(50.0 * (4 * forward - head) / (3 * forward), rel=1e-9)
     assert checks.PEAK_LIMIT_PCT == 100.0
 
 
