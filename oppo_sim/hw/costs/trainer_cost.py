@@ -45,9 +45,8 @@ all-gather of the rank's shard over its ``dp · cp`` data-parallel ranks (the ro
 (``gpu_table.domain_gpus``), over the network otherwise — TP spans ``tp``, CP ``tp · cp``, EP ``ep``, the
 data-parallel groups a whole stage (``devices / pp``, every ``tp``-th rank of it); pipeline neighbours are
 ``devices / pp`` apart, over the network whenever the pool spans domains. Across the network, point-to-point
-traffic runs at each GPU's NIC, an all-to-all at its NIC for the share bound off the node, ring collectives (TP's,
-the data-parallel reductions, the allgather dispatcher's) at the NICs of the group's GPUs in a domain together
-(``oppo_sim.hw.costs.links``).
+traffic runs at each GPU's NIC, an all-to-all at its NIC for the share bound off the node, ring collectives (TP's, the
+data-parallel reductions, the allgather dispatcher's) at the NICs of the group's GPUs in a domain together (``links``).
 
 Not modelled: overlap of the TP, EP and data-parallel collectives with compute (Megatron's
 ``tp_comm_overlap``, ``overlap_grad_reduce``, ``overlap_param_gather``), MoE routing imbalance, and the per-micro-batch
