@@ -151,6 +151,9 @@ def test_the_output_layer_sits_on_the_last_pipeline_stage():
 def test_megatrons_account_for_switches_take_a_layer_off_the_ends():
     both = TrainerLayout("megatron", pp=4, embedding_in_split=True, loss_in_split=True)
     assert both.rank_layers(30) == (7.0, 8.0, 7.0) and both.stage_layers(30) == 8.0  # (30 + 2) / 4 = 8, one less at each end
+    assert both.label() == "megatron tp1 pp4 embedding-in-split loss-in-split"
+    assert TrainerLayout("megatron", pp=16, first_stage_layers=3, last_stage_layers=2).label(16) == \
+        "megatron tp1 pp16 ep16 first3 last2"
     assert both.stage_flops(30, 100.0, 20.0) == pytest.approx(max(80 * 8 / 30, 80 * 7 / 30 + 20))
     assert TrainerLayout("megatron", pp=2, loss_in_split=True).rank_layers(31) == (16.0, 0.0, 15.0)
     both.check_stages(30)

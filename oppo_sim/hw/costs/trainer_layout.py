@@ -153,9 +153,9 @@ class TrainerLayout:
             _count("etp", self.etp)
             if not self.megatron and self.etp != 1:
                 raise ConfigError(f"--etp {self.etp} is Megatron's expert_tensor_parallel_size: it needs --train-backend megatron")
-        for name in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split"):
+        for _, name, opt in STAGE_SPLIT + SPLIT_ACCOUNTING:
             if getattr(self, name) not in (None, False) and self.pp == 1:
-                raise ConfigError(f"{name.replace('_', ' ')} sets how a pipeline is split: it needs --pp > 1")
+                raise ConfigError(f"{opt} sets how a pipeline is split: it needs --pp > 1")
         for name in ("first_stage_layers", "last_stage_layers"):
             if getattr(self, name) is not None:
                 _count(name, getattr(self, name))
@@ -288,13 +288,15 @@ class TrainerLayout:
         return self.megatron or self.fsdp_size > 0
 
     def label(self, ep: int = 1) -> str:
-        """``fsdp`` (``fsdp hybrid 8`` with hybrid sharding), or ``megatron tp4 pp2 (vpp2) (cp2) (ep8)`` style, for
-        tables (``ep``: expert parallelism)."""
+        """``fsdp`` (``fsdp hybrid 8`` with hybrid sharding), or ``megatron tp4 pp2 (vpp2) (cp2) (ep8)`` style and a
+        pipeline split's settings (``first3 last2``, ``loss-in-split``), for tables (``ep``: expert parallelism)."""
         if not self.megatron:
             return f"fsdp hybrid {self.fsdp_size}" if self.fsdp_size else "fsdp"
         parts = [f"tp{self.tp}", f"pp{self.pp}"] + ([f"vpp{self.vpp}"] if self.vpp > 1 else []) + (
             [f"cp{self.cp}"] if self.cp > 1 else []) + ([f"ep{ep}"] if ep > 1 else []) + (
             [f"etp{self.expert_tp}"] if ep > 1 and self.expert_tp > 1 else [])
+        parts += [f"{end}{n}" for end, n in (("first", self.first_stage_layers), ("last", self.last_stage_layers)) if n]
+        parts += [f"{end}-in-split" for end, on in (("embedding", self.embedding_in_split), ("loss", self.loss_in_split)) if on]
         return "megatron " + " ".join(parts)
 
     def state(self, zero_stage, ep: int = 1) -> str:
