@@ -159,7 +159,7 @@ _WHY = {"data.": "dataset plumbing", "trainer.": "logging, checkpoints, validati
         "async_training.": "only the fully-async entry point reads it",
         "actor_rollout_ref.actor.optim.override_optimizer_config.": "Megatron's optimizer settings other than its CPU "
         "offload are not modelled", "actor_rollout_ref.actor.megatron.override_transformer_config.": "Megatron's "
-        "kernel and pipeline-split settings are not modelled"}
+        "kernel settings are not modelled (of its pipeline split, the first/last stage layers and account_for_* are)"}
 
 
 def read_verl(sources: Sequence[str]) -> tuple[dict[str, Any], list[str], list[str]]:
