@@ -1,5 +1,5 @@
 """Regenerate every paper figure: runs each ``paper_figs/fig_*.py`` (then ``paper_vs_ours.py``,
-``published_runs.py``, ``pretrain_check.py``, ``reward_curves.py`` and ``parity.py`` where present) as its own subprocess, one after the other,
+``published_runs.py``, ``pretrain_check.py``, ``published_implied.py``, ``reward_curves.py`` and ``parity.py`` where present) as its own subprocess, one after the other,
 forwarding ``--quick``.
 
     python paper_figs/make_all.py            # full size, into paper_figs/out/
@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Sequence
 
 HERE = Path(__file__).resolve().parent
-EXTRA_SCRIPTS = ("paper_vs_ours.py", "published_runs.py", "pretrain_check.py", "reward_curves.py", "parity.py")
+EXTRA_SCRIPTS = ("paper_vs_ours.py", "published_runs.py", "pretrain_check.py", "published_implied.py", "reward_curves.py",
+                 "parity.py")
 REAL_STACK_SCRIPTS = frozenset({"reward_curves.py", "parity.py"})
 """Scripts known to run real PPO (vLLM + torch); any other script is checked for such imports."""
 _REAL_STACK = re.compile(r"^\s*(?:from|import)\s+(?:oppo_real|torch|vllm)\b", re.MULTILINE)

@@ -1,6 +1,6 @@
-"""The trainer check's table in the docs (``docs/published.md``), rendered from its committed output
-(``paper_figs/out/pretrain_check.csv``, written by ``paper_figs/pretrain_check.py``). ``scripts/make_docs.py``
-merges it with ``docs_tables.TABLES``."""
+"""The trainer checks' tables in the docs (``docs/published.md``), rendered from their committed outputs
+(``paper_figs/out/pretrain_check.csv``, written by ``paper_figs/pretrain_check.py``; ``published_implied.csv``, by
+``paper_figs/published_implied.py``). ``scripts/make_docs.py`` merges them with ``docs_tables.TABLES``."""
 
 from __future__ import annotations
 
@@ -25,4 +25,19 @@ def pretrain_check() -> str:
             f"{d.ratio.median():.2f}×, {d.ratio.min():.2f}–{d.ratio.max():.2f}× (per GPU: {per}).")
 
 
-TRAINER_TABLES: dict[str, Callable[[], str]] = {"pretrain-check": pretrain_check}
+def published_implied() -> str:
+    """Each run with an assumed mean response and a published scoring stage, at the mean that stage implies."""
+    d = pd.read_csv(OUT / "published_implied.csv")
+    pct = lambda v: "" if pd.isna(v) else f"{v:+.0f}%"  # noqa: E731
+    rows = [{"run": f"[{r.key}]({r.source})", "assumed mean response": f"{r.assumed_mean_response:,.0f}",
+             "implied by the scoring stage": f"{r.implied_mean_response:,.0f}", "scoring": pct(r.scoring_error_pct),
+             "generation": pct(r.generation_error_pct), "training": pct(r.training_error_pct),
+             "step": pct(r.step_error_pct)} for r in d.itertuples()]
+    return (_md(pd.DataFrame(rows)) + f"\n\nAt the implied means ({len(d)} runs): generation "
+            f"{d.generation_error_pct.min():+.0f}% to {d.generation_error_pct.max():+.0f}%, training "
+            f"{d.training_error_pct.min():+.0f}% to {d.training_error_pct.max():+.0f}% (median "
+            f"{d.training_error_pct.median():+.0f}%), the step {d.step_error_pct.min():+.0f}% to "
+            f"{d.step_error_pct.max():+.0f}%.")
+
+
+TRAINER_TABLES: dict[str, Callable[[], str]] = {"pretrain-check": pretrain_check, "published-implied": published_implied}

@@ -365,3 +365,32 @@ def test_the_pretraining_check_prices_every_row_and_names_its_line(monkeypatch):
     # more GPUs of the same kind and layout for one model: the step is shorter (the trainer scales, never stalls)
     one = rows.ROWS[2]
     assert mod.step_seconds(dataclasses.replace(one, gpus=128)) < mod.step_seconds(one)
+
+
+def test_the_length_a_scoring_stage_implies(monkeypatch):
+    """The fixed point of published_implied: a stand-in simulation whose scoring stage is linear in a sequence's
+    tokens (20 ms a token a sequence) and whose training is three times it; the implied mean makes the scoring stage
+    the published one, and the other stages are reported against their own published times."""
+    from dataclasses import replace
+
+    mod = _load("published_implied", monkeypatch)
+    keys = [r.key for r in mod.candidates()]
+    assert keys and all(k.startswith("verl-") for k in keys)  # assumed means, published old_log_prob
+    run = next(r for r in mod.candidates() if r.key == "verl-fullyasync-colocate-32xh20")
+    prompt = mod.derived_prompt_mean(run)
+    calls = []
+
+    def fake(r, steps):
+        calls.append(r.assumed_mean_response)
+        score = 2e-2 * (prompt + r.assumed_mean_response)
+        return 10 * score, {"generation": score, "scoring": score, "training": 3 * score}
+
+    monkeypatch.setattr(mod, "_simulate", fake)
+    row = mod.implied(run)
+    want = run.stages.scoring_s / 2e-2 - prompt  # 5,235 tokens, under the 28,672 cap
+    assert row["implied_mean_response"] == pytest.approx(want) and calls[0] == run.assumed_mean_response
+    assert len(calls) == mod.ROUNDS + 1
+    assert row["scoring_error_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert row["training_error_pct"] == pytest.approx(100 * (3 * run.stages.scoring_s / run.stages.training_s - 1))
+    capped = mod.implied(replace(run, stages=replace(run.stages, scoring_s=1e9)))  # beyond the response cap
+    assert capped["implied_mean_response"] == pytest.approx(0.999 * mod.response_cap(run))
