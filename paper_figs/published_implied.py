@@ -30,8 +30,7 @@ for _p in (ROOT, ROOT / "paper_figs"):
 from common import parse_args  # noqa: E402
 from oppo_sim.frameworks.stages import stage_groups  # noqa: E402
 from published_runs_data import RUNS, PublishedRun  # noqa: E402
-from published_runs_sim import (derived_prompt_mean, response_cap, run_policy, run_trace, schedule_steps,  # noqa: E402
-                                sim_config, sim_steps, step_seconds)
+from published_runs_sim import derived_prompt_mean, response_cap, simulate_record, step_seconds  # noqa: E402
 
 OUT = ROOT / "paper_figs" / "out" / "published_implied.csv"
 STAGES = ("generation", "scoring", "training")
@@ -48,8 +47,7 @@ def candidates() -> list[PublishedRun]:
 
 
 def _simulate(run: PublishedRun, steps: int) -> tuple[float, dict[str, float]]:
-    n = sim_steps(run, steps)
-    res, _ = schedule_steps(sim_config(run, n), run_trace(run, run.batch * run.n * n), run_policy(run))
+    res = simulate_record(run, steps)[2]
     groups = stage_groups(res, run.stages.timers)
     return step_seconds(run, res.steps["step_time_s"]), {k: float(groups[k].median()) for k in STAGES}
 

@@ -52,19 +52,20 @@ try:
     from common import parse_args, print_table, save
     from published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from published_runs_data import RUNS, PublishedRun
-    from published_runs_sim import (schedule_steps, capped_lognormal_mean, derived_prompt_mean, median_for_mean,
-                                    missing_ids, response_cap, run_policy, run_trace, sim_config, sim_steps,
+    from published_runs_sim import (capped_lognormal_mean, derived_prompt_mean, median_for_mean, missing_ids,
+                                    response_cap, run_policy, run_trace, sim_config, sim_steps, simulate_record,
                                     step_seconds, trace_name, use_op_costs)
 except ImportError:  # imported as paper_figs.published_runs
     from paper_figs.common import parse_args, print_table, save
     from paper_figs.published_runs_checks import PEAK_LIMIT_PCT, RANGE_FACTORS, assumed_range, implied_peak_pct, spread_range
     from paper_figs.published_runs_data import RUNS, PublishedRun
-    from paper_figs.published_runs_sim import (schedule_steps, capped_lognormal_mean, derived_prompt_mean,
-                                               median_for_mean, missing_ids, response_cap, run_policy, run_trace,
-                                               sim_config, sim_steps, step_seconds, trace_name, use_op_costs)
+    from paper_figs.published_runs_sim import (capped_lognormal_mean, derived_prompt_mean, median_for_mean,
+                                               missing_ids, response_cap, run_policy, run_trace, sim_config, sim_steps,
+                                               simulate_record, step_seconds, trace_name, use_op_costs)
 
 NAME = "published_runs"
 __all__ = ["capped_lognormal_mean", "median_for_mean", "derived_prompt_mean", "response_cap", "run_trace", "sim_config",
+           "run_policy", "sim_steps",
            "simulate_run", "calibrate", "summary", "main"]
 STAGES = ("generation", "scoring", "training")
 COLUMNS: tuple[str, ...] = (
@@ -112,10 +113,7 @@ def simulate_run(run: PublishedRun, steps: int) -> dict:
         row["status"] = "needs " + ", ".join(missing)
     else:
         try:
-            n_sim = sim_steps(run, steps)
-            cfg = sim_config(run, n_sim)
-            trace = run_trace(run, run.batch * run.n * n_sim)
-            res, memory = schedule_steps(cfg, trace, run_policy(run))
+            cfg, trace, res, memory = simulate_record(run, steps)
             s = res.steps
         except OppoError as e:
             row["status"] = f"refused: {e}"
@@ -125,7 +123,7 @@ def simulate_run(run: PublishedRun, steps: int) -> dict:
             row["predicted_step_s"] = step_seconds(run, s["step_time_s"])
             row["predicted_sync_s"] = float(s["sync_s"].median())
             row["memory"] = memory.removeprefix("refused; timed with ")
-            peak = implied_peak_pct(run, trace.prompt_tokens + trace.response_tokens, cfg.scoring_roles(), n_sim)
+            peak = implied_peak_pct(run, trace.prompt_tokens + trace.response_tokens, cfg.scoring_roles(), cfg.steps)
             row.update(implied_training_peak_pct=peak["training"], implied_scoring_peak_pct=peak["scoring"],
                        contradicted=bool(max(peak.values(), default=math.nan) > PEAK_LIMIT_PCT))
             row["predicted_step_low_s"], row["predicted_step_high_s"] = assumed_range(run, steps)

@@ -30,12 +30,10 @@ from oppo_sim.hw.models.lookup import get_model
 
 try:
     from published_runs_data import PublishedRun
-    from published_runs_sim import (schedule_steps, response_cap, run_policy, run_trace, sim_config, sim_steps,
-                                    step_seconds)
+    from published_runs_sim import response_cap, simulate_record, step_seconds
 except ImportError:  # imported as paper_figs.published_runs_checks
     from paper_figs.published_runs_data import PublishedRun
-    from paper_figs.published_runs_sim import (schedule_steps, response_cap, run_policy, run_trace, sim_config,
-                                               sim_steps, step_seconds)
+    from paper_figs.published_runs_sim import response_cap, simulate_record, step_seconds
 
 __all__ = ["RANGE_FACTORS", "PEAK_LIMIT_PCT", "implied_peak_pct", "assumed_range", "spread_range"]
 
@@ -66,9 +64,8 @@ def implied_peak_pct(run: PublishedRun, seq_tokens: np.ndarray, scoring_roles: t
 
 def _step_time(run: PublishedRun, steps: int) -> float:
     """The predicted step time of ``run`` under its framework's schedule (NaN where the simulator refuses it)."""
-    n = sim_steps(run, steps)
     try:
-        res, _ = schedule_steps(sim_config(run, n), run_trace(run, run.batch * run.n * n), run_policy(run))
+        res = simulate_record(run, steps)[2]
     except OppoError:
         return math.nan
     return step_seconds(run, res.steps["step_time_s"])

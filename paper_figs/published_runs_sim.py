@@ -243,3 +243,12 @@ def schedule_steps(cfg: SimConfig, trace: Trace, policy: Policy) -> tuple[SimRes
     timeline = pd.DataFrame(p.timeline.rows, columns=TIMELINE_COLUMNS)
     return (SimResult(pd.DataFrame(rows), timeline, {}),
             f"refused; timed with {cfg.trainer.state(3, cfg.expert_parallel)}, recompute {train.recompute} ({refusal})")
+
+
+def simulate_record(run: PublishedRun, steps: int) -> tuple[SimConfig, Trace, SimResult, str]:
+    """``run`` simulated under its framework's schedule for ``steps`` timed steps (:func:`sim_steps` of them in all):
+    its configuration, trace, result and training setup (:func:`schedule_steps`)."""
+    n = sim_steps(run, steps)
+    cfg, trace = sim_config(run, n), run_trace(run, run.batch * run.n * n)
+    res, memory = schedule_steps(cfg, trace, run_policy(run))
+    return cfg, trace, res, memory

@@ -78,8 +78,7 @@ def _pipelined(t: TrainerLayout, tp: int, pp: int, vpp: int, layers: int) -> Tra
         lay.check_stages(layers)
     except ConfigError:
         return None
-    even = not (lay.first_stage_layers or lay.last_stage_layers)
-    return None if even and (layers + lay.embedding_in_split + lay.loss_in_split) % (pp * vpp) else lay
+    return None if not lay.split_set and layers % (pp * vpp) else lay  # check_stages covers the split settings
 
 
 def _tp_ok(tp: int, heads: tuple[int, int], domain: int) -> bool:

@@ -194,6 +194,11 @@ class TrainerLayout:
     def _uneven(self) -> bool:
         return self.first_stage_layers is not None or self.last_stage_layers is not None
 
+    @property
+    def split_set(self) -> bool:
+        """Whether any of Megatron's pipeline-split settings is set (an uneven split, or the account-for switches)."""
+        return self._uneven or self.embedding_in_split or self.loss_in_split
+
     def _middle(self, layers: int) -> tuple[int, int]:
         """(stages between the first and the last that an uneven split leaves even, the layers left for them)."""
         first, last = self.first_stage_layers, self.last_stage_layers

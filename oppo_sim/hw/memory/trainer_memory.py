@@ -56,8 +56,8 @@ def stage_params(model: ModelSpec, pp: int, scalar_head: bool = False, share: fl
     share = 1.0 / pp if share is None else share
     emb = model.vocab * model.hidden
     total = model.params_scalar_head if scalar_head else model.params
-    in_total = model.hidden if scalar_head else (0 if model.tied_embeddings else emb)  # the head as `total` counts it
-    last = model.hidden if scalar_head else emb  # what the last stage holds (a tied head: its own copy)
+    last = model.head_params(scalar_head)  # what the last stage holds (a tied head: its own copy)
+    in_total = 0 if model.tied_embeddings and not scalar_head else last  # the head as `total` counts it
     routed = model.routed_expert_params
     layers = total - emb - in_total - routed
     ends = emb + in_total if pp == 1 else max(emb, last)
