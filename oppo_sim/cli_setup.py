@@ -66,7 +66,7 @@ def add_setup_args(p: argparse.ArgumentParser) -> None:
     add_limit_args(g)
     g.add_argument("--ppo-epochs", type=positive(), default=4, help="PPO epochs per step (default %(default)s, as TRL)")
     g.add_argument("--minibatches", type=positive(), default=1, help="mini-batches per epoch (default %(default)s, as TRL)")
-    g.add_argument("--contention", type=float, default=0.0, help="slowdown factor when jobs share a device (default %(default)s)")
+    g.add_argument("--contention", type=nonneg_float, default=0.0, help="slowdown factor when jobs share a device (default %(default)s)")
     g.add_argument("--seed", type=nonneg_int, default=0,
                    help="seed of every random choice: synthetic rewards, synthetic traces (default %(default)s)")
     add_algorithm_args(p)

@@ -5,6 +5,7 @@ into one line on stderr and exit status 2 (never a traceback)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -23,8 +24,8 @@ def positive(kind=int):
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if not math.isfinite(v) or v <= 0:  # NaN and infinity too: no option means "unbounded" by them
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
         return v
 
     return parse
@@ -49,13 +50,13 @@ def nonneg_int(text: str) -> int:
 
 
 def nonneg_float(text: str) -> float:
-    """A number >= 0 (NaN refused)."""
+    """A finite number >= 0 (NaN and infinity refused)."""
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return v
 
 

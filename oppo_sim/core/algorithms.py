@@ -7,14 +7,15 @@ model, or a rule — a verifier function on the CPU), and whether a reference mo
 
 | name | advantage | critic | groups | notes |
 |---|---|---|---|---|
-| ``ppo`` | GAE on a learned critic | yes | no | verl ``adv_estimator=gae``; TRL PPO |
+| ``ppo`` | GAE on a learned critic | yes | n > 1: kept together, advantage per response | verl ``adv_estimator=gae``; TRL PPO |
 | ``grpo`` | reward minus the group's mean, over its std | no | yes | verl/OpenRLHF ``grpo`` |
 | ``rloo`` | reward minus the mean of the *other* n-1 | no | yes | verl/OpenRLHF ``rloo`` |
 | ``reinforce++`` | reward minus the group's mean, normalised over the batch | no | yes | ``reinforce_plus_plus_baseline`` |
 | ``dapo`` | as ``grpo``; groups whose n rewards are all equal carry no gradient and are dropped; the step generates rounds of ``gen_batch_size`` prompts until B informative groups are kept | no | yes | verl DAPO recipe (``filter_groups``) |
 
-Where an algorithm forms its advantage within a group (:attr:`Algorithm.grouped`), a **group** — the n
-responses of one prompt — is the unit the step machine batches and defers (``oppo_sim/core/stepmachine.py``).
+A **group** — the n responses of one prompt — is the unit the step machine batches and defers
+(``oppo_sim/core/stepmachine.py``); where an algorithm forms its advantage within it (:attr:`Algorithm.grouped`) it
+must train whole, and ``ppo`` with n > 1 keeps its n responses together too, as verl generates and trains them.
 Sample ids are handed out in blocks of n, so the group of sample ``sid`` is ``sid // n``
 (:meth:`Algorithm.group_of`).
 
@@ -93,8 +94,10 @@ class Algorithm:
 
     @property
     def group_size(self) -> int:
-        """Samples the step machine keeps together: n for a grouped algorithm, else 1."""
-        return self.n if self.grouped else 1
+        """Samples the step machine keeps together: a prompt's n responses. For a grouped algorithm they must train
+        together (the advantage is the group's); for ``ppo`` with n > 1 (verl ``rollout.n`` with GAE) each keeps its own
+        advantage, and they are kept together as verl generates and trains them: one prompt, n responses, one step."""
+        return self.n
 
     def ledger_groups(self) -> dict:
         """The step machine's group settings (:class:`oppo_sim.core.ledger.Ledger` keywords), the same for both

@@ -25,6 +25,12 @@ from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.stepplan import PolicyState, StepContext, StepOutcome, StepPlan, Streaming
 
 
+MAX_STEP_PROMPTS = 1_000_000
+"""The most prompts one simulated step may hold (the batch, or the prompts Δ over-commits): two orders of magnitude over
+the largest published RL step (a few thousand prompts); a larger value is a slip, refused in one line rather than left
+to run for hours."""
+
+
 def _check(cond: bool, msg: str) -> None:
     if not cond:
         raise ConfigError(msg)
@@ -112,6 +118,7 @@ class Inter(Policy):
 
     def __post_init__(self) -> None:
         _check(self.delta >= 0, f"delta must be >= 0, got {self.delta}")
+        _check(self.delta <= MAX_STEP_PROMPTS, f"delta must be <= {MAX_STEP_PROMPTS:,} prompts, got {self.delta}")
 
     def initial_state(self) -> PolicyState:
         return PolicyState(delta=self.delta)
@@ -143,7 +150,8 @@ class DeltaRule:
     proportional: bool = False
 
     def __post_init__(self) -> None:
-        _check(0 <= self.delta_min <= self.delta_max, f"need 0 <= delta_min <= delta_max, got {self.delta_min}, {self.delta_max}")
+        _check(0 <= self.delta_min <= self.delta_max <= MAX_STEP_PROMPTS,
+               f"need 0 <= delta_min <= delta_max <= {MAX_STEP_PROMPTS:,}, got {self.delta_min}, {self.delta_max}")
         _check(self.delta_min <= self.delta0 <= self.delta_max, f"delta0 {self.delta0} outside [{self.delta_min}, {self.delta_max}]")
         _check(self.window >= 1, f"window must be >= 1, got {self.window}")
         _check(self.inc >= 0 and self.dec >= 0, "inc and dec must be >= 0")
@@ -277,6 +285,7 @@ class PartialRollout(Policy):
     def __post_init__(self) -> None:
         _check(self.budget >= 1, f"token budget must be >= 1, got {self.budget}")
         _check(self.delta >= 0, f"delta must be >= 0, got {self.delta}")
+        _check(self.delta <= MAX_STEP_PROMPTS, f"delta must be <= {MAX_STEP_PROMPTS:,} prompts, got {self.delta}")
 
     def initial_state(self) -> PolicyState:
         return PolicyState(delta=self.delta)

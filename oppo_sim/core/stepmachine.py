@@ -42,7 +42,7 @@ The rules, each defined here once:
   semaphore of ``num_prompts_per_step x max_trajectory_age_steps``); a step admits what the window has room
   for and one more group each time any group completes, the earliest step first (:meth:`Ledger.group_done`).
 
-**Groups** (``Ledger.group_size`` = n > 1: a grouped algorithm, :mod:`oppo_sim.core.algorithms`). The group,
+**Groups** (``Ledger.group_size`` = n > 1: n responses a prompt, :mod:`oppo_sim.core.algorithms`). The group,
 the n responses of one prompt (sids g*n .. g*n+n-1), is the unit of admission, batching and deferral;
 generation, chunk streaming, token budgets and pauses stay per response:
 

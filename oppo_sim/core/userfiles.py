@@ -9,7 +9,17 @@ from typing import Any
 
 from oppo_sim.core.errors import ConfigError
 
-__all__ = ["read_text", "read_yaml_mapping"]
+__all__ = ["user_path", "read_text", "read_yaml_mapping"]
+
+
+def user_path(text: str | Path) -> Path:
+    """``text`` as a path with a leading ``~`` expanded; a ``~name`` that names no user stays as written (so that it
+    reads as a file that is not there, or as what else it may be — a Hydra ``~key`` delete override), where
+    ``Path.expanduser`` would raise."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        return Path(text)
 
 
 def read_text(path: str | Path, where: str) -> str:

@@ -51,6 +51,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.userfiles import user_path
 from oppo_sim.explore.parallel import Runner
 from oppo_sim.explore.space import Candidate, PlanSpace, default_candidate
 from oppo_sim.explore.trainer_rank import KEEP, TrainerPruning, prune_trainers
@@ -106,7 +107,7 @@ def trace_source(name: str) -> str:
     if name.startswith(SYNTHETIC_PREFIX):
         return name
     find_trace(name)
-    direct = Path(name).expanduser()
+    direct = user_path(name)
     if any(Path(str(direct) + s).is_file() for s in SUFFIXES):
         return str(direct.absolute())
     return name

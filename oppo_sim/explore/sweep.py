@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import POLICY_NAMES, Policy, make_policy
+from oppo_sim.core.userfiles import user_path
 from oppo_sim.hw.devices.hardware import Hardware, get_hardware
 from oppo_sim.pipeline.config import SimConfig
 from oppo_sim.traces.catalog import SYNTHETIC_PREFIX, find_trace, load_trace
@@ -68,7 +69,7 @@ def _trace_source(name: str) -> str:
     if name.startswith(SYNTHETIC_PREFIX):
         return name
     find_trace(name)  # raises TraceError with the places searched
-    direct = Path(name).expanduser()
+    direct = user_path(name)
     if any(Path(str(direct) + s).is_file() for s in SUFFIXES):
         return str(direct.absolute())
     return name

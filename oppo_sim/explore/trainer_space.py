@@ -78,7 +78,7 @@ def _pipelined(t: TrainerLayout, tp: int, pp: int, vpp: int, layers: int) -> Tra
         lay.check_stages(layers)
     except ConfigError:
         return None
-    return None if not lay.split_set and layers % (pp * vpp) else lay  # check_stages covers the split settings
+    return lay  # check_stages refuses what Megatron-Core does: uneven chunks, even or with the split settings
 
 
 def _tp_ok(tp: int, heads: tuple[int, int], domain: int) -> bool:

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.userfiles import user_path
 from oppo_sim.frameworks.lora_keys import NEMO_RL_LORA_KEYS, nemo_rl_lora
 from oppo_sim.frameworks.nemo_rl_engine import engine
 from oppo_sim.frameworks.nemo_rl_recipe import Recipe, recipe, value
@@ -93,6 +94,9 @@ def sources(values: Sequence[str]) -> tuple[Path, list[str]]:
         path = existing_file(v)
         if path is not None and path.suffix.lower() in (".yaml", ".yml"):
             words.append(v)
+        elif path is None and v.strip() and not any(c.isspace() for c in v.strip()) and ("=" in v or v.startswith("~")):
+            words.append(v.strip())  # one override (``key=value``, ``~key``), not a launch line: a shell reader would
+            #                          take a dot-less ``key=value`` for a variable assignment and drop it
         else:
             words += split_words(path.read_text() if path is not None else v, "--from-nemo-rl")
     for i, w in enumerate(words):
@@ -115,7 +119,7 @@ def sources(values: Sequence[str]) -> tuple[Path, list[str]]:
             raise ConfigError(f"--from-nemo-rl: {w!r} is neither a recipe (.yaml) nor a key=value override")
     if len(found) != 1:
         raise ConfigError(f"--from-nemo-rl: give one recipe .yaml, got {len(found)}" + (f": {', '.join(found)}" if found else ""))
-    return Path(found[0]).expanduser(), overrides
+    return user_path(found[0]), overrides
 
 
 def translate_nemo_rl(values: Sequence[str]) -> Translation:
@@ -188,6 +192,8 @@ def _batches(g: _Get) -> None:
     else:
         g.use("grpo.adv_estimator.name", "--algorithm", name, v=est)
     kl = as_float("loss_fn.reference_policy_kl_penalty", g("loss_fn.reference_policy_kl_penalty", 0.01))
+    if kl < 0:
+        raise ConfigError(f"loss_fn.reference_policy_kl_penalty must be >= 0 (0: no reference model), got {kl}")
     g.use("loss_fn.reference_policy_kl_penalty", *(("--reference-on-host",) if kl > 0 else ("--no-reference",)), v=kl,
           note="KL in the loss: a reference model, held in pinned host memory and swapped with the policy's weights "
                "for its pass (use_reference_model)" if kl > 0 else "no reference model")
@@ -197,6 +203,8 @@ def _batches(g: _Get) -> None:
             note="a refit between pools broadcasts over every trainer and engine rank (grpo.py's collective init)")
     g.b.use("env", "", "--reward", "rule", note="NeMo RL's environments score off the GPUs")
     model = g(P + "model_name")
+    if model is None and P + "model_name" in g.r.flat:
+        raise ConfigError(f"{P}model_name is null: the recipe must name the policy's model (a Hugging Face id or path)")
     if model is not None:
         g.b.use_model(P + "model_name", model, "--actor")
 

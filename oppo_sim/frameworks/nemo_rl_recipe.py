@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.core.userfiles import read_yaml_mapping
+from oppo_sim.core.userfiles import read_yaml_mapping, user_path
 from oppo_sim.frameworks.suggest import check_typo, near
 from oppo_sim.frameworks.translation import flatten, scalar
 
@@ -108,9 +108,12 @@ def apply_override(flat: dict[str, Any], token: str, where: str) -> str:
         raise ConfigError(f"{where}: {key} is not in the recipe; NeMo RL adds a new key with +{key}={text}")
     if op == "+" and present:
         raise ConfigError(f"{where}: +{key}: the key is already in the recipe; set it with {key}={text}")
+    mapping = text.strip().startswith("{")
+    if present and present != [key] and not mapping and scalar(text) is not None:  # null removes a section (recipes do)
+        raise ConfigError(f"{where}: {key} is a section of the recipe, not a value: override its keys ({key}.KEY=VALUE)")
     for k in present:
         del flat[k]
-    flat.update(flatten(scalar(text), key) if text.strip().startswith("{") else {key: scalar(text)})
+    flat.update(flatten(scalar(text), key) if mapping else {key: scalar(text)})
     return key
 
 
@@ -130,7 +133,7 @@ def _check_new_keys(path: Path, own: set[str], parents: dict[str, Any], watched:
 def recipe(path: str | Path, overrides: Sequence[str] = (), watched: Iterable[str] = ()) -> Recipe:
     """The recipe at ``path`` with its defaults chain and ``overrides`` applied (module notes); a new key of the
     named file that nearly spells one of ``watched`` is refused as a typo."""
-    path = Path(path).expanduser()
+    path = user_path(path)
     tree, files = _load(path, ())
     flat = flatten(tree)
     own = set(flatten(dict(read_yaml_mapping(path, f"NeMo RL recipe '{path}'", "a NeMo RL config"))))

@@ -266,6 +266,8 @@ def _models(b: Builder, o: dict, d: dict, f: Names) -> None:
     if name == "dapo":
         b.use(f("dynamic_filtering"), True, note="-> --algorithm dapo")
     kl = as_float(f("init_kl_coef"), o["init_kl_coef"])
+    if kl < 0:
+        raise ConfigError(f"{f('init_kl_coef')} must be >= 0 (0: no reference model), got {kl}")
     b.use(f("init_kl_coef"), kl, *(() if kl > 0 else ("--no-reference",)), default=d["init_kl_coef"],
           note=("KL in the loss" if "use_kl_loss" in o else "KL in the reward") if kl > 0 else "no reference model")
     if "use_kl_loss" in o:

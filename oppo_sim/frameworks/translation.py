@@ -14,13 +14,14 @@ unset from the command line; edit the framework file instead.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from oppo_sim.core.errors import ConfigError
-from oppo_sim.core.userfiles import read_yaml_mapping
+from oppo_sim.core.userfiles import read_yaml_mapping, user_path
 from oppo_sim.frameworks.shell import read_script
 
 _KEY = re.compile(r"^[+~]{0,2}[A-Za-z_][\w.\-]*$")
@@ -217,7 +218,7 @@ def existing_file(text: str) -> Path | None:
     if "\n" in text or not text.strip():
         return None
     try:
-        path = Path(text.strip()).expanduser()
+        path = user_path(text.strip())
         return path if path.is_file() else None
     except OSError:  # e.g. ENAMETOOLONG: an argument string, not a file
         return None
@@ -297,18 +298,23 @@ def as_int(key: str, v: Any) -> int:
         f = float(v)
     except ValueError:
         raise ConfigError(f"{key}: expected an integer, got {v!r}") from None
-    if f != int(f):
+    if not math.isfinite(f) or f != int(f):
         raise ConfigError(f"{key}: expected an integer, got {v!r}")
     return int(f)
 
 
 def as_float(key: str, v: Any) -> float:
+    """A finite number (every float setting the readers take is a fraction or a coefficient: NaN and infinity are
+    refused)."""
     if isinstance(v, bool):
         raise ConfigError(f"{key}: expected a number, got {v!r}")
     try:
-        return float(v)
+        f = float(v)
     except (TypeError, ValueError):
         raise ConfigError(f"{key}: expected a number, got {v!r}") from None
+    if not math.isfinite(f):
+        raise ConfigError(f"{key}: expected a finite number, got {v!r}")
+    return f
 
 
 def as_bool(key: str, v: Any) -> bool:
@@ -333,8 +339,8 @@ def model_arg(key: str, value: Any) -> tuple[str | None, str]:
     path = existing_file(text)
     if path is not None and path.name == "config.json":
         return str(path), "its config.json"
-    if existing_file(str(Path(text).expanduser() / "config.json")) is not None:
-        return str(Path(text).expanduser() / "config.json"), "its config.json"
+    if existing_file(str(user_path(text) / "config.json")) is not None:
+        return str(user_path(text) / "config.json"), "its config.json"
     name = text.rstrip("/").rsplit("/", 1)[-1].lower().replace("_", "-")
     best = None
     for mid in MODELS:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from oppo_sim.core.algorithms import Algorithm
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.placement import TRAINER_PASSES, Placement, check_after_update, paper_placement
+from oppo_sim.core.policies import MAX_STEP_PROMPTS
 from oppo_sim.engine.factory import EngineKind
 from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams
@@ -91,7 +93,7 @@ class SimConfig:
 
     def __post_init__(self) -> None:
         checks = [
-            (self.batch >= 1, f"batch must be >= 1, got {self.batch}"),
+            (1 <= self.batch <= MAX_STEP_PROMPTS, f"batch must be in [1, {MAX_STEP_PROMPTS:,}] prompts, got {self.batch}"),
             (self.seed >= 0, f"seed must be >= 0, got {self.seed}"),
             (self.steps >= 1, f"steps must be >= 1, got {self.steps}"),
             (self.ppo_epochs >= 1, f"ppo_epochs must be >= 1, got {self.ppo_epochs}"),
@@ -107,7 +109,8 @@ class SimConfig:
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (isinstance(self.reference_on_host, bool), f"reference_on_host must be a bool, got {self.reference_on_host!r}"),
             (isinstance(self.reference_in_actor, bool), f"reference_in_actor must be a bool, got {self.reference_in_actor!r}"),
-            (self.contention >= 0, f"contention must be >= 0, got {self.contention}"),
+            (isinstance(self.contention, (int, float)) and math.isfinite(self.contention) and self.contention >= 0,
+             f"contention must be a finite number >= 0, got {self.contention!r}"),
             (isinstance(self.train_memory_fraction, (int, float)) and 0 < self.train_memory_fraction <= 1,
              f"train_memory_fraction must be in (0, 1], got {self.train_memory_fraction!r}"),
             (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),
@@ -147,7 +150,7 @@ class SimConfig:
             raise ConfigError(f"trainer must be a TrainerLayout, got {type(self.trainer).__name__}")
         self.trainer.check_devices(self.placement.pool(self.placement.train).devices)
         self.trainer.check_experts(self.placement.pool(self.placement.train).devices, self.expert_parallel)
-        self.trainer.check_stages(actor.layers)
+        self.trainer.check_stages(actor.layers, actor.pipeline_layers)
         if self.trainer.megatron and self.train_memory.sequence_parallel > 1:
             raise ConfigError(f"--sp {self.train_memory.sequence_parallel} is FSDP's Ulysses sequence parallelism; "
                               f"under --train-backend megatron sequences are split with --cp")

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from oppo_sim.core.errors import ConfigError, TraceError
+from oppo_sim.core.userfiles import user_path
 from oppo_sim.traces.readers import detect_format, read_bytes, read_trace_file
 from oppo_sim.traces.synthetic import synthetic_trace
 from oppo_sim.traces.columns import PMF_COLS, TRACE_FILE_ENDINGS, strip_trace_suffix
@@ -42,7 +43,7 @@ def trace_search_path() -> list[Path]:
 
     Duplicates are dropped (first occurrence kept).
     """
-    dirs: list[Path] = [Path(p).expanduser() for p in os.environ.get(TRACES_ENV, "").split(os.pathsep) if p]
+    dirs: list[Path] = [user_path(p) for p in os.environ.get(TRACES_ENV, "").split(os.pathsep) if p]
     dirs += [Path.cwd() / "traces", package_data_dir()]
     seen: set[Path] = set()
     unique: list[Path] = []
@@ -74,7 +75,7 @@ def find_trace(name: str | Path) -> Path:
     text = str(name)
     if not text.strip():
         raise TraceError("trace name is empty")
-    direct = Path(text).expanduser()
+    direct = user_path(text)
     if direct.is_dir():
         raise TraceError(f"{direct}: is a directory, not a trace file")
     for suffix in SUFFIXES:

@@ -240,14 +240,21 @@ class TrainerLayout:
         first, mid, last = self.rank_layers(layers)
         return np.maximum(body * max(first, mid) / layers, body * last / layers + head)
 
-    def check_stages(self, layers: int) -> None:
-        """An uneven pipeline split must leave the middle stages whole, equal layer counts (one line if not)."""
+    def check_stages(self, layers: int, whole: int | None = None) -> None:
+        """An uneven pipeline split must leave the middle stages whole, equal layer counts, and an even one must
+        divide the ``whole`` layers the pipeline splits (``ModelSpec.pipeline_layers``; default ``layers``) over
+        ``pp x vpp`` (one line if not)."""
         first, last = self.first_stage_layers, self.last_stage_layers
         counted = self.embedding_in_split + self.loss_in_split
         if counted and (layers + counted) % (self.pp * self.vpp):
             raise ConfigError(f"pipeline split: {layers} layers and the {counted} counted for the embedding / loss do not "
                               f"divide evenly over pp {self.pp} x vpp {self.vpp} (Megatron-Core)")
         if first is None and last is None:
+            whole = layers if whole is None else whole
+            if self.pp > 1 and not counted and whole % (self.pp * self.vpp):
+                raise ConfigError(f"pipeline split: {whole} layers do not divide evenly over pp {self.pp} x vpp "
+                                  f"{self.vpp} (Megatron-Core asserts it): choose another --pp / --vpp, or split unevenly "
+                                  "with --first-stage-layers / --last-stage-layers")
             return
         middle_stages, rest = self._middle(layers)
         if rest < 0 or (middle_stages and (rest <= 0 or rest % (middle_stages * self.vpp))) or (not middle_stages and rest):

@@ -66,6 +66,11 @@ def is_gpu_yaml(text: str | PathLike) -> bool:
 
 
 def _number(where: str, key: str, v: Any, positive: bool = True) -> float:
+    if isinstance(v, str):  # YAML 1.1 reads an exponent without a dot (1e3) as a string: a number all the same
+        try:
+            v = float(v)
+        except ValueError:
+            pass
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ConfigError(f"{where}: '{key}' must be a number, got {v!r}")
     if not (v == v and abs(v) != float("inf")) or (v <= 0 if positive else v < 0):

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.userfiles import user_path
 from oppo_sim.hw.models.hf_config_hybrid import hybrid_fields, vlm_text_config
 from oppo_sim.hw.models.model_spec import ModelSpec
 
@@ -49,6 +50,17 @@ _MLA_KEYS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim
 _DEEPSEEK_MOE = ("deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe", "glm4v_moe_text", "glm_moe_dsa")
 _DSA_NOTE = ("sparse attention priced as dense (an upper bound past index_topk tokens); the indexer's weights "
              "are left out")
+
+
+def _dtype_bytes(dtype: str, where: str) -> int:
+    """Bytes a weight of ``torch_dtype`` takes: bf16 / fp16 / fp32 as named; an FP8 checkpoint is priced as bf16 (the
+    engine and trainer kernels are; FP8 rollouts are not modelled); anything else is refused."""
+    if dtype in _HF_DTYPE_BYTES:
+        return _HF_DTYPE_BYTES[dtype]
+    if dtype.startswith(("float8", "fp8")):
+        return 2
+    raise ConfigError(f"model config{where}: torch_dtype {dtype!r} is not one of {', '.join(_HF_DTYPE_BYTES)} (or an FP8 "
+                      "type, priced as bfloat16)")
 
 
 def _need(config: Mapping, key: str, where: str) -> Any:
@@ -114,15 +126,19 @@ def model_from_hf_config(config: Mapping, id: str = "custom", name: str | None =
     if config.get("intermediate_size") is None and config.get("moe_intermediate_size"):  # every layer MoE
         config = {**config, "intermediate_size": config["moe_intermediate_size"]}
     kw: dict[str, Any] = {field: _need(config, key, where) for field, key in _HF_REQUIRED}
-    kw["kv_heads"] = config.get("num_key_value_heads") or config["num_attention_heads"]
+    kv = config.get("num_key_value_heads")
+    kw["kv_heads"] = config["num_attention_heads"] if kv is None else kv  # 0 is an error (ModelSpec says so), not "unset"
     if config.get("head_dim") is not None:
         kw["head_dim"] = config["head_dim"]
-    kw["tied_embeddings"] = bool(config.get("tie_word_embeddings", False))
+    tied = config.get("tie_word_embeddings")
+    if tied is not None and not isinstance(tied, bool):
+        raise ConfigError(f"model config{where}: tie_word_embeddings must be true or false, got {tied!r}")
+    kw["tied_embeddings"] = bool(tied)
     family = str(config.get("model_type", "")).lower()
     kw["qkv_bias"] = bool(config.get("attention_bias", family in ("qwen2", "qwen2_moe")))
     kw["qk_norm"] = family.startswith("qwen3") or bool(config.get("use_qk_norm"))
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower().removeprefix("torch.")
-    kw["dtype_bytes"] = _HF_DTYPE_BYTES.get(dtype, 2)
+    kw["dtype_bytes"] = _dtype_bytes(dtype, where)
     kw.update(_moe_fields(config, family, int(kw["layers"]), where))
     kw.update(_mla_fields(config, where))
     kw.update(hybrid_fields(config, family, where, kw["dtype_bytes"]))
@@ -140,7 +156,7 @@ def model_from_hf_config(config: Mapping, id: str = "custom", name: str | None =
 
 def hf_config_path(arg: str | Path) -> Path:
     """The ``config.json`` that ``arg`` names: the file itself, or the one in a directory."""
-    p = Path(arg).expanduser()
+    p = user_path(arg)
     return p / "config.json" if p.is_dir() else p
 
 

@@ -9,9 +9,8 @@ KV-cache bytes, FLOPs, the bytes a decode batch reads — are :class:`~oppo_sim.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.userfiles import user_path
 from oppo_sim.hw.models.hf_config import model_from_hf_config, read_hf_config
 from oppo_sim.hw.models.model_spec import ModelSpec
 from oppo_sim.hw.models.model_table import MODELS
@@ -32,6 +31,6 @@ def get_model(arg: str) -> ModelSpec:
     key = str(arg).strip()
     if key.lower() in MODELS:
         return MODELS[key.lower()]
-    if looks_like_path(key) or Path(key).expanduser().exists():
+    if looks_like_path(key) or user_path(key).exists():
         return read_hf_config(key)
     raise ConfigError(f"unknown model {arg!r}; known: {', '.join(MODELS)} (or a path to a Hugging Face config.json)")

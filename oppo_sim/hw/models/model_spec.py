@@ -159,6 +159,13 @@ class ModelSpec:
         """Multi-head latent attention."""
         return self.kv_lora_rank > 0
 
+    @property
+    def pipeline_layers(self) -> int:
+        """The layers a Megatron pipeline splits: ``layers``, where each holds its attention (or mixer) and MLP; a
+        Nemotron-H pattern's characters each (mixer, attention and MLP layers apart: more than ``layers``)."""
+        split = self.attn_layers + self.mixer_layers
+        return self.layers if split <= self.layers else self.layers + split
+
     @cached_property
     def full_attn_layers(self) -> int:
         """Layers with softmax attention (a KV cache): ``attn_layers``, or every layer."""

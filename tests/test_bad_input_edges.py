@@ -1,0 +1,115 @@
+"""Edge inputs a user can type that once ended in a traceback, a hang or a silently different job: each is now either
+refused in one line naming the problem or simulated as the job it describes (found by a review that tried bad values
+on every command, 2026-11-27)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from oppo_sim.cli import main
+from oppo_sim.core.algorithms import Algorithm
+from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.pipeline.simulate import simulate
+from tests.test_nemo_rl_reader import BASE
+
+SMALL = ["--steps", "1", "--batch", "4", "--actor", "qwen2.5-0.5b", "--algorithm", "grpo", "--n", "2", "--reward", "rule"]
+
+
+def _one_line_error(capsys, argv: list[str], msg: str) -> None:
+    try:
+        code = main(argv)
+    except SystemExit as e:  # an option's own type refuses the value while parsing (argparse exits)
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and msg in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--contention", "inf"], "must be a finite number >= 0, got inf"),  # was a ZeroDivisionError in the device model
+    (["--contention", "nan"], "must be a finite number >= 0, got nan"),
+    (["--gpu-memory-utilization", "nan"], "must be a finite number > 0, got nan"),
+    (["--batch", "100000000"], "batch must be in [1, 1,000,000] prompts"),  # ran for hours
+    (["--policy", "inter", "--delta", "1000000000000"], "delta must be <= 1,000,000 prompts"),
+    (["--policy", "oppo", "--delta-max", "1000000000000"], "delta_max <= 1,000,000"),
+])
+def test_unbounded_and_non_finite_numbers_are_refused(capsys, args, msg):
+    _one_line_error(capsys, ["run", *SMALL, *args], msg)
+
+
+@pytest.mark.parametrize("override, msg", [
+    ("data.train_batch_size=nan", "data.train_batch_size: expected an integer, got 'nan'"),  # ValueError traceback
+    ("data.train_batch_size=inf", "data.train_batch_size: expected an integer, got 'inf'"),  # OverflowError traceback
+    ("data.train_batch_size=1e30", "batch must be in [1, 1,000,000] prompts"),
+])
+def test_a_verl_value_that_is_no_integer_is_refused(capsys, override, msg):
+    _one_line_error(capsys, ["run", "--steps", "1", "--from-verl", override], msg)
+
+
+@pytest.mark.parametrize("override, msg", [
+    ("grpo=5", "grpo is a section of the recipe, not a value"),  # a dot-less override was dropped as a shell variable
+    ("nokey=1", "nokey is not in the recipe"),
+    ("policy.model_name=null", "policy.model_name is null"),  # was the default model, silently
+    ("loss_fn.reference_policy_kl_penalty=nan", "expected a finite number"),  # was "no reference", silently
+    ("loss_fn.reference_policy_kl_penalty=-1", "must be >= 0"),
+])
+def test_a_nemo_rl_override_is_applied_or_refused(capsys, override, msg):
+    _one_line_error(capsys, ["run", "--steps", "1", "--from-nemo-rl", str(BASE), "--from-nemo-rl", override], msg)
+
+
+def test_a_hydra_delete_override_and_a_null_section_still_apply(capsys):
+    """``~key`` reached ``Path.expanduser``, which raises on an unknown user: a traceback before any override ran."""
+    for override in ("~grpo.batch_multiplier", "policy.optimizer=null"):
+        assert main(["run", "--steps", "1", "--from-nemo-rl", str(BASE), "--from-nemo-rl", override]) == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("flag, value, msg", [
+    ("--trace", "~nosuchuser/x.csv", "trace file not found"),
+    ("--actor", "~nosuchuser/config.json", "no such file"),
+])
+def test_a_path_under_an_unknown_users_home_is_a_missing_file(capsys, flag, value, msg):
+    _one_line_error(capsys, ["run", "--steps", "1", flag, value], msg)
+
+
+@pytest.mark.parametrize("extra, msg", [
+    ({"num_key_value_heads": 0}, "kv_heads must be a positive integer, got 0"),  # was read as "unset": MHA
+    ({"torch_dtype": "int3"}, "torch_dtype 'int3' is not one of"),  # was priced as bf16
+    ({"tie_word_embeddings": "yes"}, "tie_word_embeddings must be true or false"),
+])
+def test_a_malformed_model_config_value_is_refused(tmp_path, capsys, extra, msg):
+    cfg = {"model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
+           "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936, **extra}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    _one_line_error(capsys, ["run", *SMALL[:4], "--actor", str(path), *SMALL[6:]], msg)
+
+
+def test_a_gpu_yaml_number_with_an_exponent_reads_as_a_number(tmp_path):
+    """YAML 1.1 reads ``1e3`` (no dot) as a string; the error said "must be a number, got '1e3'"."""
+    from oppo_sim.hw.devices.gpu_yaml import load_gpu_yaml
+    from tests.test_gpus import EXAMPLE
+    text = "\n".join("bf16_tflops: 1e3" if line.startswith("bf16_tflops:") else line
+                      for line in EXAMPLE.read_text().splitlines())
+    path = tmp_path / "card.yaml"
+    path.write_text(text + "\n")
+    assert load_gpu_yaml(path).gpu.peak_flops == pytest.approx(1e15)
+
+
+@pytest.mark.parametrize("pp, vpp", [(8, 1), (2, 3)])
+def test_a_megatron_split_that_leaves_part_layers_is_refused(capsys, pp, vpp):
+    """Megatron-Core asserts that the layers divide over pp x vpp; 28 over 8 was priced as 3.5 layers a stage."""
+    _one_line_error(capsys, ["run", "--steps", "1", "--batch", "4", "--placement", "colocated", "--devices", "8",
+                             "--train-backend", "megatron", "--pp", str(pp), "--vpp", str(vpp)],
+                    f"28 layers do not divide evenly over pp {pp} x vpp {vpp}")
+
+
+def test_ppo_with_several_responses_a_prompt_trains_all_of_them():
+    """verl PPO with ``rollout.n`` > 1 generates and trains B x n responses; n was ignored (B trained)."""
+    def run(n: int):
+        cfg = SimConfig(batch=8, steps=2, algorithm=Algorithm("ppo", n=n), seed=3)
+        return simulate("oppo-longtail-default", "baseline", cfg).steps
+    one, four = run(1), run(4)
+    assert list(one["samples"]) == [8, 8] and list(four["samples"]) == [32, 32]
+    assert (four["training_s"] > one["training_s"]).all()
