@@ -24,7 +24,8 @@ from oppo_sim.cli_policy import add_policy_args, check_policy_flags, policy_opti
 from oppo_sim.cli_setup import add_engine_args, add_setup_args, sim_config
 from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
 from oppo_sim.hw.costs.op_cost import add_op_costs_arg
-from oppo_sim.cliargs import Parser, int_list, nonneg_float, nonneg_int, on_off, output, positive, run_command, str_list
+from oppo_sim.cliargs import (Parser, figure_path, int_list, nonneg_float, nonneg_int, on_off, output, positive, run_command,
+                              str_list, table_path)
 from oppo_sim.core.errors import ConfigError, OppoError
 
 DEFAULT_COMPARE = ("baseline", "stream", "intra", "inter", "oppo")
@@ -285,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--json", help="write the summary as JSON (default: not written)")
     o.add_argument("--steps-csv", help="write the per-step table (default: not written)")
     o.add_argument("--timeline-csv", help="write the timeline table (default: not written)")
-    o.add_argument("--plot", help="write a timeline figure of the first steps, PNG/PDF/SVG (default: not written)")
+    o.add_argument("--plot", type=figure_path, help="write a timeline figure of the first steps, PNG/PDF/SVG (default: not written)")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("compare", help="baseline vs overlap policies, side by side")
@@ -294,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--policies", type=str_list, default=",".join(DEFAULT_COMPARE),
                    help="comma list; baseline is always added (default %(default)s)")
     o.add_argument("--json", help="write every policy's summary as JSON (default: not written)")
-    o.add_argument("--plot", help="write a figure: speedup, utilization and timelines (default: not written)")
+    o.add_argument("--plot", type=figure_path, help="write a figure: speedup, utilization and timelines (default: not written)")
     c.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("sweep", help="a grid of policies x C x Δ x traces x GPUs")
@@ -311,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--ray", action="store_true",
                    help="run the grid on Ray, ray.init locally or --ray-address (default off)")
     g.add_argument("--ray-address", default=None, help="address of an existing Ray cluster (default: none)")
-    g.add_argument("--out", help="write the table, .csv or .parquet (default: not written)")
+    g.add_argument("--out", type=table_path, help="write the table, .csv, .csv.gz or .parquet (default: not written)")
     g.add_argument("--json", help="write the table as JSON records (default: not written)")
     s.set_defaults(func=cmd_sweep)
 

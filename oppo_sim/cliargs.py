@@ -86,6 +86,29 @@ def on_off(flag: bool) -> str:
     return "on" if flag else "off"
 
 
+TABLE_SUFFIXES = (".csv", ".csv.gz", ".parquet")
+"""What a table (``sweep --out``) is written as, by the file name's ending."""
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+"""What a figure (``--plot``) is written as, by the file name's ending (matplotlib's formats a reader opens)."""
+
+
+def _output_path(text: str, suffixes: tuple[str, ...], what: str) -> str:
+    if not text.lower().endswith(suffixes) or Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write a {what} to {text!r}: name a file ending in "
+                                         f"{', '.join(suffixes)}")
+    return text
+
+
+def table_path(text: str) -> str:
+    """An option's table file, checked before any work is done (a long sweep must not end in a refusal)."""
+    return _output_path(text, TABLE_SUFFIXES, "table")
+
+
+def figure_path(text: str) -> str:
+    """An option's figure file, checked before any work is done."""
+    return _output_path(text, FIGURE_SUFFIXES, "figure")
+
+
 def output(path) -> Path:
     """An output file a command was asked to write: its folder is made if missing (``--plot out/x.png``
     on a fresh checkout must not fail on the missing ``out/``)."""

@@ -113,3 +113,19 @@ def test_ppo_with_several_responses_a_prompt_trains_all_of_them():
     one, four = run(1), run(4)
     assert list(one["samples"]) == [8, 8] and list(four["samples"]) == [32, 32]
     assert (four["training_s"] > one["training_s"]).all()
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["run", "--steps", "1", "--plot", "timeline.txt"], "cannot write a figure to 'timeline.txt'"),
+    (["compare", "--steps", "1", "--plot", "."], "cannot write a figure to '.'"),
+    (["sweep", "--steps", "1", "--out", "table.xlsx"], "cannot write a table to 'table.xlsx'"),  # said after the sweep
+])
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_work(capsys, argv, msg):
+    _one_line_error(capsys, argv, msg)
+
+
+def test_a_ray_address_nobody_answers_is_refused_at_once(capsys):
+    """Ray retries an address nobody listens on for minutes; the sweep hung."""
+    pytest.importorskip("ray")
+    _one_line_error(capsys, ["sweep", "--steps", "1", "--batch", "4", "--processes", "1", "--ray-address", "127.0.0.1:1"],
+                    "Ray address '127.0.0.1:1': cannot connect")

@@ -13,6 +13,7 @@ down on exit only what it started (an already initialised Ray is left alone).
 from __future__ import annotations
 
 import os
+import socket
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Callable, Sequence
 
@@ -25,6 +26,35 @@ def _import_ray():
     except ImportError:
         raise ConfigError("ray is not installed: pip install 'oppo[ray]'") from None
     return ray
+
+
+def _check_reachable(address: str, timeout_s: float = 10.0) -> None:
+    """A ``host:port`` (or ``ray://host:port``) Ray address must accept a connection: Ray itself retries an address
+    nobody listens on for minutes, printing warnings. ``auto`` and ``local`` are Ray's own to resolve."""
+    if address in ("auto", "local"):
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"Ray address {address!r}: expected host:port, ray://host:port, auto or local")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ConfigError(f"Ray address {address!r}: cannot connect ({e.strerror or e})") from None
+
+
+def connect_ray(address: str | None):
+    """``(ray, started)``: Ray connected to ``address`` (checked to answer first) or started locally, unless it is
+    already initialised (``started`` False: the caller leaves it running)."""
+    ray = _import_ray()
+    if ray.is_initialized():
+        return ray, False
+    kwargs: dict[str, Any] = {"address": address or None, "log_to_driver": False}
+    if address:
+        _check_reachable(address)
+    else:
+        kwargs["include_dashboard"] = False
+    ray.init(**kwargs)
+    return ray, True
 
 
 class Runner:
@@ -43,13 +73,7 @@ class Runner:
 
     def __enter__(self) -> "Runner":
         if self.use_ray:
-            ray = self._ray = _import_ray()
-            if not ray.is_initialized():
-                kwargs: dict[str, Any] = {"address": self.ray_address, "log_to_driver": False}
-                if not self.ray_address:
-                    kwargs["include_dashboard"] = False
-                ray.init(**kwargs)
-                self._started_ray = True
+            self._ray, self._started_ray = connect_ray(self.ray_address)
         return self
 
     def __exit__(self, *exc) -> None:

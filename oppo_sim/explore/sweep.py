@@ -28,6 +28,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from oppo_sim.cliargs import TABLE_SUFFIXES
+from oppo_sim.explore.parallel import connect_ray
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.core.policies import POLICY_NAMES, Policy, make_policy
 from oppo_sim.core.userfiles import user_path
@@ -202,23 +204,8 @@ def _run_pool(points: Sequence[SweepPoint], processes: int, bar: tqdm) -> list[d
     return rows  # type: ignore[return-value]
 
 
-def _import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("ray is not installed: pip install 'oppo[ray]'") from None
-    return ray
-
-
 def _run_ray(points: Sequence[SweepPoint], ray_address: str | None, bar: tqdm) -> list[dict[str, Any]]:
-    ray = _import_ray()
-    started = False
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"address": ray_address or None, "log_to_driver": False}
-        if not ray_address:
-            kwargs["include_dashboard"] = False
-        ray.init(**kwargs)
-        started = True
+    ray, started = connect_ray(ray_address)
     try:
         task = ray.remote(run_point)
         refs = [task.remote(p) for p in points]
@@ -295,12 +282,12 @@ def save_table(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     p = Path(path)
     name = p.name.lower()
     p.parent.mkdir(parents=True, exist_ok=True)
-    if name.endswith((".csv", ".csv.gz")):
+    if name.endswith(TABLE_SUFFIXES[:2]):
         df.to_csv(p, index=False)
-    elif name.endswith(".parquet"):
+    elif name.endswith(TABLE_SUFFIXES[2]):
         df.to_parquet(p, index=False)
     else:
-        raise ConfigError(f"cannot save a table as '{p.name}': use a .csv, .csv.gz or .parquet suffix")
+        raise ConfigError(f"cannot save a table as '{p.name}': use a {', '.join(TABLE_SUFFIXES)} suffix")
     return p
 
 
