@@ -19,7 +19,7 @@ from typing import Callable
 
 import pandas as pd
 
-from oppo_sim.cliargs import nonneg_int, output, positive, str_list
+from oppo_sim.cliargs import figure_path, file_path, nonneg_int, output, positive, str_list
 
 
 def add_check_parser(sub, add_run_like: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -51,8 +51,8 @@ def add_check_parser(sub, add_run_like: Callable[[argparse.ArgumentParser], None
     f.add_argument("--policies", type=str_list, default=None,
                    help="what each policy would buy on this run, with a range, e.g. baseline,intra,inter,oppo,async "
                         "(default: not predicted)")
-    f.add_argument("--plot", default=None, help="write the figure, PNG/PDF/SVG (default: not written)")
-    f.add_argument("--csv", default=None, help="write the per-step, per-stage table (default: not written)")
+    f.add_argument("--plot", type=figure_path, default=None, help="write the figure, PNG/PDF/SVG (default: not written)")
+    f.add_argument("--csv", type=file_path, default=None, help="write the per-step, per-stage table (default: not written)")
     p.set_defaults(func=cmd_check)
 
 

@@ -24,7 +24,7 @@ from oppo_sim.cli_policy import add_policy_args, check_policy_flags, policy_opti
 from oppo_sim.cli_setup import add_engine_args, add_setup_args, sim_config
 from oppo_sim.hw.costs.eager import EAGER_HOST_OP_S
 from oppo_sim.hw.costs.op_cost import add_op_costs_arg
-from oppo_sim.cliargs import (Parser, figure_path, int_list, nonneg_float, nonneg_int, on_off, output, positive, run_command,
+from oppo_sim.cliargs import (Parser, figure_path, file_path, int_list, nonneg_float, nonneg_int, on_off, output, positive, run_command,
                               str_list, table_path)
 from oppo_sim.core.errors import ConfigError, OppoError
 
@@ -283,9 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_like(r)
     o = r.add_argument_group("policy and output")
     o.add_argument("--policy", default="oppo", help=f"one of {', '.join(POLICY_NAMES)} (default %(default)s)")
-    o.add_argument("--json", help="write the summary as JSON (default: not written)")
+    o.add_argument("--json", type=file_path, help="write the summary as JSON (default: not written)")
     o.add_argument("--steps-csv", help="write the per-step table (default: not written)")
-    o.add_argument("--timeline-csv", help="write the timeline table (default: not written)")
+    o.add_argument("--timeline-csv", type=file_path, help="write the timeline table (default: not written)")
     o.add_argument("--plot", type=figure_path, help="write a timeline figure of the first steps, PNG/PDF/SVG (default: not written)")
     r.set_defaults(func=cmd_run)
 
@@ -294,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     o = c.add_argument_group("policies and output")
     o.add_argument("--policies", type=str_list, default=",".join(DEFAULT_COMPARE),
                    help="comma list; baseline is always added (default %(default)s)")
-    o.add_argument("--json", help="write every policy's summary as JSON (default: not written)")
+    o.add_argument("--json", type=file_path, help="write every policy's summary as JSON (default: not written)")
     o.add_argument("--plot", type=figure_path, help="write a figure: speedup, utilization and timelines (default: not written)")
     c.set_defaults(func=cmd_compare)
 
@@ -313,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the grid on Ray, ray.init locally or --ray-address (default off)")
     g.add_argument("--ray-address", default=None, help="address of an existing Ray cluster (default: none)")
     g.add_argument("--out", type=table_path, help="write the table, .csv, .csv.gz or .parquet (default: not written)")
-    g.add_argument("--json", help="write the table as JSON records (default: not written)")
+    g.add_argument("--json", type=file_path, help="write the table as JSON records (default: not written)")
     s.set_defaults(func=cmd_sweep)
 
     _add_replay_parser(sub)
@@ -364,7 +364,7 @@ def _add_replay_parser(sub) -> None:
     rp.add_argument("--max-response", type=nonneg_int, default=0, help="cap output tokens (default %(default)s = as traced)")
     rp.add_argument("--seed", type=int, default=0, help="seed of the Poisson arrivals and synthetic traces (default %(default)s)")
     rp.add_argument("--requests-csv", help="write per-request TTFT/TPOT/E2E (default: not written)")
-    rp.add_argument("--json", help="write the summary as JSON (default: not written)")
+    rp.add_argument("--json", type=file_path, help="write the summary as JSON (default: not written)")
     rp.set_defaults(func=cmd_replay)
 
 

@@ -99,6 +99,13 @@ def _output_path(text: str, suffixes: tuple[str, ...], what: str) -> str:
     return text
 
 
+def file_path(text: str) -> str:
+    """An option's output file (JSON, CSV), checked before any work is done: not a folder, not empty."""
+    if not text.strip() or Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write a file to {text!r}: name a file, not a folder")
+    return text
+
+
 def table_path(text: str) -> str:
     """An option's table file, checked before any work is done (a long sweep must not end in a refusal)."""
     return _output_path(text, TABLE_SUFFIXES, "table")

@@ -22,7 +22,7 @@ from oppo_sim.cli_policy import check_policy_flags
 from oppo_sim.cli_trainer import add_lora_args, lora_of
 from oppo_sim.cli_setup import (add_algorithm_args, add_engine_args, add_offload_arg, add_sleep_level_arg,
                                  add_weight_moves_args, algorithm_fields, engine_fields)
-from oppo_sim.cliargs import int_list, nonneg_float, nonneg_int, output, positive, str_list
+from oppo_sim.cliargs import file_path, int_list, nonneg_float, nonneg_int, output, positive, str_list
 
 _GPUS_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$")
 SHOWN = ("rank", "config", "samples_per_s", "speedup", "time_to_steps_s", "step_time_s", "util_gen", "util_train",
@@ -138,7 +138,7 @@ def add_plan_parser(sub) -> None:
                    help="refuse samples more than k versions stale (default: no bound)")
     p.add_argument("--top", type=positive(), default=10, help="rows of the ranked table printed (default %(default)s)")
     p.add_argument("--out", default=None, help="folder for plan.csv and pareto.png (default: not written)")
-    p.add_argument("--json", default=None, help="write the whole table as JSON records (default: not written)")
+    p.add_argument("--json", type=file_path, default=None, help="write the whole table as JSON records (default: not written)")
     _add_export_args(p)
     _add_trainer_args(p)
     _add_search_args(p)

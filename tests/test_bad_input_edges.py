@@ -129,3 +129,67 @@ def test_a_ray_address_nobody_answers_is_refused_at_once(capsys):
     pytest.importorskip("ray")
     _one_line_error(capsys, ["sweep", "--steps", "1", "--batch", "4", "--processes", "1", "--ray-address", "127.0.0.1:1"],
                     "Ray address '127.0.0.1:1': cannot connect")
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["run", "--steps", "1", "--batch", "4", "--placement", "colocated", "--devices", "3", "--tp", "3", "--actor",
+      "qwen2.5-0.5b"], "generation tensor parallelism (--tp) 3 does not split qwen2.5-0.5b's 14 attention heads"),
+    (["run", "--steps", "1", "--batch", "4", "--placement", "colocated", "--devices", "8", "--train-backend", "megatron",
+      "--train-tp", "8"], "the trainer's tensor parallelism (--train-tp) 8 does not split"),
+    (["replay", "--limit", "5", "--trace", "azure2023_conv", "--tp", "3"], "tensor parallelism (--tp) 3 does not split"),
+])
+def test_tensor_parallelism_the_heads_do_not_allow_is_refused(capsys, argv, msg):
+    """vLLM refuses it ("heads must be divisible by tensor parallel size"); run and replay priced it (plan knew)."""
+    _one_line_error(capsys, argv, msg)
+
+
+@pytest.mark.parametrize("extra", [["--tps", "3"], ["--max-staleness", "0", "--policies", "async"]])
+def test_a_plan_whose_options_leave_nothing_to_try_says_so(capsys, extra):
+    """It printed the reference (outside the options) as the best configuration, exit 0."""
+    _one_line_error(capsys, ["plan", "--steps", "1", "--batch", "4", "--processes", "1", "--trials", "5", *extra],
+                    "the search space is empty")
+
+
+@pytest.mark.parametrize("line, msg", [
+    ("step:99999999999999999999 - response_length/mean:300 - prompt_length/mean:100", "is not a step number"),
+    ("step:1 - response_length/mean:300 - response_length/max:100 - response_length/min:500 - prompt_length/mean:100",
+     "response length min 500, mean 300, max 100 are not in order"),  # was a trace of mean 99, silently
+    ("step:1 - response_length/mean:300 - response_length/max:inf - prompt_length/mean:100", "is not finite"),
+    ("step:1 - response_length/mean:-300 - prompt_length/mean:100", "must be a finite number >= 1, got -300"),
+])
+def test_a_run_log_with_impossible_lengths_is_refused(tmp_path, capsys, line, msg):
+    log = tmp_path / "run.log"
+    log.write_text(line + "\n")
+    _one_line_error(capsys, ["import", "--out", str(tmp_path / "t.csv"), str(log)], msg)
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["run", "--steps", "1", "--contention", "1e308"], "contention must be a number in [0, 100]"),  # ZeroDivisionError
+    (["run", "--steps", "1", "--devices", "1000000000"], "devices, got"),  # allocated for hours
+    (["run", "--steps", "1", "--json", "."], "cannot write a file to '.'"),
+    (["import", "--out", "t.csv", "/dev/null"], "not a file"),  # an AssertionError
+])
+def test_more_values_no_run_can_have_are_refused(capsys, argv, msg):
+    _one_line_error(capsys, argv, msg)
+
+
+def test_an_unknown_config_framework_is_refused(tmp_path, capsys):
+    log = tmp_path / "run.log"
+    log.write_text("step:1 - response_length/mean:300 - prompt_length/mean:100\n")
+    _one_line_error(capsys, ["check", "--config-framework", "foo", "--log", str(log)], "expected verl, openrlhf or nemo-rl")
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["validate", "--steps", "2", "--warmup", "5"], "--warmup 5 leaves none of the --steps 2"),  # fell back to all steps
+    (["run", "--temperature", "nan"], "must be a finite number >= 0, got nan"),  # failed 30 s in, in a worker
+    (["run", "--engine-warmup", "nan"], "must be a finite number >= 0, got nan"),
+    (["run", "--gpus-per-worker", "-1"], "must be a finite number >= 0, got -1"),
+])
+def test_oppo_real_refuses_values_before_starting_engines(capsys, argv, msg):
+    from oppo_real.cli import main as real_main
+    try:
+        code = real_main(argv)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and msg in err and err.count("\n") == 1, err

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from oppo_sim.cliargs import nonneg_float
+
 DEFAULT_TRACE = "oppo-longtail-default"
 CPU_RUN_LENGTH_SCALE = 0.1
 """``--length-scale`` of the real commands: the trace's response lengths shrunk for a CPU-sized run."""
@@ -88,7 +90,7 @@ GPU_WARMUP_S = 45.0
 
 
 def add_engine_warmup_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine-warmup", type=float, default=None, metavar="S",
+    p.add_argument("--engine-warmup", type=nonneg_float, default=None, metavar="S",
                    help="decode throw-away requests for S seconds before timing (once per process; default 45 on a GPU, 0 on the CPU)")
 
 

@@ -21,7 +21,7 @@ from oppo_real.commands.common import (
 from oppo_real.commands.common import cores as _cores
 from oppo_real.console import LOG_NAME
 from oppo_sim.cli_limits import add_limit_args, limits_note
-from oppo_sim.cliargs import nonneg_int, positive
+from oppo_sim.cliargs import nonneg_float, nonneg_int, positive
 
 
 def add_parser(sub) -> None:
@@ -50,8 +50,8 @@ def add_parser(sub) -> None:
     r.add_argument("--ray-address", default=None, help="join an existing Ray cluster (default: start a local one)")
     r.add_argument("--main-cores", type=_cores, default=None, help="cores of the generate+train pool (default 0; none on a GPU)")
     r.add_argument("--score-cores", type=_cores, default=None, help="cores of the scoring pool (default 1; none on a GPU)")
-    r.add_argument("--gpus-per-worker", type=float, default=0.0, help="Ray GPUs per role worker")
-    r.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    r.add_argument("--gpus-per-worker", type=nonneg_float, default=0.0, help="Ray GPUs per role worker")
+    r.add_argument("--temperature", type=nonneg_float, default=1.0, help="sampling temperature (0: greedy; default %(default)s)")
     r.add_argument("--ppo-epochs", type=positive(), default=None, help="PPO epochs per step (default 2)")
     r.add_argument("--minibatches", type=positive(), default=None, help="PPO mini-batches per epoch (default 2)")
     r.add_argument("--lr", type=positive(float), default=None, help="learning rate of actor and critic (default 1e-4)")

@@ -20,6 +20,7 @@ from oppo_real.commands.common import (
     save_engine_profile,
 )
 from oppo_sim.cliargs import nonneg_int, positive
+from oppo_sim.core.errors import ConfigError
 
 
 def add_parser(sub) -> None:
@@ -111,6 +112,8 @@ def cmd_validate(a: argparse.Namespace) -> int:
     from oppo_sim.core.policies import make_policy
     from oppo_sim.traces.catalog import load_trace
 
+    if a.warmup >= a.steps:
+        raise ConfigError(f"--warmup {a.warmup} leaves none of the --steps {a.steps} to compare: give fewer warm-up steps")
     out = Path(a.out)
     policies = {n.strip(): make_policy(n.strip(), chunk=a.chunk, delta=a.delta) for n in a.policies.split(",") if n.strip()}
     trace = None if a.trace.lower() == "none" else load_trace(a.trace, max_response=None)

@@ -195,6 +195,9 @@ def start_ray(address: str | None, num_cpus: int | None = None) -> None:
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
     if address:
+        from oppo_sim.explore.parallel import check_ray_address
+
+        check_ray_address(address)  # Ray itself retries an address nobody answers for minutes
         ray.init(address=address, **kwargs)
     else:
         ray.init(num_cpus=num_cpus or os.cpu_count() or 2, **kwargs)

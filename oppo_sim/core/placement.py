@@ -23,6 +23,11 @@ FROZEN_ROLES: frozenset[str] = frozenset({"reward", "reference"})
 ROLES: tuple[str, ...] = ("generate", *SCORING_ROLES, "train")
 
 
+MAX_DEVICES = 131_072
+"""The most GPUs a pool may have: beyond the largest clusters built (a larger count is a slip, refused in one line
+rather than left to allocate for hours)."""
+
+
 @dataclass(frozen=True)
 class Pool:
     """A group of identical devices. ``gpu`` overrides the run's GPU for this pool."""
@@ -34,8 +39,8 @@ class Pool:
     def __post_init__(self) -> None:
         if not self.name:
             raise ConfigError("a device pool needs a name")
-        if self.devices < 1:
-            raise ConfigError(f"pool '{self.name}' needs >= 1 device, got {self.devices}")
+        if not 1 <= self.devices <= MAX_DEVICES:
+            raise ConfigError(f"pool '{self.name}' needs 1 to {MAX_DEVICES:,} devices, got {self.devices}")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def _import_ray():
     return ray
 
 
-def _check_reachable(address: str, timeout_s: float = 10.0) -> None:
+def check_ray_address(address: str, timeout_s: float = 10.0) -> None:
     """A ``host:port`` (or ``ray://host:port``) Ray address must accept a connection: Ray itself retries an address
     nobody listens on for minutes, printing warnings. ``auto`` and ``local`` are Ray's own to resolve."""
     if address in ("auto", "local"):
@@ -50,7 +50,7 @@ def connect_ray(address: str | None):
         return ray, False
     kwargs: dict[str, Any] = {"address": address or None, "log_to_driver": False}
     if address:
-        _check_reachable(address)
+        check_ray_address(address)
     else:
         kwargs["include_dashboard"] = False
     ray.init(**kwargs)

@@ -286,6 +286,8 @@ def run_plan(req: PlanRequest, *, processes: int | None = None, progress: bool =
     space, base = req.space, req.base
     pruning = prune_trainers(space, base, _trace(req.trace, tuple(base.trace_limits().items()), base.seed), req.trainer_keep)
     candidates = space.candidates(list(pruning.placements))
+    if not candidates:
+        raise ConfigError(_empty_space(space))
     reference = default_candidate(space.devices, base)
     search = req.resolved_search(len(candidates))
     k = space.max_staleness
@@ -306,6 +308,16 @@ def run_plan(req: PlanRequest, *, processes: int | None = None, progress: bool =
         bar.total = bar.n
         bar.refresh()
     return PlanResult(plan_table(rows, req.objective, reference), req, search, _size(space), len(candidates), pruning)
+
+
+def _empty_space(space: PlanSpace) -> str:
+    """Why nothing is left to try: the options themselves leave no configuration, or none of them fits."""
+    if not _size(space):
+        heads, kv = space.heads
+        return (f"the search space is empty: no configuration meets the options together (generation --tps must divide "
+                f"the {heads} attention heads and fit a node, --pps the {space.layers} layers, --placements must be of "
+                f"the --layouts, a policy of --policies must allow --max-staleness)")
+    return "no configuration of the search space fits the GPUs' memory: more GPUs, a smaller model or shorter responses"
 
 
 def _size(space: PlanSpace) -> int:

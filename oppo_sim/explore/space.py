@@ -36,6 +36,7 @@ from oppo_sim.explore.trainer_space import TrainerOptions, trainer_layouts
 from oppo_sim.hw.devices.gpu_table import domain_gpus
 from oppo_sim.hw.costs.trainer_layout import TrainerLayout
 from oppo_sim.pipeline.config import SimConfig
+from oppo_sim.hw.models.heads import heads_split
 
 LAYOUTS: tuple[str, ...] = ("colocated", "shared", "split", "gen-apart")
 WITH_TRAINER_REFERENCE: tuple[str, ...] = ("colocated", "gen-apart")  # the reference on the training GPUs
@@ -296,7 +297,7 @@ class PlanSpace:
         for tp in range(1, min(gen, block) + 1):
             if gen % tp or (self.tps is not None and tp not in self.tps):
                 continue
-            if heads and (heads % tp or (kv % tp and tp % kv)):
+            if not heads_split(heads, kv, tp):
                 continue
             if any(i * tp // block != ((i + 1) * tp - 1) // block for i in range(gen // tp)):
                 continue

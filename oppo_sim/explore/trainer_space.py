@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from oppo_sim.core.errors import ConfigError
 from oppo_sim.hw.costs.trainer_layout import TRAIN_BACKENDS, TrainerLayout
+from oppo_sim.hw.models.heads import heads_split
 
 __all__ = ["TrainerOptions", "trainer_layouts", "megatron_template"]
 
@@ -83,7 +84,7 @@ def _pipelined(t: TrainerLayout, tp: int, pp: int, vpp: int, layers: int) -> Tra
 
 def _tp_ok(tp: int, heads: tuple[int, int], domain: int) -> bool:
     h, kv = heads
-    return tp <= domain and not (h and (h % tp or (kv % tp and tp % kv)))
+    return tp <= domain and heads_split(h, kv, tp)
 
 
 def _eps(o: TrainerOptions, stage_ranks: int) -> tuple[int, ...]:

@@ -39,7 +39,8 @@ from oppo_sim.traces.trace import Trace
 COMPATIBLE: dict[str, tuple[str, ...]] = {  # the log's framework -> the stage maps that read its timers
     "verl": ("verl", "verl-0.7"), "nemo-rl": ("nemo-rl", "nemo-rl-async"), "openrlhf": ("openrlhf-timing", "openrlhf", "deepspeed-chat"),
 }
-CONFIG_FRAMEWORK: dict[str, str] = {"verl": "verl", "openrlhf": "openrlhf", "nemo rl": "nemo-rl"}
+CONFIG_FRAMEWORK: dict[str, str] = {"verl": "verl", "openrlhf": "openrlhf", "nemo rl": "nemo-rl", "nemo-rl": "nemo-rl",
+                                     "nemo_rl": "nemo-rl"}
 """A reader's framework (``Translation.framework``, its first words) -> the log framework it must match."""
 
 TABLE_COLUMNS = ["step", "stage", "measured_s", "predicted_s", "error_pct"]
@@ -69,7 +70,9 @@ def check_config_framework(log: RunLog, reader: str | None) -> None:
         return
     words = reader.strip().lower()
     want = next((fw for key, fw in CONFIG_FRAMEWORK.items() if words.startswith(key)), None)
-    if want is not None and want != log.framework:
+    if want is None:
+        raise ConfigError(f"--config-framework {reader!r}: expected verl, openrlhf or nemo-rl")
+    if want != log.framework:
         raise ConfigError(f"the config is {reader.split(' (')[0]}'s but {log.source} is a {log.framework} log: "
                           f"give the config and the log of one run")
 

@@ -14,6 +14,7 @@ from oppo_sim.engine.request import EngineConfig
 from oppo_sim.engine.static import StaticConfig, StaticCostParams
 from oppo_sim.hw.costs.eager import check_host_op_s, host_op_seconds
 from oppo_sim.hw.costs.expert_parallel import check_expert_parallel
+from oppo_sim.hw.models.heads import check_heads_split
 from oppo_sim.hw.devices.hardware import Hardware, get_hardware
 from oppo_sim.hw.memory.train_memory import TrainMemoryConfig
 from oppo_sim.hw.memory.pool_memory import COLOCATE_MODES
@@ -109,8 +110,9 @@ class SimConfig:
              f"offload_train_state must be a bool, got {self.offload_train_state!r}"),
             (isinstance(self.reference_on_host, bool), f"reference_on_host must be a bool, got {self.reference_on_host!r}"),
             (isinstance(self.reference_in_actor, bool), f"reference_in_actor must be a bool, got {self.reference_in_actor!r}"),
-            (isinstance(self.contention, (int, float)) and math.isfinite(self.contention) and self.contention >= 0,
-             f"contention must be a finite number >= 0, got {self.contention!r}"),
+            (isinstance(self.contention, (int, float)) and math.isfinite(self.contention) and 0 <= self.contention <= 100,
+             f"contention must be a number in [0, 100] (a job sharing a device runs up to 1 + contention times slower), "
+             f"got {self.contention!r}"),
             (isinstance(self.train_memory_fraction, (int, float)) and 0 < self.train_memory_fraction <= 1,
              f"train_memory_fraction must be in (0, 1], got {self.train_memory_fraction!r}"),
             (self.scorer_max_tokens >= 1, f"scorer_max_tokens must be >= 1, got {self.scorer_max_tokens}"),
@@ -151,6 +153,9 @@ class SimConfig:
         self.trainer.check_devices(self.placement.pool(self.placement.train).devices)
         self.trainer.check_experts(self.placement.pool(self.placement.train).devices, self.expert_parallel)
         self.trainer.check_stages(actor.layers, actor.pipeline_layers)
+        check_heads_split(actor.id, actor.heads, actor.kv_heads, self.engine.tp, "generation tensor parallelism (--tp)")
+        if self.trainer.megatron:
+            check_heads_split(actor.id, actor.heads, actor.kv_heads, self.trainer.tp, "the trainer's tensor parallelism (--train-tp)")
         if self.trainer.megatron and self.train_memory.sequence_parallel > 1:
             raise ConfigError(f"--sp {self.train_memory.sequence_parallel} is FSDP's Ulysses sequence parallelism; "
                               f"under --train-backend megatron sequences are split with --cp")

@@ -51,6 +51,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.core.policies import MAX_STEP_PROMPTS
 from oppo_sim.traces.importers import Imported
 from oppo_sim.traces.runlog import LENGTHS, RunLog, lengths, read_run_log
 from oppo_sim.traces.trace import Trace
@@ -170,8 +171,8 @@ def metrics_to_trace(source: str | Path | RunLog, prompts_per_step: int | None =
     log = source if isinstance(source, RunLog) else read_run_log(source, run)
     path = Path(log.source)
     n = DEFAULT_PROMPTS_PER_STEP if prompts_per_step is None else int(prompts_per_step)
-    if n < 1:
-        raise ConfigError(f"--prompts-per-step must be >= 1, got {n}")
+    if not 1 <= n <= MAX_STEP_PROMPTS:
+        raise ConfigError(f"--prompts-per-step must be in [1, {MAX_STEP_PROMPTS:,}], got {n}")
     if max_response is not None and max_response < 1:
         raise ConfigError(f"--max-response must be >= 1, got {max_response}")
     m = lengths(log)

@@ -208,6 +208,8 @@ def read_run_log(path: str | Path, run: str | None = None) -> RunLog:
     path = Path(path)
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    if not (path.is_file() or path.is_dir()):
+        raise TraceError(f"{path}: not a file (a run log, a CSV export) nor a folder of TensorBoard scalars")
     is_text = path.is_file() and not path.name.lower().endswith((".csv", ".csv.gz"))
     lines = _lines(path) if is_text else None
     fmt = _format(path, lines)
@@ -230,6 +232,9 @@ def read_run_log(path: str | Path, run: str | None = None) -> RunLog:
     table = table[["step", *(c for c in metrics if table[c].notna().any())]]
     if table.empty:
         raise TraceError(f"{path}: no step logs a training metric (only validation: val-*, val/*)")
+    too_big = ~(table["step"].abs() < 2**62)
+    if too_big.any():
+        raise TraceError(f"{path}: step {table['step'][too_big].iloc[0]} is not a step number a run reaches")
     table["step"] = table["step"].astype(np.int64)
     return RunLog(table, framework, fmt, str(path))
 
@@ -266,11 +271,28 @@ def lengths(log: RunLog) -> pd.DataFrame:
     if out.empty:
         raise TraceError(f"{log.source}: no step has a value in '{cols['resp_mean']}'")
     for key in ("resp_mean", "prompt_mean"):
-        bad = ~(out[key] >= 1)
+        bad = ~((out[key] >= 1) & np.isfinite(out[key]))
         if bad.any():
-            raise TraceError(f"{log.source}: step {int(out['step'][bad].iloc[0])}: '{cols[key]}' must be >= 1, "
-                             f"got {out[key][bad].iloc[0]!r}")
+            raise TraceError(f"{log.source}: step {int(out['step'][bad].iloc[0])}: '{cols[key]}' must be a finite "
+                             f"number >= 1, got {float(out[key][bad].iloc[0]):g}")
+    _check_moments(out, cols, log.source)
     return out.reset_index(drop=True)
+
+
+def _check_moments(out: pd.DataFrame, cols: dict, source: str) -> None:
+    """A step's logged minimum, mean and maximum of a length must be finite and in that order (a trace drawn to match
+    them cannot otherwise): one line naming the first step that breaks it."""
+    for kind in ("resp", "prompt"):
+        lo, mean, hi = (out[f"{kind}_{m}"] for m in ("min", "mean", "max"))
+        for name, v in ((f"{kind}_min", lo), (f"{kind}_max", hi)):
+            bad = np.isinf(v)
+            if bad.any():
+                raise TraceError(f"{source}: step {int(out['step'][bad].iloc[0])}: '{cols[name]}' is not finite")
+        bad = (lo > mean) | (hi < mean)  # NaN (not logged) compares False
+        if bad.any():
+            i, label = bad.idxmax(), "response" if kind == "resp" else "prompt"
+            raise TraceError(f"{source}: step {int(out['step'][i])}: {label} length min {lo[i]:g}, mean {mean[i]:g}, "
+                             f"max {hi[i]:g} are not in order")
 
 
 def _column_for_name(table: pd.DataFrame, name: str) -> str | None:
