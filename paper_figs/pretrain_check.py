@@ -10,7 +10,7 @@ all-to-all token dispatcher (the recipes' HybridEP ``flex`` dispatcher is priced
 rows force-balance it), the output layer on the last pipeline stage, and where a model's layers do not split evenly
 over the pipeline's chunks but do with the embedding and the loss counted as layers, Megatron's
 ``account_for_embedding/loss_in_pipeline_split`` (Qwen3-235B's 94 layers over PP8 x VP3; its recipes set them;
-DeepSeek-V3's explicit ``pipeline_model_parallel_layout`` is not modelled: an even split). Uncalibrated: nothing here is fitted, and no default was set from these rows. The
+DeepSeek-V3's explicit ``pipeline_model_parallel_layout`` by its ranks' layer counts, :data:`EXPLICIT_LAYOUTS`). Uncalibrated: nothing here is fitted, and no default was set from these rows. The
 predicted tokens per second per GPU is the global batch's tokens over the step's seconds and the GPUs.
 """
 
@@ -42,12 +42,28 @@ from pretrain_rows import ROWS, SOURCE, PretrainRow  # noqa: E402
 OUT = ROOT / "paper_figs" / "out" / "pretrain_check.csv"
 
 
+EXPLICIT_LAYOUTS: dict[tuple[str, int, int], tuple[int, int]] = {("deepseek-v3", 4, 4): (16, 13)}
+"""(model, pp, vp) -> (first, last) pipeline rank's decoder layers of the explicit ``pipeline_model_parallel_layout``
+Megatron-Bridge's recipe sets (``recipes/deepseek/h100/deepseek_v3.py`` ``_get_deepseek_v3_pipeline_layout`` at
+:data:`~pretrain_rows.COMMIT`: for PP4 x VP4, sixteen chunks of four layers, the first with the embedding, the last of
+one layer and the loss — ranks of 16, 16, 16 and 13 layers). Megatron-Core cannot split 61 layers evenly over 16
+chunks; the busiest rank is what the simulator prices, and the first / last rank counts carry it."""
+
+
+def _layout(row: PretrainRow) -> TrainerLayout:
+    """``row``'s Megatron layout: the recipe's explicit split where it sets one, else even, with the embedding and the
+    loss counted as layers where a model's layers split over the pipeline's chunks only so."""
+    chunks, layers = row.pp * row.vp, get_model(row.model_id).layers
+    first, last = EXPLICIT_LAYOUTS.get((row.model_id, row.pp, row.vp), (None, None))
+    counted = first is None and row.pp > 1 and layers % chunks != 0 and (layers + 2) % chunks == 0
+    return TrainerLayout("megatron", tp=row.tp, pp=row.pp, vpp=row.vp, cp=row.cp, moe_dispatcher="alltoall",
+                         embedding_in_split=counted, loss_in_split=counted, first_stage_layers=first,
+                         last_stage_layers=last)
+
+
 def step_seconds(row: PretrainRow) -> float:
     """Seconds of one optimizer step of ``row`` on the simulator's Megatron trainer (module notes)."""
-    chunks, layers = row.pp * row.vp, get_model(row.model_id).layers
-    counted = row.pp > 1 and layers % chunks != 0 and (layers + 2) % chunks == 0  # Megatron-Core's even split needs them
-    layout = TrainerLayout("megatron", tp=row.tp, pp=row.pp, vpp=row.vp, cp=row.cp, moe_dispatcher="alltoall",
-                           embedding_in_split=counted, loss_in_split=counted)
+    layout = _layout(row)
     train = TrainMemoryConfig(zero_stage=1, recompute="none", micro_batch_size=row.mbs)
     cfg = SimConfig(batch=row.gbs, steps=1, gpu=hardware_for(row.gpu, "tables"), actor=row.model_id,
                     placement=colocated_placement(row.gpus), nodes=row.nodes, expert_parallel=row.ep, trainer=layout,

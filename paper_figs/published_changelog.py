@@ -743,5 +743,15 @@ CHANGES: tuple[Change, ...] = (
                  "at the GPUs' peak); the 128-GPU row reads 61.0%. No prediction moved; the summary without the "
                  "contradicted rows goes from 33 to 31 runs, median 14.7 -> 13.7%, worst 100.4 -> 38.1%: read that "
                  "as the check's change, not the model's.")),
+    Change("2026-11-27", "record",
+           "Megatron's even pipeline split must divide the layers (Megatron-Core asserts num_layers % (pp x vp) == 0; "
+           "the simulator priced part layers a stage): the pre-training check's DeepSeek-V3 row (61 layers over PP4 x "
+           "VP4) now carries the explicit layout its Megatron-Bridge recipe sets, as its ranks' layer counts (16, 16, "
+           "16, 13: first_stage_layers 16, last_stage_layers 13), where it was priced as an even 15.25 a rank",
+           17.9, 17.9, 217.1, 217.1,
+           note=("Found when the new refusal stopped the check (the RL table's records all split whole: no prediction "
+                 "there moved). DeepSeek-V3 on 256 GB200 0.68 -> 0.69x the published throughput; the layout is the "
+                 "recipe's (recipes/deepseek/h100/deepseek_v3.py _get_deepseek_v3_pipeline_layout at 067f987d), not "
+                 "chosen to fit.")),
 )
 """The changes, oldest first."""
