@@ -193,3 +193,10 @@ def test_oppo_real_refuses_values_before_starting_engines(capsys, argv, msg):
         code = e.code
     err = capsys.readouterr().err
     assert code == 2 and msg in err and err.count("\n") == 1, err
+
+
+def test_a_recipe_that_nulls_a_section_nemo_rl_needs_is_refused(tmp_path, capsys):
+    """A child recipe's ``grpo: null`` fell back to NeMo RL's defaults silently; NeMo RL would not start."""
+    child = tmp_path / "child.yaml"
+    child.write_text(f"defaults: {BASE}\ngrpo: null\n")
+    _one_line_error(capsys, ["run", "--steps", "1", "--from-nemo-rl", str(child)], "the section grpo is set to null")

@@ -129,6 +129,9 @@ def translate_nemo_rl(values: Sequence[str]) -> Translation:
     if not any(k in r.flat for k in READ):
         raise ConfigError(f"--from-nemo-rl {path}: not a NeMo RL GRPO recipe (none of {', '.join(READ[:3])}, ... "
                           "after its defaults chain)")
+    nulled = [sec for sec in ("grpo", "policy", "cluster", "loss_fn") if sec in r.flat and r.flat[sec] is None]
+    if nulled:  # OmegaConf replaces the section with None, and NeMo RL cannot start without it
+        raise ConfigError(f"--from-nemo-rl {path}: the section {nulled[0]} is set to null; NeMo RL needs it")
     chain = " <- ".join(p.name for p in r.chain)
     b = Builder("NeMo RL (examples/configs at 7ea279a, 2026-08-22)",
                 (chain + (f" with {len(overrides)} override(s)" if overrides else ""),))
