@@ -1,6 +1,6 @@
 """The trainer checks' tables in the docs (``docs/published.md``), rendered from their committed outputs
 (``paper_figs/out/pretrain_check.csv``, written by ``paper_figs/pretrain_check.py``; ``published_implied.csv``, by
-``paper_figs/published_implied.py``). ``scripts/make_docs.py`` merges them with ``docs_tables.TABLES``."""
+``paper_figs/published_implied.py``; ``aic_decode_check.csv``, by ``paper_figs/aic_decode_check.py``). ``scripts/make_docs.py`` merges them with ``docs_tables.TABLES``."""
 
 from __future__ import annotations
 
@@ -40,4 +40,18 @@ def published_implied() -> str:
             f"{d.step_error_pct.max():+.0f}%.")
 
 
-TRAINER_TABLES: dict[str, Callable[[], str]] = {"pretrain-check": pretrain_check, "published-implied": published_implied}
+def aic_decode_check() -> str:
+    """The published runs' decode iterations priced by the simulator and by AIConfigurator's engine model."""
+    d = pd.read_csv(OUT / "aic_decode_check.csv")
+    rows = [{"model": r.model, "GPU": r.gpu, "vLLM TP": r.tp, "batch": r.batch,
+             "AIConfigurator, ms": f"{r.aiconfigurator_ms:.1f}", "simulator kernels, ms": f"{r.sim_kernels_ms:.1f}",
+             "kernels / AIConfigurator": f"{r.kernels_ratio:.2f}×", "simulator iteration, ms": f"{r.sim_iteration_ms:.1f}"}
+            for r in d.itertuples()]
+    per = "; ".join(f"{m} on {g} {x.min():.2f}–{x.max():.2f}×" for (m, g), x in
+                    d.groupby(["model", "gpu"], sort=False)["kernels_ratio"])
+    return (_md(pd.DataFrame(rows)) + f"\n\nSimulator kernels / AIConfigurator over the {len(d)} points: median "
+            f"{d.kernels_ratio.median():.2f}× ({per}); context {int(d.context.iloc[0]):,} tokens a sequence.")
+
+
+TRAINER_TABLES: dict[str, Callable[[], str]] = {"pretrain-check": pretrain_check, "published-implied": published_implied,
+                                                 "aic-decode-check": aic_decode_check}
