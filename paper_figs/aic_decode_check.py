@@ -17,6 +17,7 @@ stops. Writes ``paper_figs/out/aic_decode_check.csv``; ``scripts/make_docs.py`` 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import sys
 from pathlib import Path
@@ -70,9 +71,7 @@ def rows() -> pd.DataFrame:
 
 
 def main() -> int:
-    try:
-        import aiconfigurator_core  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("aiconfigurator_core") is None:
         print("aic_decode_check: aiconfigurator-core is not installed (pip install -e '.[op-tables]')", file=sys.stderr)
         return 2
     d = rows()
