@@ -93,15 +93,19 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 
 def _output_path(text: str, suffixes: tuple[str, ...], what: str) -> str:
-    if not text.lower().endswith(suffixes) or Path(text).is_dir():
+    if not text.lower().endswith(suffixes) or not _writable_name(text):
         raise argparse.ArgumentTypeError(f"cannot write a {what} to {text!r}: name a file ending in "
                                          f"{', '.join(suffixes)}")
     return text
 
 
+def _writable_name(text: str) -> bool:
+    return bool(text.strip()) and not Path(text).is_dir()
+
+
 def file_path(text: str) -> str:
     """An option's output file (JSON, CSV), checked before any work is done: not a folder, not empty."""
-    if not text.strip() or Path(text).is_dir():
+    if not _writable_name(text):
         raise argparse.ArgumentTypeError(f"cannot write a file to {text!r}: name a file, not a folder")
     return text
 

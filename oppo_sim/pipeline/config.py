@@ -153,9 +153,9 @@ class SimConfig:
         self.trainer.check_devices(self.placement.pool(self.placement.train).devices)
         self.trainer.check_experts(self.placement.pool(self.placement.train).devices, self.expert_parallel)
         self.trainer.check_stages(actor.layers, actor.pipeline_layers)
-        check_heads_split(actor.id, actor.heads, actor.kv_heads, self.engine.tp, "generation tensor parallelism (--tp)")
+        check_heads_split(actor, self.engine.tp, "generation tensor parallelism (--tp)")
         if self.trainer.megatron:
-            check_heads_split(actor.id, actor.heads, actor.kv_heads, self.trainer.tp, "the trainer's tensor parallelism (--train-tp)")
+            check_heads_split(actor, self.trainer.tp, "the trainer's tensor parallelism (--train-tp)")
         if self.trainer.megatron and self.train_memory.sequence_parallel > 1:
             raise ConfigError(f"--sp {self.train_memory.sequence_parallel} is FSDP's Ulysses sequence parallelism; "
                               f"under --train-backend megatron sequences are split with --cp")

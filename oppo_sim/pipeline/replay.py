@@ -73,7 +73,7 @@ def replay(trace: Trace, cfg: ReplayConfig | None = None) -> ReplayResult:
     arrivals = _arrivals(trace, n, cfg)
     env = simpy.Environment()
     tp = cfg.engine.tp
-    check_heads_split(model.id, model.heads, model.kv_heads, tp, "tensor parallelism (--tp)")
+    check_heads_split(model, tp, "tensor parallelism (--tp)")
     pool = DevicePool(env, "serve", tp, hw.gpu.peak_flops, 0.0, Timeline())
     blocks = kv_blocks_for(model, hw.gpu.mem_bytes, cfg.engine, f"{tp} x {hw.gpu.id} ({model.id})")
     host_op_s = host_op_seconds(cfg.eager_host_op_s, hw.host_scale) if cfg.engine.enforce_eager else 0.0

@@ -5,6 +5,7 @@ parallel size") and for Megatron's trainer, for the runs a user gives and the on
 from __future__ import annotations
 
 from oppo_sim.core.errors import ConfigError
+from oppo_sim.hw.models.model_spec import ModelSpec
 
 __all__ = ["heads_split", "check_heads_split"]
 
@@ -15,8 +16,9 @@ def heads_split(heads: int, kv_heads: int, tp: int) -> bool:
     return not heads or (heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0))
 
 
-def check_heads_split(name: str, heads: int, kv_heads: int, tp: int, what: str) -> None:
-    """One line where ``tp`` does not split the model's heads (:func:`heads_split`)."""
-    if not heads_split(heads, kv_heads, tp):
-        raise ConfigError(f"{what} {tp} does not split {name}'s {heads} attention heads ({kv_heads} KV heads): vLLM "
-                          f"and Megatron need the heads divisible by it, and the KV heads divisible by it or it by them")
+def check_heads_split(model: ModelSpec, tp: int, what: str) -> None:
+    """One line where ``tp`` does not split ``model``'s heads (:func:`heads_split`)."""
+    if not heads_split(model.heads, model.kv_heads, tp):
+        raise ConfigError(f"{what} {tp} does not split {model.id}'s {model.heads} attention heads ({model.kv_heads} KV "
+                          f"heads): vLLM and Megatron need the heads divisible by it, and the KV heads divisible by it or "
+                          f"it by them")
